@@ -1,0 +1,68 @@
+"""A realised workflow: the concrete DAG one request turns into.
+
+Dynamic structure (branches, run-time fan-out widths, loop counts) is resolved when a
+workflow is *realised* from its template with the workload's seed, so every scheduler meets
+identical requests (common random numbers).  No scheduler sees the future all the same: a
+task whose existence depends on a run-time decision carries ``revealed_by``, the index of
+the deciding task, and the simulator exposes it only after that task finishes.  The
+decider is always an ancestor of what it reveals, so readiness needs no extra logic.
+
+Indices, not ids, link tasks: the simulator's hot path works on ints and tuples.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+TaskKind = Literal["llm", "tool"]
+
+
+@dataclass(frozen=True, slots=True)
+class TaskInstance:
+    """One primitive task. Fields marked *truth* are hidden from schedulers."""
+
+    id: str
+    kind: TaskKind
+    model: str | None = None
+    """LLM model name (catalog key) for ``llm`` tasks."""
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+    """Truth: tokens the LLM actually generates."""
+    output_tokens_est: int = 0
+    """What a scheduler is told to expect."""
+    tool: str | None = None
+    """Tool name for ``tool`` tasks (web_search, code_exec, retrieval, db_query, file_io, ...)."""
+    cpu_work: float = 0.0
+    """Core-seconds on a core of speed 1.0."""
+    ext_latency: float = 0.0
+    """Truth: seconds spent waiting on something outside the cluster (an API); no server
+    speeds it up and it holds no core."""
+    ext_latency_est: float = 0.0
+    revealed_by: int | None = None
+    """Index of the task whose completion reveals this one; None: known at arrival."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowInstance:
+    """A concrete DAG. ``tasks`` are in a topological order (parents before children)."""
+
+    name: str
+    pattern: str
+    tasks: tuple[TaskInstance, ...]
+    parents: tuple[tuple[int, ...], ...]
+    children: tuple[tuple[int, ...], ...]
+    edge_bytes: dict[tuple[int, int], float] = field(default_factory=dict)
+    """Payload moved along edge (parent, child), in bytes; absent means 0."""
+
+    def __len__(self) -> int:
+        return len(self.tasks)
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A workflow instance arriving at the cluster at ``arrival`` seconds."""
+
+    workflow_id: int
+    arrival: float
+    workflow: WorkflowInstance
