@@ -1,0 +1,203 @@
+"""The ``scalesched`` command: a thin face over the library.
+
+Every bad input ends as one line on stderr and exit code 2 (``InputError``), never a
+traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from functools import wraps
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from scalesched.errors import InputError
+
+app = typer.Typer(
+    help="Schedule agentic LLM workflows on heterogeneous GPU/CPU clusters.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+console = Console()
+err_console = Console(stderr=True)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def clean_errors(fn: F) -> F:
+    """Turn bad input into one line and exit code 2."""
+
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except InputError as exc:
+            err_console.print(f"error: {exc}", markup=False, highlight=False)
+            raise typer.Exit(2) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+ClusterOpt = Annotated[
+    str,
+    typer.Option(help="Cluster preset (hetero-N, homogeneous-N, homogeneous-N:TYPE) or YAML file."),
+]
+WorkloadOpt = Annotated[
+    str, typer.Option(help="Workload preset (see `scalesched workloads`) or WfFormat JSON file.")
+]
+SeedOpt = Annotated[int, typer.Option(help="Seed of every random choice; same seed, same numbers.")]
+
+
+@app.command()
+@clean_errors
+def simulate(
+    cluster: ClusterOpt = "hetero-16",
+    workload: WorkloadOpt = "agentic-mix",
+    policy: Annotated[str, typer.Option(help="Scheduler name (see `scalesched policies`).")] = "eft",
+    workflows: Annotated[int, typer.Option(help="Number of workflows that arrive.")] = 200,
+    load: Annotated[
+        float, typer.Option(help="Arrival rate as a fraction of the cluster's nominal capacity.")
+    ] = 0.7,
+    rate: Annotated[
+        float | None, typer.Option(help="Arrival rate in workflows/s (overrides --load).")
+    ] = None,
+    arrivals: Annotated[
+        str, typer.Option(help="Arrival process: poisson, bursty or replay:PATH.")
+    ] = "poisson",
+    seed: SeedOpt = 0,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object of metrics instead of a table.")
+    ] = False,
+    trace: Annotated[
+        Path | None, typer.Option(help="Write the per-task trace (JSON lines) here.")
+    ] = None,
+    gantt: Annotated[Path | None, typer.Option(help="Write a Gantt chart PNG here.")] = None,
+    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+) -> None:
+    """Simulate one workload on one cluster with one policy and report response times."""
+    from scalesched.cluster import get_cluster
+    from scalesched.policies import get_policy
+    from scalesched.policies.features import ClusterTables
+    from scalesched.sim.run import simulate as run_simulation
+    from scalesched.sim.scenario import Scenario, build_jobs
+    from scalesched.sim.trace import plot_gantt, write_trace
+
+    spec = get_cluster(cluster)
+    scheduler = get_policy(policy)
+    tables = ClusterTables(spec)
+    scenario = Scenario(
+        workload=workload, workflows=workflows, load=load, rate=rate, arrivals=arrivals, seed=seed
+    )
+    jobs = build_jobs(tables, scenario)
+    record = trace is not None or gantt is not None
+    show = progress and not as_json and sys.stderr.isatty()
+    with _progress(show, len(jobs), f"{policy} on {spec.name}") as tick:
+        result = run_simulation(
+            spec, jobs, scheduler, seed=seed, record_trace=record, tables=tables,
+            on_workflow_done=tick,
+        )
+    if trace is not None:
+        write_trace(result.trace, result.server_names, trace)
+    if gantt is not None:
+        plot_gantt(result.trace, result.server_names, gantt,
+                   title=f"{policy} on {spec.name}, {workload}, seed {seed}")
+    if as_json:
+        print(json.dumps(result.metrics, indent=None))
+        return
+    table = Table(title=f"{policy} on {spec.name} ({len(spec)} servers), {workload}, seed {seed}")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for key, value in result.metrics.items():
+        table.add_row(key, f"{value:.4g}" if isinstance(value, float) else str(value))
+    console.print(table)
+
+
+class _progress:
+    """A rich progress bar over completed workflows (a no-op when hidden)."""
+
+    def __init__(self, show: bool, total: int, label: str) -> None:
+        self.show, self.total, self.label = show, total, label
+
+    def __enter__(self) -> Callable[[int], None]:
+        if not self.show:
+            return lambda done: None
+        from rich.progress import Progress
+
+        self._bar = Progress(console=err_console, transient=True)
+        self._bar.__enter__()
+        task = self._bar.add_task(self.label, total=self.total)
+        return lambda done: self._bar.update(task, completed=done)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.show:
+            self._bar.__exit__(None, None, None)
+
+
+def _print_pairs(title: str, rows: list[tuple[str, str]]) -> None:
+    table = Table(title=title)
+    table.add_column("name")
+    table.add_column("description")
+    for name, desc in rows:
+        table.add_row(name, desc)
+    console.print(table)
+
+
+@app.command()
+def policies() -> None:
+    """List the scheduling policies."""
+    from scalesched.policies import list_policies
+
+    _print_pairs("policies", list_policies())
+
+
+@app.command()
+def clusters() -> None:
+    """List cluster presets and server types."""
+    from scalesched.cluster import list_cluster_presets, list_server_types
+
+    _print_pairs("cluster presets", list_cluster_presets())
+    _print_pairs("server types", list_server_types())
+
+
+@app.command()
+def workloads() -> None:
+    """List workload presets."""
+    from scalesched.workload.source import list_workloads
+
+    _print_pairs("workloads", list_workloads())
+
+
+@app.command()
+@clean_errors
+def validate(
+    file: Annotated[Path, typer.Argument(help="A cluster YAML file or a WfFormat JSON workflow.")],
+) -> None:
+    """Check a cluster or workflow file and say what it holds."""
+    if file.suffix.lower() in (".yaml", ".yml"):
+        from scalesched.cluster import load_cluster_file
+
+        spec = load_cluster_file(file)
+        gpus = sum(s.gpus for s in spec.servers)
+        console.print(f"ok: cluster {spec.name!r}: {len(spec)} servers, {gpus} GPUs")
+        return
+    if file.suffix.lower() == ".json":
+        import numpy as np
+
+        from scalesched.workload.source import get_workload
+
+        source = get_workload(str(file))
+        wf = source.sample(np.random.default_rng(0))
+        console.print(f"ok: workflow {source.name!r}: {len(wf.tasks)} tasks in one realisation")
+        return
+    raise InputError(str(file), "file", "expected a .yaml/.yml cluster or a .json workflow")
+
+
+def main() -> None:  # pragma: no cover
+    app()

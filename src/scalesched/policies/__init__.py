@@ -1,0 +1,39 @@
+"""Placement policies behind one registry: ``get_policy(name)`` gives a fresh scheduler."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from scalesched.errors import InputError
+from scalesched.policies.base import BaseScheduler, Scheduler
+from scalesched.policies.eft import EftScheduler
+from scalesched.policies.heft_online import HeftOnlineScheduler
+from scalesched.policies.least_loaded import LeastLoadedScheduler
+from scalesched.policies.random_policy import RandomScheduler
+from scalesched.policies.round_robin import RoundRobinScheduler
+from scalesched.policies.shortest_queue import ShortestQueueScheduler
+
+HEURISTICS: dict[str, tuple[Callable[[], Scheduler], str]] = {
+    "random": (RandomScheduler, "uniformly random feasible server"),
+    "round_robin": (RoundRobinScheduler, "cycle through feasible servers"),
+    "least_loaded": (LeastLoadedScheduler, "least outstanding estimated work"),
+    "shortest_queue": (ShortestQueueScheduler, "fewest unfinished tasks assigned"),
+    "eft": (EftScheduler, "earliest estimated finish (queue, load, transfer, speed)"),
+    "heft_online": (HeftOnlineScheduler, "eft placement, HEFT upward-rank order"),
+}
+
+
+def list_policies() -> list[tuple[str, str]]:
+    return [(name, doc) for name, (_, doc) in HEURISTICS.items()]
+
+
+def get_policy(name: str) -> Scheduler:
+    """A new scheduler by name."""
+    entry = HEURISTICS.get(name)
+    if entry is None:
+        known = ", ".join(HEURISTICS)
+        raise InputError("--policy", "policy", f"unknown policy {name!r}; known: {known}")
+    return entry[0]()
+
+
+__all__ = ["BaseScheduler", "Scheduler", "get_policy", "list_policies", "HEURISTICS"]

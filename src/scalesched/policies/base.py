@@ -1,0 +1,46 @@
+"""The scheduler contract every placement policy implements.
+
+The simulator, the Gymnasium environment and the Ray runtime all drive schedulers through
+this one protocol: they build a :class:`~scalesched.policies.features.Decision` for a ready
+task and ask ``select`` for a server index.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from scalesched.policies.features import Decision
+
+ReadyOrder = Literal["fifo", "rank"]
+
+
+@runtime_checkable
+class Scheduler(Protocol):
+    """Places one ready task at a time on a server of any cluster size."""
+
+    name: str
+    ready_order: ReadyOrder
+    """How tasks that become ready at the same instant are ordered before placement:
+    ``fifo`` (as they became ready) or ``rank`` (highest HEFT upward rank first)."""
+
+    def reset(self, seed: int) -> None:
+        """Start a new run; every random choice after this derives from ``seed``."""
+        ...
+
+    def select(self, decision: Decision) -> int:
+        """Return the index of a server whose ``decision.mask`` entry is True."""
+        ...
+
+
+class BaseScheduler:
+    """Defaults shared by the heuristics: FIFO order, nothing to reset."""
+
+    name = "base"
+    ready_order: ReadyOrder = "fifo"
+
+    def reset(self, seed: int) -> None:
+        return None
+
+    def select(self, decision: Decision) -> int:  # pragma: no cover - abstract
+        raise NotImplementedError

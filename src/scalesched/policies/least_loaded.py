@@ -1,0 +1,15 @@
+"""The feasible server with the least outstanding estimated work (ties: lowest index)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from scalesched.policies.base import BaseScheduler
+from scalesched.policies.features import Decision
+
+
+class LeastLoadedScheduler(BaseScheduler):
+    name = "least_loaded"
+
+    def select(self, decision: Decision) -> int:
+        return int(np.argmin(np.where(decision.mask, decision.est_work, np.inf)))

@@ -1,0 +1,26 @@
+"""Cycle through the servers, skipping those that cannot run the task."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from scalesched.policies.base import BaseScheduler
+from scalesched.policies.features import Decision
+
+
+class RoundRobinScheduler(BaseScheduler):
+    name = "round_robin"
+
+    def __init__(self) -> None:
+        self._next = 0
+
+    def reset(self, seed: int) -> None:
+        self._next = 0
+
+    def select(self, decision: Decision) -> int:
+        n = decision.n_servers
+        start = self._next % n
+        order = np.concatenate((decision.mask[start:], decision.mask[:start]))
+        choice = (start + int(np.argmax(order))) % n
+        self._next = choice + 1
+        return choice

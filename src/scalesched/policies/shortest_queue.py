@@ -1,0 +1,15 @@
+"""The feasible server with the fewest unfinished tasks assigned (join-shortest-queue)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from scalesched.policies.base import BaseScheduler
+from scalesched.policies.features import Decision
+
+
+class ShortestQueueScheduler(BaseScheduler):
+    name = "shortest_queue"
+
+    def select(self, decision: Decision) -> int:
+        return int(np.argmin(np.where(decision.mask, decision.n_assigned, np.inf)))

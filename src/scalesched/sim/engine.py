@@ -1,0 +1,684 @@
+"""The discrete-event simulator: workflows arrive, tasks become ready, a scheduler places
+them, servers execute them.
+
+Written by hand on ``heapq`` rather than SimPy: SimPy's generator processes cost several
+microseconds per event, and the learned scheduler needs the loop inverted (the simulator
+*returns* each decision instead of calling a scheduler), which SimPy does not offer.
+
+Execution model (see docs/simulator.md for the why of each choice):
+
+* A task becomes ready when its parents have finished; it is placed at once; its inputs
+  then travel from each parent's server (latency + bytes / min(NIC bandwidths), free on the
+  same server, no link contention); it joins the server when the last input lands.
+* Tool tasks take one CPU core (FIFO queue when all are busy) for ``cpu_work / core_speed``
+  seconds, then wait ``ext_latency`` seconds on the outside world holding no core.
+* LLM tasks go to the server's engine for their model: one continuous-batching engine per
+  resident model, on ``tp`` GPUs. A model that is not resident is loaded (weights / load
+  bandwidth) after evicting least-recently-used idle engines; without enough GPUs the
+  engine waits. Requests are admitted while the batch cap and the KV-cache memory allow
+  (prompt + output tokens reserved), prefill for ``prefill_s(prompt)`` and then decode at
+  one token per step, where a step takes ``decode_step_s(batch, sum of contexts)``. Between
+  events the batch is constant, so decode progress is a fluid: a virtual token clock per
+  engine advances by ``dt / step`` and each request finishes when the clock passes its mark.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from scalesched.cluster.model import ClusterSpec
+from scalesched.policies.base import ReadyOrder
+from scalesched.policies.features import (
+    ENGINE_ABSENT,
+    ENGINE_LOADING,
+    ENGINE_READY,
+    MODEL_INDEX,
+    MODEL_NAMES,
+    ClusterTables,
+    Decision,
+    TaskRequest,
+    make_decision,
+)
+from scalesched.workload.instance import Job, TaskInstance
+
+# Event kinds; the heap holds (time, seq, kind, a, b).
+_ARRIVE, _LAND, _CPU_DONE, _TASK_DONE, _PREFILL_DONE, _DECODE, _LOAD_DONE = range(7)
+_TOKEN_EPS = 1e-6
+
+
+class SchedulingError(RuntimeError):
+    """A scheduler broke the contract (chose a server the mask forbids)."""
+
+
+class _Engine:
+    """One model served on ``tp`` GPUs of a server by continuous batching."""
+
+    __slots__ = (
+        "server", "model", "tp", "perf", "klass", "state", "waiting", "n_active", "kv_used",
+        "kv_cap", "max_batch", "marks", "n_decoding", "ctx_sum", "vclock", "last_update",
+        "step", "version", "last_used", "busy", "idle",
+    )
+
+    def __init__(self, server: int, model: int, tp: int, klass: int, tables: ClusterTables):
+        perf = tables.engines[klass]
+        self.server, self.model, self.tp, self.klass, self.perf = server, model, tp, klass, perf
+        self.state = ENGINE_LOADING
+        self.waiting: deque[int] = deque()
+        self.n_active = 0  # prefilling + decoding
+        self.kv_used = 0
+        self.kv_cap = perf.kv_capacity_tokens
+        self.max_batch = perf.max_batch
+        self.marks: list[tuple[float, int]] = []
+        self.n_decoding = 0
+        self.ctx_sum = 0
+        self.vclock = 0.0
+        self.last_update = 0.0
+        self.step = 0.0
+        self.version = 0
+        self.last_used = 0.0
+        self.busy = False
+        self.idle = False
+
+    @property
+    def n_requests(self) -> int:
+        return self.n_active + len(self.waiting)
+
+
+@dataclass(slots=True)
+class TaskRecord:
+    """One executed task, for the trace and the Gantt chart."""
+
+    workflow: int
+    task: str
+    kind: str
+    model: str | None
+    server: int
+    ready: float
+    landed: float
+    start: float
+    end: float
+
+
+class Simulation:
+    """One run over a fixed list of jobs. Drive it with ``next_decision`` / ``apply``."""
+
+    def __init__(
+        self,
+        cluster: ClusterSpec,
+        jobs: Sequence[Job],
+        *,
+        ready_order: ReadyOrder = "fifo",
+        record_trace: bool = False,
+        tables: ClusterTables | None = None,
+        on_workflow_done: Callable[[int], None] | None = None,
+    ) -> None:
+        self.cluster = cluster
+        self.tables = tables if tables is not None else ClusterTables(cluster)
+        self.jobs = sorted(jobs, key=lambda j: (j.arrival, j.workflow_id))
+        self.ready_order = ready_order
+        self.record_trace = record_trace
+        self.on_workflow_done = on_workflow_done
+        t = self.tables
+        n, n_models = t.n, len(MODEL_NAMES)
+        _check_feasible(t, self.jobs)
+
+        # State the decisions read (the ClusterStateView protocol).
+        self.now = 0.0
+        self.est_work = np.zeros(n)
+        self.n_assigned = np.zeros(n)
+        self.busy_cores = np.zeros(n)
+        self.cpu_backlog = np.zeros(n)
+        self.free_gpus = t.gpus.copy()
+        self.idle_gpus = np.zeros(n)
+        self.engine_state = np.zeros((n, n_models), dtype=np.int8)
+        self.engine_ready_at = np.zeros((n, n_models))
+        self.engine_batch = np.zeros((n, n_models))
+        self.engine_ctx = np.zeros((n, n_models))
+
+        # Per-server execution state.
+        self._cores = [int(c) for c in t.cores]
+        self._speed = [float(s) for s in t.core_speed]
+        self._busy_cores = [0] * n
+        self._cpu_queue: list[deque[int]] = [deque() for _ in range(n)]
+        self._engines: list[dict[int, _Engine]] = [{} for _ in range(n)]
+        self._gpu_wait: list[deque[_Engine]] = [deque() for _ in range(n)]
+        self._free_gpus = [int(g) for g in t.gpus]
+        self._busy_gpus = [0] * n
+        self._gpu_area = [0.0] * n
+        self._cpu_area = [0.0] * n
+        self._gpu_mark = [0.0] * n
+        self._cpu_mark = [0.0] * n
+
+        # Per-task state, indexed by a global task id (job offset + task index).
+        self._offset: list[int] = []
+        self._task_job: list[int] = []
+        total = 0
+        for ji, job in enumerate(self.jobs):
+            self._offset.append(total)
+            total += len(job.workflow.tasks)
+            self._task_job.extend([ji] * len(job.workflow.tasks))
+        self.n_tasks = total
+        self._server = [-1] * total
+        self._ready = [math.nan] * total
+        self._landed = [math.nan] * total
+        self._start = [math.nan] * total
+        self._end = [math.nan] * total
+        self._est = [0.0] * total
+        self._missing_parents = [0] * total
+        self._done = [False] * total
+
+        # Per-job state.
+        n_jobs = len(self.jobs)
+        self._job_left = [len(j.workflow.tasks) for j in self.jobs]
+        self._job_end = [math.nan] * n_jobs
+        self.lower_bounds = np.zeros(n_jobs)
+        self._ranks: list[list[float] | None] = [None] * n_jobs
+        self._mean_cost: list[list[float] | None] = [None] * n_jobs
+        self._deciders: list[frozenset[int]] = [frozenset()] * n_jobs
+
+        # Counters and metrics.
+        self.events = 0
+        self.decisions = 0
+        self.model_loads = 0
+        self.bytes_moved = 0.0
+        self.tasks_completed = 0
+        self.workflows_completed = 0
+        self.in_system = 0
+        self.in_system_area = 0.0
+        """Integral of the number of workflows in the system over time (workflow-seconds)."""
+        self._area_mark = 0.0
+        self.trace: list[TaskRecord] = []
+
+        self._heap: list[tuple[float, int, int, int, int]] = []
+        self._seq = itertools.count()
+        self._pending: deque[int] = deque()
+        self._current: int | None = None
+        self._current_decision: Decision | None = None
+        for ji, job in enumerate(self.jobs):
+            self._push(job.arrival, _ARRIVE, ji, 0)
+        self._handlers: list[Callable[[int, int], None]] = [
+            self._on_arrive, self._on_land, self._on_cpu_done, self._on_task_done,
+            self._on_prefill_done, self._on_decode, self._on_load_done,
+        ]
+
+    # -- the driving interface -------------------------------------------------------
+    def next_decision(self) -> Decision | None:
+        """Run events until a ready task needs a server; None when everything has finished."""
+        heap = self._heap
+        while True:
+            if self._pending and (not heap or heap[0][0] > self.now):
+                gid = self._pop_pending()
+                self._current = gid
+                self._current_decision = make_decision(self.tables, self, self._request(gid))
+                return self._current_decision
+            if not heap:
+                self._current = None
+                return None
+            time, _, kind, a, b = heapq.heappop(heap)
+            if time > self.now:
+                self.in_system_area += self.in_system * (time - self.now)
+                self.now = time
+            self.events += 1
+            self._handlers[kind](a, b)
+
+    def apply(self, server: int) -> None:
+        """Place the task of the last decision on ``server``."""
+        gid, decision = self._current, self._current_decision
+        if gid is None or decision is None:
+            raise SchedulingError("apply() called without a pending decision")
+        if not (0 <= server < self.tables.n) or not decision.mask[server]:
+            raise SchedulingError(
+                f"server {server} cannot run task {self._task(gid).id} (masked or out of range)"
+            )
+        self._current = self._current_decision = None
+        self.decisions += 1
+        task = self._task(gid)
+        est = float(decision.exec_s[server])
+        self._server[gid] = server
+        self._est[gid] = est
+        self.est_work[server] += est
+        self.n_assigned[server] += 1
+        if task.kind == "tool":
+            self.cpu_backlog[server] += task.cpu_work / self._speed[server]
+        delay = self._move_inputs(gid, server)
+        if delay > 0:
+            self._push(self.now + delay, _LAND, gid, 0)
+        else:
+            self._on_land(gid, 0)
+
+    @property
+    def done(self) -> bool:
+        return self.workflows_completed == len(self.jobs)
+
+    # -- helpers ---------------------------------------------------------------------
+    def _push(self, time: float, kind: int, a: int, b: int) -> None:
+        heapq.heappush(self._heap, (time, next(self._seq), kind, a, b))
+
+    def _task(self, gid: int) -> TaskInstance:
+        ji = self._task_job[gid]
+        return self.jobs[ji].workflow.tasks[gid - self._offset[ji]]
+
+    def _pop_pending(self) -> int:
+        if self.ready_order == "fifo" or len(self._pending) == 1:
+            return self._pending.popleft()
+        best = max(self._pending, key=lambda g: (self._rank(g), -g))
+        self._pending.remove(best)
+        return best
+
+    def _request(self, gid: int) -> TaskRequest:
+        ji = self._task_job[gid]
+        job = self.jobs[ji]
+        wf = job.workflow
+        i = gid - self._offset[ji]
+        task = wf.tasks[i]
+        off = self._offset[ji]
+        parents = wf.parents[i]
+        return TaskRequest(
+            kind=task.kind,
+            model=MODEL_INDEX[task.model] if task.kind == "llm" and task.model else -1,
+            prompt_tokens=task.prompt_tokens,
+            output_tokens_est=task.output_tokens_est,
+            cpu_work=task.cpu_work,
+            ext_latency_est=task.ext_latency_est,
+            parent_servers=tuple(self._server[off + p] for p in parents),
+            parent_bytes=tuple(wf.edge_bytes.get((p, i), 0.0) for p in parents),
+            rank=self._rank(gid),
+            workflow_age=self.now - job.arrival,
+        )
+
+    def _move_inputs(self, gid: int, dst: int) -> float:
+        ji = self._task_job[gid]
+        wf = self.jobs[ji].workflow
+        i = gid - self._offset[ji]
+        off = self._offset[ji]
+        t = self.tables
+        delay = 0.0
+        for p in wf.parents[i]:
+            src = self._server[off + p]
+            nbytes = wf.edge_bytes.get((p, i), 0.0)
+            if src == dst or nbytes <= 0:
+                continue
+            bw = min(t.nic_bytes_per_s[src], t.nic_bytes_per_s[dst])
+            self.bytes_moved += nbytes
+            delay = max(delay, t.latency_s + nbytes / bw)
+        return delay
+
+    # -- ranks (what a scheduler may know of the future: the visible DAG only) ---------
+    def _rank(self, gid: int) -> float:
+        ji = self._task_job[gid]
+        ranks = self._ranks[ji]
+        if ranks is None:
+            ranks = self._compute_ranks(ji)
+        return ranks[gid - self._offset[ji]]
+
+    def _compute_ranks(self, ji: int) -> list[float]:
+        wf = self.jobs[ji].workflow
+        t = self.tables
+        off = self._offset[ji]
+        costs = self._mean_cost[ji]
+        if costs is None:
+            costs = []
+            for task in wf.tasks:
+                if task.kind == "llm" and task.model:
+                    costs.append(
+                        t.mean_llm_time(
+                            MODEL_INDEX[task.model], task.prompt_tokens, task.output_tokens_est
+                        )
+                    )
+                else:
+                    costs.append(task.cpu_work / t.mean_core_speed + task.ext_latency_est)
+            self._mean_cost[ji] = costs
+        ranks = [0.0] * len(wf.tasks)
+        done = self._done
+        for i in range(len(wf.tasks) - 1, -1, -1):
+            best = 0.0
+            for c in wf.children[i]:
+                rb = wf.tasks[c].revealed_by
+                if rb is not None and not done[off + rb]:
+                    continue  # not revealed yet: invisible to every scheduler
+                best = max(best, t.mean_transfer_s(wf.edge_bytes.get((i, c), 0.0)) + ranks[c])
+            ranks[i] = costs[i] + best
+        self._ranks[ji] = ranks
+        return ranks
+
+    # -- event handlers ---------------------------------------------------------------
+    def _on_arrive(self, ji: int, _: int) -> None:
+        job = self.jobs[ji]
+        wf = job.workflow
+        off = self._offset[ji]
+        self.in_system += 1
+        self.lower_bounds[ji] = _lower_bound(self.tables, job)
+        self._deciders[ji] = frozenset(
+            t.revealed_by for t in wf.tasks if t.revealed_by is not None
+        )
+        for i, parents in enumerate(wf.parents):
+            self._missing_parents[off + i] = len(parents)
+            if not parents:
+                self._make_ready(off + i)
+
+    def _make_ready(self, gid: int) -> None:
+        self._ready[gid] = self.now
+        self._pending.append(gid)
+
+    def _on_land(self, gid: int, _: int) -> None:
+        self._landed[gid] = self.now
+        s = self._server[gid]
+        task = self._task(gid)
+        if task.kind == "llm":
+            self._llm_arrive(gid, s, task)
+        elif task.cpu_work <= 0:
+            self._start[gid] = self.now
+            self._after_cpu(gid, task)
+        elif self._busy_cores[s] < self._cores[s]:
+            self._tool_start(gid, s, task)
+        else:
+            self._cpu_queue[s].append(gid)
+
+    # tools
+    def _cpu_account(self, s: int) -> None:
+        self._cpu_area[s] += self._busy_cores[s] * (self.now - self._cpu_mark[s])
+        self._cpu_mark[s] = self.now
+
+    def _tool_start(self, gid: int, s: int, task: TaskInstance) -> None:
+        self._cpu_account(s)
+        self._busy_cores[s] += 1
+        self.busy_cores[s] += 1
+        self._start[gid] = self.now
+        self._push(self.now + task.cpu_work / self._speed[s], _CPU_DONE, gid, 0)
+
+    def _on_cpu_done(self, gid: int, _: int) -> None:
+        s = self._server[gid]
+        task = self._task(gid)
+        self._cpu_account(s)
+        self._busy_cores[s] -= 1
+        self.busy_cores[s] -= 1
+        self.cpu_backlog[s] = max(0.0, self.cpu_backlog[s] - task.cpu_work / self._speed[s])
+        queue = self._cpu_queue[s]
+        if queue:
+            nxt = queue.popleft()
+            self._tool_start(nxt, s, self._task(nxt))
+        self._after_cpu(gid, task)
+
+    def _after_cpu(self, gid: int, task: TaskInstance) -> None:
+        if task.ext_latency > 0:
+            self._push(self.now + task.ext_latency, _TASK_DONE, gid, 0)
+        else:
+            self._finish(gid)
+
+    def _on_task_done(self, gid: int, _: int) -> None:
+        self._finish(gid)
+
+    # LLM engines
+    def _llm_arrive(self, gid: int, s: int, task: TaskInstance) -> None:
+        m = MODEL_INDEX[task.model or ""]
+        engines = self._engines[s]
+        eng = engines.get(m)
+        if eng is None:
+            t = self.tables
+            eng = _Engine(s, m, int(t.tp[s, m]), int(t.engine_class[s, m]), t)
+            engines[m] = eng
+            self.engine_state[s, m] = ENGINE_LOADING
+            self._request_gpus(eng)
+        eng.waiting.append(gid)
+        eng.last_used = self.now
+        self.engine_batch[s, m] += 1
+        self.engine_ctx[s, m] += task.prompt_tokens + task.output_tokens_est // 2
+        self._set_idle(eng)
+        if eng.state == ENGINE_READY:
+            self._admit(eng)
+
+    def _request_gpus(self, eng: _Engine) -> None:
+        s = eng.server
+        if self._free_gpus[s] < eng.tp:
+            self._evict_for(s, eng.tp)
+        if self._free_gpus[s] >= eng.tp:
+            self._start_load(eng)
+        else:
+            self._gpu_wait[s].append(eng)
+            guess = self.est_work[s] / max(1.0, self.n_assigned[s])
+            self.engine_ready_at[s, eng.model] = self.now + self.tables.load_s[s, eng.model] + guess
+
+    def _evict_for(self, s: int, need: int) -> None:
+        idle = sorted(
+            (e for e in self._engines[s].values() if e.idle), key=lambda e: e.last_used
+        )
+        if self._free_gpus[s] + sum(e.tp for e in idle) < need:
+            return  # evicting would not make room: keep what is resident
+        for e in idle:
+            if self._free_gpus[s] >= need:
+                break
+            e.idle = False
+            self.idle_gpus[s] -= e.tp
+            del self._engines[s][e.model]
+            self._free_gpus[s] += e.tp
+            self.free_gpus[s] += e.tp
+            self.engine_state[s, e.model] = ENGINE_ABSENT
+
+    def _start_load(self, eng: _Engine) -> None:
+        s, m = eng.server, eng.model
+        self._free_gpus[s] -= eng.tp
+        self.free_gpus[s] -= eng.tp
+        eng.state = ENGINE_LOADING
+        self.model_loads += 1
+        ready_at = self.now + float(self.tables.load_s[s, m])
+        self.engine_ready_at[s, m] = ready_at
+        self._refresh_busy(eng)
+        self._push(ready_at, _LOAD_DONE, s, m)
+
+    def _on_load_done(self, s: int, m: int) -> None:
+        eng = self._engines[s][m]
+        eng.state = ENGINE_READY
+        eng.last_update = self.now
+        self.engine_state[s, m] = ENGINE_READY
+        self._admit(eng)
+        self._refresh_busy(eng)
+        self._set_idle(eng)
+
+    def _admit(self, eng: _Engine) -> None:
+        tasks_of = self._task
+        while eng.waiting and eng.n_active < eng.max_batch:
+            gid = eng.waiting[0]
+            task = tasks_of(gid)
+            need = task.prompt_tokens + task.output_tokens
+            if eng.kv_used + need > eng.kv_cap and eng.n_active > 0:
+                break  # wait for memory; an empty engine takes any request (no deadlock)
+            eng.waiting.popleft()
+            eng.kv_used += need
+            eng.n_active += 1
+            self._start[gid] = self.now
+            self._push(self.now + eng.perf.prefill_s(task.prompt_tokens), _PREFILL_DONE, gid, 0)
+        self._refresh_busy(eng)
+
+    def _on_prefill_done(self, gid: int, _: int) -> None:
+        task = self._task(gid)
+        s = self._server[gid]
+        eng = self._engines[s][MODEL_INDEX[task.model or ""]]
+        self._advance(eng)
+        heapq.heappush(eng.marks, (eng.vclock + max(1, task.output_tokens), gid))
+        eng.n_decoding += 1
+        eng.ctx_sum += task.prompt_tokens + task.output_tokens // 2
+        self._reschedule(eng)
+
+    def _advance(self, eng: _Engine) -> None:
+        if eng.n_decoding:
+            eng.vclock += (self.now - eng.last_update) / eng.step
+        eng.last_update = self.now
+
+    def _reschedule(self, eng: _Engine) -> None:
+        eng.version = next(self._seq)  # globally unique: stale events never match
+        if not eng.n_decoding:
+            return
+        t = self.tables
+        b = min(eng.n_decoding, len(t.decode_lin[0]) - 1)
+        eng.step = float(t.decode_lin[eng.klass, b] + t.decode_attn[eng.klass] * eng.ctx_sum)
+        left = max(0.0, eng.marks[0][0] - eng.vclock)
+        key = eng.server * len(MODEL_NAMES) + eng.model
+        self._push(self.now + left * eng.step, _DECODE, key, eng.version)
+
+    def _on_decode(self, key: int, version: int) -> None:
+        s, m = divmod(key, len(MODEL_NAMES))
+        eng = self._engines[s].get(m)
+        if eng is None or eng.version != version:
+            return  # superseded by a later reschedule
+        self._advance(eng)
+        marks = eng.marks
+        finished = []
+        while marks and marks[0][0] <= eng.vclock + _TOKEN_EPS:
+            _, gid = heapq.heappop(marks)
+            finished.append(gid)
+        for gid in finished:
+            task = self._task(gid)
+            eng.n_decoding -= 1
+            eng.n_active -= 1
+            eng.ctx_sum -= task.prompt_tokens + task.output_tokens // 2
+            eng.kv_used -= task.prompt_tokens + task.output_tokens
+            eng.last_used = self.now
+            self.engine_batch[s, m] -= 1
+            self.engine_ctx[s, m] -= task.prompt_tokens + task.output_tokens_est // 2
+        self._admit(eng)
+        self._reschedule(eng)
+        self._refresh_busy(eng)
+        self._set_idle(eng)
+        for gid in finished:
+            self._finish(gid)
+        if eng.idle and self._gpu_wait[s]:
+            self._serve_gpu_wait(s)
+
+    def _serve_gpu_wait(self, s: int) -> None:
+        wait = self._gpu_wait[s]
+        while wait:
+            eng = wait[0]
+            if self._free_gpus[s] < eng.tp:
+                self._evict_for(s, eng.tp)
+            if self._free_gpus[s] < eng.tp:
+                return
+            wait.popleft()
+            self._start_load(eng)
+
+    def _refresh_busy(self, eng: _Engine) -> None:
+        busy = eng.state == ENGINE_LOADING or eng.n_active > 0
+        if busy == eng.busy:
+            return
+        s = eng.server
+        self._gpu_area[s] += self._busy_gpus[s] * (self.now - self._gpu_mark[s])
+        self._gpu_mark[s] = self.now
+        self._busy_gpus[s] += eng.tp if busy else -eng.tp
+        eng.busy = busy
+
+    def _set_idle(self, eng: _Engine) -> None:
+        idle = eng.state == ENGINE_READY and eng.n_requests == 0
+        if idle != eng.idle:
+            eng.idle = idle
+            self.idle_gpus[eng.server] += eng.tp if idle else -eng.tp
+
+    # completion
+    def _finish(self, gid: int) -> None:
+        s = self._server[gid]
+        self._end[gid] = self.now
+        self._done[gid] = True
+        self.tasks_completed += 1
+        self.n_assigned[s] -= 1
+        self.est_work[s] = self.est_work[s] - self._est[gid] if self.n_assigned[s] > 0 else 0.0
+        ji = self._task_job[gid]
+        off = self._offset[ji]
+        i = gid - off
+        wf = self.jobs[ji].workflow
+        if self.record_trace:
+            task = wf.tasks[i]
+            self.trace.append(
+                TaskRecord(
+                    workflow=self.jobs[ji].workflow_id, task=task.id, kind=task.kind,
+                    model=task.model, server=s, ready=self._ready[gid],
+                    landed=self._landed[gid], start=self._start[gid], end=self.now,
+                )
+            )
+        if i in self._deciders[ji]:
+            self._ranks[ji] = None  # new tasks became visible
+        for c in wf.children[i]:
+            cg = off + c
+            self._missing_parents[cg] -= 1
+            if self._missing_parents[cg] == 0:
+                self._make_ready(cg)
+        self._job_left[ji] -= 1
+        if self._job_left[ji] == 0:
+            self._job_end[ji] = self.now
+            self.workflows_completed += 1
+            self.in_system -= 1
+            self._ranks[ji] = self._mean_cost[ji] = None
+            if self.on_workflow_done is not None:
+                self.on_workflow_done(self.workflows_completed)
+
+    # -- results ----------------------------------------------------------------------
+    def close_accounts(self) -> None:
+        """Bring the utilisation integrals up to the current time."""
+        for s in range(self.tables.n):
+            self._cpu_account(s)
+            self._gpu_area[s] += self._busy_gpus[s] * (self.now - self._gpu_mark[s])
+            self._gpu_mark[s] = self.now
+
+    @property
+    def response_times(self) -> np.ndarray:
+        ends = np.array(self._job_end)
+        arrivals = np.array([j.arrival for j in self.jobs])
+        return ends - arrivals
+
+    @property
+    def queue_delays(self) -> np.ndarray:
+        """Seconds each started task waited on its server (landing to start)."""
+        start = np.array(self._start)
+        landed = np.array(self._landed)
+        ok = ~np.isnan(start)
+        return start[ok] - landed[ok]
+
+    def utilisation(self, horizon: float) -> tuple[np.ndarray, np.ndarray]:
+        """(GPU, CPU) busy fractions per server over ``horizon`` seconds."""
+        t = self.tables
+        h = max(horizon, 1e-12)
+        gpu = np.array(self._gpu_area) / (np.maximum(t.gpus, 1) * h)
+        cpu = np.array(self._cpu_area) / (t.cores * h)
+        return gpu, cpu
+
+
+def _check_feasible(tables: ClusterTables, jobs: Sequence[Job]) -> None:
+    from scalesched.errors import InputError
+
+    for job in jobs:
+        for task in job.workflow.tasks:
+            if task.kind != "llm":
+                continue
+            m = MODEL_INDEX.get(task.model or "")
+            if m is None:
+                raise InputError(
+                    job.workflow.name, f"tasks[{task.id}].model", f"unknown model {task.model!r}"
+                )
+            if not tables.feasible_any[m]:
+                raise InputError(
+                    tables.spec.name,
+                    "servers",
+                    f"no server can run model {task.model!r} "
+                    f"(needed by task {task.id!r} of {job.workflow.name})",
+                )
+
+
+def _lower_bound(tables: ClusterTables, job: Job) -> float:
+    """Contention-free critical path: every task alone on its fastest feasible server,
+    no queueing, no model loads, no transfers. No schedule can beat it."""
+    wf = job.workflow
+    finish = [0.0] * len(wf.tasks)
+    for i, task in enumerate(wf.tasks):
+        if task.kind == "llm" and task.model:
+            cost = tables.fastest_llm_time(
+                MODEL_INDEX[task.model], task.prompt_tokens, max(1, task.output_tokens)
+            )
+        else:
+            cost = task.cpu_work / tables.max_core_speed + task.ext_latency
+        start = max((finish[p] for p in wf.parents[i]), default=0.0)
+        finish[i] = start + cost
+    return max(finish, default=0.0)

@@ -1,0 +1,40 @@
+"""Hand-built workflows, so simulator tests do not depend on the workload generators."""
+
+from __future__ import annotations
+
+from scalesched.workload.instance import Job, TaskInstance, WorkflowInstance
+
+
+def llm(tid: str, model: str = "llama-2-7b", prompt: int = 500, out: int = 200,
+        est: int | None = None) -> TaskInstance:
+    return TaskInstance(tid, "llm", model=model, prompt_tokens=prompt, output_tokens=out,
+                        output_tokens_est=out if est is None else est)
+
+
+def tool(tid: str, cpu: float = 1.0, ext: float = 0.0) -> TaskInstance:
+    return TaskInstance(tid, "tool", tool="code_exec", cpu_work=cpu, ext_latency=ext,
+                        ext_latency_est=ext)
+
+
+def workflow(tasks: list[TaskInstance], edges: dict[tuple[int, int], float],
+             name: str = "wf") -> WorkflowInstance:
+    n = len(tasks)
+    parents = tuple(tuple(sorted(p for (p, c) in edges if c == i)) for i in range(n))
+    children = tuple(tuple(sorted(c for (p, c) in edges if p == i)) for i in range(n))
+    return WorkflowInstance(name, "test", tuple(tasks), parents, children, dict(edges))
+
+
+def toy_jobs(n: int, gap: float = 0.2) -> list[Job]:
+    """A mixed LLM/tool diamond with three model sizes, arriving every ``gap`` seconds."""
+    jobs = []
+    for i in range(n):
+        tasks = [
+            llm("plan", "llama-2-7b", 500, 100 + (i * 37) % 300, 200),
+            tool("search", cpu=0.1, ext=0.5),
+            tool("code", cpu=2.0),
+            llm("answer", "codellama-34b", 1500, 300, 250),
+            llm("judge", "llama-2-70b", 800, 100, 100),
+        ]
+        edges = {(0, 1): 1e4, (0, 2): 1e3, (1, 3): 1e6, (2, 3): 5e5, (3, 4): 1e3}
+        jobs.append(Job(i, i * gap, workflow(tasks, edges, f"toy-{i}")))
+    return jobs
