@@ -107,6 +107,7 @@ class ClusterTables:
         self.latency_s = spec.network_latency_s
         self.max_core_speed = float(self.core_speed.max())
         self.mean_core_speed = float(self.core_speed.mean())
+        self.mean_nic_bytes_per_s = float(self.nic_bytes_per_s.mean())
 
         n_models = len(MODEL_NAMES)
         self.tp = np.zeros((n, n_models), dtype=np.int64)
@@ -130,6 +131,12 @@ class ClusterTables:
                 self.engine_class[si, mi] = k
                 self.load_s[si, mi] = self.engines[k].load_s(server.load_gbs)
         self.feasible = self.engine_class >= 0
+        self.feasible.setflags(write=False)
+        self.class_or_zero = np.where(self.feasible, self.engine_class, 0)
+        self.all_servers = np.ones(n, dtype=bool)
+        self.all_servers.setflags(write=False)
+        self.zeros = np.zeros(n)
+        self.zeros.setflags(write=False)
         self.feasible_any = self.feasible.any(axis=0)
         # Decode step = lin[k, batch] + attn[k] * context_tokens (the cost model is linear in
         # context by construction); tabulate once so decisions index instead of calling.
@@ -179,7 +186,7 @@ class ClusterTables:
     def mean_transfer_s(self, nbytes: float) -> float:
         if nbytes <= 0:
             return 0.0
-        return self.latency_s + nbytes / float(self.nic_bytes_per_s.mean())
+        return self.latency_s + nbytes / self.mean_nic_bytes_per_s
 
 
 def _static_server_features(t: ClusterTables) -> np.ndarray:
@@ -198,39 +205,99 @@ def _static_server_features(t: ClusterTables) -> np.ndarray:
     return feats
 
 
-@dataclass(slots=True)
 class Decision:
-    """Everything a scheduler may use to place one task."""
+    """Everything a scheduler may use to place one task.
 
-    now: float
-    task: TaskRequest
-    mask: np.ndarray
-    """(N,) bool: servers that can run the task."""
-    transfer_s: np.ndarray
-    """(N,) seconds until the task's inputs have arrived on each server."""
-    wait_s: np.ndarray
-    """(N,) estimated seconds before the server can start it (queue, GPUs, model load)."""
-    load_s: np.ndarray
-    """(N,) the part of ``wait_s`` that is loading the model (0 when resident)."""
-    exec_s: np.ndarray
-    """(N,) estimated execution seconds on each server at its current load."""
-    finish_s: np.ndarray
-    """(N,) estimated seconds from now until the task finishes: max(transfer, wait) + exec."""
-    est_work: np.ndarray
-    n_assigned: np.ndarray
-    task_features: np.ndarray
-    """(TASK_FEATURES,) normalised features of the task."""
-    server_features: np.ndarray
-    """(N, SERVER_FEATURES) normalised features of each server for this task."""
+    The estimate arrays are computed up front (every heuristic needs them); the normalised
+    feature matrices only when a learned policy asks. A decision is valid until the task is
+    placed: it reads the live state of the view.
+    """
+
+    __slots__ = (
+        "now", "task", "mask", "transfer_s", "wait_s", "load_s", "exec_s", "finish_s",
+        "est_work", "n_assigned", "_tables", "_view", "_resident", "_batch",
+        "_task_features", "_server_features",
+    )
+
+    def __init__(
+        self,
+        *,
+        now: float,
+        task: TaskRequest,
+        mask: np.ndarray,
+        transfer_s: np.ndarray,
+        wait_s: np.ndarray,
+        load_s: np.ndarray,
+        exec_s: np.ndarray,
+        finish_s: np.ndarray,
+        tables: ClusterTables,
+        view: ClusterStateView,
+        resident: np.ndarray,
+        batch: np.ndarray,
+    ) -> None:
+        self.now = now
+        self.task = task
+        self.mask = mask
+        """(N,) bool: servers that can run the task."""
+        self.transfer_s = transfer_s
+        """(N,) seconds until the task's inputs have arrived on each server."""
+        self.wait_s = wait_s
+        """(N,) estimated seconds before a server can start it (queue, GPUs, model load)."""
+        self.load_s = load_s
+        """(N,) the part of ``wait_s`` that is loading the model (0 when resident)."""
+        self.exec_s = exec_s
+        """(N,) estimated execution seconds on each server at its current load."""
+        self.finish_s = finish_s
+        """(N,) estimated seconds from now to the end: max(transfer, wait) + exec."""
+        self.est_work: np.ndarray = view.est_work
+        self.n_assigned: np.ndarray = view.n_assigned
+        self._tables = tables
+        self._view = view
+        self._resident = resident
+        self._batch = batch
+        self._task_features: np.ndarray | None = None
+        self._server_features: np.ndarray | None = None
 
     @property
     def n_servers(self) -> int:
         return int(self.mask.shape[0])
 
+    @property
+    def task_features(self) -> np.ndarray:
+        """(TASK_FEATURES,) normalised features of the task."""
+        if self._task_features is None:
+            self._task_features = _task_features(self.task)
+        return self._task_features
+
+    @property
+    def server_features(self) -> np.ndarray:
+        """(N, SERVER_FEATURES) normalised features of each server for this task."""
+        if self._server_features is None:
+            self._server_features = self._build_server_features()
+        return self._server_features
+
+    def _build_server_features(self) -> np.ndarray:
+        t, v, mask = self._tables, self._view, self.mask
+        f = np.empty((t.n, SERVER_FEATURES))
+        f[:, :6] = t.server_static
+        f[:, 6] = np.log1p(v.est_work) / 5
+        f[:, 7] = np.log1p(v.n_assigned) / 5
+        f[:, 8] = v.busy_cores / t.cores
+        f[:, 9] = v.free_gpus / np.maximum(t.gpus, 1)
+        f[:, 10] = self._resident
+        f[:, 11] = np.log1p(self._batch) / 5
+        f[:, 12] = np.log1p(np.where(mask, self.exec_s, 0.0)) / 5
+        f[:, 13] = np.log1p(np.where(mask, self.wait_s, 0.0)) / 5
+        f[:, 14] = np.log1p(self.transfer_s) / 5
+        f[:, 15] = np.log1p(np.where(mask, self.finish_s, 0.0)) / 5
+        return f
+
 
 def transfer_times(tables: ClusterTables, task: TaskRequest) -> np.ndarray:
     """Seconds for the task's inputs to reach each server (0 on the parents' own server)."""
     out = np.zeros(tables.n)
+    if not task.parent_servers:
+        return out
     for src, nbytes in zip(task.parent_servers, task.parent_bytes, strict=True):
         if nbytes <= 0:
             continue
@@ -243,62 +310,40 @@ def transfer_times(tables: ClusterTables, task: TaskRequest) -> np.ndarray:
 
 def make_decision(tables: ClusterTables, view: ClusterStateView, task: TaskRequest) -> Decision:
     """Estimate, for every server at once, when the task could start and finish there."""
-    n = tables.n
     transfer = transfer_times(tables, task)
     if task.kind == "llm":
         m = task.model
-        mask = tables.feasible[:, m].copy()
-        klass = tables.engine_class[:, m]
-        kk = np.where(mask, klass, 0)
+        mask = tables.feasible[:, m]
+        kk = tables.class_or_zero[:, m]
         state = view.engine_state[:, m]
         batch = view.engine_batch[:, m]
-        # Requests the engine can run at once: the batch cap or the KV memory, whichever
-        # binds first for requests like this one; the rest queue for admission.
-        need = task.prompt_tokens + task.output_tokens_est
-        slots = np.clip(tables.kv_capacity[kk] // max(need, 1), 1, tables.max_batch[kk])
+        # Requests an engine runs at once: the batch cap or the KV memory, whichever binds
+        # first for requests like this one; the rest queue for admission.
+        need = max(task.prompt_tokens + task.output_tokens_est, 1)
+        slots = np.clip(tables.kv_capacity // need, 1, tables.max_batch)[kk]
         running = np.minimum(batch + 1, slots).astype(np.int64)
-        mean_ctx = view.engine_ctx[:, m] / np.maximum(batch, 1)
-        ctx = mean_ctx * (running - 1) + task.context_tokens
+        ctx = view.engine_ctx[:, m] / np.maximum(batch, 1) * (running - 1) + task.context_tokens
         step = tables.decode_lin[kk, running] + tables.decode_attn[kk] * ctx
-        prefill = np.zeros(n)
-        for k in np.unique(kk[mask]):
-            prefill[kk == k] = tables.engines[int(k)].prefill_s(task.prompt_tokens)
-        exec_s = prefill + task.output_tokens_est * step
+        prefill_by_class = np.array([e.prefill_s(task.prompt_tokens) if e.model == MODEL_NAMES[m]
+                                     else 0.0 for e in tables.engines] or [0.0])
+        exec_s = prefill_by_class[kk] + task.output_tokens_est * step
         # Behind a full engine the request waits about one batch time per `slots` ahead.
-        queued_ahead = np.maximum(batch + 1 - slots, 0)
-        queue_wait = queued_ahead / slots * exec_s
+        wait = np.maximum(batch + 1 - slots, 0) / slots * exec_s
         load = np.where(state == ENGINE_ABSENT, tables.load_s[:, m], 0.0)
         loading = state == ENGINE_LOADING
-        load = np.where(loading, np.maximum(view.engine_ready_at[:, m] - view.now, 0.0), load)
-        no_gpus = (state == ENGINE_ABSENT) & (
-            view.free_gpus + view.idle_gpus < tables.tp[:, m]
-        )
-        backlog = view.est_work / np.maximum(view.n_assigned, 1)
-        wait = load + queue_wait + np.where(no_gpus, backlog, 0.0)
-        exec_s = np.where(mask, exec_s, np.inf)
+        if loading.any():
+            load[loading] = np.maximum(view.engine_ready_at[loading, m] - view.now, 0.0)
+        wait += load
+        no_gpus = (state == ENGINE_ABSENT) & (view.free_gpus + view.idle_gpus < tables.tp[:, m])
+        if no_gpus.any():
+            wait[no_gpus] += view.est_work[no_gpus] / np.maximum(view.n_assigned[no_gpus], 1)
+        exec_s[~mask] = np.inf
         resident = (state == ENGINE_READY).astype(np.float64)
     else:
-        mask = np.ones(n, dtype=bool)
+        mask = tables.all_servers
         exec_s = task.cpu_work / tables.core_speed + task.ext_latency_est
-        busy = view.busy_cores >= tables.cores
-        wait = np.where(busy, view.cpu_backlog / tables.cores, 0.0)
-        load = np.zeros(n)
-        batch = np.zeros(n)
-        resident = np.zeros(n)
-    finish = np.maximum(transfer, wait) + exec_s
-    task_feats = _task_features(task)
-    server_feats = np.empty((n, SERVER_FEATURES))
-    server_feats[:, :6] = tables.server_static
-    server_feats[:, 6] = np.log1p(view.est_work) / 5
-    server_feats[:, 7] = np.log1p(view.n_assigned) / 5
-    server_feats[:, 8] = view.busy_cores / tables.cores
-    server_feats[:, 9] = view.free_gpus / np.maximum(tables.gpus, 1)
-    server_feats[:, 10] = resident
-    server_feats[:, 11] = np.log1p(batch) / 5
-    server_feats[:, 12] = np.log1p(np.where(mask, exec_s, 0.0)) / 5
-    server_feats[:, 13] = np.log1p(np.where(mask, wait, 0.0)) / 5
-    server_feats[:, 14] = np.log1p(transfer) / 5
-    server_feats[:, 15] = np.log1p(np.where(mask, finish, 0.0)) / 5
+        wait = np.where(view.busy_cores >= tables.cores, view.cpu_backlog / tables.cores, 0.0)
+        load = batch = resident = tables.zeros
     return Decision(
         now=view.now,
         task=task,
@@ -307,11 +352,11 @@ def make_decision(tables: ClusterTables, view: ClusterStateView, task: TaskReque
         wait_s=wait,
         load_s=load,
         exec_s=exec_s,
-        finish_s=finish,
-        est_work=view.est_work,
-        n_assigned=view.n_assigned,
-        task_features=task_feats,
-        server_features=server_feats,
+        finish_s=np.maximum(transfer, wait) + exec_s,
+        tables=tables,
+        view=view,
+        resident=resident,
+        batch=batch,
     )
 
 
