@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import llm, tool, toy_jobs, workflow
+from sim_builders import llm, tool, toy_jobs, workflow
 
 from scalesched.cluster import engine_perf, get_cluster
 from scalesched.cluster.model import ClusterSpec, ServerSpec

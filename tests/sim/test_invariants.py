@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from conftest import workflow
+from sim_builders import workflow
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
