@@ -199,5 +199,49 @@ def validate(
     raise InputError(str(file), "file", "expected a .yaml/.yml cluster or a .json workflow")
 
 
+@app.command()
+@clean_errors
+def train(
+    config: Annotated[
+        Path | None, typer.Option(help="Training config YAML (fields of PPOConfig).")
+    ] = None,
+    out: Annotated[Path, typer.Option(help="Run folder: checkpoints, CSV and TensorBoard logs.")]
+    = Path("runs/scale"),
+    steps: Annotated[
+        int | None, typer.Option(help="Total environment steps (overrides the config).")
+    ] = None,
+    seed: Annotated[int | None, typer.Option(help="Seed (overrides the config).")] = None,
+    resume: Annotated[
+        bool, typer.Option(help="Continue from OUT/last.pt if it exists.")
+    ] = False,
+    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+) -> None:
+    """Train a placement policy with PPO; best.pt is kept by validation against eft."""
+    from scalesched.train.ppo import Trainer, load_config
+
+    cfg = load_config(config, total_steps=steps, seed=seed)
+    if out.exists() and (out / "last.pt").exists() and not resume:
+        raise InputError(str(out), "--out", "holds a run already; pass --resume or a new folder")
+    show = progress and sys.stderr.isatty()
+    if show:
+        from rich.progress import Progress
+
+        with Progress(console=err_console) as bar:
+            task = bar.add_task(f"training {cfg.name}", total=cfg.num_updates)
+
+            def tick(update: int, total: int, row: dict[str, float]) -> None:
+                rt = row.get("mean_response_time_s", float("nan"))
+                bar.update(task, completed=update,
+                           description=f"training {cfg.name} (episode RT {rt:.1f} s)")
+
+            state = Trainer(cfg, out, resume=resume, progress=tick).train()
+    else:
+        state = Trainer(cfg, out, resume=resume).train()
+    console.print(
+        f"done: {state.global_step} steps, {state.episodes} episodes; best validation ratio "
+        f"to eft {state.best_score:.3f}; checkpoints in {out}/best.pt and {out}/last.pt"
+    )
+
+
 def main() -> None:  # pragma: no cover
     app()

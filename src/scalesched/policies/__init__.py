@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 from scalesched.errors import InputError
 from scalesched.policies.base import BaseScheduler, Scheduler
@@ -28,12 +29,18 @@ def list_policies() -> list[tuple[str, str]]:
 
 
 def get_policy(name: str) -> Scheduler:
-    """A new scheduler by name."""
+    """A new scheduler: a heuristic by name, or a trained policy by checkpoint path."""
     entry = HEURISTICS.get(name)
-    if entry is None:
-        known = ", ".join(HEURISTICS)
-        raise InputError("--policy", "policy", f"unknown policy {name!r}; known: {known}")
-    return entry[0]()
+    if entry is not None:
+        return entry[0]()
+    if name.endswith(".pt") or Path(name).is_file():
+        from scalesched.nn.scheduler import load_scheduler  # torch only when asked for
+
+        return load_scheduler(name)
+    known = ", ".join(HEURISTICS)
+    raise InputError(
+        "--policy", "policy", f"unknown policy {name!r}; known: {known}, or a checkpoint path"
+    )
 
 
 __all__ = ["BaseScheduler", "Scheduler", "get_policy", "list_policies", "HEURISTICS"]

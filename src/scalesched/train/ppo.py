@@ -1,0 +1,525 @@
+"""PPO for placement policies, in one readable file (after CleanRL's ``ppo.py``).
+
+Written here rather than taken from a library: torchrl's compiled extension does not load
+with torch 2.13.0 on our machines, and Stable-Baselines3 has no pointer action over a
+variable-size set of servers with a per-step mask. What is here: K environments stepped in
+lockstep with one batched forward pass per step, GAE, the clipped objective, value
+clipping, an entropy bonus, normalised advantages, minibatches, gradient-norm clipping, a
+linear learning-rate schedule, target-KL early stop, SRR on the attention feature, and
+explicit seeding of numpy, torch and every environment.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import random
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from pydantic import ConfigDict, TypeAdapter, ValidationError
+from torch import nn
+
+from scalesched.env.scheduling_env import EnvConfig, SchedulingEnv
+from scalesched.errors import InputError
+from scalesched.nn import PolicyNetwork, build_network
+from scalesched.nn.srr import SrrConfig, feature_stats, srr_losses
+from scalesched.policies.features import SERVER_FEATURES, TASK_FEATURES
+from scalesched.train.checkpoint import load_checkpoint, save_checkpoint
+
+
+@dataclass
+class PPOConfig:
+    """Everything a training run depends on; a YAML file sets any subset of these fields."""
+
+    __pydantic_config__ = ConfigDict(extra="forbid")
+
+    name: str = "scale"
+    """Name recorded in checkpoints and shown by the evaluation."""
+    seed: int = 0
+    """Seeds numpy, torch, Python's random and every environment."""
+    total_steps: int = 200_000
+    """Environment steps (task placements) over all environments."""
+    # environment
+    cluster: str = "hetero-16"
+    """Training cluster (preset or YAML path)."""
+    workload: str = "agentic-mix"
+    """Training workload (preset or WfFormat path)."""
+    workflows: int = 30
+    """Workflows per episode."""
+    load: float = 0.7
+    """Arrival rate as a fraction of nominal capacity."""
+    # network
+    network: str = "scale"
+    """``scale`` (cross-attention pointer, any N) or ``mlp16`` (fixed 16 servers)."""
+    d_model: int = 64
+    """Embedding width (scale)."""
+    n_heads: int = 4
+    """Attention heads (scale)."""
+    server_self_attention: bool = False
+    """One self-attention layer among servers before the cross-attention (scale)."""
+    scalable_softmax: bool = False
+    """Multiply cross-attention logits by s*log(N) with learned s (scale)."""
+    # SRR
+    srr: bool = True
+    """Add the SRR regulariser to the loss."""
+    srr_decorrelation: float = 0.01
+    """Weight of SRR's decorrelation term."""
+    srr_kl: float = 0.01
+    """Weight of SRR's KL-to-N(0, I) term."""
+    # PPO
+    num_envs: int = 8
+    """Environments stepped in lockstep."""
+    num_steps: int = 128
+    """Steps per environment per rollout."""
+    learning_rate: float = 3e-4
+    """Adam step size at the start of training."""
+    anneal_lr: bool = True
+    """Decay the learning rate linearly to 0 over the run."""
+    gamma: float = 0.995
+    """Discount factor."""
+    gae_lambda: float = 0.95
+    """GAE lambda."""
+    num_minibatches: int = 4
+    """Minibatches per epoch."""
+    update_epochs: int = 4
+    """Passes over each rollout."""
+    norm_adv: bool = True
+    """Normalise advantages per minibatch."""
+    clip_coef: float = 0.2
+    """PPO ratio clip."""
+    clip_vloss: bool = True
+    """Clip the value loss around the old value."""
+    ent_coef: float = 0.01
+    """Entropy bonus weight."""
+    vf_coef: float = 0.5
+    """Value loss weight."""
+    max_grad_norm: float = 0.5
+    """Gradient-norm clip."""
+    target_kl: float | None = 0.03
+    """Stop the epoch loop once the approximate KL exceeds this (None: never)."""
+    # bookkeeping
+    torch_threads: int = 1
+    """torch.set_num_threads: on 2 busy cores, 2 threads can be many times slower than 1."""
+    validate_every: int = 10
+    """Validate every this many updates (0: only at the end)."""
+    validation_sizes: list[int] = field(default_factory=lambda: [16, 32, 48])
+    """Cluster sizes (hetero-N) validated on."""
+    validation_seeds: list[int] = field(default_factory=lambda: [1000, 1001])
+    """Fixed workload seeds of the validation runs."""
+    validation_workflows: int = 40
+    """Workflows per validation run."""
+    checkpoint_every: int = 5
+    """Write last.pt every this many updates."""
+
+    @property
+    def batch_size(self) -> int:
+        return self.num_envs * self.num_steps
+
+    @property
+    def minibatch_size(self) -> int:
+        return max(1, self.batch_size // self.num_minibatches)
+
+    @property
+    def num_updates(self) -> int:
+        return max(1, self.total_steps // self.batch_size)
+
+    def network_config(self) -> dict[str, Any]:
+        base: dict[str, Any] = {"task_dim": TASK_FEATURES, "server_dim": SERVER_FEATURES}
+        if self.network == "scale":
+            base.update(d_model=self.d_model, n_heads=self.n_heads,
+                        server_self_attention=self.server_self_attention,
+                        scalable_softmax=self.scalable_softmax)
+        return base
+
+
+def load_config(path: str | Path | None, **overrides: Any) -> PPOConfig:
+    """A validated config from YAML (unknown or ill-typed keys are InputErrors)."""
+    import yaml
+
+    data: dict[str, Any] = {}
+    source = str(path) if path is not None else "config"
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise InputError(source, "file", "config file not found")
+        try:
+            loaded = yaml.safe_load(p.read_text()) or {}
+        except yaml.YAMLError as exc:
+            raise InputError(source, "file", f"malformed YAML ({str(exc).splitlines()[0]})") \
+                from None
+        if not isinstance(loaded, dict):
+            raise InputError(source, "file", "expected a mapping of config fields")
+        data.update(loaded)
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        cfg = TypeAdapter(PPOConfig).validate_python(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(x) for x in err["loc"]) or "(file)"
+        raise InputError(source, loc, err["msg"]) from None
+    if cfg.network not in ("scale", "mlp16"):
+        raise InputError(source, "network", "must be 'scale' or 'mlp16'")
+    if cfg.total_steps <= 0 or cfg.num_envs <= 0 or cfg.num_steps <= 0:
+        raise InputError(source, "total_steps", "steps and env counts must be positive")
+    return cfg
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def obs_to_tensors(obs: dict[str, np.ndarray]) -> tuple[torch.Tensor, ...]:
+    """Batched observation arrays -> the network's (task, servers, mask, n_servers)."""
+    return (
+        torch.as_tensor(obs["task"], dtype=torch.float32),
+        torch.as_tensor(obs["servers"], dtype=torch.float32),
+        torch.as_tensor(obs["mask"]).bool(),
+        torch.as_tensor(obs["n_servers"]).reshape(-1).long(),
+    )
+
+
+def make_envs(cfg: PPOConfig) -> gym.vector.SyncVectorEnv:
+    env_cfg = EnvConfig(cluster=cfg.cluster, workload=cfg.workload, workflows=cfg.workflows,
+                        load=cfg.load)
+
+    def factory() -> gym.Env[Any, Any]:
+        return SchedulingEnv(env_cfg)
+
+    return gym.vector.SyncVectorEnv(
+        [factory for _ in range(cfg.num_envs)],
+        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+    )
+
+
+@dataclass
+class TrainState:
+    """What --resume needs beyond the weights."""
+
+    update: int = 0
+    global_step: int = 0
+    best_score: float = math.inf
+    episodes: int = 0
+
+
+class Trainer:
+    """Runs PPO for one config, writing logs and checkpoints under ``out``."""
+
+    def __init__(self, cfg: PPOConfig, out: Path, *, resume: bool = False,
+                 progress: Callable[[int, int, dict[str, float]], None] | None = None) -> None:
+        self.cfg = cfg
+        self.out = out
+        self.progress = progress
+        torch.set_num_threads(cfg.torch_threads)
+        seed_everything(cfg.seed)
+        self.net: PolicyNetwork = build_network(cfg.network, **cfg.network_config())
+        self.optimizer = torch.optim.Adam(self.net.parameters(), lr=cfg.learning_rate, eps=1e-5)
+        self.srr_cfg = SrrConfig(enabled=cfg.srr, decorrelation_weight=cfg.srr_decorrelation,
+                                 kl_weight=cfg.srr_kl)
+        self.state = TrainState()
+        out.mkdir(parents=True, exist_ok=True)
+        if resume and (out / "last.pt").is_file():
+            self._restore(out / "last.pt")
+        self._csv_path = out / "train.csv"
+        self._tb: Any = None
+
+    # -- checkpoints -----------------------------------------------------------------
+    def checkpoint_payload(self, metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+        return {
+            "network": self.cfg.network,
+            "network_config": self.cfg.network_config(),
+            "state_dict": self.net.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "config": asdict(self.cfg),
+            "train_state": asdict(self.state),
+            "torch_rng": torch.get_rng_state(),
+            "metadata": {"name": self.cfg.name, **(metadata or {})},
+        }
+
+    def _restore(self, path: Path) -> None:
+        data = load_checkpoint(path)
+        saved = data.get("config", {})
+        for key in ("network", "d_model", "n_heads", "server_self_attention", "scalable_softmax"):
+            if key in saved and saved[key] != getattr(self.cfg, key):
+                raise InputError(str(path), f"config.{key}",
+                                 f"checkpoint has {saved[key]!r}, config has "
+                                 f"{getattr(self.cfg, key)!r}")
+        self.net.load_state_dict(data["state_dict"])
+        self.optimizer.load_state_dict(data["optimizer"])
+        self.state = TrainState(**data["train_state"])
+        torch.set_rng_state(data["torch_rng"])
+
+    # -- logging ---------------------------------------------------------------------
+    def _columns(self) -> list[str]:
+        cols = ["global_step", "update", "learning_rate", "episodes", "mean_return",
+                "mean_response_time_s", "policy_loss", "value_loss", "entropy",
+                "srr_decorrelation", "srr_kl", "approx_kl", "clipfrac", "feature_mean",
+                "feature_var", "feature_offdiag_corr", "steps_per_s"]
+        for n in self.cfg.validation_sizes:
+            cols += [f"val_rt_n{n}", f"val_eft_rt_n{n}", f"val_feature_var_n{n}",
+                     f"val_feature_corr_n{n}"]
+        return [*cols, "val_ratio_to_eft"]
+
+    def _log(self, row: dict[str, float]) -> None:
+        new = not self._csv_path.exists()
+        with self._csv_path.open("a", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=self._columns(), restval="",
+                                    extrasaction="ignore")
+            if new:
+                writer.writeheader()
+            writer.writerow(row)
+        if self._tb is None:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+
+                self._tb = SummaryWriter(str(self.out / "tb"))
+            except ImportError:  # tensorboard is optional
+                self._tb = False
+        if self._tb:
+            step = int(row["global_step"])
+            for key, value in row.items():
+                if key != "global_step" and isinstance(value, int | float) and \
+                        math.isfinite(value):
+                    self._tb.add_scalar(key, value, step)
+
+    # -- the loop --------------------------------------------------------------------
+    def train(self) -> TrainState:
+        cfg, net = self.cfg, self.net
+        envs = make_envs(cfg)
+        n_max = envs.single_observation_space["servers"].shape[0]
+        k, t_steps = cfg.num_envs, cfg.num_steps
+        buf_task = torch.zeros((t_steps, k, TASK_FEATURES))
+        buf_servers = torch.zeros((t_steps, k, n_max, SERVER_FEATURES))
+        buf_mask = torch.zeros((t_steps, k, n_max), dtype=torch.bool)
+        buf_n = torch.zeros((t_steps, k), dtype=torch.long)
+        actions = torch.zeros((t_steps, k), dtype=torch.long)
+        logprobs = torch.zeros((t_steps, k))
+        rewards = torch.zeros((t_steps, k))
+        dones = torch.zeros((t_steps, k))
+        values = torch.zeros((t_steps, k))
+
+        # Each (re)start seeds the environments from the run seed and the update index, so
+        # a resumed run is reproducible too.
+        obs, _ = envs.reset(seed=cfg.seed + 7919 * self.state.update)
+        next_obs = obs_to_tensors(obs)
+        next_done = torch.zeros(k)
+        recent_returns: list[float] = []
+        recent_rt: list[float] = []
+        start_update = self.state.update
+        wall0 = time.perf_counter()
+        steps0 = self.state.global_step
+
+        for update in range(start_update + 1, cfg.num_updates + 1):
+            if cfg.anneal_lr:
+                frac = 1.0 - (update - 1.0) / cfg.num_updates
+                self.optimizer.param_groups[0]["lr"] = frac * cfg.learning_rate
+            net.eval()
+            for step in range(t_steps):
+                self.state.global_step += k
+                task, servers, mask, n = next_obs
+                buf_task[step], buf_servers[step], buf_mask[step], buf_n[step] = (
+                    task, servers, mask, n)
+                dones[step] = next_done
+                with torch.no_grad():
+                    out = net(task, servers, mask, n)
+                    dist = torch.distributions.Categorical(logits=out.logits)
+                    action = dist.sample()
+                values[step] = out.value
+                actions[step] = action
+                logprobs[step] = dist.log_prob(action)
+                obs, reward, term, trunc, info = envs.step(action.numpy())
+                rewards[step] = torch.as_tensor(reward, dtype=torch.float32)
+                next_done = torch.as_tensor(np.logical_or(term, trunc), dtype=torch.float32)
+                next_obs = obs_to_tensors(obs)
+                if "final_info" in info:
+                    finals = info["final_info"]
+                    for i in np.flatnonzero(info.get("_final_info", [])):
+                        metrics = finals.get("episode_metrics")
+                        if metrics is not None:
+                            rt = float(metrics["avg_response_time_s"][i])
+                            recent_rt.append(rt)
+                            recent_returns.append(-rt)
+                            self.state.episodes += 1
+
+            # GAE over the rollout, bootstrapped from the value of the next observation.
+            with torch.no_grad():
+                next_value = net(*next_obs).value
+                advantages = torch.zeros_like(rewards)
+                last = torch.zeros(k)
+                for t in reversed(range(t_steps)):
+                    if t == t_steps - 1:
+                        nonterminal, nxt = 1.0 - next_done, next_value
+                    else:
+                        nonterminal, nxt = 1.0 - dones[t + 1], values[t + 1]
+                    delta = rewards[t] + cfg.gamma * nxt * nonterminal - values[t]
+                    last = delta + cfg.gamma * cfg.gae_lambda * nonterminal * last
+                    advantages[t] = last
+                returns = advantages + values
+
+            b_task = buf_task.reshape(-1, TASK_FEATURES)
+            b_servers = buf_servers.reshape(-1, n_max, SERVER_FEATURES)
+            b_mask = buf_mask.reshape(-1, n_max)
+            b_n = buf_n.reshape(-1)
+            b_actions = actions.reshape(-1)
+            b_logprobs = logprobs.reshape(-1)
+            b_adv = advantages.reshape(-1)
+            b_returns = returns.reshape(-1)
+            b_values = values.reshape(-1)
+
+            net.train()
+            idx = np.arange(cfg.batch_size)
+            clipfracs: list[float] = []
+            stats: dict[str, float] = {}
+            approx_kl = torch.tensor(0.0)
+            for _epoch in range(cfg.update_epochs):
+                np.random.shuffle(idx)
+                for start in range(0, cfg.batch_size, cfg.minibatch_size):
+                    mb = torch.as_tensor(idx[start:start + cfg.minibatch_size])
+                    out = net(b_task[mb], b_servers[mb], b_mask[mb], b_n[mb])
+                    dist = torch.distributions.Categorical(logits=out.logits)
+                    new_logprob = dist.log_prob(b_actions[mb])
+                    entropy = dist.entropy()
+                    logratio = new_logprob - b_logprobs[mb]
+                    ratio = logratio.exp()
+                    with torch.no_grad():
+                        approx_kl = ((ratio - 1) - logratio).mean()
+                        clipfracs.append(((ratio - 1.0).abs() > cfg.clip_coef).float().mean()
+                                         .item())
+                    mb_adv = b_adv[mb]
+                    if cfg.norm_adv and mb_adv.numel() > 1:
+                        mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8)
+                    pg_loss = torch.max(
+                        -mb_adv * ratio,
+                        -mb_adv * torch.clamp(ratio, 1 - cfg.clip_coef, 1 + cfg.clip_coef),
+                    ).mean()
+                    new_value = out.value
+                    if cfg.clip_vloss:
+                        v_unclipped = (new_value - b_returns[mb]) ** 2
+                        v_clipped = b_values[mb] + torch.clamp(
+                            new_value - b_values[mb], -cfg.clip_coef, cfg.clip_coef)
+                        v_loss = 0.5 * torch.max(v_unclipped,
+                                                 (v_clipped - b_returns[mb]) ** 2).mean()
+                    else:
+                        v_loss = 0.5 * ((new_value - b_returns[mb]) ** 2).mean()
+                    ent = entropy.mean()
+                    srr = srr_losses(out.attn_feature, self.srr_cfg)
+                    loss = pg_loss - cfg.ent_coef * ent + cfg.vf_coef * v_loss + srr.total
+                    self.optimizer.zero_grad()
+                    loss.backward()
+                    nn.utils.clip_grad_norm_(net.parameters(), cfg.max_grad_norm)
+                    self.optimizer.step()
+                    stats = {
+                        "policy_loss": pg_loss.item(),
+                        "value_loss": v_loss.item(),
+                        "entropy": ent.item(),
+                        "srr_decorrelation": float(srr.decorrelation.item()),
+                        "srr_kl": float(srr.kl.item()),
+                        "approx_kl": approx_kl.item(),
+                    }
+                if cfg.target_kl is not None and approx_kl.item() > cfg.target_kl:
+                    break
+
+            with torch.no_grad():
+                feats = net(b_task[:1024], b_servers[:1024], b_mask[:1024], b_n[:1024])
+                fstats = feature_stats(feats.attn_feature)
+            elapsed = time.perf_counter() - wall0
+            row: dict[str, float] = {
+                "global_step": self.state.global_step,
+                "update": update,
+                "learning_rate": self.optimizer.param_groups[0]["lr"],
+                "episodes": self.state.episodes,
+                "mean_return": float(np.mean(recent_returns[-20:])) if recent_returns else
+                math.nan,
+                "mean_response_time_s": float(np.mean(recent_rt[-20:])) if recent_rt else
+                math.nan,
+                **stats,
+                "clipfrac": float(np.mean(clipfracs)) if clipfracs else 0.0,
+                "feature_mean": fstats["mean"],
+                "feature_var": fstats["var"],
+                "feature_offdiag_corr": fstats["mean_abs_offdiag_corr"],
+                "steps_per_s": (self.state.global_step - steps0) / max(elapsed, 1e-9),
+            }
+            self.state.update = update
+            last_update = update == cfg.num_updates
+            if (cfg.validate_every and update % cfg.validate_every == 0) or last_update:
+                row.update(self.validate())
+            self._log(row)
+            if update % cfg.checkpoint_every == 0 or last_update:
+                save_checkpoint(self.out / "last.pt", self.checkpoint_payload())
+            if self.progress is not None:
+                self.progress(update, cfg.num_updates, row)
+        envs.close()
+        if self._tb:
+            self._tb.close()
+        if not (self.out / "best.pt").exists():
+            save_checkpoint(self.out / "best.pt", self.checkpoint_payload())
+        return self.state
+
+    # -- validation ------------------------------------------------------------------
+    def validate(self) -> dict[str, float]:
+        """Mean response time at each validation size on fixed seeds, next to eft's; keeps
+        best.pt by the mean ratio to eft over the sizes the network can run."""
+        from scalesched.nn.scheduler import NetworkScheduler
+
+        scheduler = NetworkScheduler(self.net, name=self.cfg.name, record_features=True)
+        row: dict[str, float] = {}
+        ratios = []
+        for n in self.cfg.validation_sizes:
+            try:
+                ours, eft = validation_response_times(self.cfg, scheduler, n)
+            except ValueError:  # a fixed-size network cannot run at this N
+                continue
+            row[f"val_rt_n{n}"] = ours
+            row[f"val_eft_rt_n{n}"] = eft
+            ratios.append(ours / eft)
+        for n, st in scheduler.feature_stats().items():
+            row[f"val_feature_var_n{n}"] = st["var"]
+            row[f"val_feature_corr_n{n}"] = st["mean_abs_offdiag_corr"]
+        self.net.train()
+        if ratios:
+            score = float(np.mean(ratios))
+            row["val_ratio_to_eft"] = score
+            if score < self.state.best_score:
+                self.state.best_score = score
+                save_checkpoint(self.out / "best.pt", self.checkpoint_payload(
+                    {"val_ratio_to_eft": score, "update": self.state.update}))
+        return row
+
+
+_eft_cache: dict[tuple[Any, ...], float] = {}
+
+
+def validation_response_times(cfg: PPOConfig, scheduler: Any, n: int) -> tuple[float, float]:
+    """(policy, eft) mean response time over the validation seeds at hetero-n."""
+    from scalesched.cluster import get_cluster
+    from scalesched.policies import get_policy
+    from scalesched.policies.features import ClusterTables
+    from scalesched.sim.run import simulate
+    from scalesched.sim.scenario import Scenario, build_jobs
+
+    spec = get_cluster(f"hetero-{n}")
+    tables = ClusterTables(spec)
+    ours, theirs = [], []
+    for seed in cfg.validation_seeds:
+        jobs = build_jobs(tables, Scenario(workload=cfg.workload, workflows=cfg.validation_workflows,
+                                           load=cfg.load, seed=seed))
+        ours.append(float(simulate(spec, jobs, scheduler, seed=seed, tables=tables)
+                          .metrics["avg_response_time_s"]))
+        key = (n, seed, cfg.workload, cfg.validation_workflows, cfg.load)
+        if key not in _eft_cache:
+            _eft_cache[key] = float(simulate(spec, jobs, get_policy("eft"), seed=seed,
+                                             tables=tables).metrics["avg_response_time_s"])
+        theirs.append(_eft_cache[key])
+    return float(np.mean(ours)), float(np.mean(theirs))
+
+
+def config_fields() -> list[str]:
+    return [f.name for f in fields(PPOConfig)]

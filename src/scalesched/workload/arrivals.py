@@ -1,0 +1,179 @@
+"""Workflow arrival times (seconds from the start of a run, non-decreasing).
+
+* :func:`poisson_arrivals`: exponential inter-arrival gaps of mean ``1 / rate``.
+* :func:`bursty_arrivals`: a two-state Markov-modulated Poisson process (MMPP).  The
+  process alternates ON and OFF periods of exponential length (means ``mean_on_s``,
+  ``mean_off_s``); arrivals are Poisson at ``burst_factor × rate`` while ON and at
+  ``rate_off`` while OFF, with ``rate_off`` chosen so the long-run mean rate is exactly
+  ``rate``::
+
+      rate_off = rate × (mean_on_s + mean_off_s − burst_factor × mean_on_s) / mean_off_s
+
+  which must be >= 0, i.e. ``burst_factor <= 1 + mean_off_s / mean_on_s``.  Defaults:
+  ``mean_on_s = 10 / rate`` (an ON period holds ``10 × burst_factor`` arrivals on
+  average) and ``mean_off_s = mean_on_s × (burst_factor − 1)``, so the OFF rate is 0
+  (an on-off / interrupted Poisson process).  The initial state is drawn from the
+  stationary distribution, so the mean rate holds from time 0.
+* :func:`replay_arrivals` / :func:`load_arrival_times`: given times, validated.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from scalesched.errors import InputError
+
+_SRC = "arrivals"
+
+
+def _check_rate(rate: float) -> float:
+    try:
+        r = float(rate)
+    except (TypeError, ValueError):
+        raise InputError(_SRC, "rate", f"expected a number, got {rate!r}") from None
+    if not math.isfinite(r) or r <= 0:
+        raise InputError(
+            _SRC, "rate", f"must be a positive number of workflows per second, got {rate}"
+        )
+    return r
+
+
+def _check_n(n: int) -> int:
+    if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 0:
+        raise InputError(_SRC, "n", f"must be an integer >= 0, got {n!r}")
+    return int(n)
+
+
+def poisson_arrivals(rate: float, n: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` arrival times of a Poisson process of ``rate`` per second, starting at 0."""
+    r = _check_rate(rate)
+    n = _check_n(n)
+    return np.cumsum(rng.exponential(1.0 / r, size=n))
+
+
+def bursty_arrivals(
+    rate: float,
+    n: int,
+    rng: np.random.Generator,
+    burst_factor: float = 4.0,
+    mean_on_s: float | None = None,
+    mean_off_s: float | None = None,
+) -> np.ndarray:
+    """``n`` arrival times of an on-off MMPP whose long-run mean rate is ``rate``."""
+    r = _check_rate(rate)
+    n = _check_n(n)
+    b = float(burst_factor)
+    if not math.isfinite(b) or b < 1.0:
+        raise InputError(_SRC, "burst_factor", f"must be >= 1, got {burst_factor}")
+    m_on = 10.0 / r if mean_on_s is None else float(mean_on_s)
+    if not math.isfinite(m_on) or m_on <= 0:
+        raise InputError(_SRC, "mean_on_s", f"must be > 0, got {mean_on_s}")
+    if mean_off_s is None:
+        m_off = m_on * (b - 1.0)
+    else:
+        m_off = float(mean_off_s)
+        if not math.isfinite(m_off) or m_off <= 0:
+            raise InputError(_SRC, "mean_off_s", f"must be > 0, got {mean_off_s}")
+    if m_off <= 0.0:  # burst_factor == 1 with the default OFF length: plain Poisson
+        return poisson_arrivals(r, n, rng)
+    rate_on = b * r
+    rate_off = r * (m_on + m_off - b * m_on) / m_off
+    if rate_off < -1e-12 * r:
+        raise InputError(
+            _SRC,
+            "burst_factor",
+            f"{b} is too high for ON/OFF means {m_on:g}/{m_off:g} s: the OFF rate would be "
+            f"negative (need burst_factor <= {1.0 + m_off / m_on:g})",
+        )
+    rate_off = max(rate_off, 0.0)
+    out: list[np.ndarray] = []
+    count = 0
+    t = 0.0
+    on = bool(rng.random() < m_on / (m_on + m_off))
+    while count < n:
+        dur = float(rng.exponential(m_on if on else m_off))
+        lam = rate_on if on else rate_off
+        if lam > 0.0:
+            k = int(rng.poisson(lam * dur))
+            if k:
+                out.append(t + np.sort(rng.random(k)) * dur)
+                count += k
+        t += dur
+        on = not on
+    if not out:
+        return np.empty(0)
+    return np.concatenate(out)[:n]
+
+
+def replay_arrivals(times: Sequence[float] | np.ndarray, source: str = _SRC) -> np.ndarray:
+    """Given times as an array, after checking they are finite, >= 0 and non-decreasing."""
+    try:
+        a = np.asarray(times, dtype=float)
+    except (TypeError, ValueError):
+        raise InputError(source, "times", "expected a sequence of numbers") from None
+    if a.ndim != 1:
+        raise InputError(source, "times", f"expected a flat sequence, got shape {a.shape}")
+    bad = np.flatnonzero(~np.isfinite(a) | (a < 0))
+    if bad.size:
+        i = int(bad[0])
+        raise InputError(source, f"times[{i}]", f"must be a finite number >= 0, got {a[i]}")
+    dec = np.flatnonzero(np.diff(a) < 0)
+    if dec.size:
+        i = int(dec[0]) + 1
+        raise InputError(
+            source, f"times[{i}]", f"times must be sorted: {a[i]} comes after {a[i - 1]}"
+        )
+    return a
+
+
+_TIME_COLUMNS = ("arrival", "arrival_time", "arrival_s", "time", "timestamp", "t")
+
+
+def load_arrival_times(path: str | Path) -> np.ndarray:
+    """Times from a text/CSV file: one time (seconds) per line, or a CSV whose header
+    names a column ``arrival``/``arrival_time``/``arrival_s``/``time``/``timestamp``/``t``
+    (else the first column).  Blank lines and ``#`` comments are skipped."""
+    src = str(path)
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(src, "file", "no such file" if not p.exists() else "not a regular file")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(src, "file", f"cannot read: {e}") from None
+    rows = [
+        (lineno, row)
+        for lineno, row in enumerate(csv.reader(text.splitlines()), start=1)
+        if row and row[0].strip() and not row[0].lstrip().startswith("#")
+    ]
+    col = 0
+    if rows:
+        header = [h.strip().lower() for h in rows[0][1]]
+        try:
+            float(header[col])
+        except ValueError:
+            for name in _TIME_COLUMNS:
+                if name in header:
+                    col = header.index(name)
+                    break
+            rows = rows[1:]
+    times: list[float] = []
+    lines: list[int] = []
+    for lineno, row in rows:
+        lines.append(lineno)
+        if col >= len(row):
+            raise InputError(src, f"line {lineno}", f"missing column {col + 1}")
+        try:
+            times.append(float(row[col]))
+        except ValueError:
+            raise InputError(src, f"line {lineno}", f"not a number: {row[col].strip()!r}") from None
+    try:
+        return replay_arrivals(times, source=src)
+    except InputError as e:
+        i = int(e.field[len("times[") : -1]) if e.field.startswith("times[") else -1
+        raise InputError(src, f"line {lines[i]}" if i >= 0 else e.field, e.message) from None

@@ -1,0 +1,97 @@
+"""The public face of the workload package: where workflows come from.
+
+``get_workload(spec)`` turns a preset name (see :func:`list_workloads`) or the path of a
+WfFormat JSON file into a :class:`WorkflowSource`; ``sample_jobs`` pairs arrival times
+with workflows realised from it.  Workflow ``i`` of a job list is realised with its own
+generator, ``SeedSequence(seed, spawn_key=(i,))`` (the ``i``-th child of
+``SeedSequence(seed).spawn``), so it depends on nothing but ``(seed, i)``: every
+scheduler, arrival process and list length sees the same workflow ``i``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from scalesched.errors import InputError
+from scalesched.workload.arrivals import replay_arrivals
+from scalesched.workload.instance import Job, WorkflowInstance
+from scalesched.workload.patterns import DESCRIPTIONS, PATTERNS
+from scalesched.workload.template import WorkflowTemplate, realize
+
+
+@runtime_checkable
+class WorkflowSource(Protocol):
+    name: str
+
+    def sample(self, rng: np.random.Generator) -> WorkflowInstance: ...
+
+
+@dataclass
+class PatternSource:
+    """A preset: a template generator, realised per draw."""
+
+    name: str
+    generator: Callable[[np.random.Generator], WorkflowTemplate]
+    description: str = ""
+
+    def sample(self, rng: np.random.Generator) -> WorkflowInstance:
+        return realize(self.generator(rng), rng)
+
+
+@dataclass
+class TemplateSource:
+    """One fixed template (e.g. loaded from a WfFormat file), realised per draw."""
+
+    name: str
+    template: WorkflowTemplate
+    description: str = ""
+
+    def sample(self, rng: np.random.Generator) -> WorkflowInstance:
+        return realize(self.template, rng)
+
+
+def list_workloads() -> list[tuple[str, str]]:
+    """Preset names with a one-line description each."""
+    return [(name, DESCRIPTIONS[name]) for name in PATTERNS]
+
+
+def get_workload(spec: str) -> WorkflowSource:
+    """A preset name, or a path to a WfFormat JSON file whose template is realised per draw."""
+    if spec in PATTERNS:
+        return PatternSource(spec, PATTERNS[spec], DESCRIPTIONS[spec])
+    p = Path(spec)
+    if p.suffix.lower() == ".json" or p.exists() or "/" in spec or "\\" in spec:
+        from scalesched.workload.wfformat import load_workflow_template
+
+        t = load_workflow_template(p)
+        return TemplateSource(t.name, t, t.description or f"WfFormat file {spec}")
+    raise InputError(
+        "--workload",
+        "name",
+        f"unknown workload {spec!r}; presets: {', '.join(PATTERNS)}; or give the path of a "
+        "WfFormat .json file",
+    )
+
+
+def workflow_rng(seed: int, i: int) -> np.random.Generator:
+    """The generator workflow ``i`` of a run seeded ``seed`` is realised with."""
+    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(i,)))
+
+
+def sample_jobs(source: WorkflowSource, arrivals: Sequence[float], seed: int) -> list[Job]:
+    """One job per arrival time; workflow ``i`` is named ``<pattern>-<i>``."""
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+        raise InputError("sample_jobs", "seed", f"must be an integer >= 0, got {seed!r}")
+    times = replay_arrivals(arrivals)
+    jobs: list[Job] = []
+    for i, t in enumerate(times.tolist()):
+        w = source.sample(workflow_rng(int(seed), i))
+        w = dataclasses.replace(w, name=f"{w.pattern}-{i}")
+        jobs.append(Job(workflow_id=i, arrival=t, workflow=w))
+    return jobs

@@ -1,0 +1,106 @@
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from scalesched.env import EnvConfig, SchedulingEnv
+from scalesched.errors import InputError
+from scalesched.nn.scheduler import load_scheduler, network_from_checkpoint
+from scalesched.train.checkpoint import load_checkpoint, save_checkpoint
+from scalesched.train.ppo import Trainer, load_config, obs_to_tensors
+
+torch.set_num_threads(1)
+
+
+def two_server_setup(tmp_path: Path) -> tuple[Path, Path]:
+    """Two CPU servers, one twice as fast; one-task workflows at a light load."""
+    cluster = tmp_path / "two.yaml"
+    cluster.write_text(
+        "name: two\nservers:\n"
+        "  - {name: slow, gpu_type: null, gpus: 0, cpu_cores: 8, core_speed: 1.0}\n"
+        "  - {name: fast, gpu_type: null, gpus: 0, cpu_cores: 8, core_speed: 2.0}\n"
+    )
+    wf = tmp_path / "one.json"
+    wf.write_text(json.dumps({
+        "name": "one", "schemaVersion": "1.5",
+        "workflow": {
+            "specification": {"tasks": [{"name": "t", "id": "t", "parents": [], "children": [],
+                                          "inputFiles": [], "outputFiles": []}], "files": []},
+            "execution": {"makespanInSeconds": 1.0, "executedAt": "2026-01-01T00:00:00",
+                          "tasks": [{"id": "t", "runtimeInSeconds": 1.0}], "machines": []},
+        },
+    }))
+    return cluster, wf
+
+
+def test_ppo_learns_to_pick_the_fast_server(tmp_path: Path) -> None:
+    cluster, wf = two_server_setup(tmp_path)
+    cfg = load_config(None, cluster=str(cluster), workload=str(wf), workflows=16, load=0.1,
+                      total_steps=3072, num_envs=4, num_steps=64, learning_rate=3e-3,
+                      ent_coef=0.0, validate_every=0, validation_sizes=[], seed=1)
+    trainer = Trainer(cfg, tmp_path / "run")
+    trainer.train()
+    env = SchedulingEnv(EnvConfig(cluster=str(cluster), workload=str(wf), workflows=16,
+                                  load=0.1))
+    obs, _ = env.reset(seed=123)
+    fast = []
+    with torch.no_grad():
+        for _ in range(100):
+            t = obs_to_tensors({k: v[None] for k, v in obs.items()})
+            probs = torch.softmax(trainer.net(*t).logits[0], dim=-1)
+            fast.append(float(probs[1]))
+            obs, _, done, _, _ = env.step(1)
+            if done:
+                obs, _ = env.reset()
+    assert np.mean(fast) > 0.9
+
+
+def test_checkpoint_round_trip_and_bad_files(tmp_path: Path) -> None:
+    cfg = load_config(None, total_steps=64, num_envs=1, num_steps=64, workflows=2,
+                      cluster="hetero-4", validate_every=0, validation_sizes=[])
+    trainer = Trainer(cfg, tmp_path / "run")
+    path = tmp_path / "c.pt"
+    save_checkpoint(path, trainer.checkpoint_payload())
+    net = network_from_checkpoint(load_checkpoint(path))
+    env = SchedulingEnv(EnvConfig(cluster="hetero-4", workflows=2))
+    obs, _ = env.reset(seed=0)
+    t = obs_to_tensors({k: v[None] for k, v in obs.items()})
+    assert torch.equal(net(*t).logits, trainer.net(*t).logits)
+    assert load_scheduler(path).name == cfg.name
+
+    corrupt = tmp_path / "corrupt.pt"
+    corrupt.write_bytes(path.read_bytes()[:100])
+    with pytest.raises(InputError, match="corrupt.pt"):
+        load_checkpoint(corrupt)
+    other = tmp_path / "other.pt"
+    torch.save({"hello": torch.zeros(1)}, other)
+    with pytest.raises(InputError, match="format"):
+        load_checkpoint(other)
+    with pytest.raises(InputError, match="not found"):
+        load_checkpoint(tmp_path / "missing.pt")
+
+
+def test_resume_continues_a_killed_run(tmp_path: Path) -> None:
+    base = dict(total_steps=4 * 64, num_envs=1, num_steps=64, workflows=3, cluster="hetero-4",
+                validate_every=0, validation_sizes=[], checkpoint_every=1)
+    out = tmp_path / "run"
+    Trainer(load_config(None, **{**base, "total_steps": 2 * 64}), out).train()
+    state = Trainer(load_config(None, **base), out, resume=True).train()
+    assert state.update == 4 and state.global_step == 4 * 64
+    rows = list(csv.DictReader((out / "train.csv").open()))
+    assert [int(r["update"]) for r in rows] == [1, 2, 3, 4]
+
+
+def test_config_errors_name_the_field(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("learning_rat: 0.1\n")
+    with pytest.raises(InputError, match="learning_rat"):
+        load_config(bad)
+    bad.write_text("num_envs: many\n")
+    with pytest.raises(InputError, match="num_envs"):
+        load_config(bad)
