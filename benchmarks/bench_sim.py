@@ -90,17 +90,23 @@ def main() -> None:
     for n in (int(x) for x in args.sizes.split(",")):
         rows.append(run_once(n, max(200, args.workflows_per_server * n), args.seed))
     base = rows[0]["decision_us"]
-    print(f"machine: {platform.processor() or platform.machine()}, "
-          f"{os.cpu_count()} cores, Python {platform.python_version()}")
-    print("| N | events | decisions | events/s | decisions/s | us/event | bare heapq us/event "
-          "| ratio | eft decision us | decision cost vs N=16 |")
+    print(
+        f"machine: {platform.processor() or platform.machine()}, "
+        f"{os.cpu_count()} cores, Python {platform.python_version()}"
+    )
+    print(
+        "| N | events | decisions | events/s | decisions/s | us/event | bare heapq us/event "
+        "| ratio | eft decision us | decision cost vs N=16 |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['n']} | {r['events']} | {r['decisions']} | {r['events_per_s']:,.0f} | "
-              f"{r['decisions_per_s']:,.0f} | {r['us_per_event']:.1f} | "
-              f"{r['floor_us_per_event']:.2f} | {r['us_per_event'] / r['floor_us_per_event']:.0f}x "
-              f"| {r['decision_us']:.1f} | {r['decision_us'] / base:.2f}x (N ratio "
-              f"{r['n'] / rows[0]['n']:.0f}x) |")
+        print(
+            f"| {r['n']} | {r['events']} | {r['decisions']} | {r['events_per_s']:,.0f} | "
+            f"{r['decisions_per_s']:,.0f} | {r['us_per_event']:.1f} | "
+            f"{r['floor_us_per_event']:.2f} | {r['us_per_event'] / r['floor_us_per_event']:.0f}x "
+            f"| {r['decision_us']:.1f} | {r['decision_us'] / base:.2f}x (N ratio "
+            f"{r['n'] / rows[0]['n']:.0f}x) |"
+        )
 
 
 if __name__ == "__main__":

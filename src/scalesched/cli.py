@@ -60,7 +60,9 @@ SeedOpt = Annotated[int, typer.Option(help="Seed of every random choice; same se
 def simulate(
     cluster: ClusterOpt = "hetero-16",
     workload: WorkloadOpt = "agentic-mix",
-    policy: Annotated[str, typer.Option(help="Scheduler name (see `scalesched policies`).")] = "eft",
+    policy: Annotated[
+        str, typer.Option(help="Scheduler name (see `scalesched policies`) or checkpoint path.")
+    ] = "eft",
     workflows: Annotated[int, typer.Option(help="Number of workflows that arrive.")] = 200,
     load: Annotated[
         float, typer.Option(help="Arrival rate as a fraction of the cluster's nominal capacity.")
@@ -100,14 +102,23 @@ def simulate(
     show = progress and not as_json and sys.stderr.isatty()
     with _progress(show, len(jobs), f"{policy} on {spec.name}") as tick:
         result = run_simulation(
-            spec, jobs, scheduler, seed=seed, record_trace=record, tables=tables,
+            spec,
+            jobs,
+            scheduler,
+            seed=seed,
+            record_trace=record,
+            tables=tables,
             on_workflow_done=tick,
         )
     if trace is not None:
         write_trace(result.trace, result.server_names, trace)
     if gantt is not None:
-        plot_gantt(result.trace, result.server_names, gantt,
-                   title=f"{policy} on {spec.name}, {workload}, seed {seed}")
+        plot_gantt(
+            result.trace,
+            result.server_names,
+            gantt,
+            title=f"{policy} on {spec.name}, {workload}, seed {seed}",
+        )
     if as_json:
         print(json.dumps(result.metrics, indent=None))
         return
@@ -205,15 +216,14 @@ def train(
     config: Annotated[
         Path | None, typer.Option(help="Training config YAML (fields of PPOConfig).")
     ] = None,
-    out: Annotated[Path, typer.Option(help="Run folder: checkpoints, CSV and TensorBoard logs.")]
-    = Path("runs/scale"),
+    out: Annotated[
+        Path, typer.Option(help="Run folder: checkpoints, CSV and TensorBoard logs.")
+    ] = Path("runs/scale"),
     steps: Annotated[
         int | None, typer.Option(help="Total environment steps (overrides the config).")
     ] = None,
     seed: Annotated[int | None, typer.Option(help="Seed (overrides the config).")] = None,
-    resume: Annotated[
-        bool, typer.Option(help="Continue from OUT/last.pt if it exists.")
-    ] = False,
+    resume: Annotated[bool, typer.Option(help="Continue from OUT/last.pt if it exists.")] = False,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
 ) -> None:
     """Train a placement policy with PPO; best.pt is kept by validation against eft."""
@@ -231,8 +241,11 @@ def train(
 
             def tick(update: int, total: int, row: dict[str, float]) -> None:
                 rt = row.get("mean_response_time_s", float("nan"))
-                bar.update(task, completed=update,
-                           description=f"training {cfg.name} (episode RT {rt:.1f} s)")
+                bar.update(
+                    task,
+                    completed=update,
+                    description=f"training {cfg.name} (episode RT {rt:.1f} s)",
+                )
 
             state = Trainer(cfg, out, resume=resume, progress=tick).train()
     else:

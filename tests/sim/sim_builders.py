@@ -5,19 +5,28 @@ from __future__ import annotations
 from scalesched.workload.instance import Job, TaskInstance, WorkflowInstance
 
 
-def llm(tid: str, model: str = "llama-2-7b", prompt: int = 500, out: int = 200,
-        est: int | None = None) -> TaskInstance:
-    return TaskInstance(tid, "llm", model=model, prompt_tokens=prompt, output_tokens=out,
-                        output_tokens_est=out if est is None else est)
+def llm(
+    tid: str, model: str = "llama-2-7b", prompt: int = 500, out: int = 200, est: int | None = None
+) -> TaskInstance:
+    return TaskInstance(
+        tid,
+        "llm",
+        model=model,
+        prompt_tokens=prompt,
+        output_tokens=out,
+        output_tokens_est=out if est is None else est,
+    )
 
 
 def tool(tid: str, cpu: float = 1.0, ext: float = 0.0) -> TaskInstance:
-    return TaskInstance(tid, "tool", tool="code_exec", cpu_work=cpu, ext_latency=ext,
-                        ext_latency_est=ext)
+    return TaskInstance(
+        tid, "tool", tool="code_exec", cpu_work=cpu, ext_latency=ext, ext_latency_est=ext
+    )
 
 
-def workflow(tasks: list[TaskInstance], edges: dict[tuple[int, int], float],
-             name: str = "wf") -> WorkflowInstance:
+def workflow(
+    tasks: list[TaskInstance], edges: dict[tuple[int, int], float], name: str = "wf"
+) -> WorkflowInstance:
     n = len(tasks)
     parents = tuple(tuple(sorted(p for (p, c) in edges if c == i)) for i in range(n))
     children = tuple(tuple(sorted(c for (p, c) in edges if p == i)) for i in range(n))

@@ -144,8 +144,9 @@ def test_eft_beats_random_on_a_heterogeneous_cluster() -> None:
     assert eft < 0.7 * rnd
 
 
-@pytest.mark.parametrize("name", ["random", "round_robin", "least_loaded", "shortest_queue",
-                                  "eft", "heft_online"])
+@pytest.mark.parametrize(
+    "name", ["random", "round_robin", "least_loaded", "shortest_queue", "eft", "heft_online"]
+)
 def test_every_policy_completes_every_workflow(name: str) -> None:
     cluster = get_cluster("hetero-8")
     jobs = toy_jobs(60)

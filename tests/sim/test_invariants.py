@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from sim_builders import workflow
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sim_builders import workflow
 
 from scalesched.cluster.model import ClusterSpec, ServerSpec
 from scalesched.policies import HEURISTICS, get_policy
@@ -29,13 +29,22 @@ def tasks(draw: st.DrawFn, i: int) -> TaskInstance:
     if draw(st.booleans()):
         out = draw(st.integers(1, 600))
         return TaskInstance(
-            f"t{i}", "llm", model=draw(st.sampled_from(MODELS)),
-            prompt_tokens=draw(st.integers(1, 3000)), output_tokens=out,
+            f"t{i}",
+            "llm",
+            model=draw(st.sampled_from(MODELS)),
+            prompt_tokens=draw(st.integers(1, 3000)),
+            output_tokens=out,
             output_tokens_est=draw(st.integers(1, 600)),
         )
     ext = draw(st.sampled_from([0.0, 0.3, 1.7]))
-    return TaskInstance(f"t{i}", "tool", tool="x", cpu_work=draw(st.sampled_from([0.0, 0.2, 2.5])),
-                        ext_latency=ext, ext_latency_est=ext)
+    return TaskInstance(
+        f"t{i}",
+        "tool",
+        tool="x",
+        cpu_work=draw(st.sampled_from([0.0, 0.2, 2.5])),
+        ext_latency=ext,
+        ext_latency_est=ext,
+    )
 
 
 @st.composite
@@ -52,8 +61,9 @@ def workflows(draw: st.DrawFn, name: str) -> object:
         ps = [p for (p, cc) in edges if cc == c]
         if ps and draw(st.booleans()):
             t = ts[c]
-            ts[c] = TaskInstance(**{**{f: getattr(t, f) for f in t.__slots__},
-                                    "revealed_by": ps[0]})
+            ts[c] = TaskInstance(
+                **{**{f: getattr(t, f) for f in t.__slots__}, "revealed_by": ps[0]}
+            )
     return workflow(ts, edges, name)
 
 
@@ -61,22 +71,40 @@ def workflows(draw: st.DrawFn, name: str) -> object:
 def scenarios(draw: st.DrawFn) -> tuple[ClusterSpec, list[Job], str, int]:
     picks = draw(st.lists(st.integers(0, len(SERVERS) - 1), min_size=1, max_size=6))
     servers = tuple(
-        ServerSpec(f"{SERVERS[k].name}-{i}", *[getattr(SERVERS[k], f) for f in
-                   ("type", "gpu_type", "gpus", "cpu_cores", "core_speed", "nic_gbps",
-                    "load_gbs")])
+        ServerSpec(
+            f"{SERVERS[k].name}-{i}",
+            *[
+                getattr(SERVERS[k], f)
+                for f in (
+                    "type",
+                    "gpu_type",
+                    "gpus",
+                    "cpu_cores",
+                    "core_speed",
+                    "nic_gbps",
+                    "load_gbs",
+                )
+            ],
+        )
         for i, k in enumerate([0, *picks])  # server 0 can host every model
     )
     n_jobs = draw(st.integers(1, 8))
     arrivals = sorted(draw(st.lists(st.floats(0, 20), min_size=n_jobs, max_size=n_jobs)))
     jobs = [Job(i, a, draw(workflows(f"w{i}"))) for i, a in enumerate(arrivals)]
-    return ClusterSpec("random", servers), jobs, draw(st.sampled_from(sorted(HEURISTICS))), \
-        draw(st.integers(0, 2**16))
+    return (
+        ClusterSpec("random", servers),
+        jobs,
+        draw(st.sampled_from(sorted(HEURISTICS))),
+        draw(st.integers(0, 2**16)),
+    )
 
 
 def overlaps(intervals: list[tuple[float, float, float]]) -> float:
     """Largest total weight of intervals [start, end) open at one instant."""
-    points = sorted([(s, 1, w) for s, e, w in intervals if e > s] +
-                    [(e, 0, -w) for s, e, w in intervals if e > s])
+    points = sorted(
+        [(s, 1, w) for s, e, w in intervals if e > s]
+        + [(e, 0, -w) for s, e, w in intervals if e > s]
+    )
     best = level = 0.0
     for _, _, w in points:
         level += w
@@ -88,8 +116,9 @@ def overlaps(intervals: list[tuple[float, float, float]]) -> float:
 @given(scenarios())
 def test_simulator_invariants(case: tuple[ClusterSpec, list[Job], str, int]) -> None:
     cluster, jobs, policy_name, seed = case
-    sim = Simulation(cluster, jobs, record_trace=True,
-                     ready_order=get_policy(policy_name).ready_order)
+    sim = Simulation(
+        cluster, jobs, record_trace=True, ready_order=get_policy(policy_name).ready_order
+    )
     policy = get_policy(policy_name)
     policy.reset(seed)
     clock = [sim.now]

@@ -26,27 +26,58 @@ def two_server_setup(tmp_path: Path) -> tuple[Path, Path]:
         "  - {name: fast, gpu_type: null, gpus: 0, cpu_cores: 8, core_speed: 2.0}\n"
     )
     wf = tmp_path / "one.json"
-    wf.write_text(json.dumps({
-        "name": "one", "schemaVersion": "1.5",
-        "workflow": {
-            "specification": {"tasks": [{"name": "t", "id": "t", "parents": [], "children": [],
-                                          "inputFiles": [], "outputFiles": []}], "files": []},
-            "execution": {"makespanInSeconds": 1.0, "executedAt": "2026-01-01T00:00:00",
-                          "tasks": [{"id": "t", "runtimeInSeconds": 1.0}], "machines": []},
-        },
-    }))
+    wf.write_text(
+        json.dumps(
+            {
+                "name": "one",
+                "schemaVersion": "1.5",
+                "workflow": {
+                    "specification": {
+                        "tasks": [
+                            {
+                                "name": "t",
+                                "id": "t",
+                                "parents": [],
+                                "children": [],
+                                "inputFiles": [],
+                                "outputFiles": [],
+                            }
+                        ],
+                        "files": [],
+                    },
+                    "execution": {
+                        "makespanInSeconds": 1.0,
+                        "executedAt": "2026-01-01T00:00:00",
+                        "tasks": [{"id": "t", "runtimeInSeconds": 1.0}],
+                        "machines": [],
+                    },
+                },
+            }
+        )
+    )
     return cluster, wf
 
 
 def test_ppo_learns_to_pick_the_fast_server(tmp_path: Path) -> None:
     cluster, wf = two_server_setup(tmp_path)
-    cfg = load_config(None, cluster=str(cluster), workload=str(wf), workflows=16, load=0.1,
-                      total_steps=3072, num_envs=4, num_steps=64, learning_rate=3e-3,
-                      ent_coef=0.0, validate_every=0, validation_sizes=[], seed=1)
+    cfg = load_config(
+        None,
+        cluster=str(cluster),
+        workload=str(wf),
+        workflows=16,
+        load=0.1,
+        total_steps=3072,
+        num_envs=4,
+        num_steps=64,
+        learning_rate=3e-3,
+        ent_coef=0.0,
+        validate_every=0,
+        validation_sizes=[],
+        seed=1,
+    )
     trainer = Trainer(cfg, tmp_path / "run")
     trainer.train()
-    env = SchedulingEnv(EnvConfig(cluster=str(cluster), workload=str(wf), workflows=16,
-                                  load=0.1))
+    env = SchedulingEnv(EnvConfig(cluster=str(cluster), workload=str(wf), workflows=16, load=0.1))
     obs, _ = env.reset(seed=123)
     fast = []
     with torch.no_grad():
@@ -61,8 +92,16 @@ def test_ppo_learns_to_pick_the_fast_server(tmp_path: Path) -> None:
 
 
 def test_checkpoint_round_trip_and_bad_files(tmp_path: Path) -> None:
-    cfg = load_config(None, total_steps=64, num_envs=1, num_steps=64, workflows=2,
-                      cluster="hetero-4", validate_every=0, validation_sizes=[])
+    cfg = load_config(
+        None,
+        total_steps=64,
+        num_envs=1,
+        num_steps=64,
+        workflows=2,
+        cluster="hetero-4",
+        validate_every=0,
+        validation_sizes=[],
+    )
     trainer = Trainer(cfg, tmp_path / "run")
     path = tmp_path / "c.pt"
     save_checkpoint(path, trainer.checkpoint_payload())
@@ -86,8 +125,16 @@ def test_checkpoint_round_trip_and_bad_files(tmp_path: Path) -> None:
 
 
 def test_resume_continues_a_killed_run(tmp_path: Path) -> None:
-    base = dict(total_steps=4 * 64, num_envs=1, num_steps=64, workflows=3, cluster="hetero-4",
-                validate_every=0, validation_sizes=[], checkpoint_every=1)
+    base = dict(
+        total_steps=4 * 64,
+        num_envs=1,
+        num_steps=64,
+        workflows=3,
+        cluster="hetero-4",
+        validate_every=0,
+        validation_sizes=[],
+        checkpoint_every=1,
+    )
     out = tmp_path / "run"
     Trainer(load_config(None, **{**base, "total_steps": 2 * 64}), out).train()
     state = Trainer(load_config(None, **base), out, resume=True).train()

@@ -85,8 +85,8 @@ class SchedulingEnv(gym.Env[Observation, int]):
         self.spec_cluster = get_cluster(cfg.cluster)
         self.tables = ClusterTables(self.spec_cluster)
         self.max_servers = cfg.max_servers or self.tables.n
-        self.observation_space = observation_space(self.max_servers)
-        self.action_space = spaces.Discrete(self.max_servers)
+        self.observation_space = observation_space(self.max_servers)  # type: ignore[assignment]
+        self.action_space = spaces.Discrete(self.max_servers)  # type: ignore[assignment]
         self._sim: Simulation | None = None
         self._decision: Decision | None = None
         self._area = 0.0

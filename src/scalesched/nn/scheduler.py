@@ -22,8 +22,9 @@ from scalesched.policies.features import Decision
 class NetworkScheduler(BaseScheduler):
     """Greedy (argmax) placement by a policy network."""
 
-    def __init__(self, network: PolicyNetwork, name: str = "scale",
-                 record_features: bool = False) -> None:
+    def __init__(
+        self, network: PolicyNetwork, name: str = "scale", record_features: bool = False
+    ) -> None:
         self.network = network.eval()
         self.name = name
         self.record_features = record_features
@@ -66,5 +67,6 @@ def load_scheduler(path: str | Path, record_features: bool = False) -> NetworkSc
     torch.set_num_threads(1)
     data = load_checkpoint(path)
     name = str(data.get("metadata", {}).get("name", Path(path).stem))
-    return NetworkScheduler(network_from_checkpoint(data), name=name,
-                            record_features=record_features)
+    return NetworkScheduler(
+        network_from_checkpoint(data), name=name, record_features=record_features
+    )

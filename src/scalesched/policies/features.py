@@ -23,7 +23,7 @@ from typing import Protocol
 import numpy as np
 
 from scalesched.cluster.model import ClusterSpec
-from scalesched.cluster.perf import MODELS, engine_perf, tensor_parallel_degree
+from scalesched.cluster.perf import MODELS, EnginePerf, engine_perf, tensor_parallel_degree
 
 MODEL_NAMES: tuple[str, ...] = tuple(sorted(MODELS))
 """Column order of every per-model array."""
@@ -114,7 +114,7 @@ class ClusterTables:
         self.engine_class = np.full((n, n_models), -1, dtype=np.int64)
         self.load_s = np.zeros((n, n_models))
         classes: dict[tuple[str, str, int], int] = {}
-        self.engines = []
+        self.engines: list[EnginePerf] = []
         for si, server in enumerate(servers):
             for mi, model in enumerate(MODEL_NAMES):
                 if server.gpu_type is None or server.gpus <= 0:
@@ -137,7 +137,7 @@ class ClusterTables:
         self.all_servers.setflags(write=False)
         self.zeros = np.zeros(n)
         self.zeros.setflags(write=False)
-        self.feasible_any = self.feasible.any(axis=0)
+        self.feasible_any = np.asarray(self.feasible.any(axis=0), dtype=bool)
         # Decode step = lin[k, batch] + attn[k] * context_tokens (the cost model is linear in
         # context by construction); tabulate once so decisions index instead of calling.
         n_classes = max(1, len(self.engines))
@@ -162,9 +162,7 @@ class ClusterTables:
         for k, eng in enumerate(self.engines):
             if eng.model != MODEL_NAMES[model]:
                 continue
-            t = eng.prefill_s(prompt) + output * (
-                self.decode_lin[k, 1] + self.decode_attn[k] * ctx
-            )
+            t = eng.prefill_s(prompt) + output * (self.decode_lin[k, 1] + self.decode_attn[k] * ctx)
             times[self.engine_class[:, model] == k] = t
         return times
 
@@ -214,9 +212,22 @@ class Decision:
     """
 
     __slots__ = (
-        "now", "task", "mask", "transfer_s", "wait_s", "load_s", "exec_s", "finish_s",
-        "est_work", "n_assigned", "_tables", "_view", "_resident", "_batch",
-        "_task_features", "_server_features",
+        "now",
+        "task",
+        "mask",
+        "transfer_s",
+        "wait_s",
+        "load_s",
+        "exec_s",
+        "finish_s",
+        "est_work",
+        "n_assigned",
+        "_tables",
+        "_view",
+        "_resident",
+        "_batch",
+        "_task_features",
+        "_server_features",
     )
 
     def __init__(
@@ -324,8 +335,13 @@ def make_decision(tables: ClusterTables, view: ClusterStateView, task: TaskReque
         running = np.minimum(batch + 1, slots).astype(np.int64)
         ctx = view.engine_ctx[:, m] / np.maximum(batch, 1) * (running - 1) + task.context_tokens
         step = tables.decode_lin[kk, running] + tables.decode_attn[kk] * ctx
-        prefill_by_class = np.array([e.prefill_s(task.prompt_tokens) if e.model == MODEL_NAMES[m]
-                                     else 0.0 for e in tables.engines] or [0.0])
+        prefill_by_class = np.array(
+            [
+                e.prefill_s(task.prompt_tokens) if e.model == MODEL_NAMES[m] else 0.0
+                for e in tables.engines
+            ]
+            or [0.0]
+        )
         exec_s = prefill_by_class[kk] + task.output_tokens_est * step
         # Behind a full engine the request waits about one batch time per `slots` ahead.
         wait = np.maximum(batch + 1 - slots, 0) / slots * exec_s

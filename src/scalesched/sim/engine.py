@@ -61,9 +61,27 @@ class _Engine:
     """One model served on ``tp`` GPUs of a server by continuous batching."""
 
     __slots__ = (
-        "server", "model", "tp", "perf", "klass", "state", "waiting", "n_active", "kv_used",
-        "kv_cap", "max_batch", "marks", "n_decoding", "ctx_sum", "vclock", "last_update",
-        "step", "version", "last_used", "busy", "idle",
+        "server",
+        "model",
+        "tp",
+        "perf",
+        "klass",
+        "state",
+        "waiting",
+        "n_active",
+        "kv_used",
+        "kv_cap",
+        "max_batch",
+        "marks",
+        "n_decoding",
+        "ctx_sum",
+        "vclock",
+        "last_update",
+        "step",
+        "version",
+        "last_used",
+        "busy",
+        "idle",
     )
 
     def __init__(self, server: int, model: int, tp: int, klass: int, tables: ClusterTables):
@@ -204,8 +222,13 @@ class Simulation:
         for ji, job in enumerate(self.jobs):
             self._push(job.arrival, _ARRIVE, ji, 0)
         self._handlers: list[Callable[[int, int], None]] = [
-            self._on_arrive, self._on_land, self._on_cpu_done, self._on_task_done,
-            self._on_prefill_done, self._on_decode, self._on_load_done,
+            self._on_arrive,
+            self._on_land,
+            self._on_cpu_done,
+            self._on_task_done,
+            self._on_prefill_done,
+            self._on_decode,
+            self._on_load_done,
         ]
 
     # -- the driving interface -------------------------------------------------------
@@ -355,9 +378,7 @@ class Simulation:
         off = self._offset[ji]
         self.in_system += 1
         self.lower_bounds[ji] = _lower_bound(self.tables, job)
-        self._deciders[ji] = frozenset(
-            t.revealed_by for t in wf.tasks if t.revealed_by is not None
-        )
+        self._deciders[ji] = frozenset(t.revealed_by for t in wf.tasks if t.revealed_by is not None)
         for i, parents in enumerate(wf.parents):
             self._missing_parents[off + i] = len(parents)
             if not parents:
@@ -446,9 +467,7 @@ class Simulation:
             self.engine_ready_at[s, eng.model] = self.now + self.tables.load_s[s, eng.model] + guess
 
     def _evict_for(self, s: int, need: int) -> None:
-        idle = sorted(
-            (e for e in self._engines[s].values() if e.idle), key=lambda e: e.last_used
-        )
+        idle = sorted((e for e in self._engines[s].values() if e.idle), key=lambda e: e.last_used)
         if self._free_gpus[s] + sum(e.tp for e in idle) < need:
             return  # evicting would not make room: keep what is resident
         for e in idle:
@@ -594,9 +613,15 @@ class Simulation:
             task = wf.tasks[i]
             self.trace.append(
                 TaskRecord(
-                    workflow=self.jobs[ji].workflow_id, task=task.id, kind=task.kind,
-                    model=task.model, server=s, ready=self._ready[gid],
-                    landed=self._landed[gid], start=self._start[gid], end=self.now,
+                    workflow=self.jobs[ji].workflow_id,
+                    task=task.id,
+                    kind=task.kind,
+                    model=task.model,
+                    server=s,
+                    ready=self._ready[gid],
+                    landed=self._landed[gid],
+                    start=self._start[gid],
+                    end=self.now,
                 )
             )
         if i in self._deciders[ji]:
@@ -658,7 +683,7 @@ def _check_feasible(tables: ClusterTables, jobs: Sequence[Job]) -> None:
                 raise InputError(
                     job.workflow.name, f"tasks[{task.id}].model", f"unknown model {task.model!r}"
                 )
-            if not tables.feasible_any[m]:
+            if not bool(tables.feasible_any[m]):
                 raise InputError(
                     tables.spec.name,
                     "servers",

@@ -7,8 +7,9 @@ Capacity (workflows per second) is that of the bottleneck resource class:
 ``1 / max(D_gpu / G, D_cpu / C)``, where G is the cluster's GPU count, C its core count,
 D_gpu the mean GPU-seconds of one workflow's LLM tasks when served at a reference batch of
 ``REFERENCE_BATCH`` (prefill + output x the per-request share of a decode step, times the
-engine's GPU count, averaged over the engine classes (model, GPU type, tp) that can run it) and D_cpu the mean
-core-seconds of its tool tasks. External latency holds no resource and does not count.
+engine's GPU count, averaged over the engine classes (model, GPU type, tp) that can run it)
+and D_cpu the mean core-seconds of its tool tasks. External latency holds no resource and
+does not count.
 The means come from ``CAPACITY_SAMPLES`` workflows drawn with a fixed seed, so capacity is a
 property of (cluster, workload) alone and every run seed sees the same arrival rate.
 """
@@ -110,8 +111,9 @@ def arrival_times(scenario: Scenario, rate: float) -> np.ndarray:
     if kind.startswith("replay:"):
         times = load_arrival_times(kind.removeprefix("replay:"))
         return np.asarray(times[: scenario.workflows], dtype=float)
-    raise InputError("--arrivals", "arrivals", f"unknown process {kind!r}; use poisson, "
-                     "bursty or replay:PATH")
+    raise InputError(
+        "--arrivals", "arrivals", f"unknown process {kind!r}; use poisson, bursty or replay:PATH"
+    )
 
 
 def build_jobs(tables: ClusterTables, scenario: Scenario) -> list[Job]:
@@ -128,5 +130,4 @@ def build_jobs(tables: ClusterTables, scenario: Scenario) -> list[Job]:
             raise InputError("--load", "load", "must be positive")
         rate = scenario.load * capacity(tables, source)
     times = arrival_times(scenario, rate)
-    return sample_jobs(source, times, scenario.seed)
-
+    return sample_jobs(source, [float(t) for t in times], scenario.seed)

@@ -46,8 +46,15 @@ def plot_gantt(
         if row is None:
             continue
         width = max(r.end - r.start, 1e-3)
-        ax.barh(row, width, left=r.start, height=0.8, color=colour[r.model or "tool"],
-                edgecolor="none", alpha=0.6)
+        ax.barh(
+            row,
+            width,
+            left=r.start,
+            height=0.8,
+            color=colour[r.model or "tool"],
+            edgecolor="none",
+            alpha=0.6,
+        )
     ax.set_yticks(range(len(used)))
     ax.set_yticklabels([server_names[s] for s in used], fontsize=7)
     ax.invert_yaxis()

@@ -133,9 +133,12 @@ class PPOConfig:
     def network_config(self) -> dict[str, Any]:
         base: dict[str, Any] = {"task_dim": TASK_FEATURES, "server_dim": SERVER_FEATURES}
         if self.network == "scale":
-            base.update(d_model=self.d_model, n_heads=self.n_heads,
-                        server_self_attention=self.server_self_attention,
-                        scalable_softmax=self.scalable_softmax)
+            base.update(
+                d_model=self.d_model,
+                n_heads=self.n_heads,
+                server_self_attention=self.server_self_attention,
+                scalable_softmax=self.scalable_softmax,
+            )
         return base
 
 
@@ -152,8 +155,9 @@ def load_config(path: str | Path | None, **overrides: Any) -> PPOConfig:
         try:
             loaded = yaml.safe_load(p.read_text()) or {}
         except yaml.YAMLError as exc:
-            raise InputError(source, "file", f"malformed YAML ({str(exc).splitlines()[0]})") \
-                from None
+            raise InputError(
+                source, "file", f"malformed YAML ({str(exc).splitlines()[0]})"
+            ) from None
         if not isinstance(loaded, dict):
             raise InputError(source, "file", "expected a mapping of config fields")
         data.update(loaded)
@@ -188,8 +192,9 @@ def obs_to_tensors(obs: dict[str, np.ndarray]) -> tuple[torch.Tensor, ...]:
 
 
 def make_envs(cfg: PPOConfig) -> gym.vector.SyncVectorEnv:
-    env_cfg = EnvConfig(cluster=cfg.cluster, workload=cfg.workload, workflows=cfg.workflows,
-                        load=cfg.load)
+    env_cfg = EnvConfig(
+        cluster=cfg.cluster, workload=cfg.workload, workflows=cfg.workflows, load=cfg.load
+    )
 
     def factory() -> gym.Env[Any, Any]:
         return SchedulingEnv(env_cfg)
@@ -213,8 +218,14 @@ class TrainState:
 class Trainer:
     """Runs PPO for one config, writing logs and checkpoints under ``out``."""
 
-    def __init__(self, cfg: PPOConfig, out: Path, *, resume: bool = False,
-                 progress: Callable[[int, int, dict[str, float]], None] | None = None) -> None:
+    def __init__(
+        self,
+        cfg: PPOConfig,
+        out: Path,
+        *,
+        resume: bool = False,
+        progress: Callable[[int, int, dict[str, float]], None] | None = None,
+    ) -> None:
         self.cfg = cfg
         self.out = out
         self.progress = progress
@@ -222,8 +233,9 @@ class Trainer:
         seed_everything(cfg.seed)
         self.net: PolicyNetwork = build_network(cfg.network, **cfg.network_config())
         self.optimizer = torch.optim.Adam(self.net.parameters(), lr=cfg.learning_rate, eps=1e-5)
-        self.srr_cfg = SrrConfig(enabled=cfg.srr, decorrelation_weight=cfg.srr_decorrelation,
-                                 kl_weight=cfg.srr_kl)
+        self.srr_cfg = SrrConfig(
+            enabled=cfg.srr, decorrelation_weight=cfg.srr_decorrelation, kl_weight=cfg.srr_kl
+        )
         self.state = TrainState()
         out.mkdir(parents=True, exist_ok=True)
         if resume and (out / "last.pt").is_file():
@@ -249,9 +261,11 @@ class Trainer:
         saved = data.get("config", {})
         for key in ("network", "d_model", "n_heads", "server_self_attention", "scalable_softmax"):
             if key in saved and saved[key] != getattr(self.cfg, key):
-                raise InputError(str(path), f"config.{key}",
-                                 f"checkpoint has {saved[key]!r}, config has "
-                                 f"{getattr(self.cfg, key)!r}")
+                raise InputError(
+                    str(path),
+                    f"config.{key}",
+                    f"checkpoint has {saved[key]!r}, config has {getattr(self.cfg, key)!r}",
+                )
         self.net.load_state_dict(data["state_dict"])
         self.optimizer.load_state_dict(data["optimizer"])
         self.state = TrainState(**data["train_state"])
@@ -259,20 +273,40 @@ class Trainer:
 
     # -- logging ---------------------------------------------------------------------
     def _columns(self) -> list[str]:
-        cols = ["global_step", "update", "learning_rate", "episodes", "mean_return",
-                "mean_response_time_s", "policy_loss", "value_loss", "entropy",
-                "srr_decorrelation", "srr_kl", "approx_kl", "clipfrac", "feature_mean",
-                "feature_var", "feature_offdiag_corr", "steps_per_s"]
+        cols = [
+            "global_step",
+            "update",
+            "learning_rate",
+            "episodes",
+            "mean_return",
+            "mean_response_time_s",
+            "policy_loss",
+            "value_loss",
+            "entropy",
+            "srr_decorrelation",
+            "srr_kl",
+            "approx_kl",
+            "clipfrac",
+            "feature_mean",
+            "feature_var",
+            "feature_offdiag_corr",
+            "steps_per_s",
+        ]
         for n in self.cfg.validation_sizes:
-            cols += [f"val_rt_n{n}", f"val_eft_rt_n{n}", f"val_feature_var_n{n}",
-                     f"val_feature_corr_n{n}"]
+            cols += [
+                f"val_rt_n{n}",
+                f"val_eft_rt_n{n}",
+                f"val_feature_var_n{n}",
+                f"val_feature_corr_n{n}",
+            ]
         return [*cols, "val_ratio_to_eft"]
 
     def _log(self, row: dict[str, float]) -> None:
         new = not self._csv_path.exists()
         with self._csv_path.open("a", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=self._columns(), restval="",
-                                    extrasaction="ignore")
+            writer = csv.DictWriter(
+                fh, fieldnames=self._columns(), restval="", extrasaction="ignore"
+            )
             if new:
                 writer.writeheader()
             writer.writerow(row)
@@ -286,15 +320,14 @@ class Trainer:
         if self._tb:
             step = int(row["global_step"])
             for key, value in row.items():
-                if key != "global_step" and isinstance(value, int | float) and \
-                        math.isfinite(value):
+                if key != "global_step" and isinstance(value, int | float) and math.isfinite(value):
                     self._tb.add_scalar(key, value, step)
 
     # -- the loop --------------------------------------------------------------------
     def train(self) -> TrainState:
         cfg, net = self.cfg, self.net
         envs = make_envs(cfg)
-        n_max = envs.single_observation_space["servers"].shape[0]
+        n_max = envs.single_observation_space["servers"].shape[0]  # type: ignore[index]
         k, t_steps = cfg.num_envs, cfg.num_steps
         buf_task = torch.zeros((t_steps, k, TASK_FEATURES))
         buf_servers = torch.zeros((t_steps, k, n_max, SERVER_FEATURES))
@@ -326,7 +359,11 @@ class Trainer:
                 self.state.global_step += k
                 task, servers, mask, n = next_obs
                 buf_task[step], buf_servers[step], buf_mask[step], buf_n[step] = (
-                    task, servers, mask, n)
+                    task,
+                    servers,
+                    mask,
+                    n,
+                )
                 dones[step] = next_done
                 with torch.no_grad():
                     out = net(task, servers, mask, n)
@@ -382,7 +419,7 @@ class Trainer:
             for _epoch in range(cfg.update_epochs):
                 np.random.shuffle(idx)
                 for start in range(0, cfg.batch_size, cfg.minibatch_size):
-                    mb = torch.as_tensor(idx[start:start + cfg.minibatch_size])
+                    mb = torch.as_tensor(idx[start : start + cfg.minibatch_size])
                     out = net(b_task[mb], b_servers[mb], b_mask[mb], b_n[mb])
                     dist = torch.distributions.Categorical(logits=out.logits)
                     new_logprob = dist.log_prob(b_actions[mb])
@@ -391,8 +428,9 @@ class Trainer:
                     ratio = logratio.exp()
                     with torch.no_grad():
                         approx_kl = ((ratio - 1) - logratio).mean()
-                        clipfracs.append(((ratio - 1.0).abs() > cfg.clip_coef).float().mean()
-                                         .item())
+                        clipfracs.append(
+                            ((ratio - 1.0).abs() > cfg.clip_coef).float().mean().item()
+                        )
                     mb_adv = b_adv[mb]
                     if cfg.norm_adv and mb_adv.numel() > 1:
                         mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8)
@@ -404,9 +442,11 @@ class Trainer:
                     if cfg.clip_vloss:
                         v_unclipped = (new_value - b_returns[mb]) ** 2
                         v_clipped = b_values[mb] + torch.clamp(
-                            new_value - b_values[mb], -cfg.clip_coef, cfg.clip_coef)
-                        v_loss = 0.5 * torch.max(v_unclipped,
-                                                 (v_clipped - b_returns[mb]) ** 2).mean()
+                            new_value - b_values[mb], -cfg.clip_coef, cfg.clip_coef
+                        )
+                        v_loss = (
+                            0.5 * torch.max(v_unclipped, (v_clipped - b_returns[mb]) ** 2).mean()
+                        )
                     else:
                         v_loss = 0.5 * ((new_value - b_returns[mb]) ** 2).mean()
                     ent = entropy.mean()
@@ -436,10 +476,8 @@ class Trainer:
                 "update": update,
                 "learning_rate": self.optimizer.param_groups[0]["lr"],
                 "episodes": self.state.episodes,
-                "mean_return": float(np.mean(recent_returns[-20:])) if recent_returns else
-                math.nan,
-                "mean_response_time_s": float(np.mean(recent_rt[-20:])) if recent_rt else
-                math.nan,
+                "mean_return": float(np.mean(recent_returns[-20:])) if recent_returns else math.nan,
+                "mean_response_time_s": float(np.mean(recent_rt[-20:])) if recent_rt else math.nan,
                 **stats,
                 "clipfrac": float(np.mean(clipfracs)) if clipfracs else 0.0,
                 "feature_mean": fstats["mean"],
@@ -489,8 +527,12 @@ class Trainer:
             row["val_ratio_to_eft"] = score
             if score < self.state.best_score:
                 self.state.best_score = score
-                save_checkpoint(self.out / "best.pt", self.checkpoint_payload(
-                    {"val_ratio_to_eft": score, "update": self.state.update}))
+                save_checkpoint(
+                    self.out / "best.pt",
+                    self.checkpoint_payload(
+                        {"val_ratio_to_eft": score, "update": self.state.update}
+                    ),
+                )
         return row
 
 
@@ -509,14 +551,26 @@ def validation_response_times(cfg: PPOConfig, scheduler: Any, n: int) -> tuple[f
     tables = ClusterTables(spec)
     ours, theirs = [], []
     for seed in cfg.validation_seeds:
-        jobs = build_jobs(tables, Scenario(workload=cfg.workload, workflows=cfg.validation_workflows,
-                                           load=cfg.load, seed=seed))
-        ours.append(float(simulate(spec, jobs, scheduler, seed=seed, tables=tables)
-                          .metrics["avg_response_time_s"]))
+        jobs = build_jobs(
+            tables,
+            Scenario(
+                workload=cfg.workload, workflows=cfg.validation_workflows, load=cfg.load, seed=seed
+            ),
+        )
+        ours.append(
+            float(
+                simulate(spec, jobs, scheduler, seed=seed, tables=tables).metrics[
+                    "avg_response_time_s"
+                ]
+            )
+        )
         key = (n, seed, cfg.workload, cfg.validation_workflows, cfg.load)
         if key not in _eft_cache:
-            _eft_cache[key] = float(simulate(spec, jobs, get_policy("eft"), seed=seed,
-                                             tables=tables).metrics["avg_response_time_s"])
+            _eft_cache[key] = float(
+                simulate(spec, jobs, get_policy("eft"), seed=seed, tables=tables).metrics[
+                    "avg_response_time_s"
+                ]
+            )
         theirs.append(_eft_cache[key])
     return float(np.mean(ours)), float(np.mean(theirs))
 
