@@ -39,7 +39,7 @@ def clean_errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except InputError as exc:
-            err_console.print(f"error: {exc}", markup=False, highlight=False)
+            typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from None
 
     return wrapper  # type: ignore[return-value]

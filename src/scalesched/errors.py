@@ -12,4 +12,5 @@ class InputError(ValueError):
         self.source = source
         self.field = field
         self.message = message
-        super().__init__(f"{source}: {field}: {message}")
+        where = source if source.lstrip("-") == field else f"{source}: {field}"
+        super().__init__(f"{where}: {message}")
