@@ -20,14 +20,26 @@ from scalesched.policies.features import Decision
 
 
 class NetworkScheduler(BaseScheduler):
-    """Greedy (argmax) placement by a policy network."""
+    """Placement by a policy network: sampled from its distribution (the policy PPO trained,
+    seeded by ``reset``) or greedy (argmax).
+
+    Sampling is the default because a trained policy may rely on randomisation, e.g. to
+    spread load over identical servers whose features tie; greedy then breaks every tie
+    towards the lowest index and piles work on one server.
+    """
 
     def __init__(
-        self, network: PolicyNetwork, name: str = "scale", record_features: bool = False
+        self,
+        network: PolicyNetwork,
+        name: str = "scale",
+        record_features: bool = False,
+        greedy: bool = False,
     ) -> None:
         self.network = network.eval()
         self.name = name
+        self.greedy = greedy
         self.record_features = record_features
+        self._generator = torch.Generator().manual_seed(0)
         self.features: dict[int, list[np.ndarray]] = defaultdict(list)
         """Attention features seen, by cluster size (when ``record_features``)."""
 
@@ -42,7 +54,13 @@ class NetworkScheduler(BaseScheduler):
         )
         if self.record_features:
             self.features[n].append(out.attn_feature[0].numpy().copy())
-        return int(torch.argmax(out.logits[0]).item())
+        if self.greedy:
+            return int(torch.argmax(out.logits[0]).item())
+        probs = torch.softmax(out.logits[0].double(), dim=-1)
+        return int(torch.multinomial(probs, 1, generator=self._generator).item())
+
+    def reset(self, seed: int) -> None:
+        self._generator.manual_seed(seed)
 
     def feature_stats(self) -> dict[int, dict[str, float]]:
         """Mean, variance and mean |off-diagonal correlation| of the features, per N."""
@@ -60,7 +78,9 @@ def network_from_checkpoint(data: dict[str, Any]) -> PolicyNetwork:
     return net
 
 
-def load_scheduler(path: str | Path, record_features: bool = False) -> NetworkScheduler:
+def load_scheduler(
+    path: str | Path, record_features: bool = False, greedy: bool = False
+) -> NetworkScheduler:
     """A scheduler from a checkpoint file (see ``scalesched.train.checkpoint``)."""
     from scalesched.train.checkpoint import load_checkpoint
 
@@ -68,5 +88,5 @@ def load_scheduler(path: str | Path, record_features: bool = False) -> NetworkSc
     data = load_checkpoint(path)
     name = str(data.get("metadata", {}).get("name", Path(path).stem))
     return NetworkScheduler(
-        network_from_checkpoint(data), name=name, record_features=record_features
+        network_from_checkpoint(data), name=name, record_features=record_features, greedy=greedy
     )

@@ -36,7 +36,7 @@ MAX_BATCH_TABLE = 1024
 """Decode tables cover batch sizes 0..MAX_BATCH_TABLE (engines cap their batch below it)."""
 
 TASK_FEATURES = 8 + len(MODEL_NAMES)
-SERVER_FEATURES = 16
+SERVER_FEATURES = 18
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,6 +301,12 @@ class Decision:
         f[:, 13] = np.log1p(np.where(mask, self.wait_s, 0.0)) / 5
         f[:, 14] = np.log1p(self.transfer_s) / 5
         f[:, 15] = np.log1p(np.where(mask, self.finish_s, 0.0)) / 5
+        # Relative to the best feasible server: scale-free, so they mean the same at any N
+        # and for short and long tasks alike.
+        best_finish = float(self.finish_s[mask].min())
+        best_exec = float(self.exec_s[mask].min())
+        f[:, 16] = np.log1p(np.where(mask, self.finish_s - best_finish, 0.0) / (best_finish + 1e-3))
+        f[:, 17] = np.log1p(np.where(mask, self.exec_s - best_exec, 0.0) / (best_exec + 1e-3))
         return f
 
 

@@ -44,7 +44,7 @@ class PPOConfig:
     """Name recorded in checkpoints and shown by the evaluation."""
     seed: int = 0
     """Seeds numpy, torch, Python's random and every environment."""
-    total_steps: int = 200_000
+    total_steps: int = 600_000
     """Environment steps (task placements) over all environments."""
     # environment
     cluster: str = "hetero-16"
@@ -96,7 +96,7 @@ class PPOConfig:
     """PPO ratio clip."""
     clip_vloss: bool = True
     """Clip the value loss around the old value."""
-    ent_coef: float = 0.01
+    ent_coef: float = 0.003
     """Entropy bonus weight."""
     vf_coef: float = 0.5
     """Value loss weight."""
@@ -107,11 +107,11 @@ class PPOConfig:
     # bookkeeping
     torch_threads: int = 1
     """torch.set_num_threads: on 2 busy cores, 2 threads can be many times slower than 1."""
-    validate_every: int = 10
+    validate_every: int = 20
     """Validate every this many updates (0: only at the end)."""
     validation_sizes: list[int] = field(default_factory=lambda: [16, 32, 48])
     """Cluster sizes (hetero-N) validated on."""
-    validation_seeds: list[int] = field(default_factory=lambda: [1000, 1001])
+    validation_seeds: list[int] = field(default_factory=lambda: [1000, 1001, 1002])
     """Fixed workload seeds of the validation runs."""
     validation_workflows: int = 40
     """Workflows per validation run."""
