@@ -256,5 +256,87 @@ def train(
     )
 
 
+DEFAULT_EVAL_POLICIES = "scale,scale-nosrr,mlp-16,eft,heft_online,least_loaded,round_robin,random"
+
+
+@app.command("eval")
+@clean_errors
+def evaluate(
+    policies: Annotated[
+        str, typer.Option(help="Comma-separated scheduler names or checkpoint paths.")
+    ] = DEFAULT_EVAL_POLICIES,
+    nodes: Annotated[str, typer.Option(help="Comma-separated cluster sizes N (hetero-N).")]
+    = "16,32,48,64,96,128",
+    seeds: Annotated[str, typer.Option(help="Number of seeds (0..K-1) or a comma list.")] = "5",
+    workload: WorkloadOpt = "agentic-mix",
+    load: Annotated[float, typer.Option(help="Arrival rate as a fraction of capacity.")] = 0.7,
+    workflows: Annotated[int, typer.Option(help="Workflows per run.")] = 200,
+    out: Annotated[Path, typer.Option(help="Folder for results.csv, summary and plots.")]
+    = Path("results/study"),
+    jobs: Annotated[
+        int | None, typer.Option(help="Worker processes (default: all cores).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+) -> None:
+    """Compare policies across cluster sizes and seeds on identical workloads."""
+    from scalesched.eval.study import StudyConfig, parse_int_list, seeds_from
+
+    cfg = StudyConfig(
+        policies=tuple(p.strip() for p in policies.split(",") if p.strip()),
+        nodes=parse_int_list(nodes, "--nodes"),
+        seeds=seeds_from(seeds),
+        workload=workload,
+        load=load,
+        workflows=workflows,
+    )
+    _study(cfg, out, jobs, as_json, progress, "scalesched evaluation")
+
+
+def _study(cfg: Any, out: Path, jobs: int | None, as_json: bool, progress: bool,
+           title: str) -> None:
+    from scalesched.eval.pipeline import run_and_report
+
+    if cfg.load <= 0 or cfg.workflows <= 0:
+        raise InputError("--load/--workflows", "load", "must be positive")
+    total = len(cfg.policies) * len(cfg.nodes) * len(cfg.seeds)
+    show = progress and not as_json and sys.stderr.isatty()
+    with _progress(show, total, f"{total} runs") as tick:
+        summary = run_and_report(cfg, out, jobs=jobs, on_done=lambda done, _t: tick(done),
+                                 title=title)
+    if as_json:
+        print(json.dumps(summary, default=str))
+        return
+    console.print((out / "summary.md").read_text(), markup=False, highlight=False)
+    console.print(f"results: {out}/results.csv; plots: {', '.join(summary['plots'])}")
+
+
+@app.command()
+@clean_errors
+def demo(
+    out: Annotated[Path, typer.Option(help="Folder for the results and plots.")]
+    = Path("results/demo"),
+    seeds: Annotated[str, typer.Option(help="Number of seeds or a comma list.")] = "3",
+    workflows: Annotated[int, typer.Option(help="Workflows per run.")] = 200,
+    jobs: Annotated[int | None, typer.Option(help="Worker processes.")] = None,
+    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+) -> None:
+    """The main job on built-in defaults: shipped SCALE policies against the heuristics at
+    N = 16, 32, 48 on fixed seeds; prints the table and writes the plots."""
+    from scalesched.eval.study import StudyConfig, seeds_from
+    from scalesched.policies import HEURISTICS
+    from scalesched.policies.trained import shipped_policies
+
+    shipped = [p for p in ("scale", "scale-nosrr", "scale-ssm-srr", "scale-ssm", "mlp-16")
+               if p in shipped_policies()]
+    cfg = StudyConfig(
+        policies=(*shipped, *HEURISTICS),
+        nodes=(16, 32, 48),
+        seeds=seeds_from(seeds),
+        workflows=workflows,
+    )
+    _study(cfg, out, jobs, False, progress, "scalesched demo")
+
+
 def main() -> None:  # pragma: no cover
     app()

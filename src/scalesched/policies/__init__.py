@@ -25,19 +25,31 @@ HEURISTICS: dict[str, tuple[Callable[[], Scheduler], str]] = {
 
 
 def list_policies() -> list[tuple[str, str]]:
-    return [(name, doc) for name, (_, doc) in HEURISTICS.items()]
+    from scalesched.policies.trained import shipped_policies
+
+    rows = [(name, doc) for name, (_, doc) in HEURISTICS.items()]
+    rows += [(name, "shipped trained policy (see docs/model-card.md)")
+             for name in sorted(shipped_policies())]
+    return rows
 
 
 def get_policy(name: str) -> Scheduler:
     """A new scheduler: a heuristic by name, or a trained policy by checkpoint path."""
+    from scalesched.policies.trained import shipped_policies
+
     entry = HEURISTICS.get(name)
     if entry is not None:
         return entry[0]()
+    shipped = shipped_policies()
+    if name in shipped:
+        from scalesched.nn.scheduler import load_scheduler  # torch only when asked for
+
+        return load_scheduler(shipped[name])
     if name.endswith(".pt") or Path(name).is_file():
         from scalesched.nn.scheduler import load_scheduler  # torch only when asked for
 
         return load_scheduler(name)
-    known = ", ".join(HEURISTICS)
+    known = ", ".join([*HEURISTICS, *sorted(shipped)])
     raise InputError(
         "--policy", "policy", f"unknown policy {name!r}; known: {known}, or a checkpoint path"
     )

@@ -1,0 +1,60 @@
+"""The study end to end: runs, results.csv, summary.md/.json and plots in one folder."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from scalesched.eval.report import plot_all, summarise, summary_markdown, write_results_csv
+from scalesched.eval.study import StudyConfig, config_dict, run_study
+
+
+def gantt_of_one_run(cfg: StudyConfig, out: Path) -> Path:
+    """A Gantt chart of the first policy at the smallest N, first seed."""
+    from scalesched.cluster import get_cluster
+    from scalesched.policies import get_policy
+    from scalesched.policies.features import ClusterTables
+    from scalesched.sim.run import simulate
+    from scalesched.sim.scenario import Scenario, build_jobs
+    from scalesched.sim.trace import plot_gantt
+
+    n, seed, policy = min(cfg.nodes), cfg.seeds[0], cfg.policies[0]
+    cluster = get_cluster(f"{cfg.cluster_family}-{n}")
+    tables = ClusterTables(cluster)
+    jobs = build_jobs(tables, Scenario(workload=cfg.workload, workflows=min(cfg.workflows, 60),
+                                       load=cfg.load, seed=seed))
+    scheduler = get_policy(policy)
+    fixed = getattr(getattr(scheduler, "network", None), "n_servers", None)
+    if fixed is not None and fixed != n:
+        scheduler = get_policy("eft")
+        policy = "eft"
+    result = simulate(cluster, jobs, scheduler, seed=seed, tables=tables, record_trace=True)
+    path = out / "gantt.png"
+    plot_gantt(result.trace, result.server_names, path,
+               title=f"{policy} on {cluster.name}, {cfg.workload}, seed {seed}")
+    return path
+
+
+def run_and_report(
+    cfg: StudyConfig,
+    out: Path,
+    *,
+    jobs: int | None = None,
+    on_done: Callable[[int, int], None] | None = None,
+    title: str = "scalesched evaluation",
+) -> dict[str, Any]:
+    out.mkdir(parents=True, exist_ok=True)
+    rows = run_study(cfg, jobs=jobs, on_done=on_done)
+    write_results_csv(rows, out / "results.csv")
+    summary = summarise(rows, cfg.policies)
+    header = (f"# {title}\n\nWorkload `{cfg.workload}` at load {cfg.load}, {cfg.workflows} "
+              f"workflows per run, clusters `{cfg.cluster_family}-N`, seeds "
+              f"{', '.join(map(str, cfg.seeds))}.")
+    (out / "summary.md").write_text(summary_markdown(summary, header))
+    summary["config"] = config_dict(cfg)
+    (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+    summary["plots"] = [str(p) for p in plot_all(rows, summary, out)]
+    summary["plots"].append(str(gantt_of_one_run(cfg, out)))
+    return summary

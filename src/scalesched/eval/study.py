@@ -1,0 +1,181 @@
+"""The scale-generalisation study: every policy x cluster size x seed, on identical workloads.
+
+One run is a pure function of (policy, N, seed, scenario), so runs go to a process pool in
+any order and the results are the same. The workload of a seed is the same for every policy
+(common random numbers): jobs are built from the seed alone.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from scalesched.errors import InputError
+
+STATUS_OK = "ok"
+STATUS_UNSUPPORTED = "unsupported"
+
+
+@dataclass(frozen=True)
+class StudyConfig:
+    """What to compare and on what."""
+
+    policies: tuple[str, ...]
+    nodes: tuple[int, ...]
+    seeds: tuple[int, ...]
+    workload: str = "agentic-mix"
+    load: float = 0.7
+    workflows: int = 200
+    cluster_family: str = "hetero"
+    """Clusters are ``<family>-<N>`` presets."""
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    policy: str
+    n: int
+    seed: int
+    workload: str
+    load: float
+    workflows: int
+    cluster_family: str
+
+
+def run_specs(cfg: StudyConfig) -> list[RunSpec]:
+    return [
+        RunSpec(p, n, s, cfg.workload, cfg.load, cfg.workflows, cfg.cluster_family)
+        for n in cfg.nodes
+        for s in cfg.seeds
+        for p in cfg.policies
+    ]
+
+
+def run_one(spec: RunSpec) -> dict[str, Any]:
+    """One simulation; a row of results.csv (metrics of ``simulate --json`` plus identity)."""
+    import torch
+
+    torch.set_num_threads(1)
+    from scalesched.cluster import get_cluster
+    from scalesched.policies import get_policy
+    from scalesched.policies.features import ClusterTables
+    from scalesched.sim.run import simulate
+    from scalesched.sim.scenario import Scenario, build_jobs
+
+    row: dict[str, Any] = {"policy": spec.policy, "n_servers": spec.n, "seed": spec.seed,
+                           "workload": spec.workload, "load": spec.load}
+    cluster = get_cluster(f"{spec.cluster_family}-{spec.n}")
+    tables = ClusterTables(cluster)
+    jobs = build_jobs(tables, Scenario(workload=spec.workload, workflows=spec.workflows,
+                                       load=spec.load, seed=spec.seed))
+    scheduler = get_policy(spec.policy)
+    recorder = getattr(scheduler, "record_features", None)
+    if recorder is not None:
+        scheduler.record_features = True  # type: ignore[attr-defined]
+    fixed_n = getattr(getattr(scheduler, "network", None), "n_servers", None)
+    if fixed_n is not None and fixed_n != spec.n:
+        # A scale-locked network: it has no answer at this N, and we do not invent one.
+        row.update(status=STATUS_UNSUPPORTED,
+                   note=f"{spec.policy} accepts exactly {fixed_n} servers")
+        return row
+    result = simulate(cluster, jobs, scheduler, seed=spec.seed, tables=tables)
+    metrics = dict(result.metrics)
+    metrics.pop("policy", None)
+    metrics.pop("n_servers", None)
+    row.update(metrics)
+    row["policy_label"] = result.metrics["policy"]
+    row["status"] = STATUS_OK
+    stats_fn = getattr(scheduler, "feature_stats", None)
+    if stats_fn is not None:
+        stats = stats_fn().get(spec.n)
+        if stats:
+            row["feature_mean"] = stats["mean"]
+            row["feature_var"] = stats["var"]
+            row["feature_offdiag_corr"] = stats["mean_abs_offdiag_corr"]
+    return row
+
+
+def check_policies(policies: Iterable[str]) -> None:
+    """Fail early, with one line, on a policy name that does not resolve."""
+    from scalesched.policies import get_policy
+
+    for name in policies:
+        get_policy(name)
+
+
+def run_study(
+    cfg: StudyConfig,
+    *,
+    jobs: int | None = None,
+    on_done: Callable[[int, int], None] | None = None,
+    executor: str = "process",
+    ray_address: str | None = None,
+) -> list[dict[str, Any]]:
+    """All runs of the study, sorted by (N, seed, policy order)."""
+    if not cfg.policies or not cfg.nodes or not cfg.seeds:
+        raise InputError("eval", "policies/nodes/seeds", "each needs at least one value")
+    check_policies(cfg.policies)
+    specs = run_specs(cfg)
+    rows: list[dict[str, Any]] = []
+    workers = jobs or os.cpu_count() or 1
+    if executor == "serial" or workers == 1:
+        for i, spec in enumerate(specs):
+            rows.append(run_one(spec))
+            if on_done:
+                on_done(i + 1, len(specs))
+    else:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            futures = [pool.submit(run_one, spec) for spec in specs]
+            for i, fut in enumerate(as_completed(futures)):
+                rows.append(fut.result())
+                if on_done:
+                    on_done(i + 1, len(specs))
+    order = {p: i for i, p in enumerate(cfg.policies)}
+    rows.sort(key=lambda r: (r["n_servers"], r["seed"], order[r["policy"]]))
+    return rows
+
+
+def parse_int_list(text: str, option: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise InputError(option, option.lstrip("-"), f"expected comma-separated integers, got "
+                         f"{text!r}") from None
+    if not values or any(v < 1 for v in values):
+        raise InputError(option, option.lstrip("-"), "values must be positive integers")
+    return values
+
+
+def seeds_from(count_or_list: str) -> tuple[int, ...]:
+    """``5`` means seeds 0..4; ``3,7,9`` lists them."""
+    if "," in count_or_list:
+        return tuple(int(x) for x in count_or_list.split(","))
+    try:
+        n = int(count_or_list)
+    except ValueError:
+        raise InputError("--seeds", "seeds", f"expected a count or a list, got "
+                         f"{count_or_list!r}") from None
+    if n < 1:
+        raise InputError("--seeds", "seeds", "need at least one seed")
+    return tuple(range(n))
+
+
+def mean_ci(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and half-width of its 95% confidence interval (Student t over seeds)."""
+    vals = [v for v in values if v is not None and not math.isnan(v)]
+    if not vals:
+        return math.nan, math.nan
+    m = sum(vals) / len(vals)
+    if len(vals) < 2:
+        return m, math.nan
+    from scipy import stats
+
+    sd = math.sqrt(sum((v - m) ** 2 for v in vals) / (len(vals) - 1))
+    return m, float(stats.t.ppf(0.975, len(vals) - 1) * sd / math.sqrt(len(vals)))
+
+
+def config_dict(cfg: StudyConfig) -> dict[str, Any]:
+    return asdict(cfg)

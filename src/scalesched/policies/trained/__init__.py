@@ -1,0 +1,20 @@
+"""Trained policies shipped with the package, usable by name wherever a policy is taken.
+
+Each ``<name>.pt`` is a checkpoint (weights, network config, training config, seed) with
+its training curve ``<name>.train.csv`` beside it; docs/model-card.md describes them.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+
+def shipped_policies() -> dict[str, Path]:
+    """Name -> checkpoint path of every shipped trained policy."""
+    root = resources.files(__name__)
+    return {
+        Path(entry.name).stem: Path(str(entry))
+        for entry in root.iterdir()
+        if entry.name.endswith(".pt")
+    }

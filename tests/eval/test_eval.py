@@ -1,0 +1,82 @@
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from scalesched.cli import app
+from scalesched.eval.study import StudyConfig, mean_ci, run_study
+
+runner = CliRunner()
+
+
+def small_eval(out: Path) -> list[dict[str, str]]:
+    result = runner.invoke(app, ["eval", "--policies", "eft,random", "--nodes", "4,8",
+                                 "--seeds", "2", "--workflows", "12", "--out", str(out),
+                                 "--jobs", "2", "--no-progress"])
+    assert result.exit_code == 0, result.stderr
+    with (out / "results.csv").open() as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_small_eval_writes_files_and_columns(tmp_path: Path) -> None:
+    rows = small_eval(tmp_path / "a")
+    assert len(rows) == 2 * 2 * 2
+    for col in ("policy", "n_servers", "seed", "status", "avg_response_time_s",
+                "p95_response_time_s", "lower_bound_ratio", "workflows_completed"):
+        assert col in rows[0]
+    assert {r["policy"] for r in rows} == {"eft", "random"}
+    for name in ("summary.md", "summary.json", "response_time_vs_n.png", "gantt.png"):
+        assert (tmp_path / "a" / name).stat().st_size > 0
+    summary = json.loads((tmp_path / "a" / "summary.json").read_text())
+    assert summary["by_n"]["8"]["best_heuristic"] in ("eft", "random")
+
+
+def test_same_seeds_same_csv(tmp_path: Path) -> None:
+    def strip(rows: list[dict[str, str]]) -> list[dict[str, str]]:
+        return [{k: v for k, v in r.items() if k != "sim_wall_time_s"} for r in rows]
+
+    assert strip(small_eval(tmp_path / "a")) == strip(small_eval(tmp_path / "b"))
+
+
+def test_workload_identical_across_policies() -> None:
+    cfg = StudyConfig(policies=("eft", "random"), nodes=(4,), seeds=(3,), workflows=10)
+    rows = run_study(cfg, executor="serial")
+    assert rows[0]["tasks_completed"] == rows[1]["tasks_completed"]
+    assert rows[0]["mean_lower_bound_s"] == rows[1]["mean_lower_bound_s"]
+
+
+def test_fixed_size_policy_is_reported_unsupported_not_faked(tmp_path: Path) -> None:
+    import torch
+
+    from scalesched.nn import build_network
+    from scalesched.policies.features import SERVER_FEATURES, TASK_FEATURES
+    from scalesched.train.checkpoint import save_checkpoint
+
+    net = build_network("mlp16", TASK_FEATURES, SERVER_FEATURES)
+    path = tmp_path / "mlp.pt"
+    save_checkpoint(path, {"network": "mlp16", "state_dict": net.state_dict(),
+                           "network_config": {"task_dim": TASK_FEATURES,
+                                              "server_dim": SERVER_FEATURES},
+                           "metadata": {"name": "mlp-16"}})
+    torch.set_num_threads(1)
+    cfg = StudyConfig(policies=(str(path),), nodes=(8, 16), seeds=(0,), workflows=5)
+    rows = run_study(cfg, executor="serial")
+    by_n = {r["n_servers"]: r for r in rows}
+    assert by_n[8]["status"] == "unsupported" and "avg_response_time_s" not in by_n[8]
+    assert by_n[16]["status"] == "ok"
+
+
+def test_mean_ci() -> None:
+    m, ci = mean_ci([1.0, 2.0, 3.0])
+    assert m == 2.0 and 2.4 < ci < 2.5  # t(0.975, 2) * 1 / sqrt(3) = 2.484
+
+
+def test_demo_code_path_with_a_reduced_budget(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["demo", "--out", str(tmp_path / "d"), "--seeds", "1",
+                                 "--workflows", "8", "--jobs", "2", "--no-progress"])
+    assert result.exit_code == 0, result.stderr
+    assert "N = 48" in result.stdout
+    assert (tmp_path / "d" / "response_time_vs_n.png").exists()
