@@ -93,12 +93,16 @@ def main() -> None:
     print("|---|---|---|---|---|---|")
     for n in (int(x) for x in args.sizes.split(",")):
         r = decision_latency(n, scale, args.reps)
-        print(f"| {n} | {r['eft_p50_ms']:.3f} | {r['eft_p99_ms']:.3f} | {r['scale_p50_ms']:.3f} "
-              f"| {r['scale_p99_ms']:.3f} | {r['scale_p50_ms'] / r['eft_p50_ms']:.1f}x |")
+        print(
+            f"| {n} | {r['eft_p50_ms']:.3f} | {r['eft_p99_ms']:.3f} | {r['scale_p50_ms']:.3f} "
+            f"| {r['scale_p99_ms']:.3f} | {r['scale_p50_ms'] / r['eft_p50_ms']:.1f}x |"
+        )
     if args.train_steps:
         rate = training_throughput(args.train_steps)
-        print(f"\nPPO training throughput (hetero-16, 8 envs, updates included): "
-              f"{rate:,.0f} env steps/s")
+        print(
+            f"\nPPO training throughput (hetero-16, 8 envs, updates included): "
+            f"{rate:,.0f} env steps/s"
+        )
 
 
 if __name__ == "__main__":

@@ -265,17 +265,17 @@ def evaluate(
     policies: Annotated[
         str, typer.Option(help="Comma-separated scheduler names or checkpoint paths.")
     ] = DEFAULT_EVAL_POLICIES,
-    nodes: Annotated[str, typer.Option(help="Comma-separated cluster sizes N (hetero-N).")]
-    = "16,32,48,64,96,128",
+    nodes: Annotated[
+        str, typer.Option(help="Comma-separated cluster sizes N (hetero-N).")
+    ] = "16,32,48,64,96,128",
     seeds: Annotated[str, typer.Option(help="Number of seeds (0..K-1) or a comma list.")] = "5",
     workload: WorkloadOpt = "agentic-mix",
     load: Annotated[float, typer.Option(help="Arrival rate as a fraction of capacity.")] = 0.7,
     workflows: Annotated[int, typer.Option(help="Workflows per run.")] = 200,
-    out: Annotated[Path, typer.Option(help="Folder for results.csv, summary and plots.")]
-    = Path("results/study"),
-    jobs: Annotated[
-        int | None, typer.Option(help="Worker processes (default: all cores).")
-    ] = None,
+    out: Annotated[Path, typer.Option(help="Folder for results.csv, summary and plots.")] = Path(
+        "results/study"
+    ),
+    jobs: Annotated[int | None, typer.Option(help="Worker processes (default: all cores).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
 ) -> None:
@@ -293,8 +293,9 @@ def evaluate(
     _study(cfg, out, jobs, as_json, progress, "scalesched evaluation")
 
 
-def _study(cfg: Any, out: Path, jobs: int | None, as_json: bool, progress: bool,
-           title: str) -> None:
+def _study(
+    cfg: Any, out: Path, jobs: int | None, as_json: bool, progress: bool, title: str
+) -> None:
     from scalesched.eval.pipeline import run_and_report
 
     if cfg.load <= 0 or cfg.workflows <= 0:
@@ -302,8 +303,9 @@ def _study(cfg: Any, out: Path, jobs: int | None, as_json: bool, progress: bool,
     total = len(cfg.policies) * len(cfg.nodes) * len(cfg.seeds)
     show = progress and not as_json and sys.stderr.isatty()
     with _progress(show, total, f"{total} runs") as tick:
-        summary = run_and_report(cfg, out, jobs=jobs, on_done=lambda done, _t: tick(done),
-                                 title=title)
+        summary = run_and_report(
+            cfg, out, jobs=jobs, on_done=lambda done, _t: tick(done), title=title
+        )
     if as_json:
         print(json.dumps(summary, default=str))
         return
@@ -314,8 +316,9 @@ def _study(cfg: Any, out: Path, jobs: int | None, as_json: bool, progress: bool,
 @app.command()
 @clean_errors
 def demo(
-    out: Annotated[Path, typer.Option(help="Folder for the results and plots.")]
-    = Path("results/demo"),
+    out: Annotated[Path, typer.Option(help="Folder for the results and plots.")] = Path(
+        "results/demo"
+    ),
     seeds: Annotated[str, typer.Option(help="Number of seeds or a comma list.")] = "3",
     workflows: Annotated[int, typer.Option(help="Workflows per run.")] = 200,
     jobs: Annotated[int | None, typer.Option(help="Worker processes.")] = None,
@@ -327,8 +330,11 @@ def demo(
     from scalesched.policies import HEURISTICS
     from scalesched.policies.trained import shipped_policies
 
-    shipped = [p for p in ("scale", "scale-nosrr", "scale-ssm-srr", "scale-ssm", "mlp-16")
-               if p in shipped_policies()]
+    shipped = [
+        p
+        for p in ("scale", "scale-nosrr", "scale-ssm-srr", "scale-ssm", "mlp-16")
+        if p in shipped_policies()
+    ]
     cfg = StudyConfig(
         policies=(*shipped, *HEURISTICS),
         nodes=(16, 32, 48),

@@ -13,9 +13,25 @@ runner = CliRunner()
 
 
 def small_eval(out: Path) -> list[dict[str, str]]:
-    result = runner.invoke(app, ["eval", "--policies", "eft,random", "--nodes", "4,8",
-                                 "--seeds", "2", "--workflows", "12", "--out", str(out),
-                                 "--jobs", "2", "--no-progress"])
+    result = runner.invoke(
+        app,
+        [
+            "eval",
+            "--policies",
+            "eft,random",
+            "--nodes",
+            "4,8",
+            "--seeds",
+            "2",
+            "--workflows",
+            "12",
+            "--out",
+            str(out),
+            "--jobs",
+            "2",
+            "--no-progress",
+        ],
+    )
     assert result.exit_code == 0, result.stderr
     with (out / "results.csv").open() as fh:
         return list(csv.DictReader(fh))
@@ -24,8 +40,16 @@ def small_eval(out: Path) -> list[dict[str, str]]:
 def test_small_eval_writes_files_and_columns(tmp_path: Path) -> None:
     rows = small_eval(tmp_path / "a")
     assert len(rows) == 2 * 2 * 2
-    for col in ("policy", "n_servers", "seed", "status", "avg_response_time_s",
-                "p95_response_time_s", "lower_bound_ratio", "workflows_completed"):
+    for col in (
+        "policy",
+        "n_servers",
+        "seed",
+        "status",
+        "avg_response_time_s",
+        "p95_response_time_s",
+        "lower_bound_ratio",
+        "workflows_completed",
+    ):
         assert col in rows[0]
     assert {r["policy"] for r in rows} == {"eft", "random"}
     for name in ("summary.md", "summary.json", "response_time_vs_n.png", "gantt.png"):
@@ -57,10 +81,15 @@ def test_fixed_size_policy_is_reported_unsupported_not_faked(tmp_path: Path) -> 
 
     net = build_network("mlp16", TASK_FEATURES, SERVER_FEATURES)
     path = tmp_path / "mlp.pt"
-    save_checkpoint(path, {"network": "mlp16", "state_dict": net.state_dict(),
-                           "network_config": {"task_dim": TASK_FEATURES,
-                                              "server_dim": SERVER_FEATURES},
-                           "metadata": {"name": "mlp-16"}})
+    save_checkpoint(
+        path,
+        {
+            "network": "mlp16",
+            "state_dict": net.state_dict(),
+            "network_config": {"task_dim": TASK_FEATURES, "server_dim": SERVER_FEATURES},
+            "metadata": {"name": "mlp-16"},
+        },
+    )
     torch.set_num_threads(1)
     cfg = StudyConfig(policies=(str(path),), nodes=(8, 16), seeds=(0,), workflows=5)
     rows = run_study(cfg, executor="serial")
@@ -75,8 +104,21 @@ def test_mean_ci() -> None:
 
 
 def test_demo_code_path_with_a_reduced_budget(tmp_path: Path) -> None:
-    result = runner.invoke(app, ["demo", "--out", str(tmp_path / "d"), "--seeds", "1",
-                                 "--workflows", "8", "--jobs", "2", "--no-progress"])
+    result = runner.invoke(
+        app,
+        [
+            "demo",
+            "--out",
+            str(tmp_path / "d"),
+            "--seeds",
+            "1",
+            "--workflows",
+            "8",
+            "--jobs",
+            "2",
+            "--no-progress",
+        ],
+    )
     assert result.exit_code == 0, result.stderr
     assert "N = 48" in result.stdout
     assert (tmp_path / "d" / "response_time_vs_n.png").exists()

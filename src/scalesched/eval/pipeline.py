@@ -23,8 +23,10 @@ def gantt_of_one_run(cfg: StudyConfig, out: Path) -> Path:
     n, seed, policy = min(cfg.nodes), cfg.seeds[0], cfg.policies[0]
     cluster = get_cluster(f"{cfg.cluster_family}-{n}")
     tables = ClusterTables(cluster)
-    jobs = build_jobs(tables, Scenario(workload=cfg.workload, workflows=min(cfg.workflows, 60),
-                                       load=cfg.load, seed=seed))
+    jobs = build_jobs(
+        tables,
+        Scenario(workload=cfg.workload, workflows=min(cfg.workflows, 60), load=cfg.load, seed=seed),
+    )
     scheduler = get_policy(policy)
     fixed = getattr(getattr(scheduler, "network", None), "n_servers", None)
     if fixed is not None and fixed != n:
@@ -32,8 +34,12 @@ def gantt_of_one_run(cfg: StudyConfig, out: Path) -> Path:
         policy = "eft"
     result = simulate(cluster, jobs, scheduler, seed=seed, tables=tables, record_trace=True)
     path = out / "gantt.png"
-    plot_gantt(result.trace, result.server_names, path,
-               title=f"{policy} on {cluster.name}, {cfg.workload}, seed {seed}")
+    plot_gantt(
+        result.trace,
+        result.server_names,
+        path,
+        title=f"{policy} on {cluster.name}, {cfg.workload}, seed {seed}",
+    )
     return path
 
 
@@ -49,9 +55,11 @@ def run_and_report(
     rows = run_study(cfg, jobs=jobs, on_done=on_done)
     write_results_csv(rows, out / "results.csv")
     summary = summarise(rows, cfg.policies)
-    header = (f"# {title}\n\nWorkload `{cfg.workload}` at load {cfg.load}, {cfg.workflows} "
-              f"workflows per run, clusters `{cfg.cluster_family}-N`, seeds "
-              f"{', '.join(map(str, cfg.seeds))}.")
+    header = (
+        f"# {title}\n\nWorkload `{cfg.workload}` at load {cfg.load}, {cfg.workflows} "
+        f"workflows per run, clusters `{cfg.cluster_family}-N`, seeds "
+        f"{', '.join(map(str, cfg.seeds))}."
+    )
     (out / "summary.md").write_text(summary_markdown(summary, header))
     summary["config"] = config_dict(cfg)
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))

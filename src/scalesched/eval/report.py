@@ -29,7 +29,9 @@ def _values(rows: Sequence[dict[str, Any]], policy: str, n: int, key: str) -> li
     return [
         float(r[key])
         for r in rows
-        if r["policy"] == policy and r["n_servers"] == n and r.get("status") == STATUS_OK
+        if r["policy"] == policy
+        and r["n_servers"] == n
+        and r.get("status") == STATUS_OK
         and key in r
     ]
 
@@ -48,8 +50,14 @@ def summarise(rows: Sequence[dict[str, Any]], policies: Sequence[str]) -> dict[s
             m, ci = mean_ci(rt)
             p95, p95_ci = mean_ci(_values(rows, p, n, "p95_response_time_s"))
             lb_ratio, _ = mean_ci(_values(rows, p, n, "lower_bound_ratio"))
-            entry[p] = {"mean_rt": m, "mean_rt_ci": ci, "p95_rt": p95, "p95_rt_ci": p95_ci,
-                        "lower_bound_ratio": lb_ratio, "runs": len(rt)}
+            entry[p] = {
+                "mean_rt": m,
+                "mean_rt_ci": ci,
+                "p95_rt": p95,
+                "p95_rt_ci": p95_ci,
+                "lower_bound_ratio": lb_ratio,
+                "runs": len(rt),
+            }
         heuristics = [p for p in policies if p in HEURISTICS and "mean_rt" in entry[p]]
         best = min(heuristics, key=lambda p: entry[p]["mean_rt"]) if heuristics else None
         for p in policies:
@@ -64,10 +72,16 @@ def _srr_gain(rows: Sequence[dict[str, Any]], n: int) -> dict[str, float]:
     """1 - scale/scale-nosrr on mean response time, seed-paired, when both were run."""
     gains: dict[str, float] = {}
     for with_srr, without in (("scale", "scale-nosrr"), ("scale-ssm-srr", "scale-ssm")):
-        a = {r["seed"]: float(r["avg_response_time_s"]) for r in rows
-             if r["policy"] == with_srr and r["n_servers"] == n and r.get("status") == STATUS_OK}
-        b = {r["seed"]: float(r["avg_response_time_s"]) for r in rows
-             if r["policy"] == without and r["n_servers"] == n and r.get("status") == STATUS_OK}
+        a = {
+            r["seed"]: float(r["avg_response_time_s"])
+            for r in rows
+            if r["policy"] == with_srr and r["n_servers"] == n and r.get("status") == STATUS_OK
+        }
+        b = {
+            r["seed"]: float(r["avg_response_time_s"])
+            for r in rows
+            if r["policy"] == without and r["n_servers"] == n and r.get("status") == STATUS_OK
+        }
         common = sorted(set(a) & set(b))
         if common:
             m, ci = mean_ci([1 - a[s] / b[s] for s in common])
@@ -90,8 +104,9 @@ def summary_markdown(summary: dict[str, Any], header: str = "") -> str:
     for n in summary["sizes"]:
         block = summary["by_n"][n]
         lines.append(f"\n### N = {n} (best heuristic: {block['best_heuristic'] or 'n/a'})\n")
-        lines.append("| policy | mean RT (s) | p95 RT (s) | RT / lower bound | "
-                     "RT / best heuristic |")
+        lines.append(
+            "| policy | mean RT (s) | p95 RT (s) | RT / lower bound | RT / best heuristic |"
+        )
         lines.append("|---|---|---|---|---|")
         for p in summary["policies"]:
             e = block["policies"][p]
@@ -103,13 +118,17 @@ def summary_markdown(summary: dict[str, Any], header: str = "") -> str:
                 f"{_fmt(e['p95_rt'], e['p95_rt_ci'])} | {_fmt(e['lower_bound_ratio'])} | "
                 f"{_fmt(e.get('ratio_to_best_heuristic', math.nan), digits=3)} |"
             )
-        for key, label in (("srr_gain", "SRR gain (1 - scale/scale-nosrr)"),
-                           ("srr_gain_ssm", "SRR gain with scalable softmax")):
+        for key, label in (
+            ("srr_gain", "SRR gain (1 - scale/scale-nosrr)"),
+            ("srr_gain_ssm", "SRR gain with scalable softmax"),
+        ):
             if key in block:
-                lines.append(f"\n{label}: {100 * block[key]:.1f}% "
-                             f"(95% CI ± {100 * block[key + '_ci']:.1f} points)"
-                             if not math.isnan(block[key + "_ci"]) else
-                             f"\n{label}: {100 * block[key]:.1f}%")
+                lines.append(
+                    f"\n{label}: {100 * block[key]:.1f}% "
+                    f"(95% CI ± {100 * block[key + '_ci']:.1f} points)"
+                    if not math.isnan(block[key + "_ci"])
+                    else f"\n{label}: {100 * block[key]:.1f}%"
+                )
     lines.append("\nMean ± half-width of the 95% confidence interval over seeds (Student t).")
     return "\n".join(lines) + "\n"
 
@@ -134,9 +153,13 @@ def plot_all(rows: Sequence[dict[str, Any]], summary: dict[str, Any], out: Path)
         if not xs:
             continue
         line = ax.plot(xs, ys, marker="o", label=p)[0]
-        ax.fill_between(xs, [y - c for y, c in zip(ys, cis, strict=True)],
-                        [y + c for y, c in zip(ys, cis, strict=True)], alpha=0.15,
-                        color=line.get_color())
+        ax.fill_between(
+            xs,
+            [y - c for y, c in zip(ys, cis, strict=True)],
+            [y + c for y, c in zip(ys, cis, strict=True)],
+            alpha=0.15,
+            color=line.get_color(),
+        )
     ax.set_xlabel("servers N")
     ax.set_ylabel("mean response time (s)")
     ax.set_title("mean workflow response time vs cluster size (95% CI)")
@@ -148,14 +171,21 @@ def plot_all(rows: Sequence[dict[str, Any]], summary: dict[str, Any], out: Path)
     plt.close(fig)
     written.append(path)
 
-    gains = [(n, summary["by_n"][n].get("srr_gain"), summary["by_n"][n].get("srr_gain_ci"))
-             for n in sizes]
+    gains = [
+        (n, summary["by_n"][n].get("srr_gain"), summary["by_n"][n].get("srr_gain_ci"))
+        for n in sizes
+    ]
     gains = [(n, g, c) for n, g, c in gains if g is not None]
     if gains:
         fig, ax = plt.subplots(figsize=(6, 4))
-        ax.errorbar([g[0] for g in gains], [100 * g[1] for g in gains],
-                    yerr=[0 if math.isnan(g[2]) else 100 * g[2] for g in gains], marker="o",
-                    capsize=3, label="measured")
+        ax.errorbar(
+            [g[0] for g in gains],
+            [100 * g[1] for g in gains],
+            yerr=[0 if math.isnan(g[2]) else 100 * g[2] for g in gains],
+            marker="o",
+            capsize=3,
+            label="measured",
+        )
         ax.axhline(8.9, color="grey", linestyle="--", label="paper, N=48: 8.9%")
         ax.axhline(0, color="black", linewidth=0.5)
         ax.set_xlabel("servers N")
@@ -173,12 +203,22 @@ def plot_all(rows: Sequence[dict[str, Any]], summary: dict[str, Any], out: Path)
         fig, axes = plt.subplots(1, 3, figsize=(12, 3.8))
         for p in sorted({r["policy"] for r in feature_rows}):
             for ax, key, label in zip(
-                axes, ("feature_mean", "feature_var", "feature_offdiag_corr"),
-                ("mean", "variance", "mean |off-diagonal corr|"), strict=True,
+                axes,
+                ("feature_mean", "feature_var", "feature_offdiag_corr"),
+                ("mean", "variance", "mean |off-diagonal corr|"),
+                strict=True,
             ):
                 xs = sorted({int(r["n_servers"]) for r in feature_rows if r["policy"] == p})
-                ys = [mean_ci([float(r[key]) for r in feature_rows
-                               if r["policy"] == p and r["n_servers"] == n])[0] for n in xs]
+                ys = [
+                    mean_ci(
+                        [
+                            float(r[key])
+                            for r in feature_rows
+                            if r["policy"] == p and r["n_servers"] == n
+                        ]
+                    )[0]
+                    for n in xs
+                ]
                 ax.plot(xs, ys, marker="o", label=p)
                 ax.set_title(f"attention feature {label}")
                 ax.set_xlabel("servers N")

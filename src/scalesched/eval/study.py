@@ -65,12 +65,19 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
     from scalesched.sim.run import simulate
     from scalesched.sim.scenario import Scenario, build_jobs
 
-    row: dict[str, Any] = {"policy": spec.policy, "n_servers": spec.n, "seed": spec.seed,
-                           "workload": spec.workload, "load": spec.load}
+    row: dict[str, Any] = {
+        "policy": spec.policy,
+        "n_servers": spec.n,
+        "seed": spec.seed,
+        "workload": spec.workload,
+        "load": spec.load,
+    }
     cluster = get_cluster(f"{spec.cluster_family}-{spec.n}")
     tables = ClusterTables(cluster)
-    jobs = build_jobs(tables, Scenario(workload=spec.workload, workflows=spec.workflows,
-                                       load=spec.load, seed=spec.seed))
+    jobs = build_jobs(
+        tables,
+        Scenario(workload=spec.workload, workflows=spec.workflows, load=spec.load, seed=spec.seed),
+    )
     scheduler = get_policy(spec.policy)
     recorder = getattr(scheduler, "record_features", None)
     if recorder is not None:
@@ -78,8 +85,9 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
     fixed_n = getattr(getattr(scheduler, "network", None), "n_servers", None)
     if fixed_n is not None and fixed_n != spec.n:
         # A scale-locked network: it has no answer at this N, and we do not invent one.
-        row.update(status=STATUS_UNSUPPORTED,
-                   note=f"{spec.policy} accepts exactly {fixed_n} servers")
+        row.update(
+            status=STATUS_UNSUPPORTED, note=f"{spec.policy} accepts exactly {fixed_n} servers"
+        )
         return row
     result = simulate(cluster, jobs, scheduler, seed=spec.seed, tables=tables)
     metrics = dict(result.metrics)
@@ -142,8 +150,9 @@ def parse_int_list(text: str, option: str) -> tuple[int, ...]:
     try:
         values = tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:
-        raise InputError(option, option.lstrip("-"), f"expected comma-separated integers, got "
-                         f"{text!r}") from None
+        raise InputError(
+            option, option.lstrip("-"), f"expected comma-separated integers, got {text!r}"
+        ) from None
     if not values or any(v < 1 for v in values):
         raise InputError(option, option.lstrip("-"), "values must be positive integers")
     return values
@@ -156,8 +165,9 @@ def seeds_from(count_or_list: str) -> tuple[int, ...]:
     try:
         n = int(count_or_list)
     except ValueError:
-        raise InputError("--seeds", "seeds", f"expected a count or a list, got "
-                         f"{count_or_list!r}") from None
+        raise InputError(
+            "--seeds", "seeds", f"expected a count or a list, got {count_or_list!r}"
+        ) from None
     if n < 1:
         raise InputError("--seeds", "seeds", "need at least one seed")
     return tuple(range(n))

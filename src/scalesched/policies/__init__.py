@@ -28,8 +28,10 @@ def list_policies() -> list[tuple[str, str]]:
     from scalesched.policies.trained import shipped_policies
 
     rows = [(name, doc) for name, (_, doc) in HEURISTICS.items()]
-    rows += [(name, "shipped trained policy (see docs/model-card.md)")
-             for name in sorted(shipped_policies())]
+    rows += [
+        (name, "shipped trained policy (see docs/model-card.md)")
+        for name in sorted(shipped_policies())
+    ]
     return rows
 
 

@@ -152,34 +152,41 @@ class ClusterTables:
         self.max_batch = np.array([e.max_batch for e in self.engines] or [1])
         self.kv_capacity = np.array([e.kv_capacity_tokens for e in self.engines] or [1])
         self.server_static = _static_server_features(self)
-        self._mean_cost_cache: dict[tuple[int, int, int], float] = {}
+        self.slots_cap = np.minimum(self.kv_capacity, self.max_batch)
+        # Per model: (class, engine, servers of that class, batch-1 step, attention coef).
+        self.model_classes: list[list[tuple[int, EnginePerf, int, float, float]]] = [
+            [
+                (
+                    k,
+                    eng,
+                    int((self.engine_class[:, mi] == k).sum()),
+                    float(self.decode_lin[k, 1]),
+                    float(self.decode_attn[k]),
+                )
+                for k, eng in enumerate(self.engines)
+                if eng.model == model
+            ]
+            for mi, model in enumerate(MODEL_NAMES)
+        ]
 
     # -- costs with no contention: used for ranks, lower bounds and capacity ------------
-    def llm_time_alone(self, model: int, prompt: int, output: int) -> np.ndarray:
-        """Seconds the request takes alone on each server (inf where it cannot run)."""
-        times = np.full(self.n, np.inf)
+    def llm_class_times(self, model: int, prompt: int, output: int) -> list[tuple[float, int]]:
+        """(seconds alone, server count) per engine class that can run the model."""
         ctx = prompt + output // 2
-        for k, eng in enumerate(self.engines):
-            if eng.model != MODEL_NAMES[model]:
-                continue
-            t = eng.prefill_s(prompt) + output * (self.decode_lin[k, 1] + self.decode_attn[k] * ctx)
-            times[self.engine_class[:, model] == k] = t
-        return times
+        return [
+            (eng.prefill_s(prompt) + output * (lin1 + attn * ctx), count)
+            for _, eng, count, lin1, attn in self.model_classes[model]
+        ]
 
     def fastest_llm_time(self, model: int, prompt: int, output: int) -> float:
-        return float(self.llm_time_alone(model, prompt, output).min())
+        """The request alone on its fastest feasible server (inf if none can run it)."""
+        return min((t for t, _ in self.llm_class_times(model, prompt, output)), default=math.inf)
 
     def mean_llm_time(self, model: int, prompt: int, output: int) -> float:
         """HEFT's mean execution cost over the servers that can run the model."""
-        key = (model, prompt, output)
-        cached = self._mean_cost_cache.get(key)
-        if cached is None:
-            times = self.llm_time_alone(model, prompt, output)
-            finite = times[np.isfinite(times)]
-            cached = float(finite.mean()) if finite.size else math.inf
-            if len(self._mean_cost_cache) < 100_000:
-                self._mean_cost_cache[key] = cached
-        return cached
+        times = self.llm_class_times(model, prompt, output)
+        total = sum(c for _, c in times)
+        return sum(t * c for t, c in times) / total if total else math.inf
 
     def mean_transfer_s(self, nbytes: float) -> float:
         if nbytes <= 0:
@@ -337,17 +344,13 @@ def make_decision(tables: ClusterTables, view: ClusterStateView, task: TaskReque
         # Requests an engine runs at once: the batch cap or the KV memory, whichever binds
         # first for requests like this one; the rest queue for admission.
         need = max(task.prompt_tokens + task.output_tokens_est, 1)
-        slots = np.clip(tables.kv_capacity // need, 1, tables.max_batch)[kk]
+        slots = np.maximum(np.minimum(tables.kv_capacity // need, tables.max_batch), 1)[kk]
         running = np.minimum(batch + 1, slots).astype(np.int64)
         ctx = view.engine_ctx[:, m] / np.maximum(batch, 1) * (running - 1) + task.context_tokens
         step = tables.decode_lin[kk, running] + tables.decode_attn[kk] * ctx
-        prefill_by_class = np.array(
-            [
-                e.prefill_s(task.prompt_tokens) if e.model == MODEL_NAMES[m] else 0.0
-                for e in tables.engines
-            ]
-            or [0.0]
-        )
+        prefill_by_class = np.zeros(max(1, len(tables.engines)))
+        for k, eng, *_ in tables.model_classes[m]:
+            prefill_by_class[k] = eng.prefill_s(task.prompt_tokens)
         exec_s = prefill_by_class[kk] + task.output_tokens_est * step
         # Behind a full engine the request waits about one batch time per `slots` ahead.
         wait = np.maximum(batch + 1 - slots, 0) / slots * exec_s
