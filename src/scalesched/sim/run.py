@@ -12,6 +12,7 @@ from scalesched.cluster.model import ClusterSpec
 from scalesched.policies.base import Scheduler
 from scalesched.policies.features import ClusterTables
 from scalesched.sim.engine import Simulation, TaskRecord
+from scalesched.sim.metrics import RunRecord, run_metrics
 from scalesched.workload.instance import Job
 
 
@@ -60,46 +61,30 @@ def summarise(sim: Simulation, *, policy: str, wall_s: float) -> SimResult:
     sim.close_accounts()
     rt = sim.response_times
     done = ~np.isnan(rt)
-    rt_done = rt[done]
-    lb = sim.lower_bounds[done]
     first = min((j.arrival for j in sim.jobs), default=0.0)
     makespan = sim.now - first if sim.jobs else 0.0
     gpu, cpu = sim.utilisation(makespan)
-    has_gpu = sim.tables.gpus > 0
-    per_server = np.where(has_gpu, gpu, cpu)
-    qd = sim.queue_delays
-
-    def pct(a: np.ndarray, q: float) -> float:
-        return float(np.percentile(a, q)) if a.size else 0.0
-
-    mean_rt = float(rt_done.mean()) if rt_done.size else 0.0
-    mean_lb = float(lb.mean()) if lb.size else 0.0
-    metrics: dict[str, float | int | str] = {
-        "policy": policy,
-        "cluster": sim.cluster.name,
-        "n_servers": sim.tables.n,
-        "workflows_submitted": len(sim.jobs),
-        "workflows_completed": int(done.sum()),
-        "tasks_completed": sim.tasks_completed,
-        "avg_response_time_s": mean_rt,
-        "p50_response_time_s": pct(rt_done, 50),
-        "p95_response_time_s": pct(rt_done, 95),
-        "p99_response_time_s": pct(rt_done, 99),
-        "makespan_s": float(makespan),
-        "throughput_wps": float(done.sum() / makespan) if makespan > 0 else 0.0,
-        "mean_utilization": float(per_server.mean()),
-        "mean_gpu_utilization": float(gpu[has_gpu].mean()) if has_gpu.any() else 0.0,
-        "mean_cpu_utilization": float(cpu.mean()),
-        "mean_queue_delay_s": float(qd.mean()) if qd.size else 0.0,
-        "p95_queue_delay_s": pct(qd, 95),
-        "model_loads": sim.model_loads,
-        "bytes_moved": float(sim.bytes_moved),
-        "decisions": sim.decisions,
-        "events": sim.events,
-        "mean_lower_bound_s": mean_lb,
-        "lower_bound_ratio": mean_rt / mean_lb if mean_lb > 0 else 0.0,
-        "sim_wall_time_s": wall_s,
-    }
+    metrics = run_metrics(
+        RunRecord(
+            policy=policy,
+            cluster=sim.cluster.name,
+            response_times=rt,
+            lower_bounds=sim.lower_bounds,
+            makespan_s=makespan,
+            gpu_utilisation=gpu,
+            cpu_utilisation=cpu,
+            has_gpu=sim.tables.gpus > 0,
+            queue_delays=sim.queue_delays,
+            tasks_completed=sim.tasks_completed,
+            model_loads=sim.model_loads,
+            bytes_moved=sim.bytes_moved,
+            decisions=sim.decisions,
+            events=sim.events,
+            wall_s=wall_s,
+        )
+    )
+    rt_done = rt[done]
+    lb = sim.lower_bounds[done]
     return SimResult(
         metrics=metrics,
         response_times=rt_done,
