@@ -296,6 +296,7 @@ class Trainer:
             cols += [
                 f"val_rt_n{n}",
                 f"val_eft_rt_n{n}",
+                f"val_feature_mean_n{n}",
                 f"val_feature_var_n{n}",
                 f"val_feature_corr_n{n}",
             ]
@@ -519,6 +520,7 @@ class Trainer:
             row[f"val_eft_rt_n{n}"] = eft
             ratios.append(ours / eft)
         for n, st in scheduler.feature_stats().items():
+            row[f"val_feature_mean_n{n}"] = st["mean"]
             row[f"val_feature_var_n{n}"] = st["var"]
             row[f"val_feature_corr_n{n}"] = st["mean_abs_offdiag_corr"]
         self.net.train()
