@@ -21,6 +21,32 @@ def write_trace(records: Sequence[TaskRecord], server_names: Sequence[str], path
             fh.write(json.dumps(row) + "\n")
 
 
+MAX_LANES = 8
+"""Overlapping tasks on one server are drawn in at most this many lanes."""
+
+
+def _lanes(records: Sequence[TaskRecord], servers: set[int]) -> dict[int, list[tuple[int, int]]]:
+    """Per server, (record index, lane): greedy interval colouring, first lane free at the
+    task's start; past MAX_LANES a task shares the lane that frees up first."""
+    out: dict[int, list[tuple[int, int]]] = {s: [] for s in servers}
+    ends: dict[int, list[float]] = {s: [] for s in servers}
+    order = sorted(
+        (i for i, r in enumerate(records) if r.server in servers), key=lambda i: records[i].start
+    )
+    for i in order:
+        r = records[i]
+        lane_ends = ends[r.server]
+        lane = next((k for k, e in enumerate(lane_ends) if e <= r.start), len(lane_ends))
+        if lane == len(lane_ends):
+            if lane < MAX_LANES:
+                lane_ends.append(0.0)
+            else:
+                lane = min(range(MAX_LANES), key=lane_ends.__getitem__)
+        lane_ends[lane] = max(lane_ends[lane], r.end)
+        out[r.server].append((i, lane))
+    return out
+
+
 def plot_gantt(
     records: Sequence[TaskRecord],
     server_names: Sequence[str],
@@ -29,7 +55,11 @@ def plot_gantt(
     title: str = "",
     max_servers: int = 48,
 ) -> None:
-    """One row per server, one bar per task (start to end), coloured by model or tool."""
+    """One row per server, one bar per task (start to end), coloured by model or tool.
+
+    Tasks that overlap on a server (a batch of LLM requests, tools on several cores) are
+    stacked in thin lanes inside the server's row, up to ``MAX_LANES``.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -41,20 +71,21 @@ def plot_gantt(
     cmap = plt.get_cmap("tab10")
     colour = {label: cmap(i % 10) for i, label in enumerate(labels)}
     fig, ax = plt.subplots(figsize=(12, max(3.0, 0.28 * len(used) + 1.5)))
-    for r in records:
-        row = row_of.get(r.server)
-        if row is None:
-            continue
-        width = max(r.end - r.start, 1e-3)
-        ax.barh(
-            row,
-            width,
-            left=r.start,
-            height=0.8,
-            color=colour[r.model or "tool"],
-            edgecolor="none",
-            alpha=0.6,
-        )
+    lanes = _lanes(records, set(used))
+    n_lanes = {s: max((lane for _, lane in items), default=0) + 1 for s, items in lanes.items()}
+    for server, items in lanes.items():
+        height = 0.8 / n_lanes[server]
+        for idx, lane in items:
+            r = records[idx]
+            ax.barh(
+                row_of[server] - 0.4 + height * (lane + 0.5),
+                max(r.end - r.start, 1e-3),
+                left=r.start,
+                height=height * 0.9,
+                color=colour[r.model or "tool"],
+                edgecolor="none",
+                alpha=0.8,
+            )
     ax.set_yticks(range(len(used)))
     ax.set_yticklabels([server_names[s] for s in used], fontsize=7)
     ax.invert_yaxis()
