@@ -44,7 +44,12 @@ class Mlp16Net(nn.Module):
         self.critic = layer_init(nn.Linear(hidden, 1), gain=1.0)
 
     def forward(
-        self, task: Tensor, servers: Tensor, mask: Tensor, n_servers: Tensor
+        self,
+        task: Tensor,
+        servers: Tensor,
+        mask: Tensor,
+        n_servers: Tensor,
+        need_value: bool = True,
     ) -> PolicyOutput:
         """Same contract as :meth:`ScaleNet.forward`; every row must have exactly 16 servers.
 
@@ -69,5 +74,9 @@ class Mlp16Net(nn.Module):
         logits = self.actor(feature).masked_fill(~feasible, MASKED_LOGIT)
         if width > n:
             logits = torch.nn.functional.pad(logits, (0, width - n), value=MASKED_LOGIT)
+        if not need_value:  # acting only: skip the critic
+            return PolicyOutput(
+                logits=logits, value=logits.new_zeros(logits.shape[0]), attn_feature=feature
+            )
         value = self.critic(feature).squeeze(-1)
         return PolicyOutput(logits=logits, value=value, attn_feature=feature)

@@ -222,7 +222,12 @@ class ScaleNet(nn.Module):
         return feature, h, real, weights[:, :, 0, :]
 
     def forward(
-        self, task: Tensor, servers: Tensor, mask: Tensor, n_servers: Tensor
+        self,
+        task: Tensor,
+        servers: Tensor,
+        mask: Tensor,
+        n_servers: Tensor,
+        need_value: bool = True,
     ) -> PolicyOutput:
         """Score every server for the task and estimate the state value.
 
@@ -237,6 +242,10 @@ class ScaleNet(nn.Module):
         scores = scores / math.sqrt(self.cfg.d_model)
         logits = scores.masked_fill(~(mask & real), MASKED_LOGIT)
 
+        if not need_value:  # acting only: skip the critic
+            return PolicyOutput(
+                logits=logits, value=logits.new_zeros(logits.shape[0]), attn_feature=feature
+            )
         count = n_servers.clamp(min=1).to(h.dtype)[:, None]
         pooled = h.sum(dim=1) / count  # h is zero on padding, so this is the real-server mean
         value = self.critic(torch.cat([feature, pooled], dim=-1)).squeeze(-1)

@@ -43,7 +43,7 @@ class NetworkScheduler(BaseScheduler):
         self.features: dict[int, list[np.ndarray]] = defaultdict(list)
         """Attention features seen, by cluster size (when ``record_features``)."""
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def select(self, decision: Decision) -> int:
         n = decision.n_servers
         out = self.network(
@@ -51,6 +51,7 @@ class NetworkScheduler(BaseScheduler):
             torch.from_numpy(decision.server_features.astype(np.float32))[None],
             torch.from_numpy(np.array(decision.mask, dtype=bool))[None],
             torch.tensor([n]),
+            need_value=False,
         )
         if self.record_features:
             self.features[n].append(out.attn_feature[0].numpy().copy())
