@@ -56,15 +56,29 @@ class TemplateSource:
         return realize(self.template, rng)
 
 
-def list_workloads() -> list[tuple[str, str]]:
-    """Preset names with a one-line description each."""
-    return [(name, DESCRIPTIONS[name]) for name in PATTERNS]
+def list_workloads(*, families: bool = False) -> list[tuple[str, str]]:
+    """Preset names with a one-line description each (``families``: and the spec forms)."""
+    rows = [(name, DESCRIPTIONS[name]) for name in PATTERNS]
+    if families:
+        rows.append(
+            (
+                "wfcommons:RECIPE:TASKS[:SEED]",
+                "a WfCommons recipe instance, e.g. "
+                "wfcommons:montage:200 (needs the optional wfcommons extra)",
+            )
+        )
+    return rows
 
 
 def get_workload(spec: str) -> WorkflowSource:
-    """A preset name, or a path to a WfFormat JSON file whose template is realised per draw."""
+    """A preset name, a path to a WfFormat JSON file whose template is realised per draw, or
+    ``wfcommons:RECIPE:TASKS[:SEED]`` (see :mod:`scalesched.workload.wfcommons_gen`)."""
     if spec in PATTERNS:
         return PatternSource(spec, PATTERNS[spec], DESCRIPTIONS[spec])
+    if spec.startswith("wfcommons:"):
+        from scalesched.workload.wfcommons_gen import wfcommons_source
+
+        return wfcommons_source(spec)
     p = Path(spec)
     if p.suffix.lower() == ".json" or p.exists() or "/" in spec or "\\" in spec:
         from scalesched.workload.wfformat import load_workflow_template
@@ -75,7 +89,7 @@ def get_workload(spec: str) -> WorkflowSource:
         "--workload",
         "name",
         f"unknown workload {spec!r}; presets: {', '.join(PATTERNS)}; or give the path of a "
-        "WfFormat .json file",
+        "WfFormat .json file, or wfcommons:RECIPE:TASKS[:SEED]",
     )
 
 
