@@ -278,6 +278,13 @@ def evaluate(
     jobs: Annotated[int | None, typer.Option(help="Worker processes (default: all cores).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(help="Spread the runs over the Ray cluster at this address."),
+    ] = None,
+    ray_local: Annotated[
+        bool, typer.Option(help="Spread the runs over a Ray instance started on this machine.")
+    ] = False,
 ) -> None:
     """Compare policies across cluster sizes and seeds on identical workloads."""
     from scalesched.eval.study import StudyConfig, parse_int_list, seeds_from
@@ -290,11 +297,19 @@ def evaluate(
         load=load,
         workflows=workflows,
     )
-    _study(cfg, out, jobs, as_json, progress, "scalesched evaluation")
+    executor = "ray" if ray_address or ray_local else "process"
+    _study(cfg, out, jobs, as_json, progress, "scalesched evaluation", executor, ray_address)
 
 
 def _study(
-    cfg: Any, out: Path, jobs: int | None, as_json: bool, progress: bool, title: str
+    cfg: Any,
+    out: Path,
+    jobs: int | None,
+    as_json: bool,
+    progress: bool,
+    title: str,
+    executor: str = "process",
+    ray_address: str | None = None,
 ) -> None:
     from scalesched.eval.pipeline import run_and_report
 
@@ -304,7 +319,13 @@ def _study(
     show = progress and not as_json and sys.stderr.isatty()
     with _progress(show, total, f"{total} runs") as tick:
         summary = run_and_report(
-            cfg, out, jobs=jobs, on_done=lambda done, _t: tick(done), title=title
+            cfg,
+            out,
+            jobs=jobs,
+            on_done=lambda done, _t: tick(done),
+            title=title,
+            executor=executor,
+            ray_address=ray_address,
         )
     if as_json:
         print(json.dumps(summary, default=str))
@@ -397,6 +418,149 @@ def static_cmd(
         f"{policy}: makespan {schedule.makespan:.6g} s for {prob.n_tasks} tasks on "
         f"{prob.n_nodes} nodes (lower bound {bound:.6g} s, ratio {ratio:.3f})"
     )
+
+
+@app.command()
+@clean_errors
+def run(
+    cluster: ClusterOpt = "hetero-8",
+    workload: WorkloadOpt = "agentic-mix",
+    policy: Annotated[
+        str, typer.Option(help="Scheduler name (see `scalesched policies`) or checkpoint path.")
+    ] = "eft",
+    workflows: Annotated[int, typer.Option(help="Number of workflows that arrive.")] = 50,
+    load: Annotated[
+        float, typer.Option(help="Arrival rate as a fraction of the cluster's nominal capacity.")
+    ] = 0.7,
+    rate: Annotated[
+        float | None, typer.Option(help="Arrival rate in workflows/s (overrides --load).")
+    ] = None,
+    arrivals: Annotated[
+        str, typer.Option(help="Arrival process: poisson, bursty or replay:PATH.")
+    ] = "poisson",
+    seed: SeedOpt = 0,
+    local: Annotated[
+        bool, typer.Option("--local", help="Start a local Ray cluster, one node per server.")
+    ] = False,
+    address: Annotated[
+        str | None, typer.Option(help="Connect to this Ray cluster instead (ray.init address).")
+    ] = None,
+    time_scale: Annotated[
+        float, typer.Option(help="Wall seconds per model second of emulated work.")
+    ] = 0.05,
+    max_retries: Annotated[int, typer.Option(help="Extra attempts of a task that raises.")] = 2,
+    llm: Annotated[
+        str, typer.Option(help="LLM backend: emulated (cost model) or http (--endpoints).")
+    ] = "emulated",
+    endpoints: Annotated[
+        Path | None, typer.Option(help="YAML/JSON: model -> OpenAI-compatible endpoint.")
+    ] = None,
+    fail_rate: Annotated[
+        float, typer.Option(help="Inject failures: probability that a task attempt raises.")
+    ] = 0.0,
+    compare: Annotated[
+        bool, typer.Option(help="Also simulate the same jobs; add sim_* keys and ratios.")
+    ] = False,
+    object_store_mb: Annotated[
+        int, typer.Option(help="Object store per local node, MiB (at least 75).")
+    ] = 80,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object of metrics instead of a table.")
+    ] = False,
+    trace: Annotated[
+        Path | None, typer.Option(help="Write the per-task trace (JSON lines) here.")
+    ] = None,
+    gantt: Annotated[Path | None, typer.Option(help="Write a Gantt chart PNG here.")] = None,
+) -> None:
+    """Run a workload on a Ray cluster, every task placed by the policy (docs/runtime.md)."""
+    from scalesched.cluster import get_cluster
+    from scalesched.policies import get_policy
+    from scalesched.policies.features import ClusterTables
+    from scalesched.sim.scenario import Scenario, build_jobs
+
+    if local == (address is not None):
+        raise InputError("--local/--address", "cluster", "give exactly one of them")
+    if time_scale <= 0:
+        raise InputError("--time-scale", "time_scale", "must be positive")
+    if max_retries < 0 or not 0 <= fail_rate <= 1:
+        raise InputError("--max-retries/--fail-rate", "faults", "need retries >= 0, 0 <= rate <= 1")
+    if llm not in ("emulated", "http") or (llm == "http") != (endpoints is not None):
+        raise InputError("--llm", "llm", "emulated, or http together with --endpoints FILE")
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        raise InputError("--local/--address", "ray", "pip install 'scalesched[runtime]'") from None
+    from scalesched.runtime import FaultConfig, RuntimeConfig, run_jobs
+    from scalesched.runtime.backends import load_endpoints
+
+    spec = get_cluster(cluster)
+    scheduler = get_policy(policy)
+    tables = ClusterTables(spec)
+    scenario = Scenario(
+        workload=workload, workflows=workflows, load=load, rate=rate, arrivals=arrivals, seed=seed
+    )
+    jobs = build_jobs(tables, scenario)
+    config = RuntimeConfig(
+        time_scale=time_scale,
+        max_retries=max_retries,
+        llm_backend="http" if llm == "http" else "emulated",
+        endpoints=load_endpoints(endpoints) if endpoints is not None else None,
+        faults=FaultConfig(fail_rate=fail_rate, seed=seed),
+    )
+    if local:
+        from scalesched.runtime.cluster import local_cluster
+
+        if not as_json:
+            err_console.print(f"starting a local Ray cluster: {len(spec)} nodes + head ...")
+        with local_cluster(spec, object_store_mb=object_store_mb):
+            result = run_jobs(spec, jobs, scheduler, config, seed=seed, tables=tables)
+    else:
+        import ray
+
+        own = not ray.is_initialized()  # library callers may be connected already
+        if own:
+            ray.init(address=address, log_to_driver=False)
+        try:
+            result = run_jobs(spec, jobs, scheduler, config, seed=seed, tables=tables)
+        finally:
+            if own:
+                ray.shutdown()
+    metrics: dict[str, Any] = dict(result.metrics)
+    if compare:
+        from scalesched.runtime.fidelity import fidelity
+
+        metrics.update(
+            fidelity(
+                spec,
+                jobs,
+                get_policy(policy),
+                metrics,
+                result.response_times,
+                seed=seed,
+                tables=tables,
+            )
+        )
+    if trace is not None or gantt is not None:
+        from scalesched.sim.trace import plot_gantt, write_trace
+
+        if trace is not None:
+            write_trace(result.trace, result.server_names, trace)
+        if gantt is not None:
+            title = f"{policy} on {spec.name} (Ray), {workload}, seed {seed}"
+            plot_gantt(result.trace, result.server_names, gantt, title=title)
+    if as_json:
+        print(json.dumps(metrics, indent=None))
+        return
+    table = Table(title=f"{policy} on {spec.name} via Ray ({len(spec)} nodes), seed {seed}")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for key, value in metrics.items():
+        table.add_row(key, f"{value:.4g}" if isinstance(value, float) else str(value))
+    console.print(table)
+    for failure in result.failures[:10]:
+        err_console.print(f"failed: {failure.name} at {failure.task}: {failure.error}")
+    if result.dead_servers:
+        err_console.print(f"servers lost: {', '.join(result.dead_servers)}")
 
 
 def main() -> None:  # pragma: no cover

@@ -122,3 +122,33 @@ def test_demo_code_path_with_a_reduced_budget(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.stderr
     assert "N = 48" in result.stdout
     assert (tmp_path / "d" / "response_time_vs_n.png").exists()
+
+
+def test_eval_over_ray_gives_the_same_rows(tmp_path: Path) -> None:
+    import os
+
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    args = [
+        "eval",
+        "--policies",
+        "eft,random",
+        "--nodes",
+        "4",
+        "--seeds",
+        "1",
+        "--workflows",
+        "8",
+        "--no-progress",
+    ]
+    local = runner.invoke(app, [*args, "--out", str(tmp_path / "p"), "--jobs", "1"])
+    remote = runner.invoke(app, [*args, "--out", str(tmp_path / "r"), "--ray-local"])
+    assert local.exit_code == 0 and remote.exit_code == 0, remote.stderr
+
+    def rows(p: Path) -> list[dict[str, str]]:
+        with (p / "results.csv").open() as fh:
+            return [
+                {k: v for k, v in r.items() if k != "sim_wall_time_s"} for r in csv.DictReader(fh)
+            ]
+
+    assert rows(tmp_path / "p") == rows(tmp_path / "r")

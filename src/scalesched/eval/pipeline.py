@@ -50,9 +50,11 @@ def run_and_report(
     jobs: int | None = None,
     on_done: Callable[[int, int], None] | None = None,
     title: str = "scalesched evaluation",
+    executor: str = "process",
+    ray_address: str | None = None,
 ) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
-    rows = run_study(cfg, jobs=jobs, on_done=on_done)
+    rows = run_study(cfg, jobs=jobs, on_done=on_done, executor=executor, ray_address=ray_address)
     write_results_csv(rows, out / "results.csv")
     summary = summarise(rows, cfg.policies)
     header = (

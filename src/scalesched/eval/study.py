@@ -129,7 +129,11 @@ def run_study(
     specs = run_specs(cfg)
     rows: list[dict[str, Any]] = []
     workers = jobs or os.cpu_count() or 1
-    if executor == "serial" or workers == 1:
+    if executor == "ray":
+        from scalesched.runtime.scaleout import run_on_ray
+
+        rows = run_on_ray(run_one, specs, address=ray_address, on_done=on_done)
+    elif executor == "serial" or workers == 1:
         for i, spec in enumerate(specs):
             rows.append(run_one(spec))
             if on_done:

@@ -1,0 +1,393 @@
+"""What runs on each node: the server agent, an async Ray actor pinned to its node.
+
+The driver creates one agent per server with ``NodeAffinitySchedulingStrategy(node_id,
+soft=False)``; a task placed on server ``s`` is a call of agent ``s`` (or, for Python tool
+functions, a Ray task pinned to the same node, see ``python_tool``). An agent executes:
+
+* emulated tasks, which take as long as the cost model says on this server, scaled by
+  ``time_scale`` (0.01: one model second is 10 ms of wall time):
+
+  - inputs land after ``latency + bytes / min(NIC)`` from each parent's server (free on
+    the same server), as in the simulator;
+  - a tool holds one of the server's cores (FIFO) for ``cpu_work / core_speed``, then
+    waits ``ext_latency`` holding nothing;
+  - an LLM request needs its model's engine: a model that is not resident is loaded
+    (``weights / load_gbs``) after evicting least-recently-used idle engines, or waits
+    for GPUs; requests are admitted FIFO while the batch cap and KV memory allow, then
+    take ``prefill(prompt) + output x decode_step(batch, contexts)`` with the batch and
+    contexts **taken at admission** (the simulator re-times the batch at every event:
+    see docs/runtime.md for this gap);
+
+* LLM requests sent to a real OpenAI-compatible endpoint (``backends.OpenAIClient``);
+* Python LLM tasks of the decorator API (the function builds the prompt, the backend
+  answers).
+
+Every call returns ``(meta, value)``: ``meta`` holds the wall-clock timestamps, whether a
+model was loaded and a snapshot of the server's engines for the driver's view.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from scalesched.cluster.model import ClusterSpec
+from scalesched.policies.features import (
+    ENGINE_ABSENT,
+    ENGINE_LOADING,
+    ENGINE_READY,
+    MODEL_INDEX,
+    MODEL_NAMES,
+    ClusterTables,
+)
+
+
+class EmulatedFault(RuntimeError):
+    """A failure injected by ``fail_rate`` (tests and demos of retries)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSpec:
+    """One attempt of one task, as the driver sends it to a node (truth included: the
+    emulator needs the real output length and external latency; schedulers never see it)."""
+
+    workflow: int
+    task: str
+    attempt: int
+    kind: str
+    model: str | None
+    prompt_tokens: int
+    output_tokens: int
+    cpu_work: float
+    ext_latency: float
+    parents: tuple[tuple[int, float], ...]
+    """(server index, bytes) of every input."""
+    backend: str = "emulated"
+    """``emulated``, ``http`` (an OpenAI-compatible endpoint) or ``python``."""
+    max_tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FaultConfig:
+    """Injected failures: each attempt fails with probability ``fail_rate`` (a hash of seed,
+    workflow, task and attempt decides, so runs are reproducible); ``fail_tasks`` lists
+    ``(workflow, task id)`` pairs whose every attempt fails."""
+
+    fail_rate: float = 0.0
+    seed: int = 0
+    fail_tasks: frozenset[tuple[int, str]] = frozenset()
+
+    def fails(self, spec: TaskSpec) -> bool:
+        if (spec.workflow, spec.task) in self.fail_tasks:
+            return True
+        if self.fail_rate <= 0:
+            return False
+        key = f"{self.seed}/{spec.workflow}/{spec.task}/{spec.attempt}".encode()
+        draw = int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big") / 2**64
+        return draw < self.fail_rate
+
+
+@dataclass
+class _Engine:
+    model: int
+    tp: int
+    klass: int
+    state: int = ENGINE_LOADING
+    users: int = 0
+    """Requests waiting for, admitted to or loading this engine (evictable at 0)."""
+    n_active: int = 0
+    kv_used: int = 0
+    ctx_sum: int = 0
+    last_used: float = 0.0
+    load_start: float = 0.0
+    load_end: float = 0.0
+    queue: deque[object] = field(default_factory=deque)
+    ready: asyncio.Event = field(default_factory=asyncio.Event)
+    cond: asyncio.Condition = field(default_factory=asyncio.Condition)
+
+
+class ServerAgent:
+    """Executes the tasks placed on one server (see the module docstring)."""
+
+    def __init__(
+        self,
+        spec: ClusterSpec,
+        server: int,
+        time_scale: float,
+        faults: FaultConfig | None = None,
+        endpoints: dict[str, Any] | None = None,
+    ) -> None:
+        self.tables = ClusterTables(spec)
+        self.server = server
+        self.scale = float(time_scale)
+        self.faults = faults or FaultConfig()
+        t = self.tables
+        self.cores = int(t.cores[server])
+        self.speed = float(t.core_speed[server])
+        self.free_gpus = int(t.gpus[server])
+        self.engines: dict[int, _Engine] = {}
+        self.model_loads = 0
+        self._cores: asyncio.Semaphore | None = None
+        self._gpu_cond: asyncio.Condition | None = None
+        self._endpoints = endpoints or {}
+        self._clients: dict[str, Any] = {}
+
+    # -- calls from the driver -------------------------------------------------------
+    async def hello(self) -> tuple[int, str, int]:
+        """(server index, Ray node id, pid): the driver checks the pinning with it."""
+        import ray
+
+        return self.server, ray.get_runtime_context().get_node_id(), os.getpid()
+
+    async def run(self, spec: TaskSpec, *args: Any) -> tuple[dict[str, Any], Any]:
+        """Execute one attempt; ``args`` are the resolved inputs of a Python task."""
+        return await self._run(spec, None, args)
+
+    async def run_python_llm(
+        self, spec: TaskSpec, fn: Callable[..., Any], *args: Any
+    ) -> tuple[dict[str, Any], Any]:
+        """A decorator-API LLM task: ``fn(*args)`` builds the prompt, the backend answers."""
+        return await self._run(spec, fn, args)
+
+    # -- execution -------------------------------------------------------------------
+    async def _run(
+        self, spec: TaskSpec, fn: Callable[..., Any] | None, args: tuple[Any, ...]
+    ) -> tuple[dict[str, Any], Any]:
+        received = time.time()
+        delay = self._transfer_s(spec)
+        if delay > 0:
+            await asyncio.sleep(delay * self.scale)
+        landed = time.time()
+        if self.faults.fails(spec):
+            raise EmulatedFault(f"injected failure of {spec.task} (attempt {spec.attempt})")
+        loaded: tuple[float, float] | None = None
+        value: Any = None
+        if spec.kind == "llm":
+            prompt = fn(*args) if fn is not None else None
+            start, loaded, value = await self._llm(spec, prompt)
+        else:
+            start = await self._tool(spec)
+        meta = {
+            "server": self.server,
+            "received": received,
+            "landed": landed,
+            "start": start,
+            "end": time.time(),
+            "loaded": loaded,
+            **self.snapshot(),
+        }
+        return meta, value
+
+    def _transfer_s(self, spec: TaskSpec) -> float:
+        t, dst = self.tables, self.server
+        delay = 0.0
+        for src, nbytes in spec.parents:
+            if src == dst or nbytes <= 0:
+                continue
+            bw = min(t.nic_bytes_per_s[src], t.nic_bytes_per_s[dst])
+            delay = max(delay, t.latency_s + nbytes / bw)
+        return delay
+
+    async def _tool(self, spec: TaskSpec) -> float:
+        if self._cores is None:
+            self._cores = asyncio.Semaphore(self.cores)
+        if spec.cpu_work > 0:
+            async with self._cores:
+                start = time.time()
+                await asyncio.sleep(spec.cpu_work / self.speed * self.scale)
+        else:
+            start = time.time()
+        if spec.ext_latency > 0:
+            await asyncio.sleep(spec.ext_latency * self.scale)
+        return start
+
+    async def _llm(
+        self, spec: TaskSpec, prompt: str | None
+    ) -> tuple[float, tuple[float, float] | None, Any]:
+        m = MODEL_INDEX[spec.model or ""]
+        eng, loaded = await self._engine(m)
+        load = (eng.load_start, eng.load_end) if loaded else None
+        try:
+            if spec.backend == "http":
+                start = time.time()
+                value = await self._http(spec, prompt)
+                return start, load, value
+            start = await self._decode(eng, spec)
+            value = None if prompt is None else f"[emulated {spec.model}: {spec.output_tokens} tok]"
+            return start, load, value
+        finally:
+            eng.users -= 1
+            eng.last_used = time.time()
+            if eng.users == 0:
+                await self._notify_gpus()
+
+    async def _engine(self, m: int) -> tuple[_Engine, bool]:
+        """The engine of model ``m``, loading it first if needed; holds one use of it."""
+        eng = self.engines.get(m)
+        if eng is not None:
+            eng.users += 1
+            await eng.ready.wait()
+            return eng, False
+        t, s = self.tables, self.server
+        if not t.feasible[s, m]:
+            raise RuntimeError(f"server {t.names[s]} cannot run model {MODEL_NAMES[m]}")
+        eng = _Engine(model=m, tp=int(t.tp[s, m]), klass=int(t.engine_class[s, m]))
+        eng.users = 1
+        self.engines[m] = eng
+        if self._gpu_cond is None:
+            self._gpu_cond = asyncio.Condition()
+        async with self._gpu_cond:
+            await self._gpu_cond.wait_for(lambda: self._make_room(eng.tp))
+            self.free_gpus -= eng.tp
+        self.model_loads += 1
+        eng.load_start = time.time()
+        await asyncio.sleep(float(t.load_s[s, m]) * self.scale)
+        eng.load_end = time.time()
+        eng.state = ENGINE_READY
+        eng.ready.set()
+        return eng, True
+
+    def _make_room(self, need: int) -> bool:
+        if self.free_gpus >= need:
+            return True
+        idle = sorted(
+            (e for e in self.engines.values() if e.state == ENGINE_READY and e.users == 0),
+            key=lambda e: e.last_used,
+        )
+        if self.free_gpus + sum(e.tp for e in idle) < need:
+            return False  # evicting would not make room: keep what is resident
+        for e in idle:
+            if self.free_gpus >= need:
+                break
+            del self.engines[e.model]
+            self.free_gpus += e.tp
+        return True
+
+    async def _notify_gpus(self) -> None:
+        if self._gpu_cond is not None:
+            async with self._gpu_cond:
+                self._gpu_cond.notify_all()
+
+    async def _decode(self, eng: _Engine, spec: TaskSpec) -> float:
+        t = self.tables
+        perf = t.engines[eng.klass]
+        need = spec.prompt_tokens + spec.output_tokens
+        ctx = spec.prompt_tokens + spec.output_tokens // 2
+        cap, kv_cap = perf.max_batch, perf.kv_capacity_tokens
+        token = object()
+        async with eng.cond:
+            eng.queue.append(token)
+            await eng.cond.wait_for(
+                lambda: (
+                    eng.queue[0] is token
+                    and (eng.n_active == 0 or (eng.n_active < cap and eng.kv_used + need <= kv_cap))
+                )
+            )
+            eng.queue.popleft()
+            eng.n_active += 1
+            eng.kv_used += need
+            eng.ctx_sum += ctx
+            batch = min(eng.n_active, t.decode_lin.shape[1] - 1)
+            step = float(t.decode_lin[eng.klass, batch] + t.decode_attn[eng.klass] * eng.ctx_sum)
+            eng.cond.notify_all()
+        start = time.time()
+        try:
+            exec_s = perf.prefill_s(spec.prompt_tokens) + max(1, spec.output_tokens) * step
+            await asyncio.sleep(exec_s * self.scale)
+        finally:
+            async with eng.cond:
+                eng.n_active -= 1
+                eng.kv_used -= need
+                eng.ctx_sum -= ctx
+                eng.cond.notify_all()
+        return start
+
+    async def _http(self, spec: TaskSpec, prompt: str | None) -> Any:
+        from scalesched.runtime.backends import OpenAIClient, synthetic_prompt
+
+        model = spec.model or ""
+        client = self._clients.get(model)
+        if client is None:
+            cfg = self._endpoints.get(model)
+            if cfg is None:
+                raise RuntimeError(f"no LLM endpoint configured for model {model!r}")
+            client = OpenAIClient.from_config(cfg, node_ip=_node_ip())
+            self._clients[model] = client
+        text = prompt if prompt is not None else synthetic_prompt(spec.prompt_tokens)
+        max_tokens = spec.max_tokens or max(1, spec.output_tokens)
+        return await asyncio.to_thread(client.complete, text, max_tokens)
+
+    def snapshot(self) -> dict[str, Any]:
+        """The engines of this server as the driver's view holds them."""
+        states = [ENGINE_ABSENT] * len(MODEL_NAMES)
+        idle = 0
+        for m, e in self.engines.items():
+            states[m] = e.state
+            if e.state == ENGINE_READY and e.users == 0:
+                idle += e.tp
+        return {"engine_state": states, "free_gpus": self.free_gpus, "idle_gpus": idle}
+
+
+def _node_ip() -> str:
+    import ray
+
+    return str(ray.util.get_node_ip_address())
+
+
+def python_tool(
+    spec: TaskSpec, time_scale: float, fn: Callable[..., Any], *args: Any
+) -> tuple[dict[str, Any], Any]:
+    """A decorator-API tool task: the body of the Ray task pinned to the chosen node.
+
+    Inputs land (emulated transfer), then ``fn(*args)`` runs for real in this worker,
+    holding the one logical CPU the task asked Ray for."""
+    import ray
+
+    received = time.time()
+    # The transfer is emulated like in the agent (the real objects move too, via Ray).
+    landed = received
+    start = time.time()
+    value = fn(*args)
+    end = time.time()
+    node = ray.get_runtime_context().get_node_id()
+    return {
+        "received": received,
+        "landed": landed,
+        "start": start,
+        "end": end,
+        "loaded": None,
+        "node": node,
+    }, value
+
+
+def vehicle_task(
+    spec: TaskSpec, agents: dict[str, Any], fn: Callable[..., Any] | None, *args: Any
+) -> tuple[dict[str, Any], Any]:
+    """A task as a plain Ray task: it runs on the node Ray (or the pinning) gave it and has
+    that node's agent execute it, holding its Ray resources meanwhile."""
+    import ray
+
+    agent = agents[ray.get_runtime_context().get_node_id()]
+    if fn is None:
+        refs = agent.run.options(num_returns=2).remote(spec, *args)
+    else:
+        refs = agent.run_python_llm.options(num_returns=2).remote(spec, fn, *args)
+    meta, value = ray.get(refs)
+    return meta, value
+
+
+__all__ = [
+    "ENGINE_LOADING",
+    "EmulatedFault",
+    "FaultConfig",
+    "ServerAgent",
+    "TaskSpec",
+    "python_tool",
+    "vehicle_task",
+]

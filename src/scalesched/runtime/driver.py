@@ -1,0 +1,777 @@
+"""The driver: workflows arrive, their ready tasks are placed by a scheduler on Ray nodes,
+results come back with ``ray.wait``.
+
+Only ready tasks are submitted, each to the node the policy picked (hard node affinity via
+the node's agent, see ``agent.py``), so Ray never chooses a placement. The driver keeps the
+``RuntimeView`` the decisions read, and records the same metrics (``run_metrics``) and trace
+records (``TaskRecord``) as the simulator.
+
+Faults:
+
+* a task attempt that raises is placed again by the policy, up to ``max_retries`` times;
+  then its workflow is reported failed with the error;
+* a server whose agent died (with its node, or alone: agents are never restarted), or
+  whose node Ray reports dead, is removed from every later decision's mask, and its
+  in-flight tasks are placed again by the policy on the live servers (this does not use
+  up retries); a task that no live server can run fails its workflow;
+* every submitted workflow ends completed or failed: the run ends when none is open.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from scalesched.cluster.model import ClusterSpec
+from scalesched.policies.base import Scheduler
+from scalesched.policies.features import MODEL_INDEX, ClusterTables, TaskRequest, make_decision
+from scalesched.runtime.agent import FaultConfig, TaskSpec
+from scalesched.runtime.view import RuntimeView
+from scalesched.sim.engine import SchedulingError, TaskRecord, _check_feasible, _lower_bound
+from scalesched.sim.metrics import RunRecord, run_metrics
+from scalesched.workload.instance import Job, TaskInstance
+
+Vehicle = Literal["actor", "task"]
+Placement = Literal["policy", "ray"]
+LOST_NODE_WAIT_S = 10.0
+"""How long a failed call waits for Ray to confirm its node is dead before the failure is
+counted against the task instead."""
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    """How a workload runs on the cluster."""
+
+    time_scale: float = 0.05
+    """Wall seconds per model second for emulated work (0.01: a 30 s request takes 0.3 s)."""
+    max_retries: int = 2
+    """Extra attempts of a task that raised, each placed again by the policy."""
+    llm_backend: Literal["emulated", "http"] = "emulated"
+    endpoints: dict[str, Any] | None = None
+    """Model -> ``backends.EndpointConfig`` for the ``http`` backend."""
+    faults: FaultConfig = field(default_factory=FaultConfig)
+    record_trace: bool = True
+    vehicle: Vehicle = "actor"
+    """``actor``: a task is a call of the chosen node's agent. ``task``: a Ray task pinned
+    to the node (or, with ``placement="ray"``, left to Ray), which then calls the agent of
+    the node it landed on (benchmarks: the same emulation under Ray's own scheduling)."""
+    placement: Placement = "policy"
+    """``ray``: no policy; Ray's default scheduler places each task (``vehicle="task"``)."""
+    agent_namespace: str = "scalesched"
+
+
+@dataclass
+class WorkflowFailure:
+    workflow: int
+    name: str
+    task: str
+    error: str
+
+
+@dataclass
+class RuntimeResult:
+    """Metrics of one run (the keys of ``simulate --json`` plus ``workflows_failed``)."""
+
+    metrics: dict[str, float | int | str]
+    response_times: np.ndarray
+    """Per workflow (NaN for a failed one), model seconds."""
+    lower_bounds: np.ndarray
+    server_names: list[str]
+    trace: list[TaskRecord]
+    failures: list[WorkflowFailure]
+    dead_servers: list[str]
+    replaced: int
+    """Task attempts placed again because their node died."""
+    lost_at: dict[str, float]
+    """Dead server -> model time at which the driver learned of it."""
+    retries: int
+    """Task attempts placed again because they raised."""
+    decision_s: float
+    """Wall seconds spent building decisions and running the policy."""
+    dispatch_s: float
+    """Wall seconds spent submitting tasks to Ray."""
+    outputs: dict[int, dict[str, Any]] = field(default_factory=dict)
+    """Python workflows: workflow id -> {task id: value} of their sink tasks."""
+
+
+@dataclass(frozen=True)
+class PyCall:
+    """A Python task of the decorator API: ``fn(*args)``, where an ``int`` wrapped in
+    ``ParentValue`` is replaced by the value of that parent task."""
+
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class ParentValue:
+    index: int
+
+
+@dataclass
+class _Attempt:
+    gid: int
+    server: int
+    est: float
+    spec: TaskSpec
+    value_ref: Any
+
+
+class Driver:
+    """One run of ``jobs`` on a connected Ray cluster (``ray.init`` done by the caller)."""
+
+    def __init__(
+        self,
+        cluster: ClusterSpec,
+        jobs: Sequence[Job],
+        scheduler: Scheduler | None,
+        config: RuntimeConfig | None = None,
+        *,
+        seed: int = 0,
+        tables: ClusterTables | None = None,
+        programs: dict[int, dict[int, PyCall]] | None = None,
+        on_task_done: Callable[[Driver], None] | None = None,
+    ) -> None:
+        self.cluster = cluster
+        self.config = config or RuntimeConfig()
+        cfg = self.config
+        if cfg.time_scale <= 0:
+            from scalesched.errors import InputError
+
+            raise InputError("--time-scale", "time_scale", "must be positive")
+        if cfg.placement == "ray" and cfg.vehicle != "task":
+            raise ValueError("placement='ray' needs vehicle='task'")
+        if cfg.placement == "policy" and scheduler is None:
+            raise ValueError("a scheduler is needed unless placement='ray'")
+        self.tables = tables if tables is not None else ClusterTables(cluster)
+        self.jobs = sorted(jobs, key=lambda j: (j.arrival, j.workflow_id))
+        _check_feasible(self.tables, self.jobs)
+        self.scheduler = scheduler
+        self.seed = seed
+        self.programs = programs or {}
+        self.on_task_done = on_task_done
+        self.view = RuntimeView(self.tables, cfg.time_scale)
+
+        self._offset: list[int] = []
+        self._task_job: list[int] = []
+        total = 0
+        for ji, job in enumerate(self.jobs):
+            self._offset.append(total)
+            total += len(job.workflow.tasks)
+            self._task_job.extend([ji] * len(job.workflow.tasks))
+        self.n_tasks = total
+        self._server = [-1] * total
+        self._ready_t = [math.nan] * total
+        self._missing = [0] * total
+        self._done = [False] * total
+        self._attempts = [0] * total
+        self._value: list[Any] = [None] * total
+        n_jobs = len(self.jobs)
+        self._left = [len(j.workflow.tasks) for j in self.jobs]
+        self._end = [math.nan] * n_jobs
+        self._failed = [False] * n_jobs
+        self._open = [False] * n_jobs
+        self.lower_bounds = np.zeros(n_jobs)
+        self._ranks: list[list[float] | None] = [None] * n_jobs
+        self._mean_cost: list[list[float] | None] = [None] * n_jobs
+        self._deciders: list[frozenset[int]] = [frozenset()] * n_jobs
+
+        self.trace: list[TaskRecord] = []
+        self.failures: list[WorkflowFailure] = []
+        self.queue_delays: list[float] = []
+        self.gpu_busy: dict[tuple[int, int], list[tuple[float, float]]] = {}
+        self.cpu_busy = np.zeros(self.tables.n)
+        self.decisions = 0
+        self.events = 0
+        self.tasks_completed = 0
+        self.workflows_completed = 0
+        self.workflows_failed = 0
+        self.model_loads = 0
+        self.bytes_moved = 0.0
+        self.replaced = 0
+        self.retries = 0
+        self.decision_s = 0.0
+        self.dispatch_s = 0.0
+        self.lost_at: dict[int, float] = {}
+        """Server index -> model time at which the driver learned it had died."""
+        self._ready: list[int] = []
+        self._inflight: dict[Any, _Attempt] = {}
+        self._agents: list[Any] = []
+        self._node_ids: list[str] = []
+        self._tool_fn: Any = None
+        self._task_fn: Any = None
+
+    # -- set-up ------------------------------------------------------------------------
+    def connect(self, node_ids: Sequence[str] | None = None) -> None:
+        """Find the node of every server and start its agent there (pinned, hard)."""
+        import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        from scalesched.runtime.agent import ServerAgent
+        from scalesched.runtime.cluster import map_servers
+
+        if node_ids is None:
+            node_ids = map_servers(self.cluster, ray.nodes())
+        self._node_ids = list(node_ids)
+        cfg = self.config
+        actor = ray.remote(ServerAgent)
+        self._agents = [
+            actor.options(
+                num_cpus=0,
+                max_concurrency=100_000,
+                max_restarts=0,
+                max_task_retries=0,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
+            ).remote(self.cluster, s, cfg.time_scale, cfg.faults, cfg.endpoints)
+            for s, node in enumerate(self._node_ids)
+        ]
+        hello = ray.get([a.hello.remote() for a in self._agents], timeout=120)
+        for s, (server, node, _) in enumerate(hello):
+            if server != s or node != self._node_ids[s]:  # pragma: no cover - Ray bug guard
+                raise RuntimeError(f"agent of server {s} runs on node {node}, not its own")
+
+    def close(self) -> None:
+        """Stop the agents (their processes end; tasks still running are abandoned)."""
+        import ray
+
+        for agent in self._agents:
+            with contextlib.suppress(Exception):  # an agent on a dead node is gone already
+                ray.kill(agent, no_restart=True)
+        self._agents = []
+
+    def _fail_text(self, exc: BaseException) -> str:
+        text = str(exc).strip().splitlines()
+        last = [line for line in text if line.strip()]
+        return (last[-1] if last else type(exc).__name__)[:300]
+
+    # -- the loop ----------------------------------------------------------------------
+    def run(self) -> RuntimeResult:
+        """Execute every job; returns when each workflow has completed or failed."""
+        import ray
+
+        if not self._agents:
+            self.connect()
+        if self.scheduler is not None:
+            self.scheduler.reset(self.seed)
+        wall = time.perf_counter()
+        view = self.view
+        view.start()
+        scale = self.config.time_scale
+        next_job = 0
+        n_jobs = len(self.jobs)
+        open_jobs = 0
+        while next_job < n_jobs or open_jobs > 0:
+            now = view.now
+            while next_job < n_jobs and self.jobs[next_job].arrival <= now:
+                self._arrive(next_job)
+                open_jobs += 1
+                next_job += 1
+            if self._ready:
+                self._place_ready()
+            open_jobs = sum(self._open)
+            if not self._inflight:
+                if self._ready:
+                    continue
+                if next_job < n_jobs:
+                    wait = (self.jobs[next_job].arrival - view.now) * scale
+                    if wait > 0:
+                        time.sleep(wait)
+                    continue
+                if open_jobs > 0:  # pragma: no cover - every open job has work somewhere
+                    raise RuntimeError("open workflows with nothing in flight or ready")
+                break
+            timeout = 1.0
+            if next_job < n_jobs:
+                timeout = max(0.0, min(timeout, (self.jobs[next_job].arrival - view.now) * scale))
+            refs = list(self._inflight)
+            done, _ = ray.wait(refs, num_returns=1, timeout=timeout)
+            if done:
+                done, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+            for ref in done:
+                self._complete(ref)
+            open_jobs = sum(self._open)
+        return self._summarise(time.perf_counter() - wall)
+
+    # -- arrivals and readiness ----------------------------------------------------------
+    def _arrive(self, ji: int) -> None:
+        job = self.jobs[ji]
+        wf = job.workflow
+        off = self._offset[ji]
+        self._open[ji] = True
+        self.lower_bounds[ji] = _lower_bound(self.tables, job)
+        self._deciders[ji] = frozenset(t.revealed_by for t in wf.tasks if t.revealed_by is not None)
+        for i, parents in enumerate(wf.parents):
+            self._missing[off + i] = len(parents)
+            if not parents:
+                self._make_ready(off + i)
+
+    def _make_ready(self, gid: int) -> None:
+        self._ready_t[gid] = self.view.now
+        self._ready.append(gid)
+
+    def _task(self, gid: int) -> TaskInstance:
+        ji = self._task_job[gid]
+        return self.jobs[ji].workflow.tasks[gid - self._offset[ji]]
+
+    def _place_ready(self) -> None:
+        ready, self._ready = self._ready, []
+        order = self.scheduler.ready_order if self.scheduler is not None else "fifo"
+        if order == "rank" and len(ready) > 1:
+            ready.sort(key=lambda g: (-self._rank(g), g))
+        for gid in ready:
+            if self._failed[self._task_job[gid]]:
+                continue
+            self._place(gid)
+
+    def _request(self, gid: int) -> TaskRequest:
+        ji = self._task_job[gid]
+        job = self.jobs[ji]
+        wf = job.workflow
+        off = self._offset[ji]
+        i = gid - off
+        task = wf.tasks[i]
+        parents = wf.parents[i]
+        return TaskRequest(
+            kind=task.kind,
+            model=MODEL_INDEX[task.model] if task.kind == "llm" and task.model else -1,
+            prompt_tokens=task.prompt_tokens,
+            output_tokens_est=task.output_tokens_est,
+            cpu_work=task.cpu_work,
+            ext_latency_est=task.ext_latency_est,
+            parent_servers=tuple(self._server[off + p] for p in parents),
+            parent_bytes=tuple(wf.edge_bytes.get((p, i), 0.0) for p in parents),
+            rank=self._rank(gid),
+            workflow_age=self.view.now - job.arrival,
+        )
+
+    def _place(self, gid: int) -> None:
+        task = self._task(gid)
+        if self.config.placement == "ray":
+            self._dispatch(gid, -1, 0.0)
+            return
+        assert self.scheduler is not None
+        t0 = time.perf_counter()
+        request = self._request(gid)
+        decision = make_decision(self.tables, self.view, request)
+        alive = self.view.alive
+        if not alive.all():
+            decision.mask = decision.mask & alive
+            decision.finish_s = np.where(alive, decision.finish_s, np.inf)
+        if not decision.mask.any():
+            what = f"model {task.model}" if task.kind == "llm" else "it"
+            self._fail_workflow(gid, f"no live server can run {what}")
+            return
+        server = int(self.scheduler.select(decision))
+        self.decision_s += time.perf_counter() - t0
+        self.decisions += 1
+        if not (0 <= server < self.tables.n) or not decision.mask[server]:
+            raise SchedulingError(
+                f"{self.scheduler.name}: server {server} cannot run task {task.id} "
+                "(masked, dead or out of range)"
+            )
+        self._dispatch(gid, server, float(decision.exec_s[server]))
+
+    def _dispatch(self, gid: int, server: int, est: float) -> None:
+        t0 = time.perf_counter()
+        ji = self._task_job[gid]
+        job = self.jobs[ji]
+        wf = job.workflow
+        off = self._offset[ji]
+        i = gid - off
+        task = wf.tasks[i]
+        parents = tuple(
+            (self._server[off + p], wf.edge_bytes.get((p, i), 0.0)) for p in wf.parents[i]
+        )
+        call = self.programs.get(job.workflow_id, {}).get(i)
+        backend = self.config.llm_backend if task.kind == "llm" else "emulated"
+        spec = TaskSpec(
+            workflow=job.workflow_id,
+            task=task.id,
+            attempt=self._attempts[gid],
+            kind=task.kind,
+            model=task.model,
+            prompt_tokens=task.prompt_tokens,
+            output_tokens=task.output_tokens,
+            cpu_work=task.cpu_work,
+            ext_latency=task.ext_latency,
+            parents=parents,
+            backend=backend,
+        )
+        args: tuple[Any, ...] = ()
+        if call is not None:
+            args = tuple(
+                self._value[off + a.index] if isinstance(a, ParentValue) else a for a in call.args
+            )
+        if call is not None and task.kind == "tool":
+            meta_ref, value_ref = self._python_tool(server).remote(
+                spec, self.config.time_scale, call.fn, *args
+            )
+        elif self.config.vehicle == "task":
+            meta_ref, value_ref = self._vehicle_task(server, task).remote(
+                spec, self._agent_map(), call.fn if call is not None else None, *args
+            )
+        elif call is not None:
+            method = self._agents[server].run_python_llm.options(num_returns=2)
+            meta_ref, value_ref = method.remote(spec, call.fn, *args)
+        else:
+            meta_ref, value_ref = self._agents[server].run.options(num_returns=2).remote(spec)
+        self._inflight[meta_ref] = _Attempt(gid, server, est, spec, value_ref)
+        if server >= 0:
+            self._server[gid] = server
+            self._book(server, est, task, placed=True)
+        self.dispatch_s += time.perf_counter() - t0
+
+    def _book(self, server: int, est: float, task: TaskInstance, *, placed: bool) -> None:
+        m = MODEL_INDEX[task.model] if task.kind == "llm" and task.model else -1
+        cpu_s = task.cpu_work / float(self.tables.core_speed[server])
+        ctx = task.prompt_tokens + task.output_tokens_est // 2
+        if placed:
+            self.view.placed(server, est, task.kind, m, cpu_s, ctx)
+        else:
+            self.view.released(server, est, task.kind, m, cpu_s, ctx)
+
+    def _python_tool(self, server: int) -> Any:
+        import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        from scalesched.runtime.agent import python_tool
+
+        if self._tool_fn is None:
+            self._tool_fn = ray.remote(python_tool)
+        strategy = (
+            NodeAffinitySchedulingStrategy(self._node_ids[server], soft=False)
+            if server >= 0
+            else "DEFAULT"
+        )
+        return self._tool_fn.options(
+            num_cpus=1, num_returns=2, max_retries=0, scheduling_strategy=strategy
+        )
+
+    def _agent_map(self) -> dict[str, Any]:
+        return dict(zip(self._node_ids, self._agents, strict=True))
+
+    def _vehicle_task(self, server: int, task: TaskInstance) -> Any:
+        import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        from scalesched.runtime.agent import vehicle_task
+        from scalesched.runtime.cluster import CORE_RESOURCE, MODEL_RESOURCE_PREFIX
+
+        if self._task_fn is None:
+            self._task_fn = ray.remote(vehicle_task)
+        strategy = (
+            NodeAffinitySchedulingStrategy(self._node_ids[server], soft=False)
+            if server >= 0
+            else "DEFAULT"
+        )
+        need = (
+            {MODEL_RESOURCE_PREFIX + (task.model or ""): 1.0}
+            if task.kind == "llm"
+            else {CORE_RESOURCE: 1.0}
+        )
+        return self._task_fn.options(
+            num_cpus=0, resources=need, num_returns=2, max_retries=0, scheduling_strategy=strategy
+        )
+
+    # -- results -----------------------------------------------------------------------
+    def _complete(self, ref: Any) -> None:
+        import ray
+        from ray.exceptions import RayError
+
+        att = self._inflight.pop(ref)
+        self.events += 1
+        try:
+            meta = ray.get(ref)
+        except RayError as exc:
+            with contextlib.suppress(Exception):  # mark the value's error seen, not "unhandled"
+                ray.get(att.value_ref, timeout=0)
+            self._failed_call(att, exc)
+            return
+        self._finish(att, meta)
+
+    def _failed_call(self, att: _Attempt, exc: BaseException) -> None:
+        from ray.exceptions import RayError, RayTaskError
+
+        if isinstance(exc, RayTaskError):
+            cause = getattr(exc, "cause", None)
+            if isinstance(cause, RayError) and not isinstance(cause, RayTaskError):
+                self._system_failure(att, exc)  # a vehicle task lost its agent
+            else:
+                self._attempt_failed(att, self._fail_text(exc))
+        else:
+            self._system_failure(att, exc)
+
+    def _unbook(self, att: _Attempt) -> None:
+        if att.server >= 0 and self.view.alive[att.server]:
+            self._book(att.server, att.est, self._task(att.gid), placed=False)
+
+    def _attempt_failed(self, att: _Attempt, error: str) -> None:
+        self._unbook(att)
+        gid = att.gid
+        if self._failed[self._task_job[gid]]:
+            return
+        self._attempts[gid] += 1
+        if self._attempts[gid] <= self.config.max_retries:
+            self.retries += 1
+            self._make_ready(gid)
+            return
+        self._fail_workflow(gid, f"{error} (after {self._attempts[gid]} attempts)")
+
+    def _system_failure(self, att: _Attempt, exc: BaseException) -> None:
+        """A call failed without the task raising: its agent or its node died.
+
+        An agent that died (it is never restarted) takes its server out of the run; for
+        other system errors (a worker crash, a lost object) the server is lost only if Ray
+        reports its node dead, and otherwise the attempt counts as failed."""
+        from ray.exceptions import RayActorError
+
+        server = att.server
+        cause = getattr(exc, "cause", None)
+        agent_died = isinstance(exc, RayActorError) or isinstance(cause, RayActorError)
+        if server >= 0 and self.view.alive[server] and (agent_died or self._node_dead(server)):
+            self._lose_server(server)
+        if server >= 0 and not self.view.alive[server]:
+            self.replaced += 1
+            if not self._failed[self._task_job[att.gid]]:
+                self._make_ready(att.gid)
+            return
+        self._attempt_failed(att, f"{type(exc).__name__}: {self._fail_text(exc)}")
+
+    def _node_dead(self, server: int) -> bool:
+        import ray
+
+        node = self._node_ids[server]
+        deadline = time.monotonic() + LOST_NODE_WAIT_S
+        while True:
+            rows = {str(n["NodeID"]): bool(n.get("Alive", False)) for n in ray.nodes()}
+            if not rows.get(node, False):
+                return True
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.2)
+
+    def _lose_server(self, server: int) -> None:
+        self.view.mark_dead(server)
+        self.lost_at[server] = self.view.now
+
+    def _fail_workflow(self, gid: int, error: str) -> None:
+        ji = self._task_job[gid]
+        if self._failed[ji]:
+            return
+        self._failed[ji] = True
+        self._open[ji] = False
+        self.workflows_failed += 1
+        job = self.jobs[ji]
+        self.failures.append(
+            WorkflowFailure(job.workflow_id, job.workflow.name, self._task(gid).id, error)
+        )
+
+    def _finish(self, att: _Attempt, meta: dict[str, Any]) -> None:
+        gid = att.gid
+        view = self.view
+        server = att.server if att.server >= 0 else int(meta["server"])
+        task = self._task(gid)
+        self._unbook(att)
+        if "engine_state" in meta and view.alive[server]:
+            view.update_engines(server, meta["engine_state"], meta["free_gpus"], meta["idle_gpus"])
+        self._server[gid] = server
+        self._done[gid] = True
+        self._value[gid] = att.value_ref
+        self.tasks_completed += 1
+        self.model_loads += int(bool(meta.get("loaded")))
+        for src, nbytes in att.spec.parents:
+            if src != server and nbytes > 0:
+                self.bytes_moved += nbytes
+        landed, start, end = (view.model_time(meta[k]) for k in ("landed", "start", "end"))
+        self.queue_delays.append(max(0.0, start - landed))
+        if task.kind == "llm" and task.model:
+            m = MODEL_INDEX[task.model]
+            spans = self.gpu_busy.setdefault((server, m), [])
+            spans.append((start, end))
+            if meta.get("loaded"):
+                a, b = meta["loaded"]
+                spans.append((view.model_time(a), view.model_time(b)))
+        else:
+            self.cpu_busy[server] += task.cpu_work / float(self.tables.core_speed[server])
+        ji = self._task_job[gid]
+        off = self._offset[ji]
+        i = gid - off
+        job = self.jobs[ji]
+        if self.config.record_trace:
+            self.trace.append(
+                TaskRecord(
+                    workflow=job.workflow_id,
+                    task=task.id,
+                    kind=task.kind,
+                    model=task.model,
+                    server=server,
+                    ready=self._ready_t[gid],
+                    landed=landed,
+                    start=start,
+                    end=end,
+                )
+            )
+        if not self._failed[ji]:
+            wf = job.workflow
+            if i in self._deciders[ji]:
+                self._ranks[ji] = None
+            for c in wf.children[i]:
+                cg = off + c
+                self._missing[cg] -= 1
+                if self._missing[cg] == 0:
+                    self._make_ready(cg)
+            self._left[ji] -= 1
+            if self._left[ji] == 0:
+                self._end[ji] = view.now
+                self._open[ji] = False
+                self.workflows_completed += 1
+                self._ranks[ji] = self._mean_cost[ji] = None
+        if self.on_task_done is not None:
+            self.on_task_done(self)
+
+    # -- ranks: the simulator's, over the visible DAG -----------------------------------
+    def _rank(self, gid: int) -> float:
+        ji = self._task_job[gid]
+        ranks = self._ranks[ji]
+        if ranks is None:
+            ranks = self._compute_ranks(ji)
+        return ranks[gid - self._offset[ji]]
+
+    def _compute_ranks(self, ji: int) -> list[float]:
+        wf = self.jobs[ji].workflow
+        t = self.tables
+        off = self._offset[ji]
+        costs = self._mean_cost[ji]
+        if costs is None:
+            costs = [
+                t.mean_llm_time(MODEL_INDEX[x.model], x.prompt_tokens, x.output_tokens_est)
+                if x.kind == "llm" and x.model
+                else x.cpu_work / t.mean_core_speed + x.ext_latency_est
+                for x in wf.tasks
+            ]
+            self._mean_cost[ji] = costs
+        ranks = [0.0] * len(wf.tasks)
+        for i in range(len(wf.tasks) - 1, -1, -1):
+            best = 0.0
+            for c in wf.children[i]:
+                rb = wf.tasks[c].revealed_by
+                if rb is not None and not self._done[off + rb]:
+                    continue
+                best = max(best, t.mean_transfer_s(wf.edge_bytes.get((i, c), 0.0)) + ranks[c])
+            ranks[i] = costs[i] + best
+        self._ranks[ji] = ranks
+        return ranks
+
+    # -- summary -------------------------------------------------------------------------
+    def _summarise(self, wall_s: float) -> RuntimeResult:
+        import ray
+
+        t = self.tables
+        arrivals = np.array([j.arrival for j in self.jobs])
+        rt = np.array(self._end) - arrivals
+        first = float(arrivals.min()) if arrivals.size else 0.0
+        ends = [e for e in self._end if not math.isnan(e)]
+        last_end = max([r.end for r in self.trace] + ends, default=first)
+        makespan = max(0.0, last_end - first)
+        horizon = max(makespan, 1e-12)
+        gpu_area = np.zeros(t.n)
+        for (s, m), spans in self.gpu_busy.items():
+            gpu_area[s] += _union_length(spans) * float(t.tp[s, m])
+        gpu = gpu_area / (np.maximum(t.gpus, 1) * horizon)
+        cpu = self.cpu_busy / (t.cores * horizon)
+        metrics = run_metrics(
+            RunRecord(
+                policy=self.scheduler.name if self.scheduler is not None else "ray-default",
+                cluster=self.cluster.name,
+                response_times=rt,
+                lower_bounds=self.lower_bounds,
+                makespan_s=makespan,
+                gpu_utilisation=gpu,
+                cpu_utilisation=cpu,
+                has_gpu=t.gpus > 0,
+                queue_delays=np.array(self.queue_delays),
+                tasks_completed=self.tasks_completed,
+                model_loads=self.model_loads,
+                bytes_moved=self.bytes_moved,
+                decisions=self.decisions,
+                events=self.events,
+                wall_s=wall_s,
+            )
+        )
+        metrics["workflows_failed"] = self.workflows_failed
+        outputs: dict[int, dict[str, Any]] = {}
+        for ji, job in enumerate(self.jobs):
+            if job.workflow_id not in self.programs or self._failed[ji]:
+                continue
+            wf = job.workflow
+            off = self._offset[ji]
+            sinks = [i for i in range(len(wf.tasks)) if not wf.children[i]]
+            values = ray.get([self._value[off + i] for i in sinks])
+            outputs[job.workflow_id] = {
+                wf.tasks[i].id: v for i, v in zip(sinks, values, strict=True)
+            }
+        return RuntimeResult(
+            metrics=metrics,
+            response_times=rt,
+            lower_bounds=self.lower_bounds.copy(),
+            server_names=list(t.names),
+            trace=self.trace,
+            failures=self.failures,
+            dead_servers=[t.names[s] for s in range(t.n) if not self.view.alive[s]],
+            replaced=self.replaced,
+            lost_at={t.names[s]: at for s, at in self.lost_at.items()},
+            retries=self.retries,
+            decision_s=self.decision_s,
+            dispatch_s=self.dispatch_s,
+            outputs=outputs,
+        )
+
+
+def _union_length(spans: list[tuple[float, float]]) -> float:
+    total = 0.0
+    cur_start = cur_end = -math.inf
+    for a, b in sorted(spans):
+        if a > cur_end:
+            if cur_end > cur_start:
+                total += cur_end - cur_start
+            cur_start, cur_end = a, b
+        else:
+            cur_end = max(cur_end, b)
+    if cur_end > cur_start:
+        total += cur_end - cur_start
+    return total
+
+
+def run_jobs(
+    cluster: ClusterSpec,
+    jobs: Sequence[Job],
+    scheduler: Scheduler | None,
+    config: RuntimeConfig | None = None,
+    *,
+    seed: int = 0,
+    tables: ClusterTables | None = None,
+    programs: dict[int, dict[int, PyCall]] | None = None,
+    on_task_done: Callable[[Driver], None] | None = None,
+) -> RuntimeResult:
+    """Run ``jobs`` on the connected Ray cluster, every task placed by ``scheduler``."""
+    driver = Driver(
+        cluster,
+        jobs,
+        scheduler,
+        config,
+        seed=seed,
+        tables=tables,
+        programs=programs,
+        on_task_done=on_task_done,
+    )
+    driver.connect()
+    try:
+        return driver.run()
+    finally:
+        driver.close()
