@@ -17,6 +17,7 @@ output length and external latency are never visible here.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -24,6 +25,7 @@ import numpy as np
 
 from scalesched.cluster.model import ClusterSpec
 from scalesched.cluster.perf import MODELS, EnginePerf, engine_perf, tensor_parallel_degree
+from scalesched.workload.instance import WorkflowInstance
 
 MODEL_NAMES: tuple[str, ...] = tuple(sorted(MODELS))
 """Column order of every per-model array."""
@@ -315,6 +317,60 @@ class Decision:
         f[:, 16] = np.log1p(np.where(mask, self.finish_s - best_finish, 0.0) / (best_finish + 1e-3))
         f[:, 17] = np.log1p(np.where(mask, self.exec_s - best_exec, 0.0) / (best_exec + 1e-3))
         return f
+
+
+def task_request(
+    wf: WorkflowInstance,
+    i: int,
+    parent_servers: Sequence[int],
+    rank: float,
+    workflow_age: float,
+) -> TaskRequest:
+    """What a scheduler may see of task ``i`` of ``wf``: estimates, never the truth."""
+    task = wf.tasks[i]
+    parents = wf.parents[i]
+    return TaskRequest(
+        kind=task.kind,
+        model=MODEL_INDEX[task.model] if task.kind == "llm" and task.model else -1,
+        prompt_tokens=task.prompt_tokens,
+        output_tokens_est=task.output_tokens_est,
+        cpu_work=task.cpu_work,
+        ext_latency_est=task.ext_latency_est,
+        parent_servers=tuple(parent_servers),
+        parent_bytes=tuple(wf.edge_bytes.get((p, i), 0.0) for p in parents),
+        rank=rank,
+        workflow_age=workflow_age,
+    )
+
+
+def mean_task_costs(tables: ClusterTables, wf: WorkflowInstance) -> list[float]:
+    """HEFT's mean execution cost of every task, from estimates only."""
+    return [
+        tables.mean_llm_time(MODEL_INDEX[t.model], t.prompt_tokens, t.output_tokens_est)
+        if t.kind == "llm" and t.model
+        else t.cpu_work / tables.mean_core_speed + t.ext_latency_est
+        for t in wf.tasks
+    ]
+
+
+def upward_ranks(
+    tables: ClusterTables,
+    wf: WorkflowInstance,
+    costs: Sequence[float],
+    finished: Callable[[int], bool],
+) -> list[float]:
+    """HEFT upward ranks over the *visible* DAG: a child whose revealing task has not
+    ``finished`` does not exist yet for any scheduler."""
+    ranks = [0.0] * len(wf.tasks)
+    for i in range(len(wf.tasks) - 1, -1, -1):
+        best = 0.0
+        for c in wf.children[i]:
+            rb = wf.tasks[c].revealed_by
+            if rb is not None and not finished(rb):
+                continue
+            best = max(best, tables.mean_transfer_s(wf.edge_bytes.get((i, c), 0.0)) + ranks[c])
+        ranks[i] = costs[i] + best
+    return ranks
 
 
 def transfer_times(tables: ClusterTables, task: TaskRequest) -> np.ndarray:

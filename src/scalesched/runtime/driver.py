@@ -30,10 +30,18 @@ import numpy as np
 
 from scalesched.cluster.model import ClusterSpec
 from scalesched.policies.base import Scheduler
-from scalesched.policies.features import MODEL_INDEX, ClusterTables, TaskRequest, make_decision
+from scalesched.policies.features import (
+    MODEL_INDEX,
+    ClusterTables,
+    TaskRequest,
+    make_decision,
+    mean_task_costs,
+    task_request,
+    upward_ranks,
+)
 from scalesched.runtime.agent import FaultConfig, TaskSpec
 from scalesched.runtime.view import RuntimeView
-from scalesched.sim.engine import SchedulingError, TaskRecord, _check_feasible, _lower_bound
+from scalesched.sim.engine import SchedulingError, TaskRecord, check_feasible, lower_bound
 from scalesched.sim.metrics import RunRecord, run_metrics
 from scalesched.workload.instance import Job, TaskInstance
 
@@ -151,7 +159,7 @@ class Driver:
             raise ValueError("a scheduler is needed unless placement='ray'")
         self.tables = tables if tables is not None else ClusterTables(cluster)
         self.jobs = sorted(jobs, key=lambda j: (j.arrival, j.workflow_id))
-        _check_feasible(self.tables, self.jobs)
+        check_feasible(self.tables, self.jobs)
         self.scheduler = scheduler
         self.seed = seed
         self.programs = programs or {}
@@ -304,7 +312,7 @@ class Driver:
         wf = job.workflow
         off = self._offset[ji]
         self._open[ji] = True
-        self.lower_bounds[ji] = _lower_bound(self.tables, job)
+        self.lower_bounds[ji] = lower_bound(self.tables, job)
         self._deciders[ji] = frozenset(t.revealed_by for t in wf.tasks if t.revealed_by is not None)
         for i, parents in enumerate(wf.parents):
             self._missing[off + i] = len(parents)
@@ -332,22 +340,15 @@ class Driver:
     def _request(self, gid: int) -> TaskRequest:
         ji = self._task_job[gid]
         job = self.jobs[ji]
-        wf = job.workflow
         off = self._offset[ji]
         i = gid - off
-        task = wf.tasks[i]
-        parents = wf.parents[i]
-        return TaskRequest(
-            kind=task.kind,
-            model=MODEL_INDEX[task.model] if task.kind == "llm" and task.model else -1,
-            prompt_tokens=task.prompt_tokens,
-            output_tokens_est=task.output_tokens_est,
-            cpu_work=task.cpu_work,
-            ext_latency_est=task.ext_latency_est,
-            parent_servers=tuple(self._server[off + p] for p in parents),
-            parent_bytes=tuple(wf.edge_bytes.get((p, i), 0.0) for p in parents),
-            rank=self._rank(gid),
-            workflow_age=self.view.now - job.arrival,
+        parents = job.workflow.parents[i]
+        return task_request(
+            job.workflow,
+            i,
+            [self._server[off + p] for p in parents],
+            self._rank(gid),
+            self.view.now - job.arrival,
         )
 
     def _place(self, gid: int) -> None:
@@ -645,26 +646,12 @@ class Driver:
 
     def _compute_ranks(self, ji: int) -> list[float]:
         wf = self.jobs[ji].workflow
-        t = self.tables
         off = self._offset[ji]
         costs = self._mean_cost[ji]
         if costs is None:
-            costs = [
-                t.mean_llm_time(MODEL_INDEX[x.model], x.prompt_tokens, x.output_tokens_est)
-                if x.kind == "llm" and x.model
-                else x.cpu_work / t.mean_core_speed + x.ext_latency_est
-                for x in wf.tasks
-            ]
-            self._mean_cost[ji] = costs
-        ranks = [0.0] * len(wf.tasks)
-        for i in range(len(wf.tasks) - 1, -1, -1):
-            best = 0.0
-            for c in wf.children[i]:
-                rb = wf.tasks[c].revealed_by
-                if rb is not None and not self._done[off + rb]:
-                    continue
-                best = max(best, t.mean_transfer_s(wf.edge_bytes.get((i, c), 0.0)) + ranks[c])
-            ranks[i] = costs[i] + best
+            costs = self._mean_cost[ji] = mean_task_costs(self.tables, wf)
+        done = self._done
+        ranks = upward_ranks(self.tables, wf, costs, lambda k: done[off + k])
         self._ranks[ji] = ranks
         return ranks
 

@@ -45,6 +45,9 @@ from scalesched.policies.features import (
     Decision,
     TaskRequest,
     make_decision,
+    mean_task_costs,
+    task_request,
+    upward_ranks,
 )
 from scalesched.workload.instance import Job, TaskInstance
 
@@ -145,7 +148,7 @@ class Simulation:
         self.on_workflow_done = on_workflow_done
         t = self.tables
         n, n_models = t.n, len(MODEL_NAMES)
-        _check_feasible(t, self.jobs)
+        check_feasible(t, self.jobs)
 
         # State the decisions read (the ClusterStateView protocol).
         self.now = 0.0
@@ -298,22 +301,15 @@ class Simulation:
     def _request(self, gid: int) -> TaskRequest:
         ji = self._task_job[gid]
         job = self.jobs[ji]
-        wf = job.workflow
-        i = gid - self._offset[ji]
-        task = wf.tasks[i]
         off = self._offset[ji]
-        parents = wf.parents[i]
-        return TaskRequest(
-            kind=task.kind,
-            model=MODEL_INDEX[task.model] if task.kind == "llm" and task.model else -1,
-            prompt_tokens=task.prompt_tokens,
-            output_tokens_est=task.output_tokens_est,
-            cpu_work=task.cpu_work,
-            ext_latency_est=task.ext_latency_est,
-            parent_servers=tuple(self._server[off + p] for p in parents),
-            parent_bytes=tuple(wf.edge_bytes.get((p, i), 0.0) for p in parents),
-            rank=self._rank(gid),
-            workflow_age=self.now - job.arrival,
+        i = gid - off
+        parents = job.workflow.parents[i]
+        return task_request(
+            job.workflow,
+            i,
+            [self._server[off + p] for p in parents],
+            self._rank(gid),
+            self.now - job.arrival,
         )
 
     def _move_inputs(self, gid: int, dst: int) -> float:
@@ -343,31 +339,12 @@ class Simulation:
 
     def _compute_ranks(self, ji: int) -> list[float]:
         wf = self.jobs[ji].workflow
-        t = self.tables
         off = self._offset[ji]
         costs = self._mean_cost[ji]
         if costs is None:
-            costs = []
-            for task in wf.tasks:
-                if task.kind == "llm" and task.model:
-                    costs.append(
-                        t.mean_llm_time(
-                            MODEL_INDEX[task.model], task.prompt_tokens, task.output_tokens_est
-                        )
-                    )
-                else:
-                    costs.append(task.cpu_work / t.mean_core_speed + task.ext_latency_est)
-            self._mean_cost[ji] = costs
-        ranks = [0.0] * len(wf.tasks)
+            costs = self._mean_cost[ji] = mean_task_costs(self.tables, wf)
         done = self._done
-        for i in range(len(wf.tasks) - 1, -1, -1):
-            best = 0.0
-            for c in wf.children[i]:
-                rb = wf.tasks[c].revealed_by
-                if rb is not None and not done[off + rb]:
-                    continue  # not revealed yet: invisible to every scheduler
-                best = max(best, t.mean_transfer_s(wf.edge_bytes.get((i, c), 0.0)) + ranks[c])
-            ranks[i] = costs[i] + best
+        ranks = upward_ranks(self.tables, wf, costs, lambda k: done[off + k])
         self._ranks[ji] = ranks
         return ranks
 
@@ -377,7 +354,7 @@ class Simulation:
         wf = job.workflow
         off = self._offset[ji]
         self.in_system += 1
-        self.lower_bounds[ji] = _lower_bound(self.tables, job)
+        self.lower_bounds[ji] = lower_bound(self.tables, job)
         self._deciders[ji] = frozenset(t.revealed_by for t in wf.tasks if t.revealed_by is not None)
         for i, parents in enumerate(wf.parents):
             self._missing_parents[off + i] = len(parents)
@@ -671,7 +648,7 @@ class Simulation:
         return gpu, cpu
 
 
-def _check_feasible(tables: ClusterTables, jobs: Sequence[Job]) -> None:
+def check_feasible(tables: ClusterTables, jobs: Sequence[Job]) -> None:
     from scalesched.errors import InputError
 
     for job in jobs:
@@ -692,7 +669,7 @@ def _check_feasible(tables: ClusterTables, jobs: Sequence[Job]) -> None:
                 )
 
 
-def _lower_bound(tables: ClusterTables, job: Job) -> float:
+def lower_bound(tables: ClusterTables, job: Job) -> float:
     """Contention-free critical path: every task alone on its fastest feasible server,
     no queueing, no model loads, no transfers. No schedule can beat it."""
     wf = job.workflow
