@@ -53,6 +53,17 @@ WorkloadOpt = Annotated[
     str, typer.Option(help="Workload preset (see `scalesched workloads`) or WfFormat JSON file.")
 ]
 SeedOpt = Annotated[int, typer.Option(help="Seed of every random choice; same seed, same numbers.")]
+PolicyOpt = Annotated[
+    str, typer.Option(help="Scheduler name (see `scalesched policies`) or checkpoint path.")
+]
+WorkflowsOpt = Annotated[int, typer.Option(help="Number of workflows that arrive.")]
+LoadOpt = Annotated[
+    float, typer.Option(help="Arrival rate as a fraction of the cluster's nominal capacity.")
+]
+RateOpt = Annotated[
+    float | None, typer.Option(help="Arrival rate in workflows/s (overrides --load).")
+]
+ArrivalsOpt = Annotated[str, typer.Option(help="Arrival process: poisson, bursty or replay:PATH.")]
 
 
 @app.command()
@@ -60,19 +71,11 @@ SeedOpt = Annotated[int, typer.Option(help="Seed of every random choice; same se
 def simulate(
     cluster: ClusterOpt = "hetero-16",
     workload: WorkloadOpt = "agentic-mix",
-    policy: Annotated[
-        str, typer.Option(help="Scheduler name (see `scalesched policies`) or checkpoint path.")
-    ] = "eft",
-    workflows: Annotated[int, typer.Option(help="Number of workflows that arrive.")] = 200,
-    load: Annotated[
-        float, typer.Option(help="Arrival rate as a fraction of the cluster's nominal capacity.")
-    ] = 0.7,
-    rate: Annotated[
-        float | None, typer.Option(help="Arrival rate in workflows/s (overrides --load).")
-    ] = None,
-    arrivals: Annotated[
-        str, typer.Option(help="Arrival process: poisson, bursty or replay:PATH.")
-    ] = "poisson",
+    policy: PolicyOpt = "eft",
+    workflows: WorkflowsOpt = 200,
+    load: LoadOpt = 0.7,
+    rate: RateOpt = None,
+    arrivals: ArrivalsOpt = "poisson",
     seed: SeedOpt = 0,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print one JSON object of metrics instead of a table.")
@@ -425,19 +428,11 @@ def static_cmd(
 def run(
     cluster: ClusterOpt = "hetero-8",
     workload: WorkloadOpt = "agentic-mix",
-    policy: Annotated[
-        str, typer.Option(help="Scheduler name (see `scalesched policies`) or checkpoint path.")
-    ] = "eft",
-    workflows: Annotated[int, typer.Option(help="Number of workflows that arrive.")] = 50,
-    load: Annotated[
-        float, typer.Option(help="Arrival rate as a fraction of the cluster's nominal capacity.")
-    ] = 0.7,
-    rate: Annotated[
-        float | None, typer.Option(help="Arrival rate in workflows/s (overrides --load).")
-    ] = None,
-    arrivals: Annotated[
-        str, typer.Option(help="Arrival process: poisson, bursty or replay:PATH.")
-    ] = "poisson",
+    policy: PolicyOpt = "eft",
+    workflows: WorkflowsOpt = 50,
+    load: LoadOpt = 0.7,
+    rate: RateOpt = None,
+    arrivals: ArrivalsOpt = "poisson",
     seed: SeedOpt = 0,
     local: Annotated[
         bool, typer.Option("--local", help="Start a local Ray cluster, one node per server.")
