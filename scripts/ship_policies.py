@@ -1,12 +1,17 @@
-"""Pick the best training seed of each variant and ship it in the package.
+"""Pick the best checkpoint of each variant and ship it in the package.
 
-    python scripts/ship_policies.py runs/     # expects runs/<config>-s<seed>/best.pt
+    python scripts/ship_policies.py runs/                       # by in-training validation
+    python scripts/ship_policies.py runs/ --select results/validation/results.csv
 
-"Best" is the validation score recorded in best.pt (mean ratio to eft at N = 16, 32, 48 on
-the validation seeds 1000-1002, which the evaluation never uses). The shipped file keeps the
-weights, the network and training configs, the seed and the validation score; the optimizer
-state is dropped. The training curve goes beside it as <name>.train.csv, and a summary of
-every seed to docs/training-seeds.csv.
+Candidates are runs/<config>-s<seed>/best.pt (and, with --select, last.pt too). Without
+--select, "best" is the score recorded in best.pt during training (mean ratio to eft at
+N = 16, 32, 48 over 40-workflow runs on the validation seeds 1000-1002). With --select, it is
+the same ratio measured by a `scalesched eval` of the candidates and eft on those validation
+seeds (never the evaluation's seeds 0-4) at the full run length (200 workflows), which also
+catches policies that drift over long runs. The shipped file keeps the weights, the network
+and training configs, the seed and the score; the optimizer state is dropped. The training
+curve goes beside it as <name>.train.csv, and a summary of every candidate to
+docs/training-seeds.csv.
 """
 
 from __future__ import annotations
@@ -31,22 +36,39 @@ DEST = Path(__file__).resolve().parents[1] / "src" / "scalesched" / "policies" /
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("runs", type=Path)
+    parser.add_argument(
+        "--select", type=Path, default=None, help="results.csv of an eval of the candidates and eft"
+    )
     args = parser.parse_args()
+    measured = _scores(args.select) if args.select else None
     summary = []
     for config, name in VARIANTS.items():
         candidates = []
         for run in sorted(args.runs.glob(f"{config}-s*")):
-            best = run / "best.pt"
-            if not best.is_file():
-                continue
-            data = load_checkpoint(best)
-            score = float(data.get("metadata", {}).get("val_ratio_to_eft", float("inf")))
-            seed = int(data["config"]["seed"])
-            rows = list(csv.DictReader((run / "train.csv").open()))
-            summary.append({"variant": name, "seed": seed, "val_ratio_to_eft": score,
-                            "best_update": data.get("metadata", {}).get("update", ""),
-                            "steps": rows[-1]["global_step"] if rows else ""})
-            candidates.append((score, seed, run, data))
+            for file in ("best.pt", "last.pt") if measured is not None else ("best.pt",):
+                path = run / file
+                if not path.is_file():
+                    continue
+                data = load_checkpoint(path)
+                meta = data.get("metadata", {})
+                if measured is not None:
+                    score = measured.get(str(path), float("inf"))
+                else:
+                    score = float(meta.get("val_ratio_to_eft", float("inf")))
+                seed = int(data["config"]["seed"])
+                rows = list(csv.DictReader((run / "train.csv").open()))
+                update = meta.get("update", data.get("train_state", {}).get("update", ""))
+                summary.append(
+                    {
+                        "variant": name,
+                        "seed": seed,
+                        "checkpoint": file,
+                        "val_ratio_to_eft": score,
+                        "update": update,
+                        "steps": rows[-1]["global_step"] if rows else "",
+                    }
+                )
+                candidates.append((score, seed, run, data))
         if not candidates:
             print(f"{name}: no runs found")
             continue
@@ -54,17 +76,38 @@ def main() -> None:
         data.pop("optimizer", None)
         data.pop("torch_rng", None)
         data.pop("format", None)
-        data["metadata"] = {**data.get("metadata", {}), "name": name, "seed": seed,
-                            "source_run": run.name}
+        data["metadata"] = {
+            **data.get("metadata", {}),
+            "name": name,
+            "seed": seed,
+            "source_run": run.name,
+        }
         save_checkpoint(DEST / f"{name}.pt", data)
         shutil.copy(run / "train.csv", DEST / f"{name}.train.csv")
         print(f"{name}: seed {seed} (validation ratio to eft {score:.3f}) from {run}")
     out = Path(__file__).resolve().parents[1] / "docs" / "training-seeds.csv"
     with out.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=["variant", "seed", "val_ratio_to_eft",
-                                                "best_update", "steps"])
+        writer = csv.DictWriter(
+            fh, fieldnames=["variant", "seed", "checkpoint", "val_ratio_to_eft", "update", "steps"]
+        )
         writer.writeheader()
         writer.writerows(summary)
+
+
+def _scores(results: Path) -> dict[str, float]:
+    """Candidate path -> mean over N of (its mean response time / eft's), same seeds."""
+    rows = [r for r in csv.DictReader(results.open()) if r["status"] == "ok"]
+    by: dict[tuple[str, int], list[float]] = {}
+    for r in rows:
+        by.setdefault((r["policy"], int(r["n_servers"])), []).append(
+            float(r["avg_response_time_s"])
+        )
+    eft = {n: sum(v) / len(v) for (p, n), v in by.items() if p == "eft"}
+    ratios: dict[str, list[float]] = {}
+    for (p, n), v in by.items():
+        if p != "eft":
+            ratios.setdefault(p, []).append(sum(v) / len(v) / eft[n])
+    return {p: sum(r) / len(r) for p, r in ratios.items()}
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ def save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
     os.close(fd)
     try:
         torch.save({"format": FORMAT, **payload}, tmp)
+        os.chmod(tmp, 0o644)  # mkstemp makes it owner-only; a checkpoint is not a secret
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
