@@ -141,8 +141,9 @@ def plot_all(rows: Sequence[dict[str, Any]], summary: dict[str, Any], out: Path)
 
     written = []
     sizes = summary["sizes"]
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for p in summary["policies"]:
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    colours = plt.get_cmap("tab20").colors
+    for i, p in enumerate(summary["policies"]):
         xs, ys, cis = [], [], []
         for n in sizes:
             e = summary["by_n"][n]["policies"][p]
@@ -152,7 +153,16 @@ def plot_all(rows: Sequence[dict[str, Any]], summary: dict[str, Any], out: Path)
                 cis.append(0.0 if math.isnan(e["mean_rt_ci"]) else e["mean_rt_ci"])
         if not xs:
             continue
-        line = ax.plot(xs, ys, marker="o", label=p)[0]
+        # Learned policies solid, heuristics dashed; 20 colours so no two lines share one.
+        style = "--" if p in HEURISTICS else "-"
+        line = ax.plot(
+            xs,
+            ys,
+            style,
+            marker="o",
+            label=p,
+            color=colours[(2 * i) % 20 if i < 10 else (2 * i + 1) % 20],
+        )[0]
         ax.fill_between(
             xs,
             [y - c for y, c in zip(ys, cis, strict=True)],
@@ -161,7 +171,8 @@ def plot_all(rows: Sequence[dict[str, Any]], summary: dict[str, Any], out: Path)
             color=line.get_color(),
         )
     ax.set_xlabel("servers N")
-    ax.set_ylabel("mean response time (s)")
+    ax.set_ylabel("mean response time (s, log scale)")
+    ax.set_yscale("log")
     ax.set_title("mean workflow response time vs cluster size (95% CI)")
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
@@ -199,6 +210,11 @@ def plot_all(rows: Sequence[dict[str, Any]], summary: dict[str, Any], out: Path)
         written.append(path)
 
     feature_rows = [r for r in rows if "feature_var" in r and r.get("status") == STATUS_OK]
+    # Drift needs more than one N: leave out fixed-size networks (mlp-16).
+    sizes_of: dict[str, set[int]] = {}
+    for r in feature_rows:
+        sizes_of.setdefault(r["policy"], set()).add(int(r["n_servers"]))
+    feature_rows = [r for r in feature_rows if len(sizes_of[r["policy"]]) > 1]
     if feature_rows:
         fig, axes = plt.subplots(1, 3, figsize=(12, 3.8))
         for p in sorted({r["policy"] for r in feature_rows}):
