@@ -142,7 +142,7 @@ def plot_all(rows: Sequence[dict[str, Any]], summary: dict[str, Any], out: Path)
     written = []
     sizes = summary["sizes"]
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
-    colours = plt.get_cmap("tab20").colors
+    colours = [plt.get_cmap("tab20")(k) for k in range(20)]
     for i, p in enumerate(summary["policies"]):
         xs, ys, cis = [], [], []
         for n in sizes:
