@@ -373,6 +373,51 @@ def upward_ranks(
     return ranks
 
 
+class VisibleRanks:
+    """Per-workflow cache of upward ranks over the visible DAG, for a whole run.
+
+    Ranks of a workflow are computed when first asked for and dropped when one of its
+    deciding tasks finishes (new tasks became visible) or the workflow completes. ``done``
+    is the run's per-task finished flags, indexed like ``offsets[job] + task``.
+    """
+
+    def __init__(
+        self,
+        tables: ClusterTables,
+        workflows: Sequence[WorkflowInstance],
+        offsets: Sequence[int],
+        done: Sequence[bool],
+    ) -> None:
+        self._tables = tables
+        self._workflows = workflows
+        self._offsets = offsets
+        self._done = done
+        self._ranks: list[list[float] | None] = [None] * len(workflows)
+        self._costs: list[list[float] | None] = [None] * len(workflows)
+        self._deciders = [
+            frozenset(t.revealed_by for t in wf.tasks if t.revealed_by is not None)
+            for wf in workflows
+        ]
+
+    def rank(self, job: int, task: int) -> float:
+        ranks = self._ranks[job]
+        if ranks is None:
+            wf, off, done = self._workflows[job], self._offsets[job], self._done
+            costs = self._costs[job]
+            if costs is None:
+                costs = self._costs[job] = mean_task_costs(self._tables, wf)
+            ranks = upward_ranks(self._tables, wf, costs, lambda k: done[off + k])
+            self._ranks[job] = ranks
+        return ranks[task]
+
+    def task_finished(self, job: int, task: int) -> None:
+        if task in self._deciders[job]:
+            self._ranks[job] = None
+
+    def workflow_finished(self, job: int) -> None:
+        self._ranks[job] = self._costs[job] = None
+
+
 def transfer_times(tables: ClusterTables, task: TaskRequest) -> np.ndarray:
     """Seconds for the task's inputs to reach each server (0 on the parents' own server)."""
     out = np.zeros(tables.n)

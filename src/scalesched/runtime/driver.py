@@ -34,10 +34,9 @@ from scalesched.policies.features import (
     MODEL_INDEX,
     ClusterTables,
     TaskRequest,
+    VisibleRanks,
     make_decision,
-    mean_task_costs,
     task_request,
-    upward_ranks,
 )
 from scalesched.runtime.agent import FaultConfig, TaskSpec
 from scalesched.runtime.view import RuntimeView
@@ -186,9 +185,9 @@ class Driver:
         self._failed = [False] * n_jobs
         self._open = [False] * n_jobs
         self.lower_bounds = np.zeros(n_jobs)
-        self._ranks: list[list[float] | None] = [None] * n_jobs
-        self._mean_cost: list[list[float] | None] = [None] * n_jobs
-        self._deciders: list[frozenset[int]] = [frozenset()] * n_jobs
+        self._ranks = VisibleRanks(
+            self.tables, [j.workflow for j in self.jobs], self._offset, self._done
+        )
 
         self.trace: list[TaskRecord] = []
         self.failures: list[WorkflowFailure] = []
@@ -313,7 +312,6 @@ class Driver:
         off = self._offset[ji]
         self._open[ji] = True
         self.lower_bounds[ji] = lower_bound(self.tables, job)
-        self._deciders[ji] = frozenset(t.revealed_by for t in wf.tasks if t.revealed_by is not None)
         for i, parents in enumerate(wf.parents):
             self._missing[off + i] = len(parents)
             if not parents:
@@ -620,8 +618,7 @@ class Driver:
             )
         if not self._failed[ji]:
             wf = job.workflow
-            if i in self._deciders[ji]:
-                self._ranks[ji] = None
+            self._ranks.task_finished(ji, i)
             for c in wf.children[i]:
                 cg = off + c
                 self._missing[cg] -= 1
@@ -632,28 +629,13 @@ class Driver:
                 self._end[ji] = view.now
                 self._open[ji] = False
                 self.workflows_completed += 1
-                self._ranks[ji] = self._mean_cost[ji] = None
+                self._ranks.workflow_finished(ji)
         if self.on_task_done is not None:
             self.on_task_done(self)
 
-    # -- ranks: the simulator's, over the visible DAG -----------------------------------
     def _rank(self, gid: int) -> float:
         ji = self._task_job[gid]
-        ranks = self._ranks[ji]
-        if ranks is None:
-            ranks = self._compute_ranks(ji)
-        return ranks[gid - self._offset[ji]]
-
-    def _compute_ranks(self, ji: int) -> list[float]:
-        wf = self.jobs[ji].workflow
-        off = self._offset[ji]
-        costs = self._mean_cost[ji]
-        if costs is None:
-            costs = self._mean_cost[ji] = mean_task_costs(self.tables, wf)
-        done = self._done
-        ranks = upward_ranks(self.tables, wf, costs, lambda k: done[off + k])
-        self._ranks[ji] = ranks
-        return ranks
+        return self._ranks.rank(ji, gid - self._offset[ji])
 
     # -- summary -------------------------------------------------------------------------
     def _summarise(self, wall_s: float) -> RuntimeResult:

@@ -44,10 +44,9 @@ from scalesched.policies.features import (
     ClusterTables,
     Decision,
     TaskRequest,
+    VisibleRanks,
     make_decision,
-    mean_task_costs,
     task_request,
-    upward_ranks,
 )
 from scalesched.workload.instance import Job, TaskInstance
 
@@ -200,9 +199,9 @@ class Simulation:
         self._job_left = [len(j.workflow.tasks) for j in self.jobs]
         self._job_end = [math.nan] * n_jobs
         self.lower_bounds = np.zeros(n_jobs)
-        self._ranks: list[list[float] | None] = [None] * n_jobs
-        self._mean_cost: list[list[float] | None] = [None] * n_jobs
-        self._deciders: list[frozenset[int]] = [frozenset()] * n_jobs
+        self._ranks = VisibleRanks(
+            self.tables, [j.workflow for j in self.jobs], self._offset, self._done
+        )
 
         # Counters and metrics.
         self.events = 0
@@ -329,24 +328,9 @@ class Simulation:
             delay = max(delay, t.latency_s + nbytes / bw)
         return delay
 
-    # -- ranks (what a scheduler may know of the future: the visible DAG only) ---------
     def _rank(self, gid: int) -> float:
         ji = self._task_job[gid]
-        ranks = self._ranks[ji]
-        if ranks is None:
-            ranks = self._compute_ranks(ji)
-        return ranks[gid - self._offset[ji]]
-
-    def _compute_ranks(self, ji: int) -> list[float]:
-        wf = self.jobs[ji].workflow
-        off = self._offset[ji]
-        costs = self._mean_cost[ji]
-        if costs is None:
-            costs = self._mean_cost[ji] = mean_task_costs(self.tables, wf)
-        done = self._done
-        ranks = upward_ranks(self.tables, wf, costs, lambda k: done[off + k])
-        self._ranks[ji] = ranks
-        return ranks
+        return self._ranks.rank(ji, gid - self._offset[ji])
 
     # -- event handlers ---------------------------------------------------------------
     def _on_arrive(self, ji: int, _: int) -> None:
@@ -355,7 +339,6 @@ class Simulation:
         off = self._offset[ji]
         self.in_system += 1
         self.lower_bounds[ji] = lower_bound(self.tables, job)
-        self._deciders[ji] = frozenset(t.revealed_by for t in wf.tasks if t.revealed_by is not None)
         for i, parents in enumerate(wf.parents):
             self._missing_parents[off + i] = len(parents)
             if not parents:
@@ -601,8 +584,7 @@ class Simulation:
                     end=self.now,
                 )
             )
-        if i in self._deciders[ji]:
-            self._ranks[ji] = None  # new tasks became visible
+        self._ranks.task_finished(ji, i)
         for c in wf.children[i]:
             cg = off + c
             self._missing_parents[cg] -= 1
@@ -613,7 +595,7 @@ class Simulation:
             self._job_end[ji] = self.now
             self.workflows_completed += 1
             self.in_system -= 1
-            self._ranks[ji] = self._mean_cost[ji] = None
+            self._ranks.workflow_finished(ji)
             if self.on_workflow_done is not None:
                 self.on_workflow_done(self.workflows_completed)
 
