@@ -348,8 +348,7 @@ def demo(
     jobs: Annotated[int | None, typer.Option(help="Worker processes.")] = None,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
 ) -> None:
-    """The main job on built-in defaults: shipped SCALE policies against the heuristics at
-    N = 16, 32, 48 on fixed seeds; prints the table and writes the plots."""
+    """The main job: shipped SCALE policies against the heuristics at N = 16, 32, 48."""
     from scalesched.eval.study import StudyConfig, seeds_from
     from scalesched.policies import HEURISTICS
     from scalesched.policies.trained import shipped_policies

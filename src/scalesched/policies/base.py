@@ -7,6 +7,7 @@ task and ask ``select`` for a server index.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ class Scheduler(Protocol):
         ...
 
 
-class BaseScheduler:
+class BaseScheduler(ABC):
     """Defaults shared by the heuristics: FIFO order, nothing to reset."""
 
     name = "base"
@@ -42,5 +43,6 @@ class BaseScheduler:
     def reset(self, seed: int) -> None:
         return None
 
-    def select(self, decision: Decision) -> int:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abstractmethod
+    def select(self, decision: Decision) -> int:
+        """Return the index of a server whose ``decision.mask`` entry is True."""

@@ -48,7 +48,6 @@ the output length is ``median × scale`` clipped to ``[lo, hi]``, never the trut
 
 from __future__ import annotations
 
-import importlib
 import math
 from bisect import bisect_right
 from collections.abc import Sequence
@@ -297,22 +296,13 @@ class Loop:
 Rule = FanOut | Branch | Loop
 
 KNOWN_KINDS = ("llm", "tool")
-DEFAULT_MODELS = ("phi-2", "llama-2-7b", "codellama-34b", "llama-2-70b")
-_MODELS: tuple[str, ...] | None = None
 
 
 def known_models() -> tuple[str, ...]:
-    """Model keys of the cost model (``scalesched.cluster.perf.MODELS``), else the default four."""
-    global _MODELS
-    if _MODELS is None:
-        keys: tuple[str, ...] = ()
-        try:
-            perf = importlib.import_module("scalesched.cluster.perf")
-            keys = tuple(getattr(perf, "MODELS", ()))
-        except ImportError:  # pragma: no cover - depends on another package's progress
-            pass
-        _MODELS = keys or DEFAULT_MODELS
-    return _MODELS
+    """Model keys a task may name: those of the LLM catalog (``scalesched.cluster.perf``)."""
+    from scalesched.cluster.perf import MODELS
+
+    return tuple(MODELS)
 
 
 def token_dists() -> dict[str, TokenDist]:
