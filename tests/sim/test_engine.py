@@ -154,3 +154,37 @@ def test_every_policy_completes_every_workflow(name: str) -> None:
     assert result.metrics["workflows_completed"] == 60
     assert result.metrics["tasks_completed"] == 300
     assert np.all(result.response_times >= result.lower_bounds * (1 - 1e-9))
+
+
+def test_capacity_is_cached_per_workload_spec_not_per_name(tmp_path: object) -> None:
+    import json
+    from pathlib import Path
+
+    from scalesched.policies.features import ClusterTables
+    from scalesched.sim.scenario import Scenario, build_jobs
+
+    def one_task_file(path: Path, runtime: float) -> str:
+        path.write_text(
+            json.dumps(
+                {
+                    "name": "same-name",
+                    "workflow": {
+                        "specification": {
+                            "tasks": [{"name": "t", "id": "t", "parents": [], "children": []}],
+                            "files": [],
+                        },
+                        "execution": {"tasks": [{"id": "t", "runtimeInSeconds": runtime}]},
+                    },
+                }
+            )
+        )
+        return str(path)
+
+    base = Path(str(tmp_path))
+    short = one_task_file(base / "a.json", 1.0)
+    long = one_task_file(base / "b.json", 10.0)
+    tables = ClusterTables(get_cluster("hetero-4"))
+    fast = build_jobs(tables, Scenario(workload=short, workflows=50, seed=0))
+    slow = build_jobs(tables, Scenario(workload=long, workflows=50, seed=0))
+    # Ten times the work per workflow: arrivals ten times sparser at the same load.
+    assert slow[-1].arrival == pytest.approx(10 * fast[-1].arrival, rel=1e-6)

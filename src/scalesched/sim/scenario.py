@@ -76,9 +76,10 @@ def _llm_gpu_seconds(tables: ClusterTables, m: int, task: TaskInstance) -> float
     return float(np.mean(costs)) if costs else 0.0
 
 
-def capacity(tables: ClusterTables, source: WorkflowSource) -> float:
-    """Nominal capacity in workflows per second (see the module docstring)."""
-    gpu_demand, cpu_demand = _cached_demand(tables, source)
+def capacity(tables: ClusterTables, source: WorkflowSource, spec: str | None = None) -> float:
+    """Nominal capacity in workflows per second (see the module docstring); ``spec`` (the
+    workload's preset name or path) keys the cache, as two files may share a name."""
+    gpu_demand, cpu_demand = _cached_demand(tables, source, spec or source.name)
     gpus = float(tables.gpus.sum())
     cores = float(tables.cores.sum())
     gpu_time = gpu_demand / gpus if gpus > 0 else (np.inf if gpu_demand > 0 else 0.0)
@@ -92,10 +93,10 @@ def capacity(tables: ClusterTables, source: WorkflowSource) -> float:
 _demand_cache: dict[tuple[object, ...], tuple[float, float]] = {}
 
 
-def _cached_demand(tables: ClusterTables, source: WorkflowSource) -> tuple[float, float]:
+def _cached_demand(tables: ClusterTables, source: WorkflowSource, spec: str) -> tuple[float, float]:
     # Demand depends on the cluster only through its engine classes and core speed.
     classes = tuple((e.model, e.gpu_type, e.tp) for e in tables.engines)
-    key = (classes, tables.mean_core_speed, source.name)
+    key = (classes, tables.mean_core_speed, spec)
     if key not in _demand_cache:
         _demand_cache[key] = workflow_demand(tables, source)
     return _demand_cache[key]
@@ -128,6 +129,6 @@ def build_jobs(tables: ClusterTables, scenario: Scenario) -> list[Job]:
     else:
         if scenario.load <= 0:
             raise InputError("--load", "load", "must be positive")
-        rate = scenario.load * capacity(tables, source)
+        rate = scenario.load * capacity(tables, source, scenario.workload)
     times = arrival_times(scenario, rate)
     return sample_jobs(source, [float(t) for t in times], scenario.seed)
