@@ -34,14 +34,13 @@ from scalesched.policies.features import (
     MODEL_INDEX,
     ClusterTables,
     TaskRequest,
-    VisibleRanks,
     make_decision,
-    task_request,
 )
 from scalesched.runtime.agent import FaultConfig, TaskSpec
 from scalesched.runtime.view import RuntimeView
 from scalesched.sim.engine import SchedulingError, TaskRecord, check_feasible, lower_bound
 from scalesched.sim.metrics import RunRecord, run_metrics
+from scalesched.sim.tasks import RunTasks
 from scalesched.workload.instance import Job, TaskInstance
 
 Vehicle = Literal["actor", "task"]
@@ -165,18 +164,14 @@ class Driver:
         self.on_task_done = on_task_done
         self.view = RuntimeView(self.tables, cfg.time_scale)
 
-        self._offset: list[int] = []
-        self._task_job: list[int] = []
-        total = 0
-        for ji, job in enumerate(self.jobs):
-            self._offset.append(total)
-            total += len(job.workflow.tasks)
-            self._task_job.extend([ji] * len(job.workflow.tasks))
-        self.n_tasks = total
+        self.tasks = RunTasks(self.tables, self.jobs)
+        self._offset, self._task_job = self.tasks.offset, self.tasks.job_of
+        self._task, self._rank = self.tasks.task, self.tasks.rank
+        total = self.n_tasks = self.tasks.n_tasks
         self._server = [-1] * total
         self._ready_t = [math.nan] * total
         self._missing = [0] * total
-        self._done = [False] * total
+        self._done = self.tasks.done
         self._attempts = [0] * total
         self._value: list[Any] = [None] * total
         n_jobs = len(self.jobs)
@@ -185,9 +180,7 @@ class Driver:
         self._failed = [False] * n_jobs
         self._open = [False] * n_jobs
         self.lower_bounds = np.zeros(n_jobs)
-        self._ranks = VisibleRanks(
-            self.tables, [j.workflow for j in self.jobs], self._offset, self._done
-        )
+        self._ranks = self.tasks.ranks
 
         self.trace: list[TaskRecord] = []
         self.failures: list[WorkflowFailure] = []
@@ -321,10 +314,6 @@ class Driver:
         self._ready_t[gid] = self.view.now
         self._ready.append(gid)
 
-    def _task(self, gid: int) -> TaskInstance:
-        ji = self._task_job[gid]
-        return self.jobs[ji].workflow.tasks[gid - self._offset[ji]]
-
     def _place_ready(self) -> None:
         ready, self._ready = self._ready, []
         order = self.scheduler.ready_order if self.scheduler is not None else "fifo"
@@ -336,18 +325,7 @@ class Driver:
             self._place(gid)
 
     def _request(self, gid: int) -> TaskRequest:
-        ji = self._task_job[gid]
-        job = self.jobs[ji]
-        off = self._offset[ji]
-        i = gid - off
-        parents = job.workflow.parents[i]
-        return task_request(
-            job.workflow,
-            i,
-            [self._server[off + p] for p in parents],
-            self._rank(gid),
-            self.view.now - job.arrival,
-        )
+        return self.tasks.request(gid, self._server, self.view.now)
 
     def _place(self, gid: int) -> None:
         task = self._task(gid)
@@ -632,10 +610,6 @@ class Driver:
                 self._ranks.workflow_finished(ji)
         if self.on_task_done is not None:
             self.on_task_done(self)
-
-    def _rank(self, gid: int) -> float:
-        ji = self._task_job[gid]
-        return self._ranks.rank(ji, gid - self._offset[ji])
 
     # -- summary -------------------------------------------------------------------------
     def _summarise(self, wall_s: float) -> RuntimeResult:

@@ -44,10 +44,9 @@ from scalesched.policies.features import (
     ClusterTables,
     Decision,
     TaskRequest,
-    VisibleRanks,
     make_decision,
-    task_request,
 )
+from scalesched.sim.tasks import RunTasks
 from scalesched.workload.instance import Job, TaskInstance
 
 # Event kinds; the heap holds (time, seq, kind, a, b).
@@ -177,14 +176,10 @@ class Simulation:
         self._cpu_mark = [0.0] * n
 
         # Per-task state, indexed by a global task id (job offset + task index).
-        self._offset: list[int] = []
-        self._task_job: list[int] = []
-        total = 0
-        for ji, job in enumerate(self.jobs):
-            self._offset.append(total)
-            total += len(job.workflow.tasks)
-            self._task_job.extend([ji] * len(job.workflow.tasks))
-        self.n_tasks = total
+        self.tasks = RunTasks(self.tables, self.jobs)
+        self._offset, self._task_job = self.tasks.offset, self.tasks.job_of
+        self._task, self._rank = self.tasks.task, self.tasks.rank
+        total = self.n_tasks = self.tasks.n_tasks
         self._server = [-1] * total
         self._ready = [math.nan] * total
         self._landed = [math.nan] * total
@@ -192,16 +187,14 @@ class Simulation:
         self._end = [math.nan] * total
         self._est = [0.0] * total
         self._missing_parents = [0] * total
-        self._done = [False] * total
+        self._done = self.tasks.done
 
         # Per-job state.
         n_jobs = len(self.jobs)
         self._job_left = [len(j.workflow.tasks) for j in self.jobs]
         self._job_end = [math.nan] * n_jobs
         self.lower_bounds = np.zeros(n_jobs)
-        self._ranks = VisibleRanks(
-            self.tables, [j.workflow for j in self.jobs], self._offset, self._done
-        )
+        self._ranks = self.tasks.ranks
 
         # Counters and metrics.
         self.events = 0
@@ -286,10 +279,6 @@ class Simulation:
     def _push(self, time: float, kind: int, a: int, b: int) -> None:
         heapq.heappush(self._heap, (time, next(self._seq), kind, a, b))
 
-    def _task(self, gid: int) -> TaskInstance:
-        ji = self._task_job[gid]
-        return self.jobs[ji].workflow.tasks[gid - self._offset[ji]]
-
     def _pop_pending(self) -> int:
         if self.ready_order == "fifo" or len(self._pending) == 1:
             return self._pending.popleft()
@@ -298,18 +287,7 @@ class Simulation:
         return best
 
     def _request(self, gid: int) -> TaskRequest:
-        ji = self._task_job[gid]
-        job = self.jobs[ji]
-        off = self._offset[ji]
-        i = gid - off
-        parents = job.workflow.parents[i]
-        return task_request(
-            job.workflow,
-            i,
-            [self._server[off + p] for p in parents],
-            self._rank(gid),
-            self.now - job.arrival,
-        )
+        return self.tasks.request(gid, self._server, self.now)
 
     def _move_inputs(self, gid: int, dst: int) -> float:
         ji = self._task_job[gid]
@@ -327,10 +305,6 @@ class Simulation:
             self.bytes_moved += nbytes
             delay = max(delay, t.latency_s + nbytes / bw)
         return delay
-
-    def _rank(self, gid: int) -> float:
-        ji = self._task_job[gid]
-        return self._ranks.rank(ji, gid - self._offset[ji])
 
     # -- event handlers ---------------------------------------------------------------
     def _on_arrive(self, ji: int, _: int) -> None:
