@@ -231,3 +231,165 @@ def provenance() -> dict[str, Any]:
     """The provenance block of the derived tables."""
     prov: dict[str, Any] = dict(_DATA["provenance"])
     return prov
+
+
+# -- deployments: tensor-parallel all-reduce and fractional GPU shares (additive) ----------
+# Used only by pinned deployments (``scalesched.cluster.deployment``); the engines above,
+# and so every result without a deployment, are unchanged.
+
+GPU_SHARES = (0.25, 0.5, 1.0)
+"""Fractions of a GPU a replica may hold (MPS-style: compute, bandwidth and memory)."""
+TP_DEGREES = (1, 2, 4, 8)
+ALLREDUCES_PER_LAYER = 2
+"""Megatron-style tensor parallelism: one all-reduce after attention, one after the MLP."""
+ACT_BYTES = 2
+"""FP16 activations: an all-reduce over n tokens moves n x hidden x 2 bytes."""
+_AR_SOURCE = "allreduce.json"
+
+
+def _load_allreduce() -> dict[str, Any]:
+    text = resources.files("scalesched.cluster").joinpath("data", _AR_SOURCE).read_text()
+    data: dict[str, Any] = json.loads(text)
+    return data
+
+
+_AR = _load_allreduce()
+_AR_LOG_SIZES = np.log(np.array(_AR["sizes_bytes"], dtype=float))
+
+
+def allreduce_s(gpu_type: str, tp: int, nbytes: float) -> float:
+    """Seconds of one all-reduce of ``nbytes`` over ``tp`` GPUs of one server (0 at tp 1).
+
+    Measured (NVLink, H100/A100): interpolated in log size, linear extrapolation past the
+    largest message. Otherwise a PCIe ring: 2(tp-1) steps of alpha + 2(tp-1)/tp x bytes / bw.
+    """
+    if tp <= 1 or nbytes <= 0:
+        return 0.0
+    table = _AR["seconds"].get(gpu_type, {}).get(str(tp))
+    if table is None:
+        ring = _AR["pcie_ring"]
+        steps = 2 * (tp - 1)
+        return float(steps * ring["alpha_s"] + steps / tp * nbytes / (ring["bus_gbs"] * 1e9))
+    sizes = _AR["sizes_bytes"]
+    if nbytes >= sizes[-1]:
+        return float(table[-1] * nbytes / sizes[-1])
+    return float(np.interp(math.log(max(nbytes, sizes[0])), _AR_LOG_SIZES, table))
+
+
+def replica_kv_tokens(model: str, gpu_type: str, tp: int, share: float) -> int:
+    """KV-cache tokens of one replica on ``share`` of each of ``tp`` GPUs (0: does not fit)."""
+    m, g = _check(model, gpu_type)
+    free = share * tp * g.memory_gb * 1e9 * KV_MEMORY_FRACTION - m.weight_bytes
+    return max(0, int(free // m.kv_bytes_per_token))
+
+
+def replica_fits(model: str, gpu_type: str, tp: int, share: float) -> bool:
+    """True if a profile exists at ``tp`` and weights plus ``MIN_KV_TOKENS`` of KV fit."""
+    _check(model, gpu_type)
+    return (
+        str(tp) in _LINEAR[model][gpu_type]
+        and replica_kv_tokens(model, gpu_type, tp, share) >= MIN_KV_TOKENS
+    )
+
+
+class ReplicaGroupPerf:
+    """``count`` identical data-parallel replicas of ``model`` on one server, each on
+    ``share`` of ``tp`` GPUs, served as one engine (the simulator's unit per server and model).
+
+    Per replica: the engine's step times plus ``ALLREDUCES_PER_LAYER`` all-reduces per layer
+    over the step's tokens, all divided by ``share`` (co-located replicas split compute and
+    memory bandwidth); KV memory is the replica's partition.  The group spreads its batch and
+    contexts evenly over the replicas: a decode step of ``batch`` requests takes one replica's
+    step at ceil(batch / count).  Same interface as ``EnginePerf`` where the simulator reads it.
+    """
+
+    __slots__ = (
+        "model",
+        "gpu_type",
+        "tp",
+        "share",
+        "count",
+        "gpus",
+        "kv_capacity_tokens",
+        "max_batch",
+        "weight_bytes",
+        "_base",
+        "_ar_bytes_per_token",
+        "_layers",
+    )
+
+    def __init__(self, model: str, gpu_type: str, tp: int, share: float, count: int = 1) -> None:
+        if share not in GPU_SHARES:
+            raise InputError("cost model", "share", f"share must be one of {GPU_SHARES}")
+        if count < 1:
+            raise InputError("cost model", "count", "a replica group needs count >= 1")
+        base = engine_perf(model, gpu_type, tp)
+        kv = replica_kv_tokens(model, gpu_type, tp, share)
+        if kv < MIN_KV_TOKENS:
+            raise InputError(
+                "cost model",
+                "share",
+                f"{model} does not fit on {share:g} of {tp} x {gpu_type} "
+                f"(weights + {MIN_KV_TOKENS} KV tokens)",
+            )
+        m = MODELS[model]
+        self.model, self.gpu_type, self.tp, self.share, self.count = (
+            model,
+            gpu_type,
+            tp,
+            share,
+            count,
+        )
+        self.gpus = tp * share * count
+        """GPUs the group holds (fractional with shares)."""
+        self.kv_capacity_tokens = kv * count
+        self.max_batch = min(DEFAULT_MAX_BATCH * count, 1024)
+        self.weight_bytes = base.weight_bytes
+        self._base = base
+        self._ar_bytes_per_token = m.hidden * ACT_BYTES
+        self._layers = m.layers
+
+    def __repr__(self) -> str:
+        return (
+            f"ReplicaGroupPerf({self.model!r}, {self.gpu_type!r}, tp={self.tp}, "
+            f"share={self.share:g}, count={self.count})"
+        )
+
+    def comm_s(self, num_tokens: int) -> float:
+        """Tensor-parallel all-reduce time of one forward pass over ``num_tokens`` tokens."""
+        if self.tp <= 1 or num_tokens <= 0:
+            return 0.0
+        one = allreduce_s(self.gpu_type, self.tp, num_tokens * self._ar_bytes_per_token)
+        return ALLREDUCES_PER_LAYER * self._layers * one
+
+    def prefill_s(self, prompt_tokens: int) -> float:
+        if prompt_tokens <= 0:
+            return 0.0
+        return (self._base.prefill_s(prompt_tokens) + self.comm_s(prompt_tokens)) / self.share
+
+    def decode_step_s(self, batch: int, context_tokens: int) -> float:
+        if batch <= 0:
+            return 0.0
+        per = -(-batch // self.count)
+        ctx = context_tokens / self.count
+        return (
+            self._base.decode_step_s(per, 0)
+            + self._base.decode_attn_s_per_token * ctx
+            + self.comm_s(per)
+        ) / self.share
+
+    def load_s(self, load_gbs: float) -> float:
+        return self._base.load_s(load_gbs)
+
+
+@cache
+def replica_group_perf(
+    model: str, gpu_type: str, tp: int, share: float, count: int = 1
+) -> ReplicaGroupPerf:
+    """The (cached) cost model of a replica group; InputError if a replica cannot run."""
+    return ReplicaGroupPerf(model, gpu_type, tp, share, count)
+
+
+def allreduce_provenance() -> dict[str, Any]:
+    prov: dict[str, Any] = dict(_AR["provenance"])
+    return prov

@@ -23,8 +23,15 @@ from typing import Protocol
 
 import numpy as np
 
+from scalesched.cluster.deployment import Deployment
 from scalesched.cluster.model import ClusterSpec
-from scalesched.cluster.perf import MODELS, EnginePerf, engine_perf, tensor_parallel_degree
+from scalesched.cluster.perf import (
+    MODELS,
+    EnginePerf,
+    ReplicaGroupPerf,
+    engine_perf,
+    tensor_parallel_degree,
+)
 from scalesched.workload.instance import WorkflowInstance
 
 MODEL_NAMES: tuple[str, ...] = tuple(sorted(MODELS))
@@ -94,7 +101,9 @@ class ClusterStateView(Protocol):
 class ClusterTables:
     """Static arrays of one cluster, built once and shared by every decision."""
 
-    def __init__(self, spec: ClusterSpec) -> None:
+    def __init__(self, spec: ClusterSpec, deployment: Deployment | None = None) -> None:
+        """``deployment``: pinned replicas replace dynamic residency; a model is feasible
+        only where a replica of it is, with that replica group's engine (``pinned``)."""
         servers = spec.servers
         n = len(servers)
         if n == 0:
@@ -112,24 +121,36 @@ class ClusterTables:
         self.mean_nic_bytes_per_s = float(self.nic_bytes_per_s.mean())
 
         n_models = len(MODEL_NAMES)
-        self.tp = np.zeros((n, n_models), dtype=np.int64)
+        self.pinned = deployment is not None
+        # GPUs each engine holds: fractional under a deployment with shared GPUs.
+        self.tp = np.zeros((n, n_models), dtype=np.float64 if self.pinned else np.int64)
         self.engine_class = np.full((n, n_models), -1, dtype=np.int64)
         self.load_s = np.zeros((n, n_models))
-        classes: dict[tuple[str, str, int], int] = {}
-        self.engines: list[EnginePerf] = []
+        classes: dict[object, int] = {}
+        self.engines: list[EnginePerf | ReplicaGroupPerf] = []
         for si, server in enumerate(servers):
             for mi, model in enumerate(MODEL_NAMES):
-                if server.gpu_type is None or server.gpus <= 0:
+                if deployment is not None:
+                    group = deployment.engine_at(si, model)
+                    if group is None:
+                        continue
+                    key: object = group
+                    held: float = group.gpus
+                    if key not in classes:
+                        classes[key] = len(self.engines)
+                        self.engines.append(group)
+                elif server.gpu_type is None or server.gpus <= 0:
                     continue
-                tp = tensor_parallel_degree(model, server.gpu_type, server.gpus)
-                if tp is None:
-                    continue
-                key = (model, server.gpu_type, tp)
-                if key not in classes:
-                    classes[key] = len(self.engines)
-                    self.engines.append(engine_perf(model, server.gpu_type, tp))
+                else:
+                    tp = tensor_parallel_degree(model, server.gpu_type, server.gpus)
+                    if tp is None:
+                        continue
+                    key, held = (model, server.gpu_type, tp), tp
+                    if key not in classes:
+                        classes[key] = len(self.engines)
+                        self.engines.append(engine_perf(model, server.gpu_type, tp))
                 k = classes[key]
-                self.tp[si, mi] = tp
+                self.tp[si, mi] = held
                 self.engine_class[si, mi] = k
                 self.load_s[si, mi] = self.engines[k].load_s(server.load_gbs)
         self.feasible = self.engine_class >= 0
@@ -156,7 +177,9 @@ class ClusterTables:
         self.server_static = _static_server_features(self)
         self.slots_cap = np.minimum(self.kv_capacity, self.max_batch)
         # Per model: (class, engine, servers of that class, batch-1 step, attention coef).
-        self.model_classes: list[list[tuple[int, EnginePerf, int, float, float]]] = [
+        self.model_classes: list[
+            list[tuple[int, EnginePerf | ReplicaGroupPerf, int, float, float]]
+        ] = [
             [
                 (
                     k,

@@ -85,7 +85,7 @@ class _Engine:
         "idle",
     )
 
-    def __init__(self, server: int, model: int, tp: int, klass: int, tables: ClusterTables):
+    def __init__(self, server: int, model: int, tp: float, klass: int, tables: ClusterTables):
         perf = tables.engines[klass]
         self.server, self.model, self.tp, self.klass, self.perf = server, model, tp, klass, perf
         self.state = ENGINE_LOADING
@@ -168,8 +168,8 @@ class Simulation:
         self._cpu_queue: list[deque[int]] = [deque() for _ in range(n)]
         self._engines: list[dict[int, _Engine]] = [{} for _ in range(n)]
         self._gpu_wait: list[deque[_Engine]] = [deque() for _ in range(n)]
-        self._free_gpus = [int(g) for g in t.gpus]
-        self._busy_gpus = [0] * n
+        self._free_gpus = [float(g) for g in t.gpus]
+        self._busy_gpus = [0.0] * n
         self._gpu_area = [0.0] * n
         self._cpu_area = [0.0] * n
         self._gpu_mark = [0.0] * n
@@ -225,6 +225,8 @@ class Simulation:
             self._on_decode,
             self._on_load_done,
         ]
+        if t.pinned:
+            self._pin_engines()
 
     # -- the driving interface -------------------------------------------------------
     def next_decision(self) -> Decision | None:
@@ -400,7 +402,19 @@ class Simulation:
             guess = self.est_work[s] / max(1.0, self.n_assigned[s])
             self.engine_ready_at[s, eng.model] = self.now + self.tables.load_s[s, eng.model] + guess
 
-    def _evict_for(self, s: int, need: int) -> None:
+    def _pin_engines(self) -> None:
+        """A deployment: every engine the tables allow is resident from time 0 and never
+        unloads (no other engine can be created, so nothing ever evicts it)."""
+        t = self.tables
+        for s, m in zip(*np.nonzero(t.feasible), strict=True):
+            eng = _Engine(int(s), int(m), float(t.tp[s, m]), int(t.engine_class[s, m]), t)
+            eng.state = ENGINE_READY
+            self._engines[int(s)][int(m)] = eng
+            self.engine_state[s, m] = ENGINE_READY
+            self._free_gpus[s] -= eng.tp
+            self.free_gpus[s] -= eng.tp
+
+    def _evict_for(self, s: int, need: float) -> None:
         idle = sorted((e for e in self._engines[s].values() if e.idle), key=lambda e: e.last_used)
         if self._free_gpus[s] + sum(e.tp for e in idle) < need:
             return  # evicting would not make room: keep what is resident
