@@ -64,6 +64,24 @@ RateOpt = Annotated[
     float | None, typer.Option(help="Arrival rate in workflows/s (overrides --load).")
 ]
 ArrivalsOpt = Annotated[str, typer.Option(help="Arrival process: poisson, bursty or replay:PATH.")]
+DeploymentOpt = Annotated[
+    Path | None,
+    typer.Option(
+        help="Deployment YAML (e.g. from `scalesched plan`): pinned replicas replace dynamic "
+        "model loading, and LLM tasks go only to servers holding their model."
+    ),
+]
+
+
+def _deployed_tables(spec: Any, tables: Any, deployment: Path | None) -> Any:
+    """The tables runs use: ``tables`` itself, or the cluster under the deployment (jobs and
+    --load stay those of the plain cluster, so a run with and without it sees the same rate)."""
+    if deployment is None:
+        return tables
+    from scalesched.cluster.deployment import load_deployment_file
+    from scalesched.policies.features import ClusterTables
+
+    return ClusterTables(spec, load_deployment_file(deployment, spec))
 
 
 @app.command()
@@ -85,6 +103,7 @@ def simulate(
     ] = None,
     gantt: Annotated[Path | None, typer.Option(help="Write a Gantt chart PNG here.")] = None,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+    deployment: DeploymentOpt = None,
 ) -> None:
     """Simulate one workload on one cluster with one policy and report response times."""
     from scalesched.cluster import get_cluster
@@ -101,6 +120,7 @@ def simulate(
         workload=workload, workflows=workflows, load=load, rate=rate, arrivals=arrivals, seed=seed
     )
     jobs = build_jobs(tables, scenario)
+    tables = _deployed_tables(spec, tables, deployment)
     record = trace is not None or gantt is not None
     show = progress and not as_json and sys.stderr.isatty()
     with _progress(show, len(jobs), f"{policy} on {spec.name}") as tick:
@@ -288,10 +308,13 @@ def evaluate(
     ray_local: Annotated[
         bool, typer.Option(help="Spread the runs over a Ray instance started on this machine.")
     ] = False,
+    deployment: DeploymentOpt = None,
 ) -> None:
     """Compare policies across cluster sizes and seeds on identical workloads."""
     from scalesched.eval.study import StudyConfig, parse_int_list, seeds_from
 
+    if deployment is not None and len(parse_int_list(nodes, "--nodes")) != 1:
+        raise InputError("--deployment", "nodes", "a deployment names one cluster: one --nodes")
     cfg = StudyConfig(
         policies=tuple(p.strip() for p in policies.split(",") if p.strip()),
         nodes=parse_int_list(nodes, "--nodes"),
@@ -299,6 +322,7 @@ def evaluate(
         workload=workload,
         load=load,
         workflows=workflows,
+        deployment=str(deployment) if deployment is not None else None,
     )
     executor = "ray" if ray_address or ray_local else "process"
     _study(cfg, out, jobs, as_json, progress, "scalesched evaluation", executor, ray_address)

@@ -32,6 +32,8 @@ class StudyConfig:
     workflows: int = 200
     cluster_family: str = "hetero"
     """Clusters are ``<family>-<N>`` presets."""
+    deployment: str | None = None
+    """A deployment file pinning model replicas (one N only: it names its servers)."""
 
 
 @dataclass(frozen=True)
@@ -43,11 +45,12 @@ class RunSpec:
     load: float
     workflows: int
     cluster_family: str
+    deployment: str | None = None
 
 
 def run_specs(cfg: StudyConfig) -> list[RunSpec]:
     return [
-        RunSpec(p, n, s, cfg.workload, cfg.load, cfg.workflows, cfg.cluster_family)
+        RunSpec(p, n, s, cfg.workload, cfg.load, cfg.workflows, cfg.cluster_family, cfg.deployment)
         for n in cfg.nodes
         for s in cfg.seeds
         for p in cfg.policies
@@ -89,6 +92,10 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
             status=STATUS_UNSUPPORTED, note=f"{spec.policy} accepts exactly {fixed_n} servers"
         )
         return row
+    if spec.deployment is not None:
+        from scalesched.cluster.deployment import load_deployment_file
+
+        tables = ClusterTables(cluster, load_deployment_file(spec.deployment, cluster))
     result = simulate(cluster, jobs, scheduler, seed=spec.seed, tables=tables)
     metrics = dict(result.metrics)
     metrics.pop("policy", None)
