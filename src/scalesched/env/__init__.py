@@ -1,6 +1,7 @@
 """The Gymnasium face of the simulator: ``scalesched/Scheduling-v0``."""
 
 from scalesched.env.scheduling_env import (
+    STEADY_REWARD_SCALE,
     EnvConfig,
     SchedulingEnv,
     encode,
@@ -10,4 +11,11 @@ from scalesched.env.scheduling_env import (
 
 register()
 
-__all__ = ["EnvConfig", "SchedulingEnv", "encode", "observation_space", "register"]
+__all__ = [
+    "STEADY_REWARD_SCALE",
+    "EnvConfig",
+    "SchedulingEnv",
+    "encode",
+    "observation_space",
+    "register",
+]

@@ -3,13 +3,29 @@
 The observation is what a :class:`~scalesched.policies.features.Decision` carries (task
 features, per-server features padded to ``max_servers``, the feasibility mask and the real
 N), so a policy trained here runs unchanged as a scheduler in the simulator or the Ray
-runtime. The reward is minus the workflow-seconds spent in the system since the previous
-decision, divided by the episode's workflow count: the undiscounted return of an episode is
-exactly minus its mean workflow response time, in seconds.
+runtime.
+
+Two kinds of episode, chosen by :class:`EnvConfig`:
+
+* **Cold start** (the defaults): ``workflows`` arrive on an empty cluster and the episode
+  ends (terminated) when the last one finishes. The reward is minus the workflow-seconds
+  spent in the system since the previous decision, divided by the episode's workflow
+  count, so the undiscounted return is exactly minus the mean workflow response time.
+* **Steady state** (``warmup_max > 0``, ``truncate``, ``reward_scale``): a heuristic
+  (``warmup_policy``) places every task of a seeded random number of warm-up workflows in
+  ``[warmup_min, warmup_max]``, so the policy takes over a loaded cluster at the arrival
+  of the first window workflow. The policy then places every task until ``workflows``
+  more have arrived, and the episode is *truncated* (``truncated=True``) at the first
+  decision after that: the system is not drained, and a learner should bootstrap the
+  value of the final observation. The reward is minus the workflow-seconds accrued since
+  the previous decision times ``reward_scale`` (Decima's time integral), so the window's
+  return is minus its total accrued response time (times the constant) whatever the
+  window's length. ``load_min``/``load_max`` draw each episode's load uniformly.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +34,7 @@ import numpy as np
 from gymnasium import spaces
 
 from scalesched.cluster import get_cluster
+from scalesched.errors import InputError
 from scalesched.policies.features import SERVER_FEATURES, TASK_FEATURES, ClusterTables, Decision
 from scalesched.sim.engine import Simulation
 from scalesched.sim.run import summarise
@@ -25,23 +42,58 @@ from scalesched.sim.scenario import Scenario, build_jobs
 
 Observation = dict[str, np.ndarray]
 
+STEADY_REWARD_SCALE = 0.01
+"""The reward scale of the steady-state configs: one unit of return per 100 workflow-seconds
+(at hetero-16, load 0.7, a step accrues a few workflow-seconds, so rewards stay O(0.1))."""
+
 
 @dataclass(frozen=True)
 class EnvConfig:
-    """One training or evaluation setting."""
+    """One training or evaluation setting (defaults: the cold-start episodes)."""
 
     cluster: str = "hetero-16"
     """Cluster preset or YAML path."""
     workload: str = "agentic-mix"
     """Workload preset or WfFormat path."""
     workflows: int = 30
-    """Workflows per episode."""
+    """Workflows the policy is responsible for: those arriving after the warm-up."""
     load: float = 0.7
-    """Arrival rate as a fraction of nominal capacity."""
+    """Arrival rate as a fraction of capacity (used when no load range is set)."""
     arrivals: str = "poisson"
     """Arrival process: poisson, bursty or replay:PATH."""
     max_servers: int | None = None
     """Padding size of the server axis; default: the cluster's size."""
+    load_min: float | None = None
+    """With ``load_max``: each episode's load is drawn uniformly from the range (seeded)."""
+    load_max: float | None = None
+    """Upper end of the per-episode load range (None: every episode runs at ``load``)."""
+    warmup_min: int = 0
+    """Fewest warm-up workflows placed by ``warmup_policy`` before the policy takes over."""
+    warmup_max: int = 0
+    """Most warm-up workflows (the count is drawn per episode); 0: start on an empty cluster."""
+    warmup_policy: str = "eft"
+    """Heuristic (a ``get_policy`` name) that places the warm-up's tasks."""
+    truncate: bool = False
+    """Truncate the episode once the window's ``workflows`` have arrived instead of draining
+    the system (then the final observation is a live state whose value should be
+    bootstrapped)."""
+    reward_scale: float | None = None
+    """Reward = -(workflow-seconds since the previous step) x this; None: x 1/workflows (the
+    cold-start return is then -mean response time). Steady-state configs use
+    ``STEADY_REWARD_SCALE``."""
+
+    def check(self, source: str = "EnvConfig") -> None:
+        """Raise InputError naming the first inconsistent field."""
+        if self.workflows <= 0:
+            raise InputError(source, "workflows", "must be a positive count")
+        if (self.load_min is None) != (self.load_max is None):
+            raise InputError(source, "load_min", "set both load_min and load_max, or neither")
+        if self.load_min is not None and not 0 < self.load_min <= (self.load_max or 0):
+            raise InputError(source, "load_min", "need 0 < load_min <= load_max")
+        if not 0 <= self.warmup_min <= self.warmup_max:
+            raise InputError(source, "warmup_min", "need 0 <= warmup_min <= warmup_max")
+        if self.reward_scale is not None and not self.reward_scale > 0:
+            raise InputError(source, "reward_scale", "must be positive")
 
 
 def observation_space(max_servers: int) -> spaces.Dict:
@@ -81,6 +133,7 @@ class SchedulingEnv(gym.Env[Observation, int]):
         cfg = config or EnvConfig()
         if overrides:
             cfg = EnvConfig(**{**cfg.__dict__, **overrides})
+        cfg.check()
         self.config = cfg
         self.spec_cluster = get_cluster(cfg.cluster)
         self.tables = ClusterTables(self.spec_cluster)
@@ -90,26 +143,61 @@ class SchedulingEnv(gym.Env[Observation, int]):
         self._sim: Simulation | None = None
         self._decision: Decision | None = None
         self._area = 0.0
+        self._scale = 1.0
+        self._warmup = 0
+        self._start_s = 0.0
+        self._start_area = 0.0
+        self._cutoff_s = math.inf
+        self._steps = 0
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Observation, dict[str, Any]]:
         super().reset(seed=seed)
-        episode_seed = int(self.np_random.integers(2**31 - 1))
+        cfg, rng = self.config, self.np_random
+        # Draw order: the episode seed first, so cold-start episodes are what they always were.
+        episode_seed = int(rng.integers(2**31 - 1))
+        load = cfg.load
+        if cfg.load_min is not None and cfg.load_max is not None:
+            load = float(rng.uniform(cfg.load_min, cfg.load_max))
+        warmup = int(rng.integers(cfg.warmup_min, cfg.warmup_max + 1)) if cfg.warmup_max else 0
+        # A truncated window needs one arrival past its end: the cut happens at that arrival.
+        stream = warmup + cfg.workflows + (1 if cfg.truncate else 0)
         scenario = Scenario(
-            workload=self.config.workload,
-            workflows=self.config.workflows,
-            load=self.config.load,
-            arrivals=self.config.arrivals,
+            workload=cfg.workload,
+            workflows=stream,
+            load=load,
+            arrivals=cfg.arrivals,
             seed=episode_seed,
         )
-        jobs = build_jobs(self.tables, scenario)
-        self._sim = Simulation(self.spec_cluster, jobs, tables=self.tables)
-        self._area = 0.0
-        decision = self._sim.next_decision()
-        assert decision is not None, "an episode has at least one task"
+        sim = Simulation(self.spec_cluster, build_jobs(self.tables, scenario), tables=self.tables)
+        self._sim = sim
+        self._scale = cfg.reward_scale if cfg.reward_scale is not None else 1.0 / cfg.workflows
+        self._warmup = warmup
+        self._cutoff_s = sim.jobs[warmup + cfg.workflows].arrival if cfg.truncate else math.inf
+        decision = sim.next_decision()
+        if warmup:
+            decision = self._warm_up(sim, decision, sim.jobs[warmup].arrival, episode_seed)
+        assert decision is not None, "the policy has at least one task to place"
         self._decision = decision
-        return encode(decision, self.max_servers), {"episode_seed": episode_seed}
+        self._start_s, self._start_area = sim.now, sim.in_system_area
+        self._area = sim.in_system_area
+        self._steps = 0
+        info = {"episode_seed": episode_seed, "load": load, "warmup_workflows": warmup}
+        return encode(decision, self.max_servers), info
+
+    def _warm_up(
+        self, sim: Simulation, decision: Decision | None, until_s: float, seed: int
+    ) -> Decision | None:
+        """Let the warm-up heuristic place every decision before ``until_s``."""
+        from scalesched.policies import get_policy
+
+        heuristic = get_policy(self.config.warmup_policy)
+        heuristic.reset(seed)
+        while decision is not None and sim.now < until_s:
+            sim.apply(heuristic.select(decision))
+            decision = sim.next_decision()
+        return decision
 
     def step(self, action: int) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
         sim, decision = self._sim, self._decision
@@ -123,17 +211,42 @@ class SchedulingEnv(gym.Env[Observation, int]):
             server = int(feasible[self.np_random.integers(feasible.size)])
             info["invalid_action"] = True
         sim.apply(server)
+        self._steps += 1
         nxt = sim.next_decision()
-        reward = -(sim.in_system_area - self._area) / len(sim.jobs)
+        reward = -(sim.in_system_area - self._area) * self._scale
         self._area = sim.in_system_area
         if nxt is None:
             self._decision = None
-            result = summarise(sim, policy="env", wall_s=0.0)
-            info["episode_metrics"] = result.metrics
+            info["episode_metrics"] = self._drained_metrics(sim)
             obs = encode(decision, self.max_servers)  # terminal: the last observation again
             return obs, float(reward), True, False, info
         self._decision = nxt
-        return encode(nxt, self.max_servers), float(reward), False, False, info
+        obs = encode(nxt, self.max_servers)
+        if sim.now >= self._cutoff_s:
+            self._decision = None
+            info["episode_metrics"] = self._window_metrics(sim)
+            return obs, float(reward), False, True, info
+        return obs, float(reward), False, False, info
+
+    def _drained_metrics(self, sim: Simulation) -> dict[str, Any]:
+        metrics: dict[str, Any] = dict(summarise(sim, policy="env", wall_s=0.0).metrics)
+        window = sim.response_times[self._warmup :]
+        metrics["window_response_time_s"] = float(np.nanmean(window))
+        metrics["policy_decisions"] = self._steps
+        return metrics
+
+    def _window_metrics(self, sim: Simulation) -> dict[str, Any]:
+        """What a truncated window measured. By Little's law, the accrued workflow-seconds
+        per arrival is the mean response time at steady state."""
+        area = sim.in_system_area - self._start_area
+        span = sim.now - self._start_s
+        return {
+            "window_response_time_s": area / self.config.workflows,
+            "window_workflow_seconds": area,
+            "window_s": span,
+            "mean_in_system": area / span if span > 0 else 0.0,
+            "policy_decisions": self._steps,
+        }
 
 
 def register() -> None:

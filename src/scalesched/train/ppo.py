@@ -54,7 +54,23 @@ class PPOConfig:
     workflows: int = 30
     """Workflows per episode."""
     load: float = 0.7
-    """Arrival rate as a fraction of nominal capacity."""
+    """Arrival rate as a fraction of capacity (when no load range is set)."""
+    load_min: float | None = None
+    """With ``load_max``: each episode draws its load uniformly from [load_min, load_max]."""
+    load_max: float | None = None
+    """Upper end of the per-episode load range (None: every episode at ``load``)."""
+    warmup_min: int = 0
+    """Fewest warm-up workflows a heuristic places before the policy takes over (seeded)."""
+    warmup_max: int = 0
+    """Most warm-up workflows per episode; 0: episodes start on an empty cluster."""
+    warmup_policy: str = "eft"
+    """The heuristic that places the warm-up's tasks."""
+    truncate: bool = False
+    """Truncate each episode once ``workflows`` have arrived after the warm-up (no drain);
+    GAE then bootstraps the value of the final observation."""
+    reward_scale: float | None = None
+    """Reward = -(workflow-seconds accrued in the step) x this; None: x 1/workflows (the
+    cold-start return is then -mean response time). See docs/training.md."""
     # network
     network: str = "scale"
     """``scale`` (cross-attention pointer, any N) or ``mlp16`` (fixed 16 servers)."""
@@ -73,6 +89,10 @@ class PPOConfig:
     """Weight of SRR's decorrelation term."""
     srr_kl: float = 0.01
     """Weight of SRR's KL-to-N(0, I) term."""
+    srr_decorrelation_norm: str = "pairs"
+    """How the squared off-diagonal correlations are averaged: ``pairs`` (over d(d-1)
+    pairs, the original) or ``dim`` (summed, divided by d, as VICReg: d-1 times larger, so
+    the term's gradient is comparable to the KL term's at equal weights)."""
     # PPO
     num_envs: int = 8
     """Environments stepped in lockstep."""
@@ -109,12 +129,20 @@ class PPOConfig:
     """torch.set_num_threads: on 2 busy cores, 2 threads can be many times slower than 1."""
     validate_every: int = 20
     """Validate every this many updates (0: only at the end)."""
-    validation_sizes: list[int] = field(default_factory=lambda: [16, 32, 48])
-    """Cluster sizes (hetero-N) validated on."""
+    validation_sizes: list[int] = field(default_factory=lambda: [16])
+    """Cluster sizes (hetero-N) validated on: the training size only, so every other N
+    stays unseen by checkpoint selection (strict zero-shot)."""
     validation_seeds: list[int] = field(default_factory=lambda: [1000, 1001, 1002])
-    """Fixed workload seeds of the validation runs."""
-    validation_workflows: int = 40
-    """Workflows per validation run."""
+    """Fixed workload seeds of the validation runs (evaluation uses 0-99: disjoint)."""
+    validation_workflows: int = 600
+    """Workflows per validation run, warm-up included."""
+    validation_warmup: int = 100
+    """The first (by arrival) workflows of a validation run, left out of its mean."""
+    validation_load: float | None = None
+    """Load of the validation runs (None: ``load``)."""
+    validation_baselines: list[str] = field(default_factory=lambda: ["eft", "least_loaded"])
+    """Heuristics validated next to the policy; best.pt is kept by the mean ratio to the
+    best of them at each size."""
     checkpoint_every: int = 5
     """Write last.pt every this many updates."""
 
@@ -129,6 +157,21 @@ class PPOConfig:
     @property
     def num_updates(self) -> int:
         return max(1, self.total_steps // self.batch_size)
+
+    def env_config(self) -> EnvConfig:
+        return EnvConfig(
+            cluster=self.cluster,
+            workload=self.workload,
+            workflows=self.workflows,
+            load=self.load,
+            load_min=self.load_min,
+            load_max=self.load_max,
+            warmup_min=self.warmup_min,
+            warmup_max=self.warmup_max,
+            warmup_policy=self.warmup_policy,
+            truncate=self.truncate,
+            reward_scale=self.reward_scale,
+        )
 
     def network_config(self) -> dict[str, Any]:
         base: dict[str, Any] = {"task_dim": TASK_FEATURES, "server_dim": SERVER_FEATURES}
@@ -172,6 +215,21 @@ def load_config(path: str | Path | None, **overrides: Any) -> PPOConfig:
         raise InputError(source, "network", "must be 'scale' or 'mlp16'")
     if cfg.total_steps <= 0 or cfg.num_envs <= 0 or cfg.num_steps <= 0:
         raise InputError(source, "total_steps", "steps and env counts must be positive")
+    if cfg.srr_decorrelation_norm not in ("pairs", "dim"):
+        raise InputError(source, "srr_decorrelation_norm", "must be 'pairs' or 'dim'")
+    if not 0 <= cfg.validation_warmup < cfg.validation_workflows:
+        raise InputError(
+            source, "validation_warmup", "need 0 <= validation_warmup < validation_workflows"
+        )
+    from scalesched.policies import HEURISTICS
+
+    for name in [*cfg.validation_baselines, cfg.warmup_policy]:
+        if name not in HEURISTICS:
+            field_name = "warmup_policy" if name == cfg.warmup_policy else "validation_baselines"
+            raise InputError(source, field_name, f"unknown heuristic {name!r}")
+    if cfg.validation_sizes and not cfg.validation_baselines:
+        raise InputError(source, "validation_baselines", "name at least one heuristic")
+    cfg.env_config().check(source)
     return cfg
 
 
@@ -191,10 +249,68 @@ def obs_to_tensors(obs: dict[str, np.ndarray]) -> tuple[torch.Tensor, ...]:
     )
 
 
+def final_values(net: PolicyNetwork, info: dict[str, Any], truncated: np.ndarray) -> torch.Tensor:
+    """V(final observation) of each truncated environment, 0 elsewhere.
+
+    With SAME_STEP autoreset the observation a vector env returns for a finished episode is
+    already the next episode's first one; the final observation is in ``info["final_obs"]``.
+    """
+    values = torch.zeros(len(truncated))
+    idx = np.flatnonzero(truncated)
+    if idx.size == 0:
+        return values
+    finals = info["final_obs"]
+    batch = {key: np.stack([finals[i][key] for i in idx]) for key in finals[idx[0]]}
+    with torch.no_grad():
+        values[torch.as_tensor(idx)] = net(*obs_to_tensors(batch)).value
+    return values
+
+
+def gae(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    dones: torch.Tensor,
+    next_value: torch.Tensor,
+    next_done: torch.Tensor,
+    gamma: float,
+    lam: float,
+) -> torch.Tensor:
+    """Generalised advantage estimates of a (T, K) rollout.
+
+    ``dones[t]`` says the observation at step t starts a new episode (the previous step
+    ended one); ``next_value``/``next_done`` are those of the observation after the last
+    step. A truncated episode's bootstrap, gamma x V(final observation), must already be in
+    its last reward: the chain is cut at every episode end.
+    """
+    t_steps = rewards.shape[0]
+    advantages = torch.zeros_like(rewards)
+    last = torch.zeros_like(next_value)
+    for t in reversed(range(t_steps)):
+        if t == t_steps - 1:
+            nonterminal, nxt = 1.0 - next_done, next_value
+        else:
+            nonterminal, nxt = 1.0 - dones[t + 1], values[t + 1]
+        delta = rewards[t] + gamma * nxt * nonterminal - values[t]
+        last = delta + gamma * lam * nonterminal * last
+        advantages[t] = last
+    return advantages
+
+
+def term_grad_norms(params: list[nn.Parameter], terms: dict[str, torch.Tensor]) -> dict[str, float]:
+    """L2 norm of each loss term's gradient over ``params`` (0 for a term with no graph)."""
+    norms: dict[str, float] = {}
+    for name, term in terms.items():
+        if not term.requires_grad:
+            norms[name] = 0.0
+            continue
+        grads = torch.autograd.grad(term, params, retain_graph=True, allow_unused=True)
+        sq = sum(float(g.square().sum()) for g in grads if g is not None)
+        norms[name] = math.sqrt(sq)
+    return norms
+
+
 def make_envs(cfg: PPOConfig) -> gym.vector.SyncVectorEnv:
-    env_cfg = EnvConfig(
-        cluster=cfg.cluster, workload=cfg.workload, workflows=cfg.workflows, load=cfg.load
-    )
+    env_cfg = cfg.env_config()
 
     def factory() -> gym.Env[Any, Any]:
         return SchedulingEnv(env_cfg)
@@ -234,7 +350,10 @@ class Trainer:
         self.net: PolicyNetwork = build_network(cfg.network, **cfg.network_config())
         self.optimizer = torch.optim.Adam(self.net.parameters(), lr=cfg.learning_rate, eps=1e-5)
         self.srr_cfg = SrrConfig(
-            enabled=cfg.srr, decorrelation_weight=cfg.srr_decorrelation, kl_weight=cfg.srr_kl
+            enabled=cfg.srr,
+            decorrelation_weight=cfg.srr_decorrelation,
+            kl_weight=cfg.srr_kl,
+            decorrelation_norm="dim" if cfg.srr_decorrelation_norm == "dim" else "pairs",
         )
         self.state = TrainState()
         out.mkdir(parents=True, exist_ok=True)
@@ -285,6 +404,10 @@ class Trainer:
             "entropy",
             "srr_decorrelation",
             "srr_kl",
+            "grad_norm_policy",
+            "grad_norm_value",
+            "grad_norm_srr_decorrelation",
+            "grad_norm_srr_kl",
             "approx_kl",
             "clipfrac",
             "feature_mean",
@@ -295,12 +418,13 @@ class Trainer:
         for n in self.cfg.validation_sizes:
             cols += [
                 f"val_rt_n{n}",
-                f"val_eft_rt_n{n}",
+                *(f"val_{name}_rt_n{n}" for name in self.cfg.validation_baselines),
+                f"val_best_rt_n{n}",
                 f"val_feature_mean_n{n}",
                 f"val_feature_var_n{n}",
                 f"val_feature_corr_n{n}",
             ]
-        return [*cols, "val_ratio_to_eft"]
+        return [*cols, "val_ratio", "val_ratio_to_eft"]
 
     def _log(self, row: dict[str, float]) -> None:
         new = not self._csv_path.exists()
@@ -345,6 +469,7 @@ class Trainer:
         obs, _ = envs.reset(seed=cfg.seed + 7919 * self.state.update)
         next_obs = obs_to_tensors(obs)
         next_done = torch.zeros(k)
+        episode_return = np.zeros(k)
         recent_returns: list[float] = []
         recent_rt: list[float] = []
         start_update = self.state.update
@@ -374,32 +499,27 @@ class Trainer:
                 actions[step] = action
                 logprobs[step] = dist.log_prob(action)
                 obs, reward, term, trunc, info = envs.step(action.numpy())
+                episode_return += reward
                 rewards[step] = torch.as_tensor(reward, dtype=torch.float32)
+                if trunc.any():  # a cut, not an end: the rest of the episode is worth V
+                    rewards[step] += cfg.gamma * final_values(net, info, trunc)
                 next_done = torch.as_tensor(np.logical_or(term, trunc), dtype=torch.float32)
                 next_obs = obs_to_tensors(obs)
                 if "final_info" in info:
-                    finals = info["final_info"]
+                    metrics = info["final_info"].get("episode_metrics", {})
                     for i in np.flatnonzero(info.get("_final_info", [])):
-                        metrics = finals.get("episode_metrics")
-                        if metrics is not None:
-                            rt = float(metrics["avg_response_time_s"][i])
-                            recent_rt.append(rt)
-                            recent_returns.append(-rt)
-                            self.state.episodes += 1
+                        if "window_response_time_s" in metrics:
+                            recent_rt.append(float(metrics["window_response_time_s"][i]))
+                        recent_returns.append(float(episode_return[i]))
+                        episode_return[i] = 0.0
+                        self.state.episodes += 1
 
             # GAE over the rollout, bootstrapped from the value of the next observation.
             with torch.no_grad():
                 next_value = net(*next_obs).value
-                advantages = torch.zeros_like(rewards)
-                last = torch.zeros(k)
-                for t in reversed(range(t_steps)):
-                    if t == t_steps - 1:
-                        nonterminal, nxt = 1.0 - next_done, next_value
-                    else:
-                        nonterminal, nxt = 1.0 - dones[t + 1], values[t + 1]
-                    delta = rewards[t] + cfg.gamma * nxt * nonterminal - values[t]
-                    last = delta + cfg.gamma * cfg.gae_lambda * nonterminal * last
-                    advantages[t] = last
+                advantages = gae(
+                    rewards, values, dones, next_value, next_done, cfg.gamma, cfg.gae_lambda
+                )
                 returns = advantages + values
 
             b_task = buf_task.reshape(-1, TASK_FEATURES)
@@ -416,6 +536,8 @@ class Trainer:
             idx = np.arange(cfg.batch_size)
             clipfracs: list[float] = []
             stats: dict[str, float] = {}
+            grad_norms: dict[str, float] = {}
+            params = [p for p in net.parameters() if p.requires_grad]
             approx_kl = torch.tensor(0.0)
             for _epoch in range(cfg.update_epochs):
                 np.random.shuffle(idx)
@@ -453,6 +575,17 @@ class Trainer:
                     ent = entropy.mean()
                     srr = srr_losses(out.attn_feature, self.srr_cfg)
                     loss = pg_loss - cfg.ent_coef * ent + cfg.vf_coef * v_loss + srr.total
+                    if not grad_norms:  # once per update: what each term pulls, as weighted
+                        grad_norms = term_grad_norms(
+                            params,
+                            {
+                                "grad_norm_policy": pg_loss,
+                                "grad_norm_value": cfg.vf_coef * v_loss,
+                                "grad_norm_srr_decorrelation": self.srr_cfg.decorrelation_weight
+                                * srr.decorrelation,
+                                "grad_norm_srr_kl": self.srr_cfg.kl_weight * srr.kl,
+                            },
+                        )
                     self.optimizer.zero_grad()
                     loss.backward()
                     nn.utils.clip_grad_norm_(net.parameters(), cfg.max_grad_norm)
@@ -480,6 +613,7 @@ class Trainer:
                 "mean_return": float(np.mean(recent_returns[-20:])) if recent_returns else math.nan,
                 "mean_response_time_s": float(np.mean(recent_rt[-20:])) if recent_rt else math.nan,
                 **stats,
+                **grad_norms,
                 "clipfrac": float(np.mean(clipfracs)) if clipfracs else 0.0,
                 "feature_mean": fstats["mean"],
                 "feature_var": fstats["var"],
@@ -504,21 +638,27 @@ class Trainer:
 
     # -- validation ------------------------------------------------------------------
     def validate(self) -> dict[str, float]:
-        """Mean response time at each validation size on fixed seeds, next to eft's; keeps
-        best.pt by the mean ratio to eft over the sizes the network can run."""
+        """Mean response time at each validation size on fixed seeds, next to each baseline
+        heuristic's; keeps best.pt by the mean ratio to the best baseline over the sizes the
+        network can run (``val_ratio``; ``val_ratio_to_eft`` as well when eft is a baseline)."""
         from scalesched.nn.scheduler import NetworkScheduler
 
         scheduler = NetworkScheduler(self.net, name=self.cfg.name, record_features=True)
         row: dict[str, float] = {}
-        ratios = []
+        ratios, eft_ratios = [], []
         for n in self.cfg.validation_sizes:
             try:
-                ours, eft = validation_response_times(self.cfg, scheduler, n)
+                ours, baselines = validation_response_times(self.cfg, scheduler, n)
             except ValueError:  # a fixed-size network cannot run at this N
                 continue
             row[f"val_rt_n{n}"] = ours
-            row[f"val_eft_rt_n{n}"] = eft
-            ratios.append(ours / eft)
+            for name, rt in baselines.items():
+                row[f"val_{name}_rt_n{n}"] = rt
+            best = min(baselines.values())
+            row[f"val_best_rt_n{n}"] = best
+            ratios.append(ours / best)
+            if "eft" in baselines:
+                eft_ratios.append(ours / baselines["eft"])
         for n, st in scheduler.feature_stats().items():
             row[f"val_feature_mean_n{n}"] = st["mean"]
             row[f"val_feature_var_n{n}"] = st["var"]
@@ -526,23 +666,28 @@ class Trainer:
         self.net.train()
         if ratios:
             score = float(np.mean(ratios))
-            row["val_ratio_to_eft"] = score
+            row["val_ratio"] = score
+            meta: dict[str, Any] = {"val_ratio": score, "update": self.state.update}
+            if eft_ratios:
+                row["val_ratio_to_eft"] = meta["val_ratio_to_eft"] = float(np.mean(eft_ratios))
             if score < self.state.best_score:
                 self.state.best_score = score
                 save_checkpoint(
                     self.out / "best.pt",
-                    self.checkpoint_payload(
-                        {"val_ratio_to_eft": score, "update": self.state.update}
-                    ),
+                    self.checkpoint_payload(meta),
                 )
         return row
 
 
-_eft_cache: dict[tuple[Any, ...], float] = {}
+_baseline_cache: dict[tuple[Any, ...], float] = {}
 
 
-def validation_response_times(cfg: PPOConfig, scheduler: Any, n: int) -> tuple[float, float]:
-    """(policy, eft) mean response time over the validation seeds at hetero-n."""
+def validation_response_times(
+    cfg: PPOConfig, scheduler: Any, n: int
+) -> tuple[float, dict[str, float]]:
+    """Mean response time at hetero-n over the validation seeds: the policy's and each
+    baseline's. Each run's first ``validation_warmup`` workflows (by arrival) are left out,
+    so long runs measure the steady state rather than the cold start."""
     from scalesched.cluster import get_cluster
     from scalesched.policies import get_policy
     from scalesched.policies.features import ClusterTables
@@ -551,30 +696,36 @@ def validation_response_times(cfg: PPOConfig, scheduler: Any, n: int) -> tuple[f
 
     spec = get_cluster(f"hetero-{n}")
     tables = ClusterTables(spec)
-    ours, theirs = [], []
+    load = cfg.validation_load if cfg.validation_load is not None else cfg.load
+    ours: list[float] = []
+    theirs: dict[str, list[float]] = {name: [] for name in cfg.validation_baselines}
     for seed in cfg.validation_seeds:
         jobs = build_jobs(
             tables,
             Scenario(
-                workload=cfg.workload, workflows=cfg.validation_workflows, load=cfg.load, seed=seed
+                workload=cfg.workload, workflows=cfg.validation_workflows, load=load, seed=seed
             ),
         )
-        ours.append(
-            float(
-                simulate(spec, jobs, scheduler, seed=seed, tables=tables).metrics[
-                    "avg_response_time_s"
-                ]
+
+        def measured(policy: Any, jobs: Any = jobs, seed: int = seed) -> float:
+            rt = simulate(spec, jobs, policy, seed=seed, tables=tables).response_times
+            return float(np.mean(rt[cfg.validation_warmup :]))  # in arrival order
+
+        ours.append(measured(scheduler))
+        for name in cfg.validation_baselines:
+            key = (
+                n,
+                seed,
+                name,
+                cfg.workload,
+                cfg.validation_workflows,
+                load,
+                cfg.validation_warmup,
             )
-        )
-        key = (n, seed, cfg.workload, cfg.validation_workflows, cfg.load)
-        if key not in _eft_cache:
-            _eft_cache[key] = float(
-                simulate(spec, jobs, get_policy("eft"), seed=seed, tables=tables).metrics[
-                    "avg_response_time_s"
-                ]
-            )
-        theirs.append(_eft_cache[key])
-    return float(np.mean(ours)), float(np.mean(theirs))
+            if key not in _baseline_cache:
+                _baseline_cache[key] = measured(get_policy(name))
+            theirs[name].append(_baseline_cache[key])
+    return float(np.mean(ours)), {name: float(np.mean(v)) for name, v in theirs.items()}
 
 
 def config_fields() -> list[str]:
