@@ -581,5 +581,10 @@ def run(
         err_console.print(f"servers lost: {', '.join(result.dead_servers)}")
 
 
+from scalesched.memplan.cli import memplan_app  # noqa: E402  (registered last)
+
+app.add_typer(memplan_app, name="memplan")
+
+
 def main() -> None:  # pragma: no cover
     app()
