@@ -2,7 +2,19 @@
 
 Every message names where the bad value came from (a file, a preset, an option) and the
 field, because a user fixing a config needs both.
+
+The parsers here (:func:`parse_yaml`, :func:`parse_json`) are the one way user files are
+read, so every file gets the same guards: duplicate mapping keys are an error (YAML would
+silently keep the last), and nesting too deep for the parser is a clean error, not a
+``RecursionError``.
 """
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
 
 
 class InputError(ValueError):
@@ -14,3 +26,93 @@ class InputError(ValueError):
         self.message = message
         where = source if source.lstrip("-") == field else f"{source}: {field}"
         super().__init__(f"{where}: {message}")
+
+
+MAX_FILE_BYTES = 256 << 20
+"""Largest user file read (256 MiB); a bigger one is almost surely the wrong file."""
+
+
+def _one_line(text: object) -> str:
+    return " ".join(str(text).split())
+
+
+def parse_yaml(text: str, source: str) -> Any:
+    """Parse YAML like ``yaml.safe_load``, but a repeated key in one mapping is an error."""
+    import yaml
+
+    class _StrictLoader(yaml.SafeLoader):
+        pass
+
+    def mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node, deep=True)
+            try:
+                dup = key in seen
+                seen.add(key)
+            except TypeError:  # an unhashable key: let the default constructor report it
+                continue
+            if dup:
+                line = key_node.start_mark.line + 1
+                raise InputError(source, str(key), f"duplicate key at line {line}")
+        return loader.construct_mapping(node, deep=deep)
+
+    _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    try:
+        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+    except RecursionError:
+        raise InputError(source, "(file)", "nested too deeply to read") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise InputError(source, "(file)", f"malformed YAML: {where}{_one_line(problem)}") from None
+
+
+def parse_json(text: str, source: str, field: str = "json") -> Any:
+    """Parse JSON; a repeated key in one object, NaN/Infinity literals and nesting too deep
+    to read are errors naming ``source``."""
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in items:
+            if key in out:
+                raise InputError(source, key, "duplicate key in one JSON object")
+            out[key] = value
+        return out
+
+    def constant(name: str) -> Any:
+        raise InputError(source, field, f"{name} is not a JSON number; write a finite number")
+
+    try:
+        return json.loads(text, object_pairs_hook=pairs, parse_constant=constant)
+    except RecursionError:
+        raise InputError(source, field, "nested too deeply to read") from None
+    except json.JSONDecodeError as e:
+        raise InputError(
+            source, field, f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}"
+        ) from None
+    except ValueError as e:  # e.g. an integer literal of more than 4300 digits
+        raise InputError(source, field, f"invalid JSON: {_one_line(e)[:160]}") from None
+
+
+def short_repr(value: object, limit: int = 40) -> str:
+    """``repr`` cut to ``limit`` characters, so a hostile value keeps a message one line."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**15:
+        digits = len(str(abs(value))) if abs(value) < 10**4000 else "over 4000"
+        return f"an integer of {digits} digits"
+    text = _one_line(repr(value))
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def require_finite(values: Mapping[str, Any], source: str) -> None:
+    """Fail, naming the first key, when a numeric value is NaN or infinite: a run that
+    cannot produce a number must say so rather than print ``NaN`` or ``Infinity``."""
+    for key, value in values.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            raise InputError(
+                source,
+                key,
+                f"came out {value}: the inputs' sizes or times are beyond what the run can "
+                "measure; check the workload's work, tokens and arrival times",
+            )

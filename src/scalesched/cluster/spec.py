@@ -22,10 +22,12 @@ from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, Valid
 from scalesched.cluster.catalog import SERVER_TYPES, ServerType
 from scalesched.cluster.model import ClusterSpec, ServerSpec
 from scalesched.cluster.perf import GPU_TYPES
-from scalesched.errors import InputError
+from scalesched.errors import MAX_FILE_BYTES, InputError, parse_yaml
 
 DEFAULT_NETWORK_LATENCY_S: float = ClusterSpec("", ()).network_latency_s
 MAX_PRESET_SERVERS = 1 << 20
+"""Most servers of one cluster, preset or file (a file's counts are summed before any is
+built, so a huge ``count`` fails at once instead of filling memory)."""
 HETERO_TYPES = ("h100-80g-x4", "a100-80g-x4", "l4-24g-x4", "cpu-64c")
 """hetero-N: server p is of type HETERO_TYPES[p % 4], so hetero-k is a prefix of hetero-N."""
 HOMOGENEOUS_TYPE = "a100-80g-x4"
@@ -182,6 +184,15 @@ def cluster_from_dict(data: Any, source: str) -> ClusterSpec:
         first = errs[0]
         more = f" (and {len(errs) - 1} more)" if len(errs) > 1 else ""
         raise InputError(source, _loc(first["loc"]), _one_line(first["msg"]) + more) from None
+    total = 0
+    for i, entry in enumerate(parsed.servers):
+        total += entry.count
+        if total > MAX_PRESET_SERVERS:
+            raise InputError(
+                source,
+                f"servers[{i}].count",
+                f"the cluster would have {total} or more servers; at most {MAX_PRESET_SERVERS}",
+            )
     servers: list[ServerSpec] = []
     counters: dict[str, int] = {}
     for i, entry in enumerate(parsed.servers):
@@ -211,19 +222,14 @@ def load_cluster_file(path: str | os.PathLike[str]) -> ClusterSpec:
     """Read and validate a YAML cluster file."""
     source = str(path)
     try:
+        if Path(path).stat().st_size > MAX_FILE_BYTES:
+            raise InputError(source, "(file)", f"larger than {MAX_FILE_BYTES >> 20} MiB")
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise InputError(source, "(file)", "no such cluster file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(source, "(file)", f"cannot read: {_one_line(str(exc))}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise InputError(source, "(file)", f"malformed YAML: {where}{_one_line(problem)}") from None
-    return cluster_from_dict(data, source)
+    return cluster_from_dict(parse_yaml(text, source), source)
 
 
 # -- writing -----------------------------------------------------------------------------

@@ -235,3 +235,83 @@ def local_cluster(
         lc.shutdown()
         if own:
             shutil.rmtree(temp, ignore_errors=True)
+
+
+DEFAULT_CONNECT_TIMEOUT_S = 30.0
+"""How long ``scalesched run --address`` waits for a Ray head before giving up."""
+
+
+def wait_for_head(address: str, timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S) -> None:
+    """Wait until a Ray head answers at ``address`` (``HOST:PORT`` of its GCS, or
+    ``ray://HOST:PORT`` of a Ray Client server), retrying for at most ``timeout_s``; else a
+    one-line ``InputError``.
+
+    ``ray.init`` on an unreachable head retries its GCS connection for many minutes and
+    logs every attempt. This asks the GCS for its cluster id over gRPC instead (a
+    ``ray://`` address gets a TCP connection check), so the wait is bounded and the error
+    says what is wrong. ``auto`` and ``local`` (resolved by Ray itself) are not probed.
+    """
+    import math
+    import time
+
+    if not (math.isfinite(timeout_s) and timeout_s > 0):
+        raise InputError("--connect-timeout", "timeout", f"must be positive, got {timeout_s}")
+    if address in ("auto", "local"):
+        return
+    client = address.startswith("ray://")
+    target = address.split("://", 1)[-1]
+    host, sep, port_text = target.rpartition(":")
+    if not sep or not host.strip("[]") or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise InputError("--address", "address", f"expected HOST:PORT, got {address!r}")
+    probe = _tcp_probe if client else _gcs_probe
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = deadline - time.monotonic()
+        answer = probe(target, max(0.1, min(left, 5.0)))
+        if answer is None:
+            return
+        retry, why = answer
+        if not retry:
+            raise InputError("--address", "address", f"{address} is not a Ray head ({why})")
+        if time.monotonic() + 0.5 >= deadline:
+            raise InputError(
+                "--address",
+                "address",
+                f"no Ray head answered at {address} within {timeout_s:g} s ({why}); check the "
+                "address and that `ray start --head` runs there (--connect-timeout waits longer)",
+            )
+        time.sleep(0.5)
+
+
+def _tcp_probe(host_port: str, timeout_s: float) -> tuple[bool, str] | None:
+    """None when something accepts a TCP connection; else (retry, why)."""
+    import socket
+
+    host, _, port = host_port.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            return None
+    except OSError as exc:  # refused, unreachable, unknown host, timed out
+        return True, " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _gcs_probe(target: str, timeout_s: float) -> tuple[bool, str] | None:
+    """None when a Ray GCS answers at ``target``; else (retry, why): retry while nothing
+    answers, give up at once when something that is not a GCS does."""
+    import grpc
+    from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
+
+    with grpc.insecure_channel(target) as channel:
+        stub = gcs_service_pb2_grpc.NodeInfoGcsServiceStub(channel)
+        try:
+            request = gcs_service_pb2.GetClusterIdRequest()  # type: ignore[attr-defined]
+            stub.GetClusterId(request, timeout=timeout_s)
+        except grpc.RpcError as exc:
+            code = exc.code() if hasattr(exc, "code") else None
+            detail = " ".join(str(exc.details() if hasattr(exc, "details") else exc).split())
+            if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                return True, detail[:120] or "unavailable"
+            if code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
+                return None  # a head is there; ray.init reports what it needs
+            return False, f"gRPC {getattr(code, 'name', code)}: {detail[:120]}"
+    return None

@@ -29,6 +29,9 @@ import numpy as np
 from scalesched.errors import InputError
 
 _SRC = "arrivals"
+MAX_ARRIVAL_S = 1e9
+"""Latest arrival time, seconds (about 32 years): below it the simulated clock keeps
+sub-microsecond resolution."""
 
 
 def _check_rate(rate: float) -> float:
@@ -118,10 +121,12 @@ def replay_arrivals(times: Sequence[float] | np.ndarray, source: str = _SRC) -> 
         raise InputError(source, "times", "expected a sequence of numbers") from None
     if a.ndim != 1:
         raise InputError(source, "times", f"expected a flat sequence, got shape {a.shape}")
-    bad = np.flatnonzero(~np.isfinite(a) | (a < 0))
+    bad = np.flatnonzero(~np.isfinite(a) | (a < 0) | (a > MAX_ARRIVAL_S))
     if bad.size:
         i = int(bad[0])
-        raise InputError(source, f"times[{i}]", f"must be a finite number >= 0, got {a[i]}")
+        raise InputError(
+            source, f"times[{i}]", f"must be a number in [0, {MAX_ARRIVAL_S:g}] s, got {a[i]}"
+        )
     dec = np.flatnonzero(np.diff(a) < 0)
     if dec.size:
         i = int(dec[0]) + 1

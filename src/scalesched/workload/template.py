@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from scalesched.errors import InputError
+from scalesched.errors import InputError, short_repr
 from scalesched.workload.instance import TaskInstance, WorkflowInstance
 
 if TYPE_CHECKING:
@@ -388,26 +388,52 @@ class _Plan:
     orphan_dec: list[tuple[int, int]]  # (task, decider) for tasks whose parents are all in branches
 
 
+# --------------------------------------------------------------------------- limits
+# Documented in docs/wfformat.md. They keep every realised number finite and every
+# realised workflow small enough to build: a hostile file fails here, naming the field,
+# instead of overflowing or filling memory later.
+
+MAX_SECONDS = 1e7
+"""Largest cpu work / external latency of one task, seconds (about 116 days)."""
+MAX_BYTES = 1e15
+"""Largest payload of one edge, bytes (1 PB)."""
+MAX_TOKENS = 1 << 20
+"""Largest prompt or output of one LLM call, tokens (the largest possible draw counts)."""
+MAX_TOKEN_SCALE = 1e4
+MAX_SIGMA = 5.0
+"""Largest lognormal sigma: draws stay finite (``exp(5 z)``) whatever the clip."""
+MAX_FANOUT_WIDTH = 4096
+MAX_LOOP_ITER = 4096
+MAX_REALISED_TASKS = 100_000
+"""Most tasks one realisation may have (its largest possible fan-outs and loops)."""
+MAX_REALISED_EDGES = 2_000_000
+
+
 def _err(t: WorkflowTemplate, fld: str, msg: str) -> InputError:
     return InputError(t.source, fld, msg)
 
 
-def _check_num(t: WorkflowTemplate, fld: str, v: Any) -> None:
+def _check_num(t: WorkflowTemplate, fld: str, v: Any, cap: float = MAX_SECONDS) -> None:
+    """A non-negative quantity whose largest value (or clip / median) is at most ``cap``."""
     if isinstance(v, bool) or not isinstance(v, float | int | Uniform | LogNormal):
         raise _err(t, fld, f"expected a number or a distribution, got {v!r}")
     if isinstance(v, float | int):
-        if not math.isfinite(v) or v < 0:
-            raise _err(t, fld, f"must be a finite non-negative number, got {v!r}")
+        if not math.isfinite(v) or v < 0 or v > cap:
+            raise _err(t, fld, f"must be a finite number in [0, {cap:g}], got {v!r}")
     elif isinstance(v, Uniform):
         if not (math.isfinite(v.lo) and math.isfinite(v.hi)) or v.lo < 0 or v.hi < v.lo:
             raise _err(t, fld, f"uniform needs 0 <= lo <= hi, got lo={v.lo}, hi={v.hi}")
+        if v.hi > cap:
+            raise _err(t, fld, f"uniform hi must be <= {cap:g}, got {v.hi}")
     else:
-        if not (math.isfinite(v.median) and v.median > 0):
-            raise _err(t, fld, f"lognormal median must be > 0, got {v.median}")
-        if not (math.isfinite(v.sigma) and v.sigma >= 0):
-            raise _err(t, fld, f"lognormal sigma must be >= 0, got {v.sigma}")
-        if v.lo < 0 or (v.hi is not None and v.hi < v.lo):
+        if not (math.isfinite(v.median) and 0 < v.median <= cap):
+            raise _err(t, fld, f"lognormal median must be in (0, {cap:g}], got {v.median}")
+        if not (math.isfinite(v.sigma) and 0 <= v.sigma <= MAX_SIGMA):
+            raise _err(t, fld, f"lognormal sigma must be in [0, {MAX_SIGMA:g}], got {v.sigma}")
+        if not math.isfinite(v.lo) or v.lo < 0 or (v.hi is not None and v.hi < v.lo):
             raise _err(t, fld, f"lognormal clip needs 0 <= lo <= hi, got lo={v.lo}, hi={v.hi}")
+        if v.lo > cap or (v.hi is not None and v.hi > cap):
+            raise _err(t, fld, f"lognormal clip must stay <= {cap:g}, got lo={v.lo}, hi={v.hi}")
 
 
 def _num_estimate(v: Num) -> float:
@@ -418,20 +444,27 @@ def _check_tokens(t: WorkflowTemplate, fld: str, v: Any) -> None:
     if isinstance(v, bool):
         raise _err(t, fld, f"expected a token count or a token distribution, got {v!r}")
     if isinstance(v, int):
-        if v < 0:
-            raise _err(t, fld, f"token count must be >= 0, got {v}")
+        if not 0 <= v <= MAX_TOKENS:
+            raise _err(t, fld, f"token count must be in [0, {MAX_TOKENS}], got {short_repr(v)}")
         return
     if not isinstance(v, TokenSpec):
         raise _err(t, fld, f"expected a token count or a token distribution, got {v!r}")
     dists = token_dists()
     if v.dist not in dists:
         raise _err(t, fld, f"unknown token distribution {v.dist!r}; known: {sorted(dists)}")
-    if not (math.isfinite(v.scale) and v.scale > 0):
-        raise _err(t, fld, f"scale must be > 0, got {v.scale}")
-    if isinstance(v.lo, bool) or not isinstance(v.lo, int) or v.lo < 0:
-        raise _err(t, fld, f"lo must be an integer >= 0, got {v.lo!r}")
+    if not (math.isfinite(v.scale) and 0 < v.scale <= MAX_TOKEN_SCALE):
+        raise _err(t, fld, f"scale must be in (0, {MAX_TOKEN_SCALE:g}], got {v.scale}")
+    if isinstance(v.lo, bool) or not isinstance(v.lo, int) or not 0 <= v.lo <= MAX_TOKENS:
+        raise _err(t, fld, f"lo must be an integer in [0, {MAX_TOKENS}], got {short_repr(v.lo)}")
     if v.hi is not None and (isinstance(v.hi, bool) or not isinstance(v.hi, int) or v.hi < v.lo):
-        raise _err(t, fld, f"hi must be an integer >= lo, got {v.hi!r}")
+        raise _err(t, fld, f"hi must be an integer >= lo, got {short_repr(v.hi)}")
+    largest = v.hi if v.hi is not None else dists[v.dist].quantile(1.0) * v.scale
+    if largest > MAX_TOKENS:
+        raise _err(
+            t,
+            fld,
+            f"draws may reach {largest:.4g} tokens; at most {MAX_TOKENS} (lower hi or scale)",
+        )
 
 
 def _token_estimate(v: Tokens) -> int:
@@ -446,19 +479,27 @@ def _check_width(t: WorkflowTemplate, fld: str, w: Any) -> int:
     """Validate a fan-out width; returns its maximum."""
     if isinstance(w, bool):
         raise _err(t, fld, f"expected an integer width or distribution, got {w!r}")
+    cap = MAX_FANOUT_WIDTH
     if isinstance(w, int):
-        if w < 1:
-            raise _err(t, fld, f"width must be >= 1, got {w}")
+        if not 1 <= w <= cap:
+            raise _err(t, fld, f"width must be in [1, {cap}], got {short_repr(w)}")
         return w
     if isinstance(w, UniformInt):
-        if w.lo < 1 or w.hi < w.lo:
-            raise _err(t, fld, f"uniform width needs 1 <= lo <= hi, got [{w.lo}, {w.hi}]")
+        if w.lo < 1 or w.hi < w.lo or w.hi > cap:
+            raise _err(
+                t,
+                fld,
+                f"uniform width needs 1 <= lo <= hi <= {cap}, "
+                f"got [{short_repr(w.lo)}, {short_repr(w.hi)}]",
+            )
         return w.hi
     if isinstance(w, Pmf):
         if not w.values or len(w.values) != len(w.probs):
             raise _err(t, fld, "pmf needs as many probs as values, at least one")
-        if min(w.values) < 1:
-            raise _err(t, fld, f"pmf values must be >= 1, got {list(w.values)}")
+        if min(w.values) < 1 or max(w.values) > cap:
+            raise _err(
+                t, fld, f"pmf values must be in [1, {cap}], got {short_repr(list(w.values))}"
+            )
         _check_probs(t, fld + ".probs", w.probs)
         return max(w.values)
     raise _err(t, fld, f"expected an integer width or distribution, got {w!r}")
@@ -497,8 +538,14 @@ def _compile(t: WorkflowTemplate) -> _Plan:
             _check_tokens(t, f + ".prompt_tokens", task.prompt_tokens)
             _check_tokens(t, f + ".output_tokens", task.output_tokens)
             est = task.output_tokens_est
-            if est is not None and (isinstance(est, bool) or not isinstance(est, int) or est < 0):
-                raise _err(t, f + ".output_tokens_est", f"must be an integer >= 0, got {est!r}")
+            if est is not None and (
+                isinstance(est, bool) or not isinstance(est, int) or not 0 <= est <= MAX_TOKENS
+            ):
+                raise _err(
+                    t,
+                    f + ".output_tokens_est",
+                    f"must be an integer in [0, {MAX_TOKENS}], got {short_repr(est)}",
+                )
         else:
             if task.tool is None or task.tool == "":
                 raise _err(t, f + ".tool", "a tool task needs a tool name or a tool choice")
@@ -538,7 +585,7 @@ def _compile(t: WorkflowTemplate) -> _Plan:
         if (u, v) in seen_edges:
             raise _err(t, f, f"duplicate edge {e.src!r} -> {e.dst!r}")
         seen_edges.add((u, v))
-        _check_num(t, f + ".nbytes", e.nbytes)
+        _check_num(t, f + ".nbytes", e.nbytes, MAX_BYTES)
         g.add_edge(u, v)
     if not nx.is_directed_acyclic_graph(g):
         cyc = [t.tasks[a].id for a, _ in nx.find_cycle(g)]
@@ -658,12 +705,16 @@ def _compile(t: WorkflowTemplate) -> _Plan:
             if member[d] != _LOOP or rule_of[d] != r:
                 raise _err(t, f + ".decider", f"loop decider {rule.decider!r} must be in the body")
             mi = rule.max_iter
-            if isinstance(mi, bool) or not isinstance(mi, int) or mi < 1:
-                raise _err(t, f + ".max_iter", f"must be an integer >= 1, got {mi!r}")
+            if isinstance(mi, bool) or not isinstance(mi, int) or not 1 <= mi <= MAX_LOOP_ITER:
+                raise _err(
+                    t,
+                    f + ".max_iter",
+                    f"must be an integer in [1, {MAX_LOOP_ITER}], got {short_repr(mi)}",
+                )
             cp = rule.continue_prob
             if not (math.isfinite(cp) and 0.0 <= cp <= 1.0):
                 raise _err(t, f + ".continue_prob", f"must be in [0, 1], got {cp}")
-            _check_num(t, f + ".carry_bytes", rule.carry_bytes)
+            _check_num(t, f + ".carry_bytes", rule.carry_bytes, MAX_BYTES)
             body_set = {index[x] for x in rule.body}
             if any(c in body_set for c in g.successors(d)):
                 raise _err(
@@ -723,6 +774,7 @@ def _compile(t: WorkflowTemplate) -> _Plan:
             order = list(nx.lexicographical_topological_sort(g.subgraph(body_nodes)))
             blocks.append((r, tuple(order)))
 
+    _check_realised_size(t, index, member, rule_of, max_copies)
     copy_ids: list[list[str]] = []
     for i, task in enumerate(t.tasks):
         if member[i] == _FANOUT:
@@ -760,6 +812,38 @@ def _compile(t: WorkflowTemplate) -> _Plan:
         loop_entries=loop_entries,
         orphan_dec=orphan_dec,
     )
+
+
+def _check_realised_size(
+    t: WorkflowTemplate,
+    index: dict[str, int],
+    member: list[int],
+    rule_of: list[int],
+    max_copies: list[int],
+) -> None:
+    """The largest realisation (every fan-out and loop at its maximum) must stay buildable."""
+    tasks = sum(max_copies)
+    if tasks > MAX_REALISED_TASKS:
+        raise _err(
+            t,
+            "rules",
+            f"a realisation may have {tasks} tasks (fan-out widths x loop iterations); at most "
+            f"{MAX_REALISED_TASKS}: lower a width or maxIter",
+        )
+    edges = 0
+    for e in t.edges:
+        u, v = index[e.src], index[e.dst]
+        if member[u] in (_FANOUT, _LOOP) and (member[u], rule_of[u]) == (member[v], rule_of[v]):
+            edges += max_copies[u]
+        else:
+            edges += (1 if member[u] == _LOOP else max_copies[u]) * max_copies[v]
+    if edges > MAX_REALISED_EDGES:
+        raise _err(
+            t,
+            "rules",
+            f"a realisation may have {edges} edges (fan-outs feeding fan-outs); at most "
+            f"{MAX_REALISED_EDGES}: lower a width",
+        )
 
 
 def _token_plan(v: Tokens) -> tuple[int, TokenDist | None, tuple[float, int, int | None]]:

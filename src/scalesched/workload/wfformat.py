@@ -29,9 +29,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from scalesched.errors import InputError
+from scalesched.errors import MAX_FILE_BYTES, InputError, parse_json, short_repr
 from scalesched.workload.instance import WorkflowInstance
 from scalesched.workload.template import (
+    MAX_SECONDS,
     Branch,
     BranchOption,
     Edge,
@@ -56,6 +57,8 @@ from scalesched.workload.template import (
 
 SCHEMA_VERSION = "1.5"
 REFERENCE_CPU_MHZ = 2500.0
+MAX_CPU_MHZ = 1e5
+"""Largest machine speed read from an execution record (a runtime x speed stays finite)."""
 """A core of speed 1.0 (``ServerSpec.core_speed``) is taken to run at 2.5 GHz."""
 EXT = "scalesched"
 _TASKS = "workflow.specification.tasks"
@@ -90,10 +93,12 @@ class _Ctx:
         return [self.string(x, f"{path}[{k}]") for k, x in enumerate(self.lst(v, path))]
 
     def number(self, v: Any, path: str, *, nonneg: bool = True) -> float:
+        if isinstance(v, int) and not isinstance(v, bool) and abs(v) > 1e300:
+            raise self.err(path, f"expected a finite number, got {_kind(v)}")
         if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
             raise self.err(path, f"expected a number, got {_kind(v)}")
         if nonneg and v < 0:
-            raise self.err(path, f"must be >= 0, got {v}")
+            raise self.err(path, f"must be >= 0, got {short_repr(v)}")
         return float(v)
 
     def integer(self, v: Any, path: str, *, minimum: int = 0) -> int:
@@ -102,7 +107,7 @@ class _Ctx:
         if isinstance(v, bool) or not isinstance(v, int):
             raise self.err(path, f"expected an integer, got {_kind(v)}")
         if v < minimum:
-            raise self.err(path, f"must be >= {minimum}, got {v}")
+            raise self.err(path, f"must be >= {minimum}, got {short_repr(v)}")
         return v
 
 
@@ -115,7 +120,9 @@ def _kind(v: Any) -> str:
         return "an object"
     if isinstance(v, list):
         return "an array"
-    return f"{type(v).__name__} {json.dumps(v)}"
+    if isinstance(v, int):
+        return f"int {short_repr(v)}"
+    return f"{type(v).__name__} {short_repr(json.dumps(v))}"
 
 
 def _parse_num(c: _Ctx, v: Any, path: str) -> Num:
@@ -221,15 +228,12 @@ def load_workflow_template(path: str | Path) -> WorkflowTemplate:
     if not p.is_file():
         raise InputError(src, "file", "no such file" if not p.exists() else "not a regular file")
     try:
+        if p.stat().st_size > MAX_FILE_BYTES:
+            raise InputError(src, "file", f"larger than {MAX_FILE_BYTES >> 20} MiB")
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
-        raise InputError(src, "file", f"cannot read: {e}") from None
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise InputError(
-            src, "json", f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}"
-        ) from None
+        raise InputError(src, "file", f"cannot read: {' '.join(str(e).split())}") from None
+    doc = parse_json(text, src)
     return template_from_wfformat(doc, src, default_name=p.stem)
 
 
@@ -298,15 +302,20 @@ def template_from_wfformat(
             cpu = m.get("cpu")
             if cpu is not None and c.obj(cpu, mp + ".cpu").get("speedInMHz") is not None:
                 mhz = c.number(cpu["speedInMHz"], mp + ".cpu.speedInMHz")
-                if mhz <= 0:
-                    raise c.err(mp + ".cpu.speedInMHz", f"must be > 0, got {mhz}")
+                if not 0 < mhz <= MAX_CPU_MHZ:
+                    raise c.err(
+                        mp + ".cpu.speedInMHz", f"must be in (0, {MAX_CPU_MHZ:g}], got {mhz}"
+                    )
                 speed[node] = mhz / REFERENCE_CPU_MHZ
         for k, et in enumerate(c.lst(exe.get("tasks", []), ep + ".tasks")):
             tp = f"{ep}.tasks[{k}]"
             et = c.obj(et, tp)
             tid = c.string(et.get("id"), tp + ".id")
             if "runtimeInSeconds" in et:
-                runtime[tid] = c.number(et["runtimeInSeconds"], tp + ".runtimeInSeconds")
+                rt = c.number(et["runtimeInSeconds"], tp + ".runtimeInSeconds")
+                if rt > MAX_SECONDS:
+                    raise c.err(tp + ".runtimeInSeconds", f"must be <= {MAX_SECONDS:g}, got {rt}")
+                runtime[tid] = rt
             ms = et.get("machines", et.get("machine"))
             if isinstance(ms, list) and ms and isinstance(ms[0], str):
                 machine_of[tid] = ms[0]
