@@ -496,6 +496,11 @@ class Simulation:
             return  # superseded by a later reschedule
         self._advance(eng)
         marks = eng.marks
+        if marks:
+            # This event was timed for the head mark; at a large clock, rounding of
+            # ``now + left * step`` can leave vclock short of it, and rescheduling would
+            # land at the same instant forever. The head mark is due: finish it.
+            eng.vclock = max(eng.vclock, marks[0][0])
         finished = []
         while marks and marks[0][0] <= eng.vclock + _TOKEN_EPS:
             _, gid = heapq.heappop(marks)
