@@ -586,5 +586,10 @@ from scalesched.memplan.cli import memplan_app  # noqa: E402  (registered last)
 app.add_typer(memplan_app, name="memplan")
 
 
+from scalesched.plan.cli import plan_app  # noqa: E402  (a sub-app, registered last)
+
+app.add_typer(plan_app, name="plan")
+
+
 def main() -> None:  # pragma: no cover
     app()

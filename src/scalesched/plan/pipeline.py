@@ -1,0 +1,210 @@
+"""The Aggregate LLM Pipeline: allocation -> predicted throughput and latency, in microseconds.
+
+An allocation gives each model a count of replicas per configuration (GPU type, tp, share).
+Per replica configuration, a continuous-batching engine at request rate ``lam`` settles at
+the batch ``b`` where Little's law closes, ``b = lam * R(b)`` with
+``R(b) = E[prefill] + E[output] * step(b)`` from the same cost model the simulator runs;
+its capacity is ``b_max / R(b_max)`` (``b_max``: the batch cap or the KV memory).  Requests
+that find the batch full wait (Sakasegawa's M/M/c approximation with ``b_max`` slots).
+
+A model's traffic splits over its replicas in proportion to their capacity (equal
+utilisation, what a load-aware router approaches), and the workflow composes the models by
+their shares of its critical path (``profile.WorkloadProfile``): each model's prefill
+seconds scale by the allocation's prefill speed relative to the reference engine, its
+output tokens by the per-token step time at the settled batch, and each call adds the
+model's admission wait.  Throughput is the bottleneck model's capacity over its calls per
+workflow.  Not modelled: CPU contention of tools, data transfers, burstiness of fan-outs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from scalesched.cluster.perf import DEFAULT_MAX_BATCH, ReplicaGroupPerf, replica_group_perf
+from scalesched.plan.profile import ModelCalls, WorkloadProfile
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class ReplicaConfig:
+    gpu_type: str
+    tp: int
+    share: float
+
+    @property
+    def gpus(self) -> float:
+        return self.tp * self.share
+
+    def __str__(self) -> str:
+        return f"{self.gpu_type} tp{self.tp} x{self.share:g}"
+
+
+Allocation = Mapping[str, Mapping[ReplicaConfig, int]]
+"""model -> replica configuration -> replica count."""
+
+
+@dataclass(frozen=True, slots=True)
+class OperatingPoint:
+    """One replica at a request rate."""
+
+    batch: float
+    latency_s: float
+    """Mean seconds per request in the engine (prefill + decode), no admission wait."""
+    step_s: float
+    """Seconds per output token at that batch."""
+    wait_s: float
+    """Mean admission wait (batch or KV memory full)."""
+    utilisation: float
+
+
+class ReplicaCurve:
+    """Latency and throughput of one replica of ``model`` in ``config`` against its batch."""
+
+    def __init__(self, calls: ModelCalls, config: ReplicaConfig) -> None:
+        perf: ReplicaGroupPerf = replica_group_perf(
+            calls.model, config.gpu_type, config.tp, config.share
+        )
+        self.config = config
+        self.perf = perf
+        self.prefill_mean_s = float(np.mean([perf.prefill_s(int(p)) for p in calls.prompt[:400]]))
+        out, ctx = calls.mean_output, calls.busy_context
+        self.mean_output = out
+        kv_bound = int(perf.kv_capacity_tokens // max(1.0, calls.busy_kv))
+        self.b_max = max(1, min(DEFAULT_MAX_BATCH, kv_bound))
+        b = np.arange(1, self.b_max + 1)
+        self.step = np.array([perf.decode_step_s(int(k), int(k * ctx)) for k in b])
+        self.latency = self.prefill_mean_s + out * self.step
+        self.throughput = np.maximum.accumulate(b / self.latency)
+        self.capacity = float(self.throughput[-1])
+        """Requests per second the replica sustains."""
+
+    def at_rate(self, lam: float) -> OperatingPoint | None:
+        """The settled operating point at ``lam`` requests/s; None at or above capacity."""
+        if lam >= self.capacity:
+            return None
+        x = self.throughput
+        if lam <= x[0]:
+            batch, latency = lam * self.latency[0], float(self.latency[0])
+        else:
+            k = int(np.searchsorted(x, lam))  # x[k-1] < lam <= x[k]
+            frac = (lam - x[k - 1]) / max(x[k] - x[k - 1], 1e-12)
+            batch = k + frac  # batch sizes are 1-based: x[k] is batch k + 1
+            latency = batch / lam
+        step = max(0.0, (latency - self.prefill_mean_s) / max(self.mean_output, 1e-9))
+        rho = lam / self.capacity
+        wait = _mmc_wait(rho, self.b_max, float(self.latency[-1]))
+        return OperatingPoint(batch, latency, step, wait, rho)
+
+
+def _mmc_wait(rho: float, c: int, service_s: float) -> float:
+    """Mean M/M/c queueing delay (Sakasegawa's approximation)."""
+    if rho <= 0:
+        return 0.0
+    return rho ** (math.sqrt(2 * (c + 1)) - 1) / (c * (1 - rho)) * service_s
+
+
+class Curves:
+    """ReplicaCurve per (model, config), built on first use for one workload profile."""
+
+    def __init__(self, profile: WorkloadProfile) -> None:
+        self.profile = profile
+        self._cache: dict[tuple[str, ReplicaConfig], ReplicaCurve] = {}
+
+    def get(self, model: str, config: ReplicaConfig) -> ReplicaCurve:
+        key = (model, config)
+        curve = self._cache.get(key)
+        if curve is None:
+            curve = self._cache[key] = ReplicaCurve(self.profile.calls[model], config)
+        return curve
+
+
+@dataclass(frozen=True, slots=True)
+class ModelPoint:
+    """A model's traffic-weighted operating point under an allocation."""
+
+    capacity_rps: float
+    prefill_ratio: float
+    """Mean prefill seconds relative to the reference engine."""
+    step_s: float
+    wait_s: float
+    latency_s: float
+    """Mean seconds per call, including the admission wait."""
+    utilisation: float
+
+
+def model_point(
+    curves: Curves, model: str, counts: Mapping[ReplicaConfig, int], lam: float
+) -> ModelPoint | None:
+    """Where ``model`` settles at ``lam`` calls/s on ``counts`` replicas; None if overloaded."""
+    items = [(curves.get(model, c), n) for c, n in counts.items() if n > 0]
+    cap = sum(cv.capacity * n for cv, n in items)
+    if cap <= lam or not items:
+        return None
+    prefill = step = wait = latency = 0.0
+    for cv, n in items:
+        weight = cv.capacity * n / cap
+        op = cv.at_rate(lam * cv.capacity / cap)
+        assert op is not None
+        prefill += weight * cv.prefill_mean_s
+        step += weight * op.step_s
+        wait += weight * op.wait_s
+        latency += weight * (op.latency_s + op.wait_s)
+    ref = curves.profile.ref_prefill_mean_s[model]
+    return ModelPoint(cap, prefill / ref if ref > 0 else 1.0, step, wait, latency, lam / cap)
+
+
+@dataclass(frozen=True)
+class Prediction:
+    rate_wps: float
+    throughput_wps: float
+    """Highest workflow rate the allocation sustains (bottleneck model's capacity / calls)."""
+    mean_s: float
+    """Predicted mean workflow response at ``rate_wps`` (inf if overloaded)."""
+    p95_s: float
+    models: dict[str, ModelPoint | None]
+
+
+def predict(curves: Curves, allocation: Allocation, rate: float) -> Prediction:
+    """Predicted throughput and mean/p95 workflow response of ``allocation`` at ``rate``."""
+    prof = curves.profile
+    throughput = math.inf
+    points: dict[str, ModelPoint | None] = {}
+    lat = prof.base_s.copy()
+    for j, m in enumerate(prof.models):
+        counts = allocation.get(m, {})
+        calls = prof.calls[m].calls_per_workflow
+        cap = sum(curves.get(m, c).capacity * n for c, n in counts.items())
+        throughput = min(throughput, cap / calls if calls > 0 else math.inf)
+        pt = model_point(curves, m, counts, rate * calls)
+        points[m] = pt
+        if pt is None:
+            lat[:] = math.inf
+            continue
+        lat += (
+            prof.prefill_ref_s[:, j] * pt.prefill_ratio
+            + prof.out_tokens[:, j] * pt.step_s
+            + prof.n_calls[:, j] * pt.wait_s
+        )
+    if not np.isfinite(lat).all():
+        return Prediction(rate, throughput, math.inf, math.inf, points)
+    return Prediction(rate, throughput, float(lat.mean()), float(np.percentile(lat, 95)), points)
+
+
+def model_cost(
+    curves: Curves, model: str, counts: Mapping[ReplicaConfig, int], rate: float
+) -> float:
+    """The model's additive part of the predicted mean response at ``rate`` (inf if
+    overloaded): the quantity the search trades GPUs for, model by model."""
+    prof = curves.profile
+    j = prof.models.index(model)
+    pt = model_point(curves, model, counts, rate * prof.calls[model].calls_per_workflow)
+    if pt is None:
+        return math.inf
+    return float(
+        prof.prefill_ref_s[:, j].mean() * pt.prefill_ratio
+        + prof.out_tokens[:, j].mean() * pt.step_s
+        + prof.n_calls[:, j].mean() * pt.wait_s
+    )

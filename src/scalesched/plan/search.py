@@ -1,0 +1,303 @@
+"""Allocation search and hierarchical placement.
+
+Search (``strategy="plan"``): greedy marginal analysis over replicas.  Every step adds the
+one replica (model, GPU type, tp, share) with the largest drop in predicted mean response
+per GPU it takes, among those the cluster can still place.  The objective is a sum of
+per-model terms (``pipeline.model_cost``), so after a step only the chosen model's
+candidates are re-scored.  Pruning:
+
+* memory fit: a configuration whose weights + KV do not fit its share is never a candidate;
+* dominance: per (model, GPU type), a configuration is dropped if another needs no more
+  GPUs and has at least its capacity and at most its batch-1 latency;
+* throughput lower bound: a model below its required rate scores by the capacity a
+  replica adds (its cost is a penalty that falls with the deficit), so every model reaches
+  rate R before any GPU is spent on latency;
+* the search stops when no placeable replica lowers the predicted mean by more than
+  ``MIN_GAIN`` of it per GPU.
+
+Placement (hierarchical, as each replica is added): the tp GPUs of a replica lie in one
+server; among the servers of the GPU type that can take it, best fit (the fewest free GPU
+quarters left afterwards, so servers fill up and large slots stay whole), ties broken by
+fewer replicas of the same model (spread for failure isolation), then server order.  On a
+server, replicas of one model share tp and share (the simulator runs them as one group).
+
+Baselines: ``independent`` splits the GPUs between models in proportion to their calls per
+workflow, each model on its own best configuration (capacity per GPU); ``uniform`` splits
+them equally.  Both fill every GPU they can.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from scalesched.cluster.deployment import Replica
+from scalesched.cluster.model import ClusterSpec
+from scalesched.cluster.perf import GPU_SHARES, TP_DEGREES, replica_fits
+from scalesched.errors import InputError
+from scalesched.plan.pipeline import Curves, Prediction, ReplicaConfig, model_cost, predict
+from scalesched.plan.profile import WorkloadProfile
+
+Strategy = Literal["plan", "independent", "uniform"]
+MIN_GAIN = 1e-4
+"""Stop when the best replica lowers the predicted mean by less than this fraction per GPU."""
+_QUARTERS = 4
+_PENALTY = 1e6
+
+
+class Packing:
+    """Free GPU quarters of every GPU server, and the replicas placed so far."""
+
+    def __init__(self, cluster: ClusterSpec) -> None:
+        self.cluster = cluster
+        self.free: list[list[int]] = [[_QUARTERS] * s.gpus for s in cluster.servers]
+        self.by_type: dict[str, list[int]] = defaultdict(list)
+        for i, s in enumerate(cluster.servers):
+            if s.gpu_type is not None and s.gpus > 0:
+                self.by_type[s.gpu_type].append(i)
+        self.config_on: dict[tuple[int, str], ReplicaConfig] = {}
+        self.replicas: list[Replica] = []
+        self.count_on: dict[tuple[int, str], int] = defaultdict(int)
+        self._full: set[tuple[str, int, int]] = set()
+        """(gpu type, tp, quarters) known not to fit anywhere (free space only shrinks)."""
+
+    def gpu_types(self) -> list[str]:
+        return list(self.by_type)
+
+    def total_gpus(self, gpu_type: str) -> int:
+        return sum(self.cluster.servers[i].gpus for i in self.by_type[gpu_type])
+
+    def _slot(self, si: int, tp: int, q: int) -> tuple[int, list[int]] | None:
+        """(quarters left on the server afterwards, GPU indices) for a best-fit slot."""
+        free = self.free[si]
+        fits = sorted((f, g) for g, f in enumerate(free) if f >= q)
+        if len(fits) < tp:
+            return None
+        chosen = [g for _, g in fits[:tp]]
+        return sum(free) - tp * q, sorted(chosen)
+
+    def can_place(self, gpu_type: str, tp: int, share: float) -> bool:
+        q = round(share * _QUARTERS)
+        if (gpu_type, tp, q) in self._full:
+            return False
+        if any(self._slot(si, tp, q) is not None for si in self.by_type[gpu_type]):
+            return True
+        self._full.add((gpu_type, tp, q))
+        return False
+
+    def place(self, model: str, config: ReplicaConfig) -> bool:
+        """Place one replica (best fit, then spread); False if no server can take it."""
+        q = round(config.share * _QUARTERS)
+        best: tuple[int, int, int, list[int]] | None = None
+        for si in self.by_type[config.gpu_type]:
+            other = self.config_on.get((si, model))
+            if other is not None and other != config:
+                continue
+            slot = self._slot(si, config.tp, q)
+            if slot is None:
+                continue
+            key = (slot[0], self.count_on[si, model], si, slot[1])
+            if best is None or key[:3] < best[:3]:
+                best = key
+        if best is None:
+            return False
+        _, _, si, gpus = best
+        for g in gpus:
+            self.free[si][g] -= q
+        self.config_on[si, model] = config
+        self.count_on[si, model] += 1
+        name = self.cluster.servers[si].name
+        self.replicas.append(Replica(model, name, tuple(gpus), config.share))
+        return True
+
+
+def candidate_configs(model: str, packing: Packing, curves: Curves) -> list[ReplicaConfig]:
+    """Configurations of ``model`` that fit in memory, with dominated ones pruned."""
+    out: list[ReplicaConfig] = []
+    for gpu_type in packing.gpu_types():
+        max_gpus = max(packing.cluster.servers[i].gpus for i in packing.by_type[gpu_type])
+        configs = [
+            ReplicaConfig(gpu_type, tp, share)
+            for tp in TP_DEGREES
+            if tp <= max_gpus
+            for share in GPU_SHARES
+            if replica_fits(model, gpu_type, tp, share)
+        ]
+        stats = {c: curves.get(model, c) for c in configs}
+        for c in configs:
+            cv = stats[c]
+            dominated = any(
+                d != c
+                and d.gpus <= c.gpus
+                and stats[d].capacity >= cv.capacity
+                and stats[d].latency[0] <= cv.latency[0]
+                and (d.gpus, -stats[d].capacity, stats[d].latency[0])
+                != (c.gpus, -cv.capacity, cv.latency[0])
+                for d in configs
+            )
+            if not dominated:
+                out.append(c)
+    return out
+
+
+@dataclass
+class PlanResult:
+    strategy: Strategy
+    rate_wps: float
+    prediction: Prediction
+    replicas: list[Replica]
+    allocation: dict[str, dict[ReplicaConfig, int]]
+    gpus_used: float
+    planning_time_s: float
+    steps: int
+    notes: list[str] = field(default_factory=list)
+
+
+def _cost(curves: Curves, model: str, counts: dict[ReplicaConfig, int], rate: float) -> float:
+    """model_cost, or a penalty falling with the capacity deficit when overloaded."""
+    c = model_cost(curves, model, counts, rate)
+    if math.isfinite(c):
+        return c
+    need = rate * curves.profile.calls[model].calls_per_workflow
+    cap = sum(curves.get(model, k).capacity * n for k, n in counts.items())
+    return _PENALTY * (1.0 + (need - cap) / need)
+
+
+def search_plan(
+    cluster: ClusterSpec,
+    profile: WorkloadProfile,
+    rate: float,
+    *,
+    strategy: Strategy = "plan",
+    curves: Curves | None = None,
+) -> PlanResult:
+    """The allocation and placement of ``strategy`` for ``profile`` at ``rate`` workflows/s."""
+    if rate <= 0:
+        raise InputError("--rate", "rate", "must be positive")
+    wall = time.perf_counter()
+    curves = curves or Curves(profile)
+    packing = Packing(cluster)
+    if not packing.by_type:
+        raise InputError(cluster.name, "servers", "the cluster has no GPU servers")
+    models = list(profile.models)
+    configs = {m: candidate_configs(m, packing, curves) for m in models}
+    for m in models:
+        if not configs[m]:
+            raise InputError(cluster.name, "servers", f"no GPU server can hold model {m!r}")
+    alloc: dict[str, dict[ReplicaConfig, int]] = {m: {} for m in models}
+    if strategy == "plan":
+        steps = _greedy(curves, packing, configs, alloc, rate)
+    else:
+        steps = _split(curves, packing, configs, alloc, strategy, profile)
+    pred = predict(curves, alloc, rate)
+    result = PlanResult(
+        strategy=strategy,
+        rate_wps=rate,
+        prediction=pred,
+        replicas=packing.replicas,
+        allocation=alloc,
+        gpus_used=sum(r.tp * r.share for r in packing.replicas),
+        planning_time_s=time.perf_counter() - wall,
+        steps=steps,
+    )
+    unserved = [m for m in models if not alloc[m]]
+    if unserved:
+        result.notes.append(f"no replica could be placed for {', '.join(unserved)}")
+    if not math.isfinite(pred.mean_s):
+        result.notes.append(
+            f"rate {rate:g}/s exceeds the predicted throughput {pred.throughput_wps:.3g}/s"
+        )
+    return result
+
+
+def _greedy(
+    curves: Curves,
+    packing: Packing,
+    configs: dict[str, list[ReplicaConfig]],
+    alloc: dict[str, dict[ReplicaConfig, int]],
+    rate: float,
+) -> int:
+    cost = {m: _cost(curves, m, alloc[m], rate) for m in configs}
+    best_of: dict[str, tuple[float, ReplicaConfig] | None] = {}
+
+    def rescore(m: str) -> None:
+        best: tuple[float, ReplicaConfig] | None = None
+        for c in configs[m]:
+            if not packing.can_place(c.gpu_type, c.tp, c.share):
+                continue
+            trial = dict(alloc[m])
+            trial[c] = trial.get(c, 0) + 1
+            gain = (cost[m] - _cost(curves, m, trial, rate)) / c.gpus
+            if best is None or gain > best[0]:
+                best = (gain, c)
+        best_of[m] = best
+
+    for m in configs:
+        rescore(m)
+    steps = 0
+    while True:
+        options = [(v[0], m, v[1]) for m, v in best_of.items() if v is not None]
+        if not options:
+            break
+        gain, m, c = max(options, key=lambda o: o[0])
+        total = sum(cost.values())
+        if gain <= MIN_GAIN * total:
+            break
+        if not packing.place(m, c):
+            # Every server with room holds m in another configuration; free space only
+            # shrinks and configurations never change, so c stays unplaceable for m.
+            configs[m].remove(c)
+            rescore(m)
+            continue
+        alloc[m][c] = alloc[m].get(c, 0) + 1
+        cost[m] = _cost(curves, m, alloc[m], rate)
+        steps += 1
+        for k in configs:  # free space shrank: candidates of other models may no longer fit
+            if k == m or (best_of[k] is not None and not _placeable(packing, best_of[k])):
+                rescore(k)
+    return steps
+
+
+def _placeable(packing: Packing, best: tuple[float, ReplicaConfig] | None) -> bool:
+    return best is not None and packing.can_place(best[1].gpu_type, best[1].tp, best[1].share)
+
+
+def _split(
+    curves: Curves,
+    packing: Packing,
+    configs: dict[str, list[ReplicaConfig]],
+    alloc: dict[str, dict[ReplicaConfig, int]],
+    strategy: Strategy,
+    profile: WorkloadProfile,
+) -> int:
+    """The baselines: fill GPUs model by model towards a fixed split, each model on its own
+    best configurations (capacity per GPU)."""
+    total = sum(packing.total_gpus(t) for t in packing.gpu_types())
+    calls = {m: profile.calls[m].calls_per_workflow for m in configs}
+    weight: Callable[[str], float] = (
+        (lambda m: calls[m] / sum(calls.values()))
+        if strategy == "independent"
+        else (lambda m: 1.0 / len(calls))
+    )
+    ranked = {
+        m: sorted(configs[m], key=lambda c: -curves.get(m, c).capacity / c.gpus) for m in configs
+    }
+    used = dict.fromkeys(configs, 0.0)
+    active = set(configs)
+    steps = 0
+    while active:
+        m = max(active, key=lambda k: (weight(k) * total - used[k], k))
+        placed = False
+        for c in ranked[m]:
+            if packing.can_place(c.gpu_type, c.tp, c.share) and packing.place(m, c):
+                alloc[m][c] = alloc[m].get(c, 0) + 1
+                used[m] += c.gpus
+                placed, steps = True, steps + 1
+                break
+        if not placed:
+            active.discard(m)
+    return steps

@@ -1,0 +1,83 @@
+"""The Aggregate LLM Pipeline predictor, and its error against the simulator."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from scalesched.plan.pipeline import Curves, ReplicaConfig, model_cost, predict
+from scalesched.plan.profile import workload_profile
+
+H1 = ReplicaConfig("H100-80G", 1, 1.0)
+H2 = ReplicaConfig("H100-80G", 2, 1.0)
+H4 = ReplicaConfig("H100-80G", 4, 1.0)
+HQ = ReplicaConfig("H100-80G", 1, 0.5)
+
+
+@pytest.fixture(scope="module")
+def curves():
+    return Curves(workload_profile("react", samples=150, seed=3))
+
+
+def test_replica_curve_is_consistent(curves):
+    cv = curves.get("llama-2-7b", H1)
+    assert np.all(np.diff(cv.latency) >= 0) and np.all(np.diff(cv.throughput) >= 0)
+    assert cv.capacity == pytest.approx(cv.throughput[-1])
+    prev = 0.0
+    for frac in (0.01, 0.2, 0.5, 0.8, 0.95, 0.99):
+        op = cv.at_rate(frac * cv.capacity)
+        assert op is not None and op.latency_s + op.wait_s >= prev
+        assert op.utilisation == pytest.approx(frac)
+        # Little's law holds at the operating point
+        assert op.batch == pytest.approx(frac * cv.capacity * op.latency_s, rel=1e-6)
+        prev = op.latency_s + op.wait_s
+    assert cv.at_rate(cv.capacity) is None
+    # half a GPU: less capacity, slower requests
+    half = curves.get("llama-2-7b", HQ)
+    assert half.capacity < cv.capacity and half.latency[0] > cv.latency[0]
+    # more KV memory (tp 4) lets a 70b replica batch more
+    assert curves.get("llama-2-70b", H4).b_max > curves.get("llama-2-70b", H2).b_max
+
+
+def test_predict_throughput_and_monotonicity(curves):
+    prof = curves.profile
+    alloc = {"llama-2-70b": {H2: 2}, "llama-2-7b": {H1: 1}, "phi-2": {HQ: 1}}
+    p = predict(curves, alloc, 0.1)
+    caps = {m: sum(curves.get(m, c).capacity * n for c, n in a.items()) for m, a in alloc.items()}
+    bottleneck = min(caps[m] / prof.calls[m].calls_per_workflow for m in alloc)
+    assert p.throughput_wps == pytest.approx(bottleneck)
+    assert prof.base_s.mean() < p.mean_s <= p.p95_s < math.inf
+    slower = predict(curves, alloc, 0.9 * p.throughput_wps)
+    assert slower.mean_s > p.mean_s
+    assert math.isinf(predict(curves, alloc, 1.01 * p.throughput_wps).mean_s)
+    more = {**alloc, "llama-2-70b": {H2: 3}}
+    r = 0.8 * p.throughput_wps
+    assert predict(curves, more, r).mean_s < predict(curves, alloc, r).mean_s
+    assert model_cost(curves, "llama-2-70b", {H2: 3}, r) < model_cost(
+        curves, "llama-2-70b", {H2: 2}, r
+    )
+    assert math.isinf(predict(curves, {"llama-2-70b": {H2: 2}}, 0.1).mean_s)  # 7b unserved
+
+
+def test_prediction_tracks_simulation():
+    """Predicted mean within 15% of the simulated one for a plan at its rate (light run)."""
+    from scalesched.cluster import get_cluster
+    from scalesched.cluster.deployment import deployment_from_dict, deployment_to_dict
+    from scalesched.plan.search import search_plan
+    from scalesched.policies import get_policy
+    from scalesched.policies.features import ClusterTables
+    from scalesched.sim.run import simulate
+    from scalesched.sim.scenario import Scenario, build_jobs
+
+    cluster = get_cluster("hetero-8")
+    prof = workload_profile("deep-research", samples=200, seed=7)
+    plan = search_plan(cluster, prof, 1.0)
+    dep = deployment_from_dict(deployment_to_dict("p", cluster.name, plan.replicas), cluster, "p")
+    jobs = build_jobs(
+        ClusterTables(cluster), Scenario(workload="deep-research", workflows=250, rate=1.0, seed=4)
+    )
+    res = simulate(cluster, jobs, get_policy("eft"), tables=ClusterTables(cluster, dep))
+    simulated = float(res.response_times[50:].mean())
+    assert abs(plan.prediction.mean_s / simulated - 1) < 0.15

@@ -1,0 +1,132 @@
+"""Search and placement: valid deployments, pruning, baselines."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+
+import pytest
+
+from scalesched.cluster import get_cluster
+from scalesched.cluster.deployment import deployment_from_dict, deployment_to_dict
+from scalesched.cluster.model import ClusterSpec
+from scalesched.errors import InputError
+from scalesched.plan.pipeline import Curves, ReplicaConfig, predict
+from scalesched.plan.profile import workload_profile
+from scalesched.plan.search import Packing, candidate_configs, search_plan
+
+
+@pytest.fixture(scope="module")
+def mix():
+    return workload_profile("agentic-mix", samples=150, seed=9)
+
+
+def _check_valid(cluster: ClusterSpec, result) -> None:
+    dep = deployment_from_dict(
+        deployment_to_dict("t", cluster.name, result.replicas), cluster, "plan"
+    )
+    assert dep.gpus_used == pytest.approx(result.gpus_used)
+    counts = Counter(r.model for r in result.replicas)
+    assert counts == {m: sum(c.values()) for m, c in result.allocation.items() if c}
+
+
+@pytest.mark.parametrize("strategy", ["plan", "independent", "uniform"])
+def test_every_strategy_gives_a_valid_deployment(mix, strategy):
+    cluster = get_cluster("hetero-16")
+    result = search_plan(cluster, mix, 2.0, strategy=strategy)
+    _check_valid(cluster, result)
+    assert set(result.allocation) == set(mix.models) and all(result.allocation.values())
+    total = sum(s.gpus for s in cluster.servers)
+    assert 0 < result.gpus_used <= total
+    if strategy != "plan":  # the baselines fill what they can
+        assert result.gpus_used > 0.9 * total
+
+
+def test_plan_beats_baselines_on_its_own_prediction(mix):
+    cluster = get_cluster("hetero-16")
+    plan = search_plan(cluster, mix, 2.0)
+    assert plan.prediction.throughput_wps > 2.0 and plan.prediction.mean_s < float("inf")
+    for b in ("independent", "uniform"):
+        base = search_plan(cluster, mix, 2.0, strategy=b)
+        assert plan.prediction.mean_s <= base.prediction.mean_s
+
+
+def test_independent_baseline_splits_by_calls(mix):
+    cluster = get_cluster("homogeneous-16:h100-80g-x8")
+    base = search_plan(cluster, mix, 1.0, strategy="independent")
+    gpus: dict[str, float] = defaultdict(float)
+    for m, counts in base.allocation.items():
+        for c, n in counts.items():
+            gpus[m] += c.gpus * n
+    calls = {m: mix.calls[m].calls_per_workflow for m in mix.models}
+    # the most-called model gets the most GPUs, the least-called the fewest
+    assert max(gpus, key=gpus.get) == max(calls, key=calls.get)
+    assert min(gpus, key=gpus.get) == min(calls, key=calls.get)
+
+
+def test_dominance_and_memory_pruning(mix):
+    cluster = get_cluster("hetero-8")
+    curves = Curves(mix)
+    configs = candidate_configs("llama-2-70b", Packing(cluster), curves)
+    assert configs and all(c.tp >= 2 for c in configs)  # 70b fits on no single GPU
+    assert not any(c.gpu_type == "L4-24G" for c in configs)  # nor on a 4 x L4 server
+    for c in configs:
+        for d in configs:
+            if d == c or d.gpu_type != c.gpu_type:  # dominance is within one GPU type
+                continue
+            a, b = curves.get("llama-2-70b", c), curves.get("llama-2-70b", d)
+            assert not (
+                d.gpus <= c.gpus
+                and b.capacity >= a.capacity
+                and b.latency[0] <= a.latency[0]
+                and (d.gpus, b.capacity, b.latency[0]) != (c.gpus, a.capacity, a.latency[0])
+            )
+
+
+def test_placement_best_fit_and_tp_in_one_server():
+    cluster = get_cluster("homogeneous-3:h100-80g-x4")
+    pack = Packing(cluster)
+    q = ReplicaConfig("H100-80G", 1, 0.25)
+    assert pack.place("phi-2", q) and pack.place("phi-2", q)
+    # best fit: the second quarter goes on the same GPU as the first
+    assert pack.replicas[0].server == pack.replicas[1].server
+    assert pack.replicas[0].gpus == pack.replicas[1].gpus
+    t4 = ReplicaConfig("H100-80G", 4, 1.0)
+    assert pack.place("llama-2-70b", t4) and pack.place("llama-2-70b", t4)
+    assert not pack.place("llama-2-70b", t4)  # one server has a GPU partly used
+    assert not pack.can_place("H100-80G", 4, 1.0)
+    servers = {r.server for r in pack.replicas if r.model == "llama-2-70b"}
+    assert len(servers) == 2  # each tp-4 group whole on its own server
+    # a different configuration of a model never joins its group on a server
+    assert not any(
+        r.server == pack.replicas[0].server for r in pack.replicas if r.model == "llama-2-70b"
+    )
+
+
+def test_spread_breaks_ties():
+    cluster = get_cluster("homogeneous-2:h100-80g-x4")
+    c = ReplicaConfig("H100-80G", 2, 1.0)
+    pack = Packing(cluster)
+    assert pack.place("llama-2-7b", c) and pack.place("codellama-34b", c)
+    assert pack.replicas[0].server == pack.replicas[1].server  # best fit fills server 0
+    # two servers equally full, one already holding a replica: the next goes to the other
+    pack = Packing(cluster)
+    pack.free = [[4, 4, 0, 0], [4, 4, 0, 0]]
+    assert pack.place("llama-2-7b", c)
+    assert pack.place("llama-2-7b", c)
+    assert [r.server for r in pack.replicas] == ["h100-80g-x4-0", "h100-80g-x4-1"]
+
+
+def test_bad_input(mix):
+    with pytest.raises(InputError, match="rate"):
+        search_plan(get_cluster("hetero-8"), mix, 0.0)
+    with pytest.raises(InputError, match="no GPU servers"):
+        search_plan(get_cluster("homogeneous-2:cpu-64c"), mix, 1.0)
+    with pytest.raises(InputError, match="llama-2-70b"):
+        search_plan(get_cluster("homogeneous-2:l4-24g-x4"), mix, 1.0)
+
+
+def test_overload_is_reported(mix):
+    cluster = get_cluster("hetero-4")
+    result = search_plan(cluster, mix, 1000.0)
+    assert any("exceeds the predicted throughput" in n for n in result.notes)
+    assert predict(Curves(mix), result.allocation, 1000.0).mean_s == float("inf")
