@@ -1,24 +1,63 @@
-"""Per-task trace export (JSON lines) and a Gantt chart of a run."""
+"""Per-task trace export (JSON lines) and a Gantt chart of a run.
+
+Neither creates folders: an output path whose folder is missing is an error
+(:func:`check_output_file`), so a typo in a path never leaves a stray folder behind.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from scalesched.errors import InputError
 from scalesched.sim.engine import TaskRecord
 
 TRACE_FIELDS = ("workflow", "task", "kind", "model", "server", "ready", "landed", "start", "end")
 
 
-def write_trace(records: Sequence[TaskRecord], server_names: Sequence[str], path: Path) -> None:
+def check_output_file(path: Path, option: str) -> None:
+    """Fail before a run, naming ``option``, when ``path`` cannot be written as a file."""
+    if path.is_dir():
+        raise InputError(option, option.lstrip("-"), f"{path} is a folder; give a file path")
+    parent = path.parent
+    if not parent.exists():
+        raise InputError(option, option.lstrip("-"), f"folder {parent} does not exist; create it")
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(option, option.lstrip("-"), f"cannot write in {parent}")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise InputError(option, option.lstrip("-"), f"{path} is not writable")
+
+
+def check_gantt_file(path: Path, option: str = "--gantt") -> None:
+    """:func:`check_output_file`, and the suffix must be an image format matplotlib writes."""
+    check_output_file(path, option)
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    formats = FigureCanvasBase.get_supported_filetypes()
+    if path.suffix.lstrip(".").lower() not in formats:
+        raise InputError(
+            option,
+            option.lstrip("-"),
+            f"{path.name}: unknown image type; use one of .{', .'.join(sorted(formats))}",
+        )
+
+
+def write_trace(
+    records: Sequence[TaskRecord], server_names: Sequence[str], path: Path, option: str = "--trace"
+) -> None:
     """One JSON object per task: workflow, task, server (name), ready/landed/start/end (s)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8") as fh:
-        for r in records:
-            row = {f: getattr(r, f) for f in TRACE_FIELDS}
-            row["server"] = server_names[r.server]
-            fh.write(json.dumps(row) + "\n")
+    try:
+        with path.open("w", encoding="utf-8") as fh:
+            for r in records:
+                row = {f: getattr(r, f) for f in TRACE_FIELDS}
+                row["server"] = server_names[r.server]
+                fh.write(json.dumps(row, allow_nan=False) + "\n")
+    except OSError as exc:
+        raise InputError(
+            option, option.lstrip("-"), f"cannot write {path}: {exc.strerror}"
+        ) from None
 
 
 MAX_LANES = 8
@@ -54,18 +93,30 @@ def plot_gantt(
     *,
     title: str = "",
     max_servers: int = 48,
+    option: str = "--gantt",
 ) -> None:
     """One row per server, one bar per task (start to end), coloured by model or tool.
 
     Tasks that overlap on a server (a batch of LLM requests, tools on several cores) are
-    stacked in thin lanes inside the server's row, up to ``MAX_LANES``.
+    stacked in thin lanes inside the server's row, up to ``MAX_LANES``. Servers that ran
+    nothing get no row, and the chart says how many were left out (and how many busy
+    servers past ``max_servers``).
     """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    used = sorted({r.server for r in records})[:max_servers]
+    busy = sorted({r.server for r in records})
+    used = busy[:max_servers]
+    idle = len(server_names) - len(busy)
+    dropped = []
+    if idle > 0:
+        dropped.append(f"{idle} idle server{'s' if idle != 1 else ''} not shown")
+    if len(busy) > len(used):
+        dropped.append(
+            f"{len(busy) - len(used)} busy servers past the first {max_servers} not shown"
+        )
     row_of = {s: i for i, s in enumerate(used)}
     labels = sorted({r.model or "tool" for r in records})
     cmap = plt.get_cmap("tab10")
@@ -90,10 +141,23 @@ def plot_gantt(
     ax.set_yticklabels([server_names[s] for s in used], fontsize=7)
     ax.invert_yaxis()
     ax.set_xlabel("time (s)")
+    ax.set_ylabel("server")
     ax.set_title(title or "task placement over time")
+    if dropped:
+        ax.text(
+            1.0, -0.08, "; ".join(dropped), transform=ax.transAxes, ha="right", va="top", fontsize=7
+        )
     handles = [plt.Rectangle((0, 0), 1, 1, color=colour[label], alpha=0.6) for label in labels]
-    ax.legend(handles, labels, loc="upper right", fontsize=7)
+    ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    try:
+        fig.savefig(path, dpi=110)
+    except OSError as exc:
+        raise InputError(
+            option, option.lstrip("-"), f"cannot write {path}: {exc.strerror}"
+        ) from None
+    except ValueError as exc:  # an image format matplotlib does not know, e.g. ".xyz"
+        msg = " ".join(str(exc).split())[:160]
+        raise InputError(option, option.lstrip("-"), f"cannot write {path}: {msg}") from None
+    finally:
+        plt.close(fig)
