@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from scalesched.memplan import milp
-from scalesched.memplan.baselines import BASELINES
+from scalesched.memplan.baselines import BASELINES, baseline_plan
 from scalesched.memplan.brute import brute_force
 from scalesched.memplan.costs import TrainCosts, hardware, train_costs
 from scalesched.memplan.plan import Plan, coefficients, evaluate
@@ -25,6 +25,7 @@ from scalesched.memplan.planner import STRATEGIES, max_batch, plan_strategy
 MODELS = ("phi-2", "llama-2-7b", "codellama-34b", "llama-2-70b")
 GPUS = ("L4-24G", "A40-48G", "L40S-48G", "A100-80G", "H100-80G")
 BATCH, SEQ = 8, 2048
+FP32_STATES = ("gpu-fp32", "cpu-fp32", "stream-fp32")
 HOST_GB = {"llama-2-70b": 2048.0}
 """Host memory per model where the default (1024 GB) cannot hold fp32 optimizer state
 (70B: 16 B/param = 1.1 TB for the streaming baseline)."""
@@ -113,6 +114,20 @@ def grid(time_limit_s: float) -> list[dict[str, Any]]:
                     row[strategy]["layers"] = {
                         k: res.plan.choices.count(k) for k in sorted(set(res.plan.choices))
                     }
+            # ablation: the MILP without 8-bit optimizer state (how much the plan alone gives)
+            fp32 = milp.solve(c, time_limit_s=time_limit_s, states=FP32_STATES, coef=coef)
+            row["milp_fp32_tflops"] = (
+                c.model_flops / fp32.objective_s / 1e12 if fp32.plan is not None else None
+            )
+            # ... against the baselines held to fp32 state too
+            fp32_base = []
+            for name in BASELINES:
+                plan = baseline_plan(name, c, coef)
+                plan = Plan(plan.state.replace("8bit", "fp32"), plan.choices)
+                ev = evaluate(c, plan, coef)
+                if ev.fits:
+                    fp32_base.append(ev.tflops)
+            row["best_fp32_baseline_tflops"] = max(fp32_base) if fp32_base else None
             rows.append(row)
             print(model, gpu, {s: row[s]["tflops"] for s in STRATEGIES}, flush=True)
     return rows
@@ -188,8 +203,12 @@ def markdown(
     rows: list[dict[str, Any]], exact: list[dict[str, Any]], scal: list[dict[str, Any]]
 ) -> str:
     lines = [f"### TFLOPS at batch {BATCH} x {SEQ} (max batch at seq {SEQ} in brackets)", ""]
-    lines.append("| model | GPU | binds | " + " | ".join(STRATEGIES) + " | MILP / best baseline |")
-    lines.append("|---|---|---|" + "---|" * len(STRATEGIES) + "---|")
+    lines.append(
+        "| model | GPU | binds | "
+        + " | ".join(STRATEGIES)
+        + " | MILP / best baseline | MILP fp32 only | best fp32 baseline | ratio (fp32) |"
+    )
+    lines.append("|---|---|---|" + "---|" * len(STRATEGIES) + "---|---|---|---|")
     for r in rows:
         cells = [f"{_fmt(r[s]['tflops'])} [{r[s]['max_batch']}]" for s in STRATEGIES]
         base = [r[s]["tflops"] for s in BASELINES if r[s]["tflops"] is not None]
@@ -199,8 +218,12 @@ def markdown(
             else ("no baseline fits" if r["milp"]["tflops"] is not None else "-")
         )
         binds = "yes" if r["memory_binds"] else "no"
+        f32, b32 = r["milp_fp32_tflops"], r["best_fp32_baseline_tflops"]
+        f32_ratio = f"{f32 / b32:.2f}x" if b32 is not None and f32 is not None else "-"
         lines.append(
-            f"| {r['model']} | {r['gpu']} | {binds} | " + " | ".join(cells) + f" | {ratio} |"
+            f"| {r['model']} | {r['gpu']} | {binds} | "
+            + " | ".join(cells)
+            + f" | {ratio} | {_fmt(f32)} | {_fmt(b32)} | {f32_ratio} |"
         )
     lines += [
         "",
