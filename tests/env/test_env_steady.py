@@ -92,9 +92,23 @@ def test_window_is_truncated_at_its_last_arrival_and_returns_its_accrued_time() 
     assert metrics["window_workflow_seconds"] == pytest.approx(area)
     assert metrics["window_s"] == pytest.approx(sim.now - start_s)
     assert total == pytest.approx(-area * 0.01, rel=1e-9)  # STEADY.reward_scale
+    assert metrics["window_arrivals"] == STEADY.workflows
     assert metrics["window_response_time_s"] == pytest.approx(area / STEADY.workflows)
     with pytest.raises(RuntimeError):
         env.step(0)
+
+
+def test_max_decisions_caps_the_window() -> None:
+    env = SchedulingEnv(EnvConfig(cluster="hetero-4", workflows=50, warmup_max=3, max_decisions=7))
+    for seed in range(3):
+        env.reset(seed=seed)
+        for step in range(1, 8):
+            *_, terminated, truncated, info = env.step(eft_action(env))
+            assert not terminated and truncated == (step == 7)
+        metrics = info["episode_metrics"]
+        assert metrics["policy_decisions"] == 7 and metrics["window_arrivals"] >= 1
+        expected = metrics["window_workflow_seconds"] / metrics["window_arrivals"]
+        assert metrics["window_response_time_s"] == pytest.approx(expected)
 
 
 def test_warmup_without_truncation_drains_and_reports_the_window_mean() -> None:
@@ -121,6 +135,7 @@ def test_warmup_without_truncation_drains_and_reports_the_window_mean() -> None:
         ({"warmup_min": 5, "warmup_max": 2}, "warmup_min"),
         ({"reward_scale": 0.0}, "reward_scale"),
         ({"workflows": 0}, "workflows"),
+        ({"max_decisions": 0}, "max_decisions"),
     ],
 )
 def test_inconsistent_config_names_the_field(overrides: dict[str, object], field: str) -> None:

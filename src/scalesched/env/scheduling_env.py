@@ -77,6 +77,9 @@ class EnvConfig:
     """Truncate the episode once the window's ``workflows`` have arrived instead of draining
     the system (then the final observation is a live state whose value should be
     bootstrapped)."""
+    max_decisions: int | None = None
+    """Truncate after this many policy decisions at the latest (None: no cap), for episodes
+    of a bounded length whatever the load."""
     reward_scale: float | None = None
     """Reward = -(workflow-seconds since the previous step) x this; None: x 1/workflows (the
     cold-start return is then -mean response time). Steady-state configs use
@@ -92,6 +95,8 @@ class EnvConfig:
             raise InputError(source, "load_min", "need 0 < load_min <= load_max")
         if not 0 <= self.warmup_min <= self.warmup_max:
             raise InputError(source, "warmup_min", "need 0 <= warmup_min <= warmup_max")
+        if self.max_decisions is not None and self.max_decisions <= 0:
+            raise InputError(source, "max_decisions", "must be a positive count")
         if self.reward_scale is not None and not self.reward_scale > 0:
             raise InputError(source, "reward_scale", "must be positive")
 
@@ -222,7 +227,7 @@ class SchedulingEnv(gym.Env[Observation, int]):
             return obs, float(reward), True, False, info
         self._decision = nxt
         obs = encode(nxt, self.max_servers)
-        if sim.now >= self._cutoff_s:
+        if sim.now >= self._cutoff_s or self._steps == self.config.max_decisions:
             self._decision = None
             info["episode_metrics"] = self._window_metrics(sim)
             return obs, float(reward), False, True, info
@@ -240,8 +245,10 @@ class SchedulingEnv(gym.Env[Observation, int]):
         per arrival is the mean response time at steady state."""
         area = sim.in_system_area - self._start_area
         span = sim.now - self._start_s
+        arrivals = sum(1 for j in sim.jobs[self._warmup :] if j.arrival < sim.now)
         return {
-            "window_response_time_s": area / self.config.workflows,
+            "window_response_time_s": area / arrivals if arrivals else math.nan,
+            "window_arrivals": arrivals,
             "window_workflow_seconds": area,
             "window_s": span,
             "mean_in_system": area / span if span > 0 else 0.0,

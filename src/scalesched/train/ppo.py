@@ -68,6 +68,8 @@ class PPOConfig:
     truncate: bool = False
     """Truncate each episode once ``workflows`` have arrived after the warm-up (no drain);
     GAE then bootstraps the value of the final observation."""
+    max_decisions: int | None = None
+    """Truncate each episode after this many policy decisions at the latest (None: no cap)."""
     reward_scale: float | None = None
     """Reward = -(workflow-seconds accrued in the step) x this; None: x 1/workflows (the
     cold-start return is then -mean response time). See docs/training.md."""
@@ -170,6 +172,7 @@ class PPOConfig:
             warmup_max=self.warmup_max,
             warmup_policy=self.warmup_policy,
             truncate=self.truncate,
+            max_decisions=self.max_decisions,
             reward_scale=self.reward_scale,
         )
 
@@ -508,8 +511,9 @@ class Trainer:
                 if "final_info" in info:
                     metrics = info["final_info"].get("episode_metrics", {})
                     for i in np.flatnonzero(info.get("_final_info", [])):
-                        if "window_response_time_s" in metrics:
-                            recent_rt.append(float(metrics["window_response_time_s"][i]))
+                        rt = float(metrics.get("window_response_time_s", [math.nan] * k)[i])
+                        if math.isfinite(rt):
+                            recent_rt.append(rt)
                         recent_returns.append(float(episode_return[i]))
                         episode_return[i] = 0.0
                         self.state.episodes += 1
