@@ -110,7 +110,8 @@ def test_checkpoint_round_trip_and_bad_files(tmp_path: Path) -> None:
     obs, _ = env.reset(seed=0)
     t = obs_to_tensors({k: v[None] for k, v in obs.items()})
     assert torch.equal(net(*t).logits, trainer.net(*t).logits)
-    assert load_scheduler(path).name == cfg.name
+    # a local checkpoint is named by its path, never by its config's (shipped) name
+    assert load_scheduler(path).name == str(path) != cfg.name
 
     corrupt = tmp_path / "corrupt.pt"
     corrupt.write_bytes(path.read_bytes()[:100])
@@ -151,3 +152,85 @@ def test_config_errors_name_the_field(tmp_path: Path) -> None:
     bad.write_text("num_envs: many\n")
     with pytest.raises(InputError, match="num_envs"):
         load_config(bad)
+
+
+def test_resume_does_not_repeat_a_row_logged_after_the_checkpoint(tmp_path: Path) -> None:
+    base = dict(
+        total_steps=3 * 64,
+        num_envs=1,
+        num_steps=64,
+        workflows=3,
+        cluster="hetero-4",
+        validate_every=0,
+        validation_sizes=[],
+        checkpoint_every=1,
+    )
+    out = tmp_path / "run"
+    Trainer(load_config(None, **{**base, "total_steps": 2 * 64}), out).train()
+    # killed after logging update 3 but before saving its checkpoint
+    with (out / "train.csv").open(newline="") as fh:
+        reader = csv.DictReader(fh)
+        logged = [*reader, {}]
+        fields = reader.fieldnames or []
+    logged[-1] = {**logged[-2], "update": "3"}
+    with (out / "train.csv").open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(logged)
+    Trainer(load_config(None, **base), out, resume=True).train()
+    rows = list(csv.DictReader((out / "train.csv").open()))
+    assert [int(r["update"]) for r in rows] == [1, 2, 3]
+
+
+def _trained_weights(tmp_path: Path, name: str, **srr: object) -> dict[str, torch.Tensor]:
+    cfg = load_config(
+        None,
+        total_steps=64,
+        num_envs=1,
+        num_steps=64,
+        workflows=2,
+        cluster="hetero-4",
+        validate_every=0,
+        validation_sizes=[],
+        update_epochs=1,
+        num_minibatches=1,
+        target_kl=None,
+        **srr,
+    )
+    trainer = Trainer(cfg, tmp_path / name)
+    trainer.train()
+    return {k: v.clone() for k, v in trainer.net.state_dict().items()}
+
+
+def test_the_trainer_adds_srr_to_the_loss(tmp_path: Path) -> None:
+    """Same seed, same data: SRR on changes the update; SRR on with zero weights does not.
+
+    So the difference comes from the SRR term reaching the gradient, and nothing else.
+    """
+    off = _trained_weights(tmp_path, "off", srr=False)
+    zero = _trained_weights(tmp_path, "zero", srr=True, srr_decorrelation=0.0, srr_kl=0.0)
+    on = _trained_weights(tmp_path, "on", srr=True, srr_decorrelation=10.0, srr_kl=10.0)
+    assert all(torch.equal(off[k], zero[k]) for k in off)
+    changed = [k for k in off if not torch.allclose(off[k], on[k], atol=1e-6)]
+    # SRR acts on the attention feature: the encoders and the attention move
+    assert any(k.startswith(("task_encoder", "query", "attn_out", "attn_norm")) for k in changed), (
+        changed
+    )
+
+
+def test_checkpoints_are_fsynced_before_the_rename(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    import scalesched.train.checkpoint as ckpt
+
+    events: list[str] = []
+    real_fsync, real_replace = os.fsync, os.replace
+    monkeypatch.setattr(ckpt.os, "fsync", lambda fd: (events.append("fsync"), real_fsync(fd)))
+    monkeypatch.setattr(
+        ckpt.os, "replace", lambda a, b: (events.append("replace"), real_replace(a, b))
+    )
+    save_checkpoint(tmp_path / "c.pt", {"network": "scale", "network_config": {}, "state_dict": {}})
+    assert events == ["fsync", "replace", "fsync"]  # the file, the rename, the folder
+    assert load_checkpoint(tmp_path / "c.pt")["network"] == "scale"

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from scalesched.errors import InputError
 from scalesched.nn import PolicyNetwork, build_network
 from scalesched.nn.srr import feature_stats
 from scalesched.policies.base import BaseScheduler
@@ -72,22 +73,93 @@ class NetworkScheduler(BaseScheduler):
         }
 
 
-def network_from_checkpoint(data: dict[str, Any]) -> PolicyNetwork:
-    cfg = dict(data["network_config"])
-    net = build_network(str(data["network"]), **cfg)
-    net.load_state_dict(data["state_dict"])
+def network_from_checkpoint(data: dict[str, Any], source: str = "checkpoint") -> PolicyNetwork:
+    """The network a checkpoint describes, with its weights; ``InputError`` naming ``source``
+    and the field when the kind is unknown, the config does not build, a weight's shape
+    does not fit, or a weight is NaN or infinite.
+
+    The network is first built on the ``meta`` device (shapes only, no memory), so a
+    config of absurd size fails on the shape check instead of allocating it.
+    """
+    from scalesched.nn import NETWORK_KINDS
+    from scalesched.policies.features import SERVER_FEATURES, TASK_FEATURES
+
+    kind = data["network"]
+    if not isinstance(kind, str) or kind not in NETWORK_KINDS:
+        raise InputError(
+            source, "network", f"unknown network kind {kind!r}; known: {', '.join(NETWORK_KINDS)}"
+        )
+    cfg = data["network_config"]
+    if not isinstance(cfg, dict):
+        raise InputError(source, "network_config", "expected a mapping of network settings")
+    for key, want in (("task_dim", TASK_FEATURES), ("server_dim", SERVER_FEATURES)):
+        if cfg.get(key) != want:
+            raise InputError(
+                source,
+                f"network_config.{key}",
+                f"is {cfg.get(key)!r}, but this version's features have width {want}",
+            )
+    state = data["state_dict"]
+    if not isinstance(state, dict) or not all(torch.is_tensor(v) for v in state.values()):
+        raise InputError(source, "state_dict", "expected a mapping of weight tensors")
+    try:
+        with torch.device("meta"):
+            shape_only = build_network(kind, **cfg)
+    except (TypeError, ValueError) as exc:
+        raise InputError(source, "network_config", _one_line(exc)) from None
+    expected = shape_only.state_dict()
+    for name in expected.keys() - state.keys():
+        raise InputError(source, f"state_dict.{name}", "missing from the checkpoint")
+    for name in state.keys() - expected.keys():
+        raise InputError(source, f"state_dict.{name}", f"not a weight of a {kind} network")
+    for name, tensor in state.items():
+        if tuple(tensor.shape) != tuple(expected[name].shape):
+            raise InputError(
+                source,
+                f"state_dict.{name}",
+                f"has shape {tuple(tensor.shape)}, the network needs {tuple(expected[name].shape)}",
+            )
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            raise InputError(source, f"state_dict.{name}", "holds NaN or infinite weights")
+    net = build_network(kind, **cfg)
+    net.load_state_dict(state)
     return net
 
 
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:200] or type(exc).__name__
+
+
 def load_scheduler(
-    path: str | Path, record_features: bool = False, greedy: bool = False
+    path: str | Path,
+    record_features: bool = False,
+    greedy: bool = False,
+    name: str | None = None,
 ) -> NetworkScheduler:
-    """A scheduler from a checkpoint file (see ``scalesched.train.checkpoint``)."""
+    """A scheduler from a checkpoint file (see ``scalesched.train.checkpoint``).
+
+    It is named ``name`` if given, else by the path it was loaded from: a checkpoint's own
+    ``metadata.name`` is the config's name (``scale`` for a local run of the paper config),
+    and reporting a local run under a shipped policy's name would pass one off as the other.
+    """
     from scalesched.train.checkpoint import load_checkpoint
 
     torch.set_num_threads(1)
     data = load_checkpoint(path)
-    name = str(data.get("metadata", {}).get("name", Path(path).stem))
+    network = network_from_checkpoint(data, str(path))
     return NetworkScheduler(
-        network_from_checkpoint(data), name=name, record_features=record_features, greedy=greedy
+        network,
+        name=name if name is not None else _default_name(Path(path)),
+        record_features=record_features,
+        greedy=greedy,
     )
+
+
+def _default_name(path: Path) -> str:
+    """A shipped checkpoint's own name; any other checkpoint's path."""
+    from scalesched.policies.trained import shipped_policies
+
+    for shipped_name, shipped_path in shipped_policies().items():
+        if path.resolve() == shipped_path.resolve():
+            return shipped_name
+    return str(path)

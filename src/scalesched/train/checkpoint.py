@@ -19,17 +19,38 @@ FORMAT = "scalesched-checkpoint-v1"
 
 
 def save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
-    """Write ``payload`` (plus the format tag) to ``path`` via a temp file and a rename."""
+    """Write ``payload`` (plus the format tag) to ``path`` via a temp file and a rename.
+
+    The file's data is fsynced before the rename and the folder after it, so a crash (or a
+    power cut) leaves either the old checkpoint or the new one, never a torn or empty file.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
-    os.close(fd)
     try:
-        torch.save({"format": FORMAT, **payload}, tmp)
+        with os.fdopen(fd, "wb") as fh:
+            torch.save({"format": FORMAT, **payload}, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
         os.chmod(tmp, 0o644)  # mkstemp makes it owner-only; a checkpoint is not a secret
         os.replace(tmp, path)
+        _fsync_dir(path.parent)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make a rename in ``folder`` durable (a no-op where folders cannot be opened)."""
+    try:
+        dfd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dfd)
+    except OSError:
+        pass
+    finally:
+        os.close(dfd)
 
 
 def load_checkpoint(path: str | Path) -> dict[str, Any]:

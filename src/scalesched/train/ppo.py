@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import math
+import os
 import random
 import time
 from collections.abc import Callable
@@ -363,6 +364,8 @@ class Trainer:
         if resume and (out / "last.pt").is_file():
             self._restore(out / "last.pt")
         self._csv_path = out / "train.csv"
+        if resume:
+            self._drop_rows_after(self.state.update)
         self._tb: Any = None
 
     # -- checkpoints -----------------------------------------------------------------
@@ -394,6 +397,24 @@ class Trainer:
         torch.set_rng_state(data["torch_rng"])
 
     # -- logging ---------------------------------------------------------------------
+    def _drop_rows_after(self, update: int) -> None:
+        """Rows logged after the checkpoint a run resumes from are redone: drop them, so
+        train.csv holds each update once (a row is logged before its checkpoint is saved)."""
+        if not self._csv_path.is_file():
+            return
+        with self._csv_path.open(newline="") as fh:
+            rows = list(csv.reader(fh))
+        if not rows or "update" not in rows[0]:
+            return
+        col = rows[0].index("update")
+        keep = [r for r in rows[1:] if len(r) > col and r[col] and float(r[col]) <= update]
+        if len(keep) == len(rows) - 1:
+            return
+        tmp = self._csv_path.with_suffix(".csv.tmp")
+        with tmp.open("w", newline="") as fh:
+            csv.writer(fh).writerows([rows[0], *keep])
+        os.replace(tmp, self._csv_path)
+
     def _columns(self) -> list[str]:
         cols = [
             "global_step",
