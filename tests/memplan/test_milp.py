@@ -74,11 +74,14 @@ def test_infeasible_instance_has_no_plan() -> None:
 
 
 def test_time_limit_keeps_a_consistent_incumbent() -> None:
-    c = train_costs("llama-2-70b", "L4-24G", 2, 4096)
+    """codellama-34b on A100 takes HiGHS 15-35 s to prove optimal here; at 0.5 s it returns
+    its incumbent, which must be a fitting plan whose objective and gap are consistent."""
+    c = train_costs("codellama-34b", "A100-80G", 8, 2048)
     res = milp.solve(c, time_limit_s=0.5)
-    if res.plan is None:
-        pytest.skip("no incumbent within 0.5 s on this machine")
+    assert res.plan is not None
     ev = evaluate(c, res.plan)
     assert ev.fits
     assert ev.iteration_s == pytest.approx(res.objective_s, rel=1e-6)
-    assert res.gap >= 0.0
+    if not res.optimal:  # a much faster machine may prove optimality within the limit
+        assert res.status == "time limit (best incumbent)"
+        assert 0.0 < res.gap < 0.05

@@ -107,12 +107,12 @@ def memplan(
     if ctx.invoked_subcommand is not None:
         return
     if model is None:
-        raise InputError("--model", "--model", "required (e.g. --model llama-2-7b)")
+        raise InputError("--model", "model", "required (e.g. --model llama-2-7b)")
     if gpu is None:
-        raise InputError("--gpu", "--gpu", "required (e.g. --gpu A100-80G)")
+        raise InputError("--gpu", "gpu", "required (e.g. --gpu A100-80G)")
     check_strategy(strategy)
     if time_limit <= 0:
-        raise InputError("--time-limit", "--time-limit", "must be > 0")
+        raise InputError("--time-limit", "time-limit", "must be > 0")
     model = resolve_model(model)
     hw = hardware(
         resolve_gpu(gpu),

@@ -48,7 +48,7 @@ def check_strategy(strategy: str) -> str:
     if strategy not in STRATEGIES:
         known = ", ".join(STRATEGIES)
         raise InputError(
-            "--strategy", "--strategy", f"unknown strategy {strategy!r}; known: {known}"
+            "--strategy", "strategy", f"unknown strategy {strategy!r}; known: {known}"
         )
     return strategy
 

@@ -75,12 +75,14 @@ def small_instance(
     return replace(c, hw=hw)
 
 
-def grid(time_limit_s: float) -> list[dict[str, Any]]:
+def grid(
+    time_limit_s: float, *, cpu_adam_gbs: float | None = None, with_max_batch: bool = True
+) -> list[dict[str, Any]]:
     """TFLOPS at BATCH x SEQ and the max batch at SEQ, per model, GPU and strategy."""
     rows = []
     for model in MODELS:
         for gpu in GPUS:
-            hw = hardware(gpu, cpu_mem_gb=HOST_GB.get(model))
+            hw = hardware(gpu, cpu_mem_gb=HOST_GB.get(model), cpu_adam_gbs=cpu_adam_gbs)
             c = train_costs(model, gpu, BATCH, SEQ, hw)
             coef = coefficients(c)
             keep = min(
@@ -102,7 +104,11 @@ def grid(time_limit_s: float) -> list[dict[str, Any]]:
                 row[strategy] = {
                     "tflops": rep.tflops if rep is not None and res.fits else None,
                     "iteration_s": rep.iteration_s if rep is not None and res.fits else None,
-                    "max_batch": max_batch(model, hw, SEQ, strategy, time_limit_s=time_limit_s),
+                    "max_batch": (
+                        max_batch(model, hw, SEQ, strategy, time_limit_s=time_limit_s)
+                        if with_max_batch
+                        else None
+                    ),
                     "solver_time_s": res.solver_time_s,
                     "gap": res.gap,
                     "state": res.plan.state if res.plan is not None else None,
@@ -210,7 +216,10 @@ def markdown(
     )
     lines.append("|---|---|---|" + "---|" * len(STRATEGIES) + "---|---|---|---|")
     for r in rows:
-        cells = [f"{_fmt(r[s]['tflops'])} [{r[s]['max_batch']}]" for s in STRATEGIES]
+        cells = [
+            f"{_fmt(r[s]['tflops'])} [{'-' if r[s]['max_batch'] is None else r[s]['max_batch']}]"
+            for s in STRATEGIES
+        ]
         base = [r[s]["tflops"] for s in BASELINES if r[s]["tflops"] is not None]
         ratio = (
             f"{r['milp']['tflops'] / max(base):.2f}x"
@@ -269,11 +278,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=Path("results/memplan"))
     ap.add_argument("--time-limit", type=float, default=60.0)
+    ap.add_argument("--cpu-adam-gbs", type=float, default=None, help="override the default")
+    ap.add_argument("--grid-only", action="store_true", help="no max batch, brute force, L")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    rows = grid(args.time_limit)
-    exact = exactness()
-    scal = scaling(args.time_limit)
+    rows = grid(args.time_limit, cpu_adam_gbs=args.cpu_adam_gbs, with_max_batch=not args.grid_only)
+    exact = [] if args.grid_only else exactness()
+    scal = [] if args.grid_only else scaling(args.time_limit)
     (args.out / "study.json").write_text(
         json.dumps({"grid": rows, "exactness": exact, "scaling": scal}, indent=1)
     )
