@@ -47,9 +47,7 @@ class PlanResult:
 def check_strategy(strategy: str) -> str:
     if strategy not in STRATEGIES:
         known = ", ".join(STRATEGIES)
-        raise InputError(
-            "--strategy", "strategy", f"unknown strategy {strategy!r}; known: {known}"
-        )
+        raise InputError("--strategy", "strategy", f"unknown strategy {strategy!r}; known: {known}")
     return strategy
 
 
