@@ -7,6 +7,7 @@ traceback.
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections.abc import Callable
 from functools import wraps
@@ -17,14 +18,65 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from scalesched.errors import InputError
+from scalesched.errors import InputError, require_finite
+from scalesched.eval.capacity import COOLDOWN_FRACTION, WARMUP_FRACTION
+from scalesched.sim.metrics import steady_state_note
+
+
+class _OneLineErrors(typer.core.TyperGroup):
+    """Usage errors (a bad option value, an unknown option) as one line and exit code 2,
+    like every other bad input, instead of click's usage block."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        click = typer.core._click  # the click typer runs on (typer bundles its own)
+
+        kwargs["standalone_mode"] = False
+        try:
+            rv = super().main(*args, **kwargs)
+        except click.exceptions.NoArgsIsHelpError as exc:
+            typer.echo(exc.format_message(), err=True)
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            ctx = getattr(exc, "ctx", None)
+            where = f"{ctx.command_path}: " if ctx is not None else ""
+            message = " ".join(exc.format_message().split())
+            typer.echo(f"error: {where}{message}", err=True)
+            sys.exit(exc.exit_code)
+        except typer.Abort:
+            typer.echo("aborted", err=True)
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) else 0)
+
 
 app = typer.Typer(
+    cls=_OneLineErrors,
     help="Schedule agentic LLM workflows on heterogeneous GPU/CPU clusters.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        from scalesched import __version__
+
+        typer.echo(f"scalesched {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Schedule agentic LLM workflows on heterogeneous GPU/CPU clusters."""
+
+
 console = Console()
 err_console = Console(stderr=True)
 
@@ -58,7 +110,25 @@ PolicyOpt = Annotated[
 ]
 WorkflowsOpt = Annotated[int, typer.Option(help="Number of workflows that arrive.")]
 LoadOpt = Annotated[
-    float, typer.Option(help="Arrival rate as a fraction of the cluster's nominal capacity.")
+    float,
+    typer.Option(
+        help="Arrival rate as a fraction of the cluster's measured capacity for the workload "
+        "(`scalesched capacity`; measured once per cluster and workload, then cached)."
+    ),
+]
+WarmupOpt = Annotated[
+    int | None,
+    typer.Option(
+        help="First workflows (in arrival order) run but left out of the metrics "
+        "[default: 20% of --workflows]."
+    ),
+]
+CooldownOpt = Annotated[
+    int | None,
+    typer.Option(
+        help="Last workflows left out of the metrics (they run while arrivals stop) "
+        "[default: 10% of --workflows]."
+    ),
 ]
 RateOpt = Annotated[
     float | None, typer.Option(help="Arrival rate in workflows/s (overrides --load).")
@@ -90,11 +160,13 @@ def simulate(
     cluster: ClusterOpt = "hetero-16",
     workload: WorkloadOpt = "agentic-mix",
     policy: PolicyOpt = "eft",
-    workflows: WorkflowsOpt = 200,
+    workflows: WorkflowsOpt = 1500,
     load: LoadOpt = 0.7,
     rate: RateOpt = None,
     arrivals: ArrivalsOpt = "poisson",
     seed: SeedOpt = 0,
+    warmup: WarmupOpt = None,
+    cooldown: CooldownOpt = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print one JSON object of metrics instead of a table.")
     ] = False,
@@ -113,8 +185,10 @@ def simulate(
     from scalesched.sim.scenario import Scenario, build_jobs
     from scalesched.sim.trace import plot_gantt, write_trace
 
+    _check_outputs(trace, gantt)
     spec = get_cluster(cluster)
     scheduler = get_policy(policy)
+    _check_policy_fits(scheduler, policy, spec)
     tables = ClusterTables(spec)
     scenario = Scenario(
         workload=workload, workflows=workflows, load=load, rate=rate, arrivals=arrivals, seed=seed
@@ -132,7 +206,10 @@ def simulate(
             record_trace=record,
             tables=tables,
             on_workflow_done=tick,
+            warmup=_window_size(warmup, len(jobs), "--warmup", WARMUP_FRACTION),
+            cooldown=_window_size(cooldown, len(jobs), "--cooldown", COOLDOWN_FRACTION),
         )
+    require_finite(result.metrics, "simulate")
     if trace is not None:
         write_trace(result.trace, result.server_names, trace)
     if gantt is not None:
@@ -151,6 +228,98 @@ def simulate(
     for key, value in result.metrics.items():
         table.add_row(key, f"{value:.4g}" if isinstance(value, float) else str(value))
     console.print(table)
+    if not result.metrics["steady_state"]:
+        err_console.print(f"note: {steady_state_note(result.metrics)}")
+
+
+@app.command()
+@clean_errors
+def capacity(
+    cluster: ClusterOpt = "hetero-16",
+    workload: WorkloadOpt = "agentic-mix",
+    remeasure: Annotated[
+        bool, typer.Option(help="Measure again even when a cached figure exists.")
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object instead of a table.")
+    ] = False,
+    progress: Annotated[bool, typer.Option(help="Show each probe run as it finishes.")] = True,
+) -> None:
+    """Measure the arrival rate the cluster sustains for the workload (what --load 1.0 means).
+
+    Each strong heuristic's sustainable rate is searched by long simulated runs (overload,
+    then bisection on the steady-state verdict); capacity is the best of them. The figure is
+    cached per cluster and workload; see docs/steady-state.md for the method.
+    """
+    from scalesched.cluster import get_cluster
+    from scalesched.eval.capacity import (
+        cache_key,
+        cached_entry,
+        capacity_wps,
+        measure_capacity,
+        store_result,
+    )
+
+    spec = get_cluster(cluster)
+    show = progress and not as_json and sys.stderr.isatty()
+
+    def on_probe(row: dict[str, Any]) -> None:
+        if show:
+            verdict = "keeps up" if row["steady"] else "overloaded"
+            err_console.print(
+                f"  {row['policy']:>13} at {row['rate_wps']:.3g} wf/s: delivers "
+                f"{row['throughput_wps']:.3g} wf/s, {verdict}"
+            )
+
+    if remeasure:
+        result = measure_capacity(spec, workload, on_probe=on_probe)
+        store_result(cache_key(spec, workload), result)
+        payload: dict[str, Any] = result.to_json()
+        payload.pop("probes")
+        payload["cached"] = False
+    else:
+        key = cache_key(spec, workload)
+        rate = capacity_wps(spec, workload, on_probe=on_probe)
+        payload = {"cluster": spec.name, "workload": workload, "capacity_wps": rate}
+        payload.update(cached_entry(key) or {})
+        payload["cached"] = True
+    if as_json:
+        print(json.dumps(payload))
+        return
+    _print_pairs(
+        f"capacity of {spec.name} ({len(spec)} servers) for {workload}",
+        [(k, f"{v:.4g}" if isinstance(v, float) else str(v)) for k, v in payload.items()],
+    )
+
+
+def _window_size(value: int | None, workflows: int, option: str, fraction: float) -> int:
+    if value is None:
+        return int(round(fraction * workflows))
+    if value < 0 or value >= workflows:
+        raise InputError(option, option.lstrip("-"), f"must be in 0..{workflows - 1}")
+    return value
+
+
+def _check_outputs(trace: Path | None, gantt: Path | None) -> None:
+    """Output paths are checked before a run, not after it."""
+    from scalesched.sim.trace import check_gantt_file, check_output_file
+
+    if trace is not None:
+        check_output_file(trace, "--trace")
+    if gantt is not None:
+        check_gantt_file(gantt, "--gantt")
+
+
+def _check_policy_fits(scheduler: Any, policy: str, spec: Any) -> None:
+    """A fixed-size network (mlp-16) has no answer at another cluster size."""
+    fixed = getattr(getattr(scheduler, "network", None), "n_servers", None)
+    if fixed is not None and fixed != len(spec):
+        raise InputError(
+            "--policy",
+            "policy",
+            f"{policy} accepts exactly {fixed} servers; {spec.name} has {len(spec)} "
+            "(use a size-agnostic policy such as scale)",
+        )
 
 
 class _progress:
@@ -217,6 +386,12 @@ def validate(
     if file.suffix.lower() in (".yaml", ".yml"):
         from scalesched.cluster import load_cluster_file
 
+        if _looks_like_training_config(file):
+            from scalesched.train.ppo import load_config
+
+            cfg = load_config(file)
+            console.print(f"ok: training config {cfg.name!r}: {cfg.total_steps} steps")
+            return
         spec = load_cluster_file(file)
         gpus = sum(s.gpus for s in spec.servers)
         console.print(f"ok: cluster {spec.name!r}: {len(spec)} servers, {gpus} GPUs")
@@ -230,7 +405,29 @@ def validate(
         wf = source.sample(np.random.default_rng(0))
         console.print(f"ok: workflow {source.name!r}: {len(wf.tasks)} tasks in one realisation")
         return
-    raise InputError(str(file), "file", "expected a .yaml/.yml cluster or a .json workflow")
+    raise InputError(
+        str(file),
+        "file",
+        "validate takes a cluster file (.yaml/.yml), a training config (.yaml) or a WfFormat "
+        "workflow (.json)",
+    )
+
+
+def _looks_like_training_config(file: Path) -> bool:
+    """A YAML mapping without ``servers`` whose keys are training-config fields."""
+    from dataclasses import fields
+
+    from scalesched.errors import parse_yaml
+
+    try:
+        data = parse_yaml(file.read_text(encoding="utf-8"), str(file))
+    except (InputError, OSError, UnicodeDecodeError):
+        return False  # the cluster loader reports it
+    if not isinstance(data, dict) or not data or "servers" in data:
+        return False
+    from scalesched.train import ppo
+
+    return set(data) <= {f.name for f in fields(ppo.PPOConfig)}
 
 
 @app.command()
@@ -294,10 +491,20 @@ def evaluate(
     seeds: Annotated[str, typer.Option(help="Number of seeds (0..K-1) or a comma list.")] = "5",
     workload: WorkloadOpt = "agentic-mix",
     load: Annotated[float, typer.Option(help="Arrival rate as a fraction of capacity.")] = 0.7,
-    workflows: Annotated[int, typer.Option(help="Workflows per run.")] = 200,
+    workflows: Annotated[
+        int,
+        typer.Option(help="Workflows per run (first 20% warm-up, last 10% cool-down unmeasured)."),
+    ] = 1500,
     out: Annotated[Path, typer.Option(help="Folder for results.csv, summary and plots.")] = Path(
         "results/study"
     ),
+    slo: Annotated[
+        float | None,
+        typer.Option(
+            help="Also find each policy's max load at this SLO: the highest load at which "
+            "the p99 of response time / lower bound stays at or below SLO (slo.csv)."
+        ),
+    ] = None,
     jobs: Annotated[int | None, typer.Option(help="Worker processes (default: all cores).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
@@ -324,8 +531,10 @@ def evaluate(
         workflows=workflows,
         deployment=str(deployment) if deployment is not None else None,
     )
+    if slo is not None and not (math.isfinite(slo) and slo >= 1):
+        raise InputError("--slo", "slo", "must be a finite multiple >= 1 of the lower bound")
     executor = "ray" if ray_address or ray_local else "process"
-    _study(cfg, out, jobs, as_json, progress, "scalesched evaluation", executor, ray_address)
+    _study(cfg, out, jobs, as_json, progress, "scalesched evaluation", executor, ray_address, slo)
 
 
 def _study(
@@ -337,11 +546,17 @@ def _study(
     title: str,
     executor: str = "process",
     ray_address: str | None = None,
+    slo: float | None = None,
 ) -> None:
     from scalesched.eval.pipeline import run_and_report
+    from scalesched.sim.scenario import MAX_WORKFLOWS
 
-    if cfg.load <= 0 or cfg.workflows <= 0:
-        raise InputError("--load/--workflows", "load", "must be positive")
+    if not 1 <= cfg.workflows <= MAX_WORKFLOWS:
+        raise InputError(
+            "--workflows", "workflows", f"must be in [1, {MAX_WORKFLOWS}], got {cfg.workflows}"
+        )
+    if not (math.isfinite(cfg.load) and cfg.load > 0):
+        raise InputError("--load", "load", f"must be a positive finite number, got {cfg.load}")
     total = len(cfg.policies) * len(cfg.nodes) * len(cfg.seeds)
     show = progress and not as_json and sys.stderr.isatty()
     with _progress(show, total, f"{total} runs") as tick:
@@ -353,6 +568,7 @@ def _study(
             title=title,
             executor=executor,
             ray_address=ray_address,
+            slo=slo,
         )
     if as_json:
         print(json.dumps(summary, default=str))
@@ -463,6 +679,9 @@ def run(
     address: Annotated[
         str | None, typer.Option(help="Connect to this Ray cluster instead (ray.init address).")
     ] = None,
+    connect_timeout: Annotated[
+        float, typer.Option(help="Seconds to wait for the Ray head at --address.")
+    ] = 30.0,
     time_scale: Annotated[
         float, typer.Option(help="Wall seconds per model second of emulated work.")
     ] = 0.05,
@@ -511,8 +730,10 @@ def run(
     from scalesched.runtime import FaultConfig, RuntimeConfig, run_jobs
     from scalesched.runtime.backends import load_endpoints
 
+    _check_outputs(trace, gantt)
     spec = get_cluster(cluster)
     scheduler = get_policy(policy)
+    _check_policy_fits(scheduler, policy, spec)
     tables = ClusterTables(spec)
     scenario = Scenario(
         workload=workload, workflows=workflows, load=load, rate=rate, arrivals=arrivals, seed=seed
@@ -537,6 +758,9 @@ def run(
 
         own = not ray.is_initialized()  # library callers may be connected already
         if own:
+            from scalesched.runtime.cluster import wait_for_head
+
+            wait_for_head(address or "auto", connect_timeout)
             ray.init(address=address, log_to_driver=False)
         try:
             result = run_jobs(spec, jobs, scheduler, config, seed=seed, tables=tables)
@@ -558,6 +782,7 @@ def run(
                 tables=tables,
             )
         )
+    require_finite(metrics, "run")
     if trace is not None or gantt is not None:
         from scalesched.sim.trace import plot_gantt, write_trace
 

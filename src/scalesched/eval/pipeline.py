@@ -52,7 +52,10 @@ def run_and_report(
     title: str = "scalesched evaluation",
     executor: str = "process",
     ray_address: str | None = None,
+    slo: float | None = None,
 ) -> dict[str, Any]:
+    """Run the study and write its report; with ``slo``, also search each policy's max load
+    at that SLO (``scalesched.eval.slo``; six runs per policy, size and seed)."""
     out.mkdir(parents=True, exist_ok=True)
     rows = run_study(cfg, jobs=jobs, on_done=on_done, executor=executor, ray_address=ray_address)
     write_results_csv(rows, out / "results.csv")
@@ -62,7 +65,15 @@ def run_and_report(
         f"workflows per run, clusters `{cfg.cluster_family}-N`, seeds "
         f"{', '.join(map(str, cfg.seeds))}."
     )
-    (out / "summary.md").write_text(summary_markdown(summary, header))
+    text = summary_markdown(summary, header)
+    if slo is not None:
+        from scalesched.eval.slo import run_slo_study, slo_markdown, summarise_slo
+
+        slo_rows = run_slo_study(cfg, slo, jobs=jobs)
+        write_results_csv(slo_rows, out / "slo.csv")
+        summary["max_load_at_slo"] = summarise_slo(slo_rows, slo)
+        text += slo_markdown(summary["max_load_at_slo"])
+    (out / "summary.md").write_text(text)
     summary["config"] = config_dict(cfg)
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
     summary["plots"] = [str(p) for p in plot_all(rows, summary, out)]

@@ -63,9 +63,33 @@ def summarise(rows: Sequence[dict[str, Any]], policies: Sequence[str]) -> dict[s
         for p in policies:
             if best and "mean_rt" in entry[p]:
                 entry[p]["ratio_to_best_heuristic"] = entry[p]["mean_rt"] / entry[best]["mean_rt"]
+                paired, paired_ci = paired_ratio(rows, p, best, n)
+                entry[p]["paired_ratio_to_best"] = paired
+                entry[p]["paired_ratio_to_best_ci"] = paired_ci
+            if "mean_rt" in entry[p]:
+                steady = _values(rows, p, n, "steady_state")
+                entry[p]["steady_runs"] = int(sum(steady))
         srr = _srr_gain(rows, n)
         out["by_n"][n] = {"policies": entry, "best_heuristic": best, **srr}
     return out
+
+
+def paired_ratio(
+    rows: Sequence[dict[str, Any]], policy: str, baseline: str, n: int
+) -> tuple[float, float]:
+    """Mean over seeds of policy/baseline mean response time on the same workload, with the
+    half-width of its 95% CI: the seed-paired comparison (common random numbers)."""
+
+    def by_seed(p: str) -> dict[int, float]:
+        return {
+            int(r["seed"]): float(r["avg_response_time_s"])
+            for r in rows
+            if r["policy"] == p and r["n_servers"] == n and r.get("status") == STATUS_OK
+        }
+
+    a, b = by_seed(policy), by_seed(baseline)
+    common = sorted(set(a) & set(b))
+    return mean_ci([a[s] / b[s] for s in common]) if common else (math.nan, math.nan)
 
 
 def _srr_gain(rows: Sequence[dict[str, Any]], n: int) -> dict[str, float]:
@@ -105,18 +129,23 @@ def summary_markdown(summary: dict[str, Any], header: str = "") -> str:
         block = summary["by_n"][n]
         lines.append(f"\n### N = {n} (best heuristic: {block['best_heuristic'] or 'n/a'})\n")
         lines.append(
-            "| policy | mean RT (s) | p95 RT (s) | RT / lower bound | RT / best heuristic |"
+            "| policy | mean RT (s) | p95 RT (s) | RT / lower bound | RT / best heuristic "
+            "(seed-paired, 95% CI) | steady runs |"
         )
-        lines.append("|---|---|---|---|---|")
+        lines.append("|---|---|---|---|---|---|")
         for p in summary["policies"]:
             e = block["policies"][p]
             if "mean_rt" not in e:
-                lines.append(f"| {p} | cannot run at N={n} | | | |")
+                lines.append(f"| {p} | cannot run at N={n} | | | | |")
                 continue
+            paired = _fmt(
+                e.get("paired_ratio_to_best", math.nan), e.get("paired_ratio_to_best_ci"), 3
+            )
             lines.append(
                 f"| {p} | {_fmt(e['mean_rt'], e['mean_rt_ci'])} | "
                 f"{_fmt(e['p95_rt'], e['p95_rt_ci'])} | {_fmt(e['lower_bound_ratio'])} | "
-                f"{_fmt(e.get('ratio_to_best_heuristic', math.nan), digits=3)} |"
+                f"{paired} | "
+                f"{e.get('steady_runs', 0)}/{e['runs']} |"
             )
         for key, label in (
             ("srr_gain", "SRR gain (1 - scale/scale-nosrr)"),

@@ -29,7 +29,9 @@ class StudyConfig:
     seeds: tuple[int, ...]
     workload: str = "agentic-mix"
     load: float = 0.7
-    workflows: int = 200
+    workflows: int = 1500
+    """Workflows per run; the first 20% (warm-up) and last 10% (cool-down) are run but not
+    measured (scalesched.eval.capacity.WARMUP_FRACTION / COOLDOWN_FRACTION)."""
     cluster_family: str = "hetero"
     """Clusters are ``<family>-<N>`` presets."""
     deployment: str | None = None
@@ -96,7 +98,17 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
         from scalesched.cluster.deployment import load_deployment_file
 
         tables = ClusterTables(cluster, load_deployment_file(spec.deployment, cluster))
-    result = simulate(cluster, jobs, scheduler, seed=spec.seed, tables=tables)
+    from scalesched.eval.capacity import default_cooldown, default_warmup
+
+    result = simulate(
+        cluster,
+        jobs,
+        scheduler,
+        seed=spec.seed,
+        tables=tables,
+        warmup=default_warmup(len(jobs)),
+        cooldown=default_cooldown(len(jobs)),
+    )
     metrics = dict(result.metrics)
     metrics.pop("policy", None)
     metrics.pop("n_servers", None)
@@ -111,6 +123,16 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
             row["feature_var"] = stats["var"]
             row["feature_offdiag_corr"] = stats["mean_abs_offdiag_corr"]
     return row
+
+
+def resolve_capacities(cfg: StudyConfig) -> None:
+    """Measure (or read) each cluster's capacity here, once, so that parallel workers find
+    it in the cache instead of each measuring it again."""
+    from scalesched.cluster import get_cluster
+    from scalesched.eval.capacity import capacity_wps
+
+    for n in cfg.nodes:
+        capacity_wps(get_cluster(f"{cfg.cluster_family}-{n}"), cfg.workload)
 
 
 def check_policies(policies: Iterable[str]) -> None:
@@ -133,6 +155,7 @@ def run_study(
     if not cfg.policies or not cfg.nodes or not cfg.seeds:
         raise InputError("eval", "policies/nodes/seeds", "each needs at least one value")
     check_policies(cfg.policies)
+    resolve_capacities(cfg)
     specs = run_specs(cfg)
     rows: list[dict[str, Any]] = []
     workers = jobs or os.cpu_count() or 1

@@ -9,7 +9,9 @@ from scalesched.errors import InputError
 from scalesched.policies.base import BaseScheduler, Scheduler
 from scalesched.policies.eft import EftScheduler
 from scalesched.policies.heft_online import HeftOnlineScheduler
+from scalesched.policies.kv_aware import KvAwareScheduler
 from scalesched.policies.least_loaded import LeastLoadedScheduler
+from scalesched.policies.p2c import PowerOfTwoScheduler
 from scalesched.policies.random_policy import RandomScheduler
 from scalesched.policies.round_robin import RoundRobinScheduler
 from scalesched.policies.shortest_queue import ShortestQueueScheduler
@@ -21,7 +23,13 @@ HEURISTICS: dict[str, tuple[Callable[[], Scheduler], str]] = {
     "shortest_queue": (ShortestQueueScheduler, "fewest unfinished tasks assigned"),
     "eft": (EftScheduler, "earliest estimated finish (queue, load, transfer, speed)"),
     "heft_online": (HeftOnlineScheduler, "eft placement, HEFT upward-rank order"),
+    "kv_aware": (KvAwareScheduler, "production router: queue, running batch and KV usage"),
+    "p2c": (PowerOfTwoScheduler, "power of two choices on estimated finish + imposed delay"),
 }
+
+STRONG_HEURISTICS: tuple[str, ...] = ("eft", "heft_online", "least_loaded", "kv_aware", "p2c")
+"""The candidates for "the best heuristic": every table compares against the best of these
+on the same runs, and measured capacity is the highest rate one of them sustains."""
 
 
 def list_policies() -> list[tuple[str, str]]:
@@ -57,4 +65,11 @@ def get_policy(name: str) -> Scheduler:
     )
 
 
-__all__ = ["BaseScheduler", "Scheduler", "get_policy", "list_policies", "HEURISTICS"]
+__all__ = [
+    "BaseScheduler",
+    "Scheduler",
+    "get_policy",
+    "list_policies",
+    "HEURISTICS",
+    "STRONG_HEURISTICS",
+]

@@ -1,7 +1,9 @@
 """Earliest estimated finish time: the strong baseline.
 
-Counts, per server, the input transfer, the wait for a core or a batch slot, the model load
-when the model is not resident, and the execution time at the server's current batch.
+Counts, per server, the input transfer, the wait for a core or a batch slot (work already
+placed there counts, in transfer or not), the model load when the model is not resident,
+the execution time at the server's current batch, and the delay the task would add to the
+requests already running in that batch: the task's own finish plus what it costs others.
 """
 
 from __future__ import annotations
@@ -16,4 +18,5 @@ class EftScheduler(BaseScheduler):
     name = "eft"
 
     def select(self, decision: Decision) -> int:
-        return int(np.argmin(np.where(decision.mask, decision.finish_s, np.inf)))
+        score = decision.finish_s + decision.imposed_s
+        return int(np.argmin(np.where(decision.mask, score, np.inf)))

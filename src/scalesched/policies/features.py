@@ -86,6 +86,9 @@ class ClusterStateView(Protocol):
     busy_cores: np.ndarray
     cpu_backlog: np.ndarray
     """Estimated core-seconds of tool CPU work queued or running on each server."""
+    tools_in_flight: np.ndarray
+    """Tool tasks placed on each server whose CPU part has not finished (in transfer,
+    queued or running)."""
     free_gpus: np.ndarray
     idle_gpus: np.ndarray
     """GPUs held by resident engines that have no request: free after an eviction."""
@@ -93,7 +96,8 @@ class ClusterStateView(Protocol):
     engine_ready_at: np.ndarray
     """When a LOADING engine is expected to be ready (absolute time)."""
     engine_batch: np.ndarray
-    """Requests in each engine: decoding, prefilling or waiting for admission."""
+    """Requests placed on each engine and not finished: in transfer, waiting for admission,
+    prefilling or decoding."""
     engine_ctx: np.ndarray
     """Sum of the context tokens of those requests."""
 
@@ -252,6 +256,7 @@ class Decision:
         "load_s",
         "exec_s",
         "finish_s",
+        "imposed_s",
         "est_work",
         "n_assigned",
         "_tables",
@@ -277,6 +282,7 @@ class Decision:
         view: ClusterStateView,
         resident: np.ndarray,
         batch: np.ndarray,
+        imposed_s: np.ndarray | None = None,
     ) -> None:
         self.now = now
         self.task = task
@@ -292,6 +298,9 @@ class Decision:
         """(N,) estimated execution seconds on each server at its current load."""
         self.finish_s = finish_s
         """(N,) estimated seconds from now to the end: max(transfer, wait) + exec."""
+        self.imposed_s = imposed_s if imposed_s is not None else tables.zeros
+        """(N,) estimated seconds of delay the task adds to the requests already running in
+        the engine it would join (a larger batch decodes every step more slowly)."""
         self.est_work: np.ndarray = view.est_work
         self.n_assigned: np.ndarray = view.n_assigned
         self._tables = tables
@@ -304,6 +313,16 @@ class Decision:
     @property
     def n_servers(self) -> int:
         return int(self.mask.shape[0])
+
+    @property
+    def tables(self) -> ClusterTables:
+        """The cluster's static arrays (for policies that score engines themselves)."""
+        return self._tables
+
+    @property
+    def view(self) -> ClusterStateView:
+        """The live per-server state this decision reads."""
+        return self._view
 
     @property
     def task_features(self) -> np.ndarray:
@@ -472,6 +491,16 @@ def make_decision(tables: ClusterTables, view: ClusterStateView, task: TaskReque
         running = np.minimum(batch + 1, slots).astype(np.int64)
         ctx = view.engine_ctx[:, m] / np.maximum(batch, 1) * (running - 1) + task.context_tokens
         step = tables.decode_lin[kk, running] + tables.decode_attn[kk] * ctx
+        # Joining a running batch slows each of its (running - 1) requests by the step-time
+        # increase, over about half of the newcomer's output (they overlap that long on
+        # average); a request that queues for admission slows no running one.
+        others = running - 1
+        ctx_without = ctx - task.context_tokens
+        step_without = tables.decode_lin[kk, others] + tables.decode_attn[kk] * ctx_without
+        joins = batch + 1 <= slots
+        imposed = np.where(
+            joins & mask, others * (step - step_without) * task.output_tokens_est / 2, 0.0
+        )
         prefill_by_class = np.zeros(max(1, len(tables.engines)))
         for k, eng, *_ in tables.model_classes[m]:
             prefill_by_class[k] = eng.prefill_s(task.prompt_tokens)
@@ -491,8 +520,12 @@ def make_decision(tables: ClusterTables, view: ClusterStateView, task: TaskReque
     else:
         mask = tables.all_servers
         exec_s = task.cpu_work / tables.core_speed + task.ext_latency_est
-        wait = np.where(view.busy_cores >= tables.cores, view.cpu_backlog / tables.cores, 0.0)
-        load = batch = resident = tables.zeros
+        # Tools ahead of this one beyond the free cores, each of the mean placed length,
+        # shared by the cores (placed tools in transfer count: they will take a core).
+        inflight = view.tools_in_flight
+        ahead = np.maximum(inflight + 1 - tables.cores, 0.0)
+        wait = ahead * (view.cpu_backlog / np.maximum(inflight, 1.0)) / tables.cores
+        load = batch = resident = imposed = tables.zeros
     return Decision(
         now=view.now,
         task=task,
@@ -506,6 +539,7 @@ def make_decision(tables: ClusterTables, view: ClusterStateView, task: TaskReque
         view=view,
         resident=resident,
         batch=batch,
+        imposed_s=imposed,
     )
 
 

@@ -46,6 +46,7 @@ from scalesched.policies.features import (
     TaskRequest,
     make_decision,
 )
+from scalesched.sim.metrics import window_bounds
 from scalesched.sim.tasks import RunTasks
 from scalesched.workload.instance import Job, TaskInstance
 
@@ -137,6 +138,8 @@ class Simulation:
         record_trace: bool = False,
         tables: ClusterTables | None = None,
         on_workflow_done: Callable[[int], None] | None = None,
+        warmup: int = 0,
+        cooldown: int = 0,
     ) -> None:
         self.cluster = cluster
         self.tables = tables if tables is not None else ClusterTables(cluster)
@@ -154,6 +157,7 @@ class Simulation:
         self.n_assigned = np.zeros(n)
         self.busy_cores = np.zeros(n)
         self.cpu_backlog = np.zeros(n)
+        self.tools_in_flight = np.zeros(n)
         self.free_gpus = t.gpus.copy()
         self.idle_gpus = np.zeros(n)
         self.engine_state = np.zeros((n, n_models), dtype=np.int8)
@@ -208,6 +212,11 @@ class Simulation:
         """Integral of the number of workflows in the system over time (workflow-seconds)."""
         self._area_mark = 0.0
         self.trace: list[TaskRecord] = []
+        # The measurement window runs from the arrival of the first to that of the last
+        # measured job; busy areas and the in-system integral are read at both ends.
+        self.warmup, self.cooldown = warmup, cooldown
+        self._window = window_bounds(n_jobs, warmup, cooldown)
+        self._window_marks: list[tuple[np.ndarray, np.ndarray, float]] = []
 
         self._heap: list[tuple[float, int, int, int, int]] = []
         self._seq = itertools.count()
@@ -265,8 +274,14 @@ class Simulation:
         self._est[gid] = est
         self.est_work[server] += est
         self.n_assigned[server] += 1
+        # Counted from placement, not landing: work in transfer is already the server's.
         if task.kind == "tool":
             self.cpu_backlog[server] += task.cpu_work / self._speed[server]
+            self.tools_in_flight[server] += 1
+        else:
+            m = MODEL_INDEX[task.model or ""]
+            self.engine_batch[server, m] += 1
+            self.engine_ctx[server, m] += task.prompt_tokens + task.output_tokens_est // 2
         delay = self._move_inputs(gid, server)
         if delay > 0:
             self._push(self.now + delay, _LAND, gid, 0)
@@ -310,6 +325,8 @@ class Simulation:
 
     # -- event handlers ---------------------------------------------------------------
     def _on_arrive(self, ji: int, _: int) -> None:
+        if ji in self._window:
+            self._mark_window()
         job = self.jobs[ji]
         wf = job.workflow
         off = self._offset[ji]
@@ -364,6 +381,7 @@ class Simulation:
         self._after_cpu(gid, task)
 
     def _after_cpu(self, gid: int, task: TaskInstance) -> None:
+        self.tools_in_flight[self._server[gid]] -= 1
         if task.ext_latency > 0:
             self._push(self.now + task.ext_latency, _TASK_DONE, gid, 0)
         else:
@@ -385,8 +403,6 @@ class Simulation:
             self._request_gpus(eng)
         eng.waiting.append(gid)
         eng.last_used = self.now
-        self.engine_batch[s, m] += 1
-        self.engine_ctx[s, m] += task.prompt_tokens + task.output_tokens_est // 2
         self._set_idle(eng)
         if eng.state == ENGINE_READY:
             self._admit(eng)
@@ -593,6 +609,30 @@ class Simulation:
                 self.on_workflow_done(self.workflows_completed)
 
     # -- results ----------------------------------------------------------------------
+    def _mark_window(self) -> None:
+        self.close_accounts()
+        marks = (np.array(self._gpu_area), np.array(self._cpu_area), self.in_system_area)
+        self._window_marks.append(marks)
+
+    def window_utilisation(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """(GPU, CPU) busy fractions per server over the measurement window (None if the
+        window is empty: a single job, or the run has not reached its last arrival)."""
+        if len(self._window_marks) < 2:
+            return None
+        (g0, c0, _), (g1, c1, _) = self._window_marks[0], self._window_marks[-1]
+        first, last = self._window
+        span = self.jobs[last].arrival - self.jobs[first].arrival
+        if span <= 0:
+            return None
+        t = self.tables
+        return (g1 - g0) / (np.maximum(t.gpus, 1) * span), (c1 - c0) / (t.cores * span)
+
+    def window_in_system_area(self) -> float | None:
+        """Workflow-seconds in the system during the measurement window."""
+        if len(self._window_marks) < 2:
+            return None
+        return self._window_marks[-1][2] - self._window_marks[0][2]
+
     def close_accounts(self) -> None:
         """Bring the utilisation integrals up to the current time."""
         for s in range(self.tables.n):
@@ -613,6 +653,12 @@ class Simulation:
         landed = np.array(self._landed)
         ok = ~np.isnan(start)
         return start[ok] - landed[ok]
+
+    @property
+    def queue_delay_jobs(self) -> np.ndarray:
+        """The job index of each entry of ``queue_delays``."""
+        ok = ~np.isnan(np.array(self._start))
+        return np.asarray(self._task_job)[ok]
 
     def utilisation(self, horizon: float) -> tuple[np.ndarray, np.ndarray]:
         """(GPU, CPU) busy fractions per server over ``horizon`` seconds."""

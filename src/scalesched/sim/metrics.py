@@ -1,5 +1,16 @@
 """The metrics of one run, from plain arrays: shared by the simulator and the Ray runtime,
-so both report the same keys computed the same way."""
+so both report the same keys computed the same way.
+
+Steady state: the first ``warmup`` workflows (in arrival order) fill an empty cluster and the
+last ``cooldown`` ones run while arrivals stop and the cluster drains; both are excluded.
+Response-time, queue-delay and utilisation figures cover the *measurement window* from the
+arrival of the first measured workflow to the arrival of the last one. A run is judged to have
+reached steady state when, inside that window, completions keep pace with arrivals
+(throughput >= ``STEADY_THROUGHPUT_RATIO`` x the offered rate) and response times do not
+grow (mean of the last quarter of measured workflows <= ``STEADY_MAX_TREND`` x the mean of
+the first quarter). Both fail when queues grow without bound (overload) or when the run is
+too short to leave the cold-start transient.
+"""
 
 from __future__ import annotations
 
@@ -30,6 +41,79 @@ class RunRecord:
     decisions: int
     events: int
     wall_s: float
+    arrivals: np.ndarray | None = None
+    """Per workflow, in the order of ``response_times``; needed for the window metrics."""
+    warmup: int = 0
+    """Workflows (in arrival order) excluded from the metrics as warm-up."""
+    cooldown: int = 0
+    """The last workflows (in arrival order) excluded as cool-down (arrivals stop)."""
+    queue_delay_jobs: np.ndarray | None = None
+    """Per entry of ``queue_delays``: the index of its workflow (to drop warm-up tasks)."""
+    window_utilisation: tuple[np.ndarray, np.ndarray] | None = None
+    """(GPU, CPU) busy fractions per server over the measurement window, when known."""
+    in_system_area: float | None = None
+    """Workflow-seconds spent in the system during the measurement window."""
+
+
+STEADY_THROUGHPUT_RATIO = 0.95
+STEADY_MAX_TREND = 1.5
+MIN_MEASURED_FOR_VERDICT = 40
+"""Fewer measured workflows than this are too few to judge steady state (verdict False)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """The measurement window of a run and the steady-state verdict on it."""
+
+    start: float
+    end: float
+    measured: np.ndarray
+    """Bool per workflow: arrived after the warm-up."""
+    offered_rate: float
+    throughput: float
+    trend: float
+    steady: bool
+
+
+def window_bounds(n: int, warmup: int, cooldown: int) -> tuple[int, int]:
+    """First and last measured index (arrival order) of ``n`` workflows; at least one."""
+    first = min(max(warmup, 0), max(n - 1, 0))
+    last = max(first, n - 1 - max(cooldown, 0))
+    return first, last
+
+
+def measurement_window(
+    arrivals: np.ndarray, response_times: np.ndarray, warmup: int, cooldown: int = 0
+) -> Window:
+    """The window between warm-up and cool-down, and whether the run was at steady state."""
+    n = arrivals.size
+    order = np.argsort(arrivals, kind="stable")
+    measured = np.zeros(n, dtype=bool)
+    if n == 0:
+        return Window(0.0, 0.0, measured, 0.0, 0.0, 1.0, False)
+    first, last = window_bounds(n, warmup, cooldown)
+    measured[order[first : last + 1]] = True
+    start, end = float(arrivals[order[first]]), float(arrivals[order[last]])
+    span = end - start
+    n_measured = int(measured.sum())
+    ends = arrivals + response_times
+    if span > 0:
+        offered = (n_measured - 1) / span
+        done_in = np.isfinite(ends) & (ends >= start) & (ends <= end)
+        throughput = float(done_in.sum()) / span
+    else:
+        offered = throughput = 0.0
+    rt = response_times[order[first : last + 1]]
+    q = max(1, rt.size // 4)
+    head, tail = rt[:q], rt[-q:]
+    finite = np.isfinite(head).all() and np.isfinite(tail).all()
+    trend = float(tail.mean() / head.mean()) if finite and head.mean() > 0 else float("inf")
+    steady = (
+        n_measured >= MIN_MEASURED_FOR_VERDICT
+        and throughput >= STEADY_THROUGHPUT_RATIO * offered
+        and trend <= STEADY_MAX_TREND
+    )
+    return Window(start, end, measured, offered, throughput, trend, bool(steady))
 
 
 def _pct(a: np.ndarray, q: float) -> float:
@@ -39,30 +123,53 @@ def _pct(a: np.ndarray, q: float) -> float:
 def run_metrics(r: RunRecord) -> dict[str, float | int | str]:
     """The JSON object of ``simulate --json`` (see the README for the keys)."""
     done = ~np.isnan(r.response_times)
-    rt = r.response_times[done]
-    lb = r.lower_bounds[done]
+    arrivals = r.arrivals if r.arrivals is not None else np.zeros(r.response_times.size)
+    window = measurement_window(arrivals, r.response_times, r.warmup, r.cooldown)
+    measured = window.measured if r.arrivals is not None else np.ones(done.size, dtype=bool)
+    rt = r.response_times[done & measured]
+    lb = r.lower_bounds[done & measured]
+    # Slowdown: each workflow against its own contention-free bound (the SLO's unit).
+    slowdown = rt / np.maximum(lb, 1e-9)
     mean_rt = float(rt.mean()) if rt.size else 0.0
     mean_lb = float(lb.mean()) if lb.size else 0.0
-    per_server = np.where(r.has_gpu, r.gpu_utilisation, r.cpu_utilisation)
+    gpu_u, cpu_u = r.window_utilisation or (r.gpu_utilisation, r.cpu_utilisation)
+    per_server = np.where(r.has_gpu, gpu_u, cpu_u)
     qd = r.queue_delays
+    if r.queue_delay_jobs is not None and r.arrivals is not None:
+        qd = qd[measured[r.queue_delay_jobs]]
+    span = window.end - window.start
+    if r.arrivals is not None and span > 0:
+        throughput = window.throughput
+    else:
+        throughput = float(done.sum() / r.makespan_s) if r.makespan_s > 0 else 0.0
     return {
         "policy": r.policy,
         "cluster": r.cluster,
         "n_servers": int(r.has_gpu.size),
         "workflows_submitted": int(r.response_times.size),
         "workflows_completed": int(done.sum()),
+        "warmup_workflows": int(min(r.warmup, done.size)) if r.arrivals is not None else 0,
+        "cooldown_workflows": int(done.size - measured.sum() - min(r.warmup, done.size))
+        if r.arrivals is not None
+        else 0,
+        "measured_workflows": int((done & measured).sum()),
         "tasks_completed": r.tasks_completed,
         "avg_response_time_s": mean_rt,
         "p50_response_time_s": _pct(rt, 50),
         "p95_response_time_s": _pct(rt, 95),
         "p99_response_time_s": _pct(rt, 99),
         "makespan_s": float(r.makespan_s),
-        "throughput_wps": float(done.sum() / r.makespan_s) if r.makespan_s > 0 else 0.0,
-        "mean_utilization": float(per_server.mean()) if per_server.size else 0.0,
-        "mean_gpu_utilization": float(r.gpu_utilisation[r.has_gpu].mean())
-        if r.has_gpu.any()
+        "throughput_wps": throughput,
+        "offered_rate_wps": window.offered_rate,
+        "response_trend": window.trend if np.isfinite(window.trend) else -1.0,
+        "steady_state": window.steady,
+        "mean_in_system": r.in_system_area / span
+        if r.in_system_area is not None and span > 0
         else 0.0,
-        "mean_cpu_utilization": float(r.cpu_utilisation.mean()) if r.cpu_utilisation.size else 0.0,
+        "p99_slowdown": _pct(slowdown, 99),
+        "mean_utilization": float(per_server.mean()) if per_server.size else 0.0,
+        "mean_gpu_utilization": float(gpu_u[r.has_gpu].mean()) if r.has_gpu.any() else 0.0,
+        "mean_cpu_utilization": float(cpu_u.mean()) if cpu_u.size else 0.0,
         "mean_queue_delay_s": float(qd.mean()) if qd.size else 0.0,
         "p95_queue_delay_s": _pct(qd, 95),
         "model_loads": r.model_loads,
@@ -73,3 +180,20 @@ def run_metrics(r: RunRecord) -> dict[str, float | int | str]:
         "lower_bound_ratio": mean_rt / mean_lb if mean_lb > 0 else 0.0,
         "sim_wall_time_s": r.wall_s,
     }
+
+
+def steady_state_note(metrics: dict[str, float | int | str]) -> str:
+    """Why a run was not judged steady, in one line for the user."""
+    if int(metrics["measured_workflows"]) < MIN_MEASURED_FOR_VERDICT:
+        return (
+            f"the run did not reach a verifiable steady state: only "
+            f"{metrics['measured_workflows']} measured workflows (need "
+            f"{MIN_MEASURED_FOR_VERDICT}+); use more --workflows"
+        )
+    return (
+        "the run did not reach steady state: the cluster delivered "
+        f"{float(metrics['throughput_wps']):.3g} workflows/s against "
+        f"{float(metrics['offered_rate_wps']):.3g} offered, response-time trend "
+        f"{float(metrics['response_trend']):.3g}x over the window; the load is above what "
+        "this policy sustains, or the run is too short"
+    )

@@ -12,7 +12,7 @@ from scalesched.cluster.model import ClusterSpec
 from scalesched.policies.base import Scheduler
 from scalesched.policies.features import ClusterTables
 from scalesched.sim.engine import Simulation, TaskRecord
-from scalesched.sim.metrics import RunRecord, run_metrics
+from scalesched.sim.metrics import RunRecord, run_metrics, window_bounds
 from scalesched.workload.instance import Job
 
 
@@ -38,8 +38,12 @@ def simulate(
     record_trace: bool = False,
     tables: ClusterTables | None = None,
     on_workflow_done: Callable[[int], None] | None = None,
+    warmup: int = 0,
+    cooldown: int = 0,
 ) -> SimResult:
-    """Simulate ``jobs`` on ``cluster`` with every ready task placed by ``scheduler``."""
+    """Simulate ``jobs`` on ``cluster`` with every ready task placed by ``scheduler``; the
+    first ``warmup`` and last ``cooldown`` workflows (in arrival order) are run but left out
+    of the metrics (see ``scalesched.sim.metrics``)."""
     wall = time.perf_counter()
     sim = Simulation(
         cluster,
@@ -48,6 +52,8 @@ def simulate(
         record_trace=record_trace,
         tables=tables,
         on_workflow_done=on_workflow_done,
+        warmup=warmup,
+        cooldown=cooldown,
     )
     scheduler.reset(seed)
     decision = sim.next_decision()
@@ -81,8 +87,18 @@ def summarise(sim: Simulation, *, policy: str, wall_s: float) -> SimResult:
             decisions=sim.decisions,
             events=sim.events,
             wall_s=wall_s,
+            arrivals=np.array([j.arrival for j in sim.jobs]),
+            warmup=sim.warmup,
+            cooldown=sim.cooldown,
+            queue_delay_jobs=sim.queue_delay_jobs,
+            window_utilisation=sim.window_utilisation(),
+            in_system_area=sim.window_in_system_area(),
         )
     )
+    # The raw arrays cover the measurement window only, like the metrics.
+    first, last = window_bounds(len(sim.jobs), sim.warmup, sim.cooldown)
+    done[:first] = False
+    done[last + 1 :] = False
     rt_done = rt[done]
     lb = sim.lower_bounds[done]
     return SimResult(

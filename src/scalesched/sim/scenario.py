@@ -1,21 +1,22 @@
 """From a few user-facing settings (cluster, workload, load, seed) to the jobs of a run.
 
-``--load`` needs the cluster's capacity, which depends on execution costs; it is computed
-here, not in ``scalesched.workload``, so workload specs stay free of execution details.
+``--load`` is a fraction of the cluster's *measured* capacity for the workload (the highest
+rate the best heuristic keeps up with, :mod:`scalesched.eval.capacity`); ``--rate`` sets
+workflows/s directly. Workload specs stay free of execution details: capacity is resolved
+here, from the cluster and the workload together.
 
-Capacity (workflows per second) is that of the bottleneck resource class:
+``nominal_capacity`` is the older analytic estimate, kept to seed the measurement's search:
 ``1 / max(D_gpu / G, D_cpu / C)``, where G is the cluster's GPU count, C its core count,
 D_gpu the mean GPU-seconds of one workflow's LLM tasks when served at a reference batch of
 ``REFERENCE_BATCH`` (prefill + output x the per-request share of a decode step, times the
 engine's GPU count, averaged over the engine classes (model, GPU type, tp) that can run it)
-and D_cpu the mean core-seconds of its tool tasks. External latency holds no resource and
-does not count.
-The means come from ``CAPACITY_SAMPLES`` workflows drawn with a fixed seed, so capacity is a
-property of (cluster, workload) alone and every run seed sees the same arrival rate.
+and D_cpu the mean core-seconds of its tool tasks, over ``CAPACITY_SAMPLES`` workflows
+drawn with a fixed seed.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -23,7 +24,12 @@ import numpy as np
 
 from scalesched.errors import InputError
 from scalesched.policies.features import MODEL_INDEX, MODEL_NAMES, ClusterTables
-from scalesched.workload.arrivals import bursty_arrivals, load_arrival_times, poisson_arrivals
+from scalesched.workload.arrivals import (
+    MAX_ARRIVAL_S,
+    bursty_arrivals,
+    load_arrival_times,
+    poisson_arrivals,
+)
 from scalesched.workload.instance import Job, TaskInstance
 from scalesched.workload.source import WorkflowSource, get_workload, sample_jobs
 
@@ -41,7 +47,7 @@ class Scenario:
     workload: str = "agentic-mix"
     workflows: int = 200
     load: float = 0.7
-    """Arrival rate as a fraction of the cluster's nominal capacity (ignored with ``rate``)."""
+    """Arrival rate as a fraction of the cluster's measured capacity (ignored with ``rate``)."""
     rate: float | None = None
     """Workflows per second; overrides ``load``."""
     arrivals: str = "poisson"
@@ -76,8 +82,10 @@ def _llm_gpu_seconds(tables: ClusterTables, m: int, task: TaskInstance) -> float
     return float(np.mean(costs)) if costs else 0.0
 
 
-def capacity(tables: ClusterTables, source: WorkflowSource, spec: str | None = None) -> float:
-    """Nominal capacity in workflows per second (see the module docstring); ``spec`` (the
+def nominal_capacity(
+    tables: ClusterTables, source: WorkflowSource, spec: str | None = None
+) -> float:
+    """Analytic capacity in workflows per second (see the module docstring); ``spec`` (the
     workload's preset name or path) keys the cache, as two files may share a name."""
     gpu_demand, cpu_demand = _cached_demand(tables, source, spec or source.name)
     gpus = float(tables.gpus.sum())
@@ -110,7 +118,15 @@ def arrival_times(scenario: Scenario, rate: float) -> np.ndarray:
     if kind == "bursty":
         return bursty_arrivals(rate, scenario.workflows, rng)
     if kind.startswith("replay:"):
-        times = load_arrival_times(kind.removeprefix("replay:"))
+        path = kind.removeprefix("replay:")
+        times = load_arrival_times(path)
+        if times.size < scenario.workflows:
+            raise InputError(
+                path,
+                "times",
+                f"holds {times.size} arrival times but --workflows is {scenario.workflows}; "
+                "give as many times as workflows, or fewer workflows",
+            )
         return np.asarray(times[: scenario.workflows], dtype=float)
     raise InputError(
         "--arrivals", "arrivals", f"unknown process {kind!r}; use poisson, bursty or replay:PATH"
@@ -119,8 +135,7 @@ def arrival_times(scenario: Scenario, rate: float) -> np.ndarray:
 
 def build_jobs(tables: ClusterTables, scenario: Scenario) -> list[Job]:
     """The jobs of a scenario: identical for every policy given the same seed."""
-    if scenario.workflows <= 0:
-        raise InputError("--workflows", "workflows", "must be a positive count")
+    _check_counts(scenario)
     source = get_workload(scenario.workload)
     if scenario.rate is not None:
         if scenario.rate <= 0:
@@ -129,6 +144,66 @@ def build_jobs(tables: ClusterTables, scenario: Scenario) -> list[Job]:
     else:
         if scenario.load <= 0:
             raise InputError("--load", "load", "must be positive")
-        rate = scenario.load * capacity(tables, source, scenario.workload)
+        _require_models_fit(tables, source, scenario)
+        from scalesched.eval.capacity import capacity_wps  # measured: runs the simulator
+
+        rate = scenario.load * capacity_wps(tables.spec, scenario.workload)
+    if not math.isfinite(rate) or rate <= 0:
+        raise _no_capacity(tables, source, scenario, rate)
     times = arrival_times(scenario, rate)
+    if times.size and not times[-1] <= MAX_ARRIVAL_S:
+        given = "--rate" if scenario.rate is not None else "--load"
+        raise InputError(
+            given,
+            given.lstrip("-"),
+            f"arrivals would span {times[-1]:.3g} s, beyond {MAX_ARRIVAL_S:g} s: raise the "
+            "rate or lower --workflows",
+        )
     return sample_jobs(source, [float(t) for t in times], scenario.seed)
+
+
+MAX_WORKFLOWS = 1_000_000
+"""Most workflows of one run (each is realised in memory before the run starts)."""
+MAX_SEED = 2**63 - 1
+
+
+def _check_counts(scenario: Scenario) -> None:
+    """Workflow count and seed in their documented ranges (before anything is built)."""
+    n = scenario.workflows
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_WORKFLOWS:
+        raise InputError("--workflows", "workflows", f"must be in [1, {MAX_WORKFLOWS}], got {n}")
+    s = scenario.seed
+    if isinstance(s, bool) or not isinstance(s, int) or not 0 <= s <= MAX_SEED:
+        raise InputError("--seed", "seed", f"must be an integer in [0, 2**63 - 1], got {s}")
+    if scenario.rate is not None and not (math.isfinite(scenario.rate) and scenario.rate > 0):
+        raise InputError("--rate", "rate", f"must be a positive finite number, got {scenario.rate}")
+    if scenario.rate is None and not (math.isfinite(scenario.load) and scenario.load > 0):
+        raise InputError("--load", "load", f"must be a positive finite number, got {scenario.load}")
+
+
+def _require_models_fit(tables: ClusterTables, source: WorkflowSource, scenario: Scenario) -> None:
+    """``--load`` scales the cluster's capacity, which a model no server can run leaves
+    undefined: name the workload file and the task."""
+    feasible = {e.model for e in tables.engines}
+    wf = source.sample(np.random.default_rng(CAPACITY_SEED))
+    for task in wf.tasks:
+        if task.kind == "llm" and task.model not in feasible:
+            raise InputError(
+                scenario.workload,
+                f"task {task.id!r} model",
+                f"no server can run model {task.model!r} on {tables.spec.name}, so --load has "
+                "no capacity to scale",
+            )
+
+
+def _no_capacity(
+    tables: ClusterTables, source: WorkflowSource, scenario: Scenario, rate: float
+) -> InputError:
+    """Why ``--load`` gives no usable rate, naming the workload."""
+    need = "no GPU or CPU work" if rate > 0 else "more work than it can ever serve"
+    return InputError(
+        scenario.workload,
+        "tasks",
+        f"its workflows need {need} on {tables.spec.name}, so --load gives no arrival rate "
+        f"({rate:g}/s); give --rate",
+    )

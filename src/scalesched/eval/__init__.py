@@ -1,0 +1,1 @@
+"""Evaluation: measured capacity, the study over policies x sizes x seeds, reports."""

@@ -1,0 +1,17 @@
+"""Session-wide test settings.
+
+Measured capacity (``--load``) is cached per user; tests get a cache of their own so they
+neither read a developer's measurements nor write into their home folder. Presets the
+tests use are in the table shipped with the package; other clusters are measured with short
+runs (the method is the same, its precision lower), which is all a test that needs *a*
+load needs. tests/eval/test_capacity.py checks the method itself.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+_CACHE = tempfile.mkdtemp(prefix="scalesched-test-cache-")
+os.environ.setdefault("SCALESCHED_CACHE_DIR", _CACHE)
+os.environ.setdefault("SCALESCHED_CAPACITY_WORKFLOWS", "300")
