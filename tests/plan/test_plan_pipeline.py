@@ -24,14 +24,20 @@ def curves():
 def test_replica_curve_is_consistent(curves):
     cv = curves.get("llama-2-7b", H1)
     assert np.all(np.diff(cv.latency) >= 0) and np.all(np.diff(cv.throughput) >= 0)
+    # the router's equilibrium: rate rises with the latency it may reach, up to capacity
+    levels = np.linspace(cv.latency[0], 3 * cv.latency[-1], 20)
+    rates = [cv.rate_at_latency(x) for x in levels]
+    assert rates == sorted(rates) and rates[0] == 0.0 and rates[-1] < cv.capacity
     assert cv.capacity == pytest.approx(cv.throughput[-1])
     prev = 0.0
     for frac in (0.01, 0.2, 0.5, 0.8, 0.95, 0.99):
         op = cv.at_rate(frac * cv.capacity)
         assert op is not None and op.latency_s + op.wait_s >= prev
         assert op.utilisation == pytest.approx(frac)
-        # Little's law holds at the operating point
-        assert op.batch == pytest.approx(frac * cv.capacity * op.latency_s, rel=1e-6)
+        # Little's law holds on the decoding batch
+        lam = frac * cv.capacity
+        assert op.batch == pytest.approx(lam * cv.mean_output * op.step_s, rel=1e-6)
+        assert op.latency_s == pytest.approx(cv.prefill_mean_s + cv.mean_output * op.step_s)
         prev = op.latency_s + op.wait_s
     assert cv.at_rate(cv.capacity) is None
     # half a GPU: less capacity, slower requests
@@ -81,3 +87,18 @@ def test_prediction_tracks_simulation():
     res = simulate(cluster, jobs, get_policy("eft"), tables=ClusterTables(cluster, dep))
     simulated = float(res.response_times[50:].mean())
     assert abs(plan.prediction.mean_s / simulated - 1) < 0.15
+
+
+def test_equilibrium_prefers_the_faster_replica(curves):
+    from scalesched.plan.pipeline import model_point
+
+    fast, slow = ReplicaConfig("H100-80G", 2, 1.0), ReplicaConfig("A100-80G", 2, 1.0)
+    counts = {fast: 1, slow: 1}
+    cap = sum(curves.get("llama-2-70b", c).capacity for c in counts)
+    light = model_point(curves, "llama-2-70b", counts, 0.02 * cap)
+    heavy = model_point(curves, "llama-2-70b", counts, 0.9 * cap)
+    alone = curves.get("llama-2-70b", fast).at_rate(0.02 * cap)
+    assert light is not None and heavy is not None and alone is not None
+    # at light load everything goes to the faster replica
+    assert light.latency_s == pytest.approx(alone.latency_s + alone.wait_s, rel=1e-3)
+    assert heavy.latency_s > light.latency_s

@@ -98,7 +98,7 @@ def plan(
     ] = None,
     samples: Annotated[
         int, typer.Option(help="Sample workflows the predictor is built from.")
-    ] = 400,
+    ] = 1000,
     seed: Annotated[int, typer.Option(help="Seed of the sample workflows.")] = 20261,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print one JSON object instead of a table.")

@@ -7,9 +7,9 @@ the batch ``b`` where Little's law closes, ``b = lam * R(b)`` with
 its capacity is ``b_max / R(b_max)`` (``b_max``: the batch cap or the KV memory).  Requests
 that find the batch full wait (Sakasegawa's M/M/c approximation with ``b_max`` slots).
 
-A model's traffic splits over its replicas in proportion to their capacity (equal
-utilisation, what a load-aware router approaches), and the workflow composes the models by
-their shares of its critical path (``profile.WorkloadProfile``): each model's prefill
+A model's traffic splits over its replicas so that every replica in use has the same mean
+latency (the equilibrium an earliest-finish router approaches), and the workflow composes
+the models by their shares of its critical path (``profile.WorkloadProfile``): each model's prefill
 seconds scale by the allocation's prefill speed relative to the reference engine, its
 output tokens by the per-token step time at the settled batch, and each call adds the
 model's admission wait.  Throughput is the bottleneck model's capacity over its calls per
@@ -77,9 +77,29 @@ class ReplicaCurve:
         b = np.arange(1, self.b_max + 1)
         self.step = np.array([perf.decode_step_s(int(k), int(k * ctx)) for k in b])
         self.latency = self.prefill_mean_s + out * self.step
-        self.throughput = np.maximum.accumulate(b / self.latency)
+        # The step runs the *decoding* requests (prefill happens beside it, as in the
+        # simulator): at decoding batch b the replica completes b / (out * step(b)) per s.
+        self.throughput = np.maximum.accumulate(b / (out * self.step))
         self.capacity = float(self.throughput[-1])
         """Requests per second the replica sustains."""
+        # latency (with the admission wait) against rate, for the router's equilibrium
+        near = _NEAR_FULL * self.capacity
+        inner = self.throughput[self.throughput < near]
+        rates = np.concatenate(([0.0], inner, [near]))
+        lat = [float(self.latency[0])]
+        for lam in rates[1:]:
+            op = self.at_rate(float(lam))
+            assert op is not None
+            lat.append(op.latency_s + op.wait_s)
+        self._eq_rates = rates
+        self._eq_latency = np.maximum.accumulate(np.array(lat))
+
+    def rate_at_latency(self, level: float) -> float:
+        """The rate at which a request's mean latency here reaches ``level`` (0 if it is
+        slower than that even alone; at most just below capacity)."""
+        if level <= self._eq_latency[0]:
+            return 0.0
+        return float(np.interp(level, self._eq_latency, self._eq_rates))
 
     def at_rate(self, lam: float) -> OperatingPoint | None:
         """The settled operating point at ``lam`` requests/s; None at or above capacity."""
@@ -87,16 +107,21 @@ class ReplicaCurve:
             return None
         x = self.throughput
         if lam <= x[0]:
-            batch, latency = lam * self.latency[0], float(self.latency[0])
+            step = float(self.step[0])
+            batch = lam * self.mean_output * step
         else:
             k = int(np.searchsorted(x, lam))  # x[k-1] < lam <= x[k]
             frac = (lam - x[k - 1]) / max(x[k] - x[k - 1], 1e-12)
             batch = k + frac  # batch sizes are 1-based: x[k] is batch k + 1
-            latency = batch / lam
-        step = max(0.0, (latency - self.prefill_mean_s) / max(self.mean_output, 1e-9))
+            step = batch / (lam * self.mean_output)  # Little's law on the decoding batch
+        latency = self.prefill_mean_s + self.mean_output * step
         rho = lam / self.capacity
         wait = _mmc_wait(rho, self.b_max, float(self.latency[-1]))
         return OperatingPoint(batch, latency, step, wait, rho)
+
+
+_NEAR_FULL = 0.999
+_EQ_ITERATIONS = 40
 
 
 def _mmc_wait(rho: float, c: int, service_s: float) -> float:
@@ -141,12 +166,15 @@ def model_point(
     """Where ``model`` settles at ``lam`` calls/s on ``counts`` replicas; None if overloaded."""
     items = [(curves.get(model, c), n) for c, n in counts.items() if n > 0]
     cap = sum(cv.capacity * n for cv, n in items)
-    if cap <= lam or not items:
+    if not items or lam >= _NEAR_FULL * cap:
         return None
+    split = _equilibrium(items, lam)
     prefill = step = wait = latency = 0.0
-    for cv, n in items:
-        weight = cv.capacity * n / cap
-        op = cv.at_rate(lam * cv.capacity / cap)
+    for (cv, n), lam_c in zip(items, split, strict=True):
+        if lam_c <= 0:
+            continue
+        weight = n * lam_c / lam
+        op = cv.at_rate(lam_c)
         assert op is not None
         prefill += weight * cv.prefill_mean_s
         step += weight * op.step_s
@@ -154,6 +182,25 @@ def model_point(
         latency += weight * (op.latency_s + op.wait_s)
     ref = curves.profile.ref_prefill_mean_s[model]
     return ModelPoint(cap, prefill / ref if ref > 0 else 1.0, step, wait, latency, lam / cap)
+
+
+def _equilibrium(items: list[tuple[ReplicaCurve, int]], lam: float) -> list[float]:
+    """Per-replica rates that split ``lam`` so that every replica in use has the same mean
+    latency and none unused is faster (a Wardrop equilibrium: what a router that sends each
+    request to its earliest finish approaches).  Bisection on the common latency."""
+    if lam <= 0:
+        return [0.0] * len(items)
+    lo = min(float(cv._eq_latency[0]) for cv, _ in items)
+    hi = max(float(cv._eq_latency[-1]) for cv, _ in items)
+    for _ in range(_EQ_ITERATIONS):
+        mid = 0.5 * (lo + hi)
+        if sum(n * cv.rate_at_latency(mid) for cv, n in items) < lam:
+            lo = mid
+        else:
+            hi = mid
+    rates = [cv.rate_at_latency(hi) for cv, _ in items]
+    total = sum(n * r for (_, n), r in zip(items, rates, strict=True))
+    return [r * lam / total for r in rates]  # close the last bisection gap exactly
 
 
 @dataclass(frozen=True)

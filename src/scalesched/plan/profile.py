@@ -18,7 +18,7 @@ from scalesched.workload.source import get_workload
 
 REFERENCE_GPU = "H100-80G"
 """The reference engine of a model: its smallest fitting tp on whole H100s."""
-DEFAULT_SAMPLES = 400
+DEFAULT_SAMPLES = 1000
 DEFAULT_SEED = 20261
 
 
