@@ -413,27 +413,35 @@ def _err(t: WorkflowTemplate, fld: str, msg: str) -> InputError:
     return InputError(t.source, fld, msg)
 
 
-def _check_num(t: WorkflowTemplate, fld: str, v: Any, cap: float = MAX_SECONDS) -> None:
-    """A non-negative quantity whose largest value (or clip / median) is at most ``cap``."""
+def quantity_problem(v: Any, cap: float = MAX_SECONDS) -> str | None:
+    """What is wrong with a non-negative quantity (a number or a distribution) whose
+    largest value (or clip / median) must be at most ``cap``; None when nothing is."""
     if isinstance(v, bool) or not isinstance(v, float | int | Uniform | LogNormal):
-        raise _err(t, fld, f"expected a number or a distribution, got {v!r}")
+        return f"expected a number or a distribution, got {short_repr(v)}"
     if isinstance(v, float | int):
-        if not math.isfinite(v) or v < 0 or v > cap:
-            raise _err(t, fld, f"must be a finite number in [0, {cap:g}], got {v!r}")
+        if isinstance(v, int) and abs(v) > 1e300 or not math.isfinite(v) or v < 0 or v > cap:
+            return f"must be a finite number in [0, {cap:g}], got {short_repr(v)}"
     elif isinstance(v, Uniform):
         if not (math.isfinite(v.lo) and math.isfinite(v.hi)) or v.lo < 0 or v.hi < v.lo:
-            raise _err(t, fld, f"uniform needs 0 <= lo <= hi, got lo={v.lo}, hi={v.hi}")
+            return f"uniform needs 0 <= lo <= hi, got lo={v.lo}, hi={v.hi}"
         if v.hi > cap:
-            raise _err(t, fld, f"uniform hi must be <= {cap:g}, got {v.hi}")
+            return f"uniform hi must be <= {cap:g}, got {v.hi}"
     else:
         if not (math.isfinite(v.median) and 0 < v.median <= cap):
-            raise _err(t, fld, f"lognormal median must be in (0, {cap:g}], got {v.median}")
+            return f"lognormal median must be in (0, {cap:g}], got {v.median}"
         if not (math.isfinite(v.sigma) and 0 <= v.sigma <= MAX_SIGMA):
-            raise _err(t, fld, f"lognormal sigma must be in [0, {MAX_SIGMA:g}], got {v.sigma}")
+            return f"lognormal sigma must be in [0, {MAX_SIGMA:g}], got {v.sigma}"
         if not math.isfinite(v.lo) or v.lo < 0 or (v.hi is not None and v.hi < v.lo):
-            raise _err(t, fld, f"lognormal clip needs 0 <= lo <= hi, got lo={v.lo}, hi={v.hi}")
+            return f"lognormal clip needs 0 <= lo <= hi, got lo={v.lo}, hi={v.hi}"
         if v.lo > cap or (v.hi is not None and v.hi > cap):
-            raise _err(t, fld, f"lognormal clip must stay <= {cap:g}, got lo={v.lo}, hi={v.hi}")
+            return f"lognormal clip must stay <= {cap:g}, got lo={v.lo}, hi={v.hi}"
+    return None
+
+
+def _check_num(t: WorkflowTemplate, fld: str, v: Any, cap: float = MAX_SECONDS) -> None:
+    problem = quantity_problem(v, cap)
+    if problem is not None:
+        raise _err(t, fld, problem)
 
 
 def _num_estimate(v: Num) -> float:

@@ -32,6 +32,7 @@ from typing import Any
 from scalesched.errors import MAX_FILE_BYTES, InputError, parse_json, short_repr
 from scalesched.workload.instance import WorkflowInstance
 from scalesched.workload.template import (
+    MAX_BYTES,
     MAX_SECONDS,
     Branch,
     BranchOption,
@@ -52,6 +53,7 @@ from scalesched.workload.template import (
     UniformInt,
     WorkflowTemplate,
     known_models,
+    quantity_problem,
     token_dists,
 )
 
@@ -279,11 +281,16 @@ def template_from_wfformat(
         if "sizeInBytes" not in f:
             raise c.err(fp + ".sizeInBytes", "missing")
         size: Num = c.number(f["sizeInBytes"], fp + ".sizeInBytes")
+        size_path = fp + ".sizeInBytes"
         fext = f.get(EXT)
         if fext is not None:
             fext = c.obj(fext, f"{fp}.{EXT}")
             if "size" in fext:
-                size = _parse_num(c, fext["size"], f"{fp}.{EXT}.size")
+                size_path = f"{fp}.{EXT}.size"
+                size = _parse_num(c, fext["size"], size_path)
+        problem = quantity_problem(size, MAX_BYTES)
+        if problem is not None:
+            raise c.err(size_path, problem)
         sizes[fid] = size
 
     # execution records and machine speeds

@@ -1,0 +1,51 @@
+"""Hostile cluster files: size caps before anything is built, strict YAML."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from scalesched.cluster import get_cluster
+from scalesched.cluster.spec import MAX_PRESET_SERVERS
+from scalesched.errors import InputError
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("counts", "at"), [([1_000_000_000], 0), ([MAX_PRESET_SERVERS, 1], 1), ([2**62, 2**62], 0)]
+)
+def test_total_server_count_is_capped_like_presets(
+    tmp_path: Path, counts: list[int], at: int
+) -> None:
+    groups = "".join(f"  - type: cpu-64c\n    count: {n}\n" for n in counts)
+    path = write(tmp_path, f"name: x\nservers:\n{groups}")
+    start = time.perf_counter()
+    with pytest.raises(InputError, match=rf"servers\[{at}\]\.count: .*at most"):
+        get_cluster(str(path))
+    assert time.perf_counter() - start < 2  # failed before building a single server
+    with pytest.raises(InputError, match="at most"):
+        get_cluster(f"hetero-{MAX_PRESET_SERVERS + 1}")
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("name: x\nservers:\n  - type: cpu-64c\nservers:\n  - type: l4-24g-x4\n", "servers: dup"),
+        ("name: x\nservers:\n  - type: cpu-64c\n    count: 2\n    count: 3\n", "count: dup"),
+        ("name: x\nname: y\nservers: [{type: cpu-64c}]\n", "name: duplicate key at line 2"),
+        ("[" * 100_000, "nested too deeply"),
+        ("name: x\nnetwork_latency_s: .nan\nservers: [{type: cpu-64c}]\n", "network_latency_s"),
+        ("name: x\nservers: [{type: cpu-64c, core_speed: .inf}]\n", "core_speed"),
+    ],
+)
+def test_strict_yaml(tmp_path: Path, text: str, needle: str) -> None:
+    with pytest.raises(InputError, match=needle) as info:
+        get_cluster(str(write(tmp_path, text)))
+    assert "\n" not in str(info.value)
