@@ -1,0 +1,145 @@
+"""Runs that cannot produce numbers say why: scenario ranges, large clocks, output paths."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from scalesched.cluster import get_cluster
+from scalesched.errors import InputError, require_finite
+from scalesched.policies import get_policy
+from scalesched.policies.features import ClusterTables
+from scalesched.sim.run import simulate
+from scalesched.sim.scenario import MAX_WORKFLOWS, Scenario, build_jobs
+from scalesched.sim.trace import check_gantt_file, check_output_file, plot_gantt, write_trace
+from scalesched.workload.source import get_workload, sample_jobs
+
+TABLES = ClusterTables(get_cluster("hetero-4"))
+
+
+@pytest.mark.parametrize(
+    ("scenario", "needle"),
+    [
+        (Scenario(workflows=MAX_WORKFLOWS + 1, rate=1.0), "--workflows: must be in"),
+        (Scenario(workflows=0, rate=1.0), "--workflows: must be in"),
+        (Scenario(workflows=5, rate=1.0, seed=-1), "--seed: must be an integer in"),
+        (Scenario(workflows=5, rate=1.0, seed=2**64), "--seed: must be an integer in"),
+        (Scenario(workflows=5, rate=float("inf")), "--rate: must be a positive finite"),
+        (Scenario(workflows=5, rate=float("nan")), "--rate: must be a positive finite"),
+        (Scenario(workflows=5, load=float("inf")), "--load: must be a positive finite"),
+        (Scenario(workflows=5, load=-1.0), "--load: must be a positive finite"),
+        (Scenario(workflows=5, rate=1e-300), "--rate: arrivals would span"),
+        (Scenario(workflows=5, rate=1e-9, arrivals="bursty"), "--rate: arrivals would span"),
+    ],
+)
+def test_scenario_ranges(scenario: Scenario, needle: str) -> None:
+    start = time.perf_counter()
+    with pytest.raises(InputError, match=needle):
+        build_jobs(TABLES, scenario)
+    assert time.perf_counter() - start < 5
+
+
+def test_a_replay_file_with_fewer_times_than_workflows(tmp_path: Path) -> None:
+    path = tmp_path / "times.txt"
+    path.write_text("0\n1\n")
+    with pytest.raises(InputError, match=r"times.txt: times: holds 2 arrival times but"):
+        build_jobs(TABLES, Scenario(workflows=5, rate=1.0, arrivals=f"replay:{path}"))
+    assert len(build_jobs(TABLES, Scenario(workflows=2, rate=1.0, arrivals=f"replay:{path}"))) == 2
+
+
+def one_task(tmp_path: Path, task: dict[str, object]) -> str:
+    path = tmp_path / "one.json"
+    doc = {"workflow": {"specification": {"tasks": [{"id": "a", "scalesched": task}]}}}
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
+def test_load_names_the_workload_when_it_cannot_set_a_rate(tmp_path: Path) -> None:
+    cpu_only = ClusterTables(get_cluster("homogeneous-2:cpu-64c"))
+    big = one_task(tmp_path, {"kind": "llm", "model": "llama-2-70b", "promptTokens": 9})
+    big_doc = json.loads(Path(big).read_text())
+    big_doc["workflow"]["specification"]["tasks"][0]["scalesched"]["outputTokens"] = 9
+    Path(big).write_text(json.dumps(big_doc))
+    with pytest.raises(InputError, match=r"one.json: task 'a' model: no server can run"):
+        build_jobs(cpu_only, Scenario(workload=big, workflows=3, load=0.5))
+    zero = one_task(tmp_path, {"kind": "tool", "tool": "x", "cpuWork": 0})
+    with pytest.raises(InputError) as info:
+        build_jobs(TABLES, Scenario(workload=zero, workflows=3, load=0.5))
+    assert str(info.value).startswith(f"{zero}: tasks:"), info.value
+    assert "arrivals" not in str(info.value)
+
+
+@pytest.mark.parametrize("clock", [1e9, 1e13, 1e17])
+def test_the_engine_finishes_at_large_clocks(clock: float) -> None:
+    """At 1e17 s a float's resolution is 16 s: no decode step moves the clock."""
+    jobs = sample_jobs(get_workload("agentic-mix"), [0.0, 1.0], 0)
+    jobs = [dataclasses.replace(j, arrival=clock + j.arrival) for j in jobs]
+    start = time.perf_counter()
+    result = simulate(get_cluster("hetero-8"), jobs, get_policy("eft"))
+    assert time.perf_counter() - start < 10
+    assert result.metrics["workflows_completed"] == 2
+    require_finite(result.metrics, "run")
+
+
+def test_require_finite_names_the_key() -> None:
+    require_finite({"a": 1.0, "b": "x", "c": 3}, "run")
+    with pytest.raises(InputError, match="run: avg: came out nan"):
+        require_finite({"ok": 1.0, "avg": float("nan")}, "run")
+    with pytest.raises(InputError, match="run: cpu: came out inf"):
+        require_finite({"cpu": float("inf")}, "run")
+
+
+def test_output_paths_are_checked_before_a_run(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="--trace: .* is a folder"):
+        check_output_file(tmp_path, "--trace")
+    with pytest.raises(InputError, match="--trace: folder .*missing does not exist"):
+        check_output_file(tmp_path / "missing" / "t.jsonl", "--trace")
+    assert not (tmp_path / "missing").exists()
+    with pytest.raises(InputError, match="--gantt: g.xyz: unknown image type"):
+        check_gantt_file(tmp_path / "g.xyz")
+    check_gantt_file(tmp_path / "g.png")
+    check_output_file(tmp_path / "t.jsonl", "--trace")
+
+
+def test_write_errors_are_one_line(tmp_path: Path) -> None:
+    result = simulate(
+        get_cluster("hetero-8"),
+        sample_jobs(get_workload("react"), [0.0], 0),
+        get_policy("eft"),
+        record_trace=True,
+    )
+    with pytest.raises(InputError, match="--trace: cannot write"):
+        write_trace(result.trace, result.server_names, tmp_path / "no" / "t.jsonl")
+    with pytest.raises(InputError, match="--gantt: cannot write"):
+        plot_gantt(result.trace, result.server_names, tmp_path / "no" / "g.png")
+
+
+def test_gantt_says_which_servers_it_left_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import matplotlib.axes
+
+    texts: list[str] = []
+    real = matplotlib.axes.Axes.text
+    monkeypatch.setattr(
+        matplotlib.axes.Axes,
+        "text",
+        lambda self, x, y, s, **kw: (texts.append(s), real(self, x, y, s, **kw))[1],
+    )
+    result = simulate(
+        get_cluster("hetero-8"),
+        sample_jobs(get_workload("react"), [0.0], 0),
+        get_policy("eft"),
+        record_trace=True,
+    )
+    busy = len({r.server for r in result.trace})
+    assert busy < 8
+    plot_gantt(result.trace, result.server_names, tmp_path / "g.png", max_servers=1)
+    assert texts == [
+        f"{8 - busy} idle server{'s' if 8 - busy != 1 else ''} not shown"
+        + (f"; {busy - 1} busy servers past the first 1 not shown" if busy > 1 else "")
+    ]
