@@ -69,9 +69,19 @@ def schedule_problem(
             return heft_problem(prob, convention)
         if policy == "cpop":
             return cpop_problem(prob, convention)
-        from scalesched.policies import get_policy
+        from scalesched.policies import get_policy, list_policies
 
-        scheduler = get_policy(policy)
+        try:
+            scheduler = get_policy(policy)
+        except InputError as exc:
+            if not exc.message.startswith("unknown policy"):
+                raise
+            known = ", ".join(["heft", "cpop", *(name for name, _ in list_policies())])
+            raise InputError(
+                "--policy",
+                "policy",
+                f"unknown policy {policy!r}; known: {known}, or a checkpoint path",
+            ) from None
         label = policy
     else:
         scheduler, label = policy, policy.name
