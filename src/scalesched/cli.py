@@ -708,6 +708,7 @@ def run(
         Path | None, typer.Option(help="Write the per-task trace (JSON lines) here.")
     ] = None,
     gantt: Annotated[Path | None, typer.Option(help="Write a Gantt chart PNG here.")] = None,
+    deployment: DeploymentOpt = None,
 ) -> None:
     """Run a workload on a Ray cluster, every task placed by the policy (docs/runtime.md)."""
     from scalesched.cluster import get_cluster
@@ -739,12 +740,19 @@ def run(
         workload=workload, workflows=workflows, load=load, rate=rate, arrivals=arrivals, seed=seed
     )
     jobs = build_jobs(tables, scenario)
+    pinned = None
+    if deployment is not None:
+        from scalesched.cluster.deployment import load_deployment_file
+
+        pinned = load_deployment_file(deployment, spec)
+        tables = ClusterTables(spec, pinned)
     config = RuntimeConfig(
         time_scale=time_scale,
         max_retries=max_retries,
         llm_backend="http" if llm == "http" else "emulated",
         endpoints=load_endpoints(endpoints) if endpoints is not None else None,
         faults=FaultConfig(fail_rate=fail_rate, seed=seed),
+        deployment=pinned,
     )
     if local:
         from scalesched.runtime.cluster import local_cluster

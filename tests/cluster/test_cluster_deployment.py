@@ -186,3 +186,23 @@ def test_undeployed_model_is_an_input_error():
     jobs = build_jobs(ClusterTables(CLUSTER), Scenario(workflows=5, seed=0))
     with pytest.raises(InputError, match="no server can run model"):
         check_feasible(ClusterTables(CLUSTER, dep), jobs)
+
+
+def test_runtime_agent_and_view_pin_the_deployment():
+    """The Ray runtime's server agent and the driver's view start with the replicas resident
+    (no Ray needed: both are plain classes)."""
+    from scalesched.policies.features import ENGINE_ABSENT, ENGINE_READY, MODEL_INDEX, ClusterTables
+    from scalesched.runtime.agent import ServerAgent
+    from scalesched.runtime.view import RuntimeView
+
+    dep = _sim_deployment()
+    agent = ServerAgent(CLUSTER, 0, 0.01, deployment=dep)
+    assert {MODEL_INDEX[m] for m in ("llama-2-70b", "llama-2-7b", "phi-2")} == set(agent.engines)
+    assert all(e.state == ENGINE_READY and e.ready.is_set() for e in agent.engines.values())
+    assert agent.model_loads == 0
+    view = RuntimeView(ClusterTables(CLUSTER, dep), 0.01)
+    assert view.engine_state[0, MODEL_INDEX["phi-2"]] == ENGINE_READY
+    assert view.engine_state[0, MODEL_INDEX["codellama-34b"]] == ENGINE_ABSENT
+    assert view.free_gpus[0] == pytest.approx(4 - 2 - 0.5 - 0.25)
+    plain = ServerAgent(CLUSTER, 0, 0.01)
+    assert plain.engines == {}

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import math
 import os
 import time
 from collections import deque
@@ -37,6 +38,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
+from scalesched.cluster.deployment import Deployment
 from scalesched.cluster.model import ClusterSpec
 from scalesched.policies.features import (
     ENGINE_ABSENT,
@@ -122,8 +126,9 @@ class ServerAgent:
         time_scale: float,
         faults: FaultConfig | None = None,
         endpoints: dict[str, Any] | None = None,
+        deployment: Deployment | None = None,
     ) -> None:
-        self.tables = ClusterTables(spec)
+        self.tables = ClusterTables(spec, deployment)
         self.server = server
         self.scale = float(time_scale)
         self.faults = faults or FaultConfig()
@@ -137,6 +142,17 @@ class ServerAgent:
         self._gpu_cond: asyncio.Condition | None = None
         self._endpoints = endpoints or {}
         self._clients: dict[str, Any] = {}
+        if t.pinned:  # a deployment: its replicas are resident from the start, never unloaded
+            for m in np.flatnonzero(t.feasible[server]):
+                eng = _Engine(
+                    model=int(m),
+                    tp=math.ceil(t.tp[server, m]),
+                    klass=int(t.engine_class[server, m]),
+                    state=ENGINE_READY,
+                )
+                eng.ready.set()
+                self.engines[int(m)] = eng
+                self.free_gpus -= eng.tp
 
     # -- calls from the driver -------------------------------------------------------
     async def hello(self) -> tuple[int, str, int]:

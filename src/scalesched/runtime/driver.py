@@ -28,6 +28,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from scalesched.cluster.deployment import Deployment
 from scalesched.cluster.model import ClusterSpec
 from scalesched.policies.base import Scheduler
 from scalesched.policies.features import (
@@ -70,6 +71,9 @@ class RuntimeConfig:
     placement: Placement = "policy"
     """``ray``: no policy; Ray's default scheduler places each task (``vehicle="task"``)."""
     agent_namespace: str = "scalesched"
+    deployment: Deployment | None = None
+    """Pinned replicas (``scalesched.cluster.deployment``) instead of dynamic loading; pass
+    the run the same deployment's ``ClusterTables`` so routing follows it."""
 
 
 @dataclass
@@ -228,7 +232,7 @@ class Driver:
                 max_restarts=0,
                 max_task_retries=0,
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
-            ).remote(self.cluster, s, cfg.time_scale, cfg.faults, cfg.endpoints)
+            ).remote(self.cluster, s, cfg.time_scale, cfg.faults, cfg.endpoints, cfg.deployment)
             for s, node in enumerate(self._node_ids)
         ]
         hello = ray.get([a.hello.remote() for a in self._agents], timeout=120)

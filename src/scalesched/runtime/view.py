@@ -18,6 +18,7 @@ import numpy as np
 from scalesched.policies.features import (
     ENGINE_ABSENT,
     ENGINE_LOADING,
+    ENGINE_READY,
     MODEL_NAMES,
     ClusterTables,
 )
@@ -42,6 +43,9 @@ class RuntimeView:
         self.engine_ctx = np.zeros((n, n_models))
         self.tools_in_flight = np.zeros(n)
         self.alive = np.ones(n, dtype=bool)
+        if tables.pinned:  # a deployment: every replica is resident from the start
+            self.engine_state[tables.feasible] = ENGINE_READY
+            self.free_gpus -= tables.tp.sum(axis=1)
         self.start()
 
     def start(self) -> None:
