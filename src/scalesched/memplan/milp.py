@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scalesched.memplan.costs import TrainCosts
-from scalesched.memplan.plan import OPTIONS, STATES, Coefficients, Plan, coefficients
+from scalesched.memplan.plan import OPTIONS, STATES, Coefficients, Plan, coefficients, evaluate
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +32,10 @@ class MilpResult:
     plan: Plan | None
     """None when no feasible plan exists (or none was found within the time limit)."""
     objective_s: float
+    """HiGHS's objective, the plan's iteration time under the window model (with
+    ``feasibility_only``, the returned plan's evaluated time); inf without a plan."""
     gap: float
+    """HiGHS's relative MIP gap (0 when proven optimal)."""
     solver_time_s: float
     status: str
     optimal: bool
@@ -124,11 +127,13 @@ def solve(
         if x[j]:
             choices[i] = OPTIONS[o]
     state = STATES[ss[int(np.argmax(x[nx:t0]))]]
+    plan = Plan(state, tuple(choices))
     gap = float(getattr(res, "mip_gap", 0.0) or 0.0)
     optimal = res.status == 0
+    objective = evaluate(c, plan, coef).iteration_s if feasibility_only else float(res.x[t0:].sum())
     return MilpResult(
-        Plan(state, tuple(choices)),
-        float(res.x[t0:].sum()),
+        plan,
+        objective,
         gap,
         elapsed,
         "optimal" if optimal else "time limit (best incumbent)",
