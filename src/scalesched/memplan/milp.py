@@ -130,10 +130,12 @@ def solve(
     plan = Plan(state, tuple(choices))
     gap = float(getattr(res, "mip_gap", 0.0) or 0.0)
     optimal = res.status == 0
-    objective = evaluate(c, plan, coef).iteration_s if feasibility_only else float(res.x[t0:].sum())
+    objective_s = float(res.x[t0:].sum())
+    if feasibility_only:  # T is unconstrained without an objective
+        objective_s = evaluate(c, plan, coef).iteration_s
     return MilpResult(
         plan,
-        objective,
+        objective_s,
         gap,
         elapsed,
         "optimal" if optimal else "time limit (best incumbent)",
