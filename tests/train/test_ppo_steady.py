@@ -156,7 +156,7 @@ def test_validation_leaves_out_the_warmup_workflows(tmp_path: Path) -> None:
     from scalesched.cluster import get_cluster
     from scalesched.policies import get_policy
     from scalesched.policies.features import ClusterTables
-    from scalesched.sim.run import simulate
+    from scalesched.sim.engine import Simulation
     from scalesched.sim.scenario import Scenario, build_jobs
     from scalesched.train.ppo import validation_response_times
 
@@ -173,9 +173,17 @@ def test_validation_leaves_out_the_warmup_workflows(tmp_path: Path) -> None:
     spec = get_cluster("hetero-4")
     tables = ClusterTables(spec)
     jobs = build_jobs(tables, Scenario(workflows=12, load=cfg.load, seed=1001))
-    result = simulate(spec, jobs, get_policy("eft"), seed=1001, tables=tables)
-    rt = np.asarray(result.response_times)
-    assert baselines["eft"] == pytest.approx(float(rt[-7:].mean()))
+    sim = Simulation(spec, jobs, tables=tables)
+    eft = get_policy("eft")
+    decision = sim.next_decision()
+    while decision is not None:
+        sim.apply(eft.select(decision))
+        decision = sim.next_decision()
+    arrivals = np.array([j.arrival for j in sim.jobs])
+    assert (np.diff(arrivals) >= 0).all()
+    rt = sim.response_times
+    assert baselines["eft"] == pytest.approx(float(rt[5:].mean()))
+    assert baselines["eft"] != pytest.approx(float(rt.mean()))
 
 
 @pytest.mark.parametrize(
