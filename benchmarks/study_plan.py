@@ -9,9 +9,10 @@ Parts (each prints markdown and writes JSON under --out):
   (re-planned per rate), both baselines, and dynamic residency with heuristics and SCALE;
 * ``timing``: planning time against cluster size, up to ~1024 GPUs.
 
-Steady state: every run is ``--workflows`` long (default 1000) and the first
-``--warmup`` fraction (default 0.2) of the workflows, by arrival, is dropped from the
-metrics.  Several seeds (``--seeds``); a rate meets the SLO when the p95 response averaged
+Steady state: every run is at least ``--workflows`` long (default 1000) and long enough
+for its arrivals to span ``--horizon`` seconds (default 150, ~7x the mean response), and
+the first ``--warmup`` fraction (default 0.2) of the workflows, by arrival, is dropped
+from the metrics.  Several seeds (``--seeds``); a rate meets the SLO when the p95 response averaged
 over the seeds is at most the SLO.  SLO: ``--slo-mult`` (default 1.5) x the p95 of the
 workflows' contention-free lower bounds on the plain cluster, unless ``--slo-p95`` is given.
 
@@ -65,18 +66,21 @@ class Runner:
         self._static: dict[tuple[str, float], Any] = {}
 
     def plan(self, strategy: str, rate: float) -> Any:
-        # the baselines do not depend on the rate: plan them once
-        key = (strategy, rate if strategy == "plan" else 0.0)
+        key = (strategy, rate)
         if key not in self._static:
             self._static[key] = search_plan(
                 self.spec, self.profile, max(rate, 1e-3), strategy=strategy, curves=self.curves
             )
         return self._static[key]
 
+    def workflows(self, rate: float) -> int:
+        """At least --workflows, and enough for arrivals to span --horizon seconds."""
+        return max(self.args.workflows, math.ceil(rate * self.args.horizon))
+
     def jobs(self, rate: float, seed: int) -> list[Any]:
+        n = self.workflows(rate)
         return build_jobs(
-            self.plain,
-            Scenario(workload=self.workload, workflows=self.args.workflows, rate=rate, seed=seed),
+            self.plain, Scenario(workload=self.workload, workflows=n, rate=rate, seed=seed)
         )
 
     def slo(self) -> float:
@@ -102,8 +106,8 @@ class Runner:
             self.spec, self.jobs(rate, seed), get_policy(policy), seed=seed, tables=tables
         )
         rt = res.response_times
-        cut = int(self.args.warmup * self.args.workflows)
-        rt = rt[cut:] if rt.size == self.args.workflows else rt
+        n = self.workflows(rate)
+        rt = rt[int(self.args.warmup * n) :] if rt.size == n else rt
         return {
             "mean_s": float(rt.mean()),
             "p95_s": float(np.percentile(rt, 95)),
@@ -285,6 +289,9 @@ def main() -> int:
     )
     ap.add_argument("--router", default="eft", help="policy routing among pinned replicas")
     ap.add_argument("--workflows", type=int, default=1000)
+    ap.add_argument(
+        "--horizon", type=float, default=150.0, help="arrivals span at least this many seconds"
+    )
     ap.add_argument("--warmup", type=float, default=0.2)
     ap.add_argument("--seeds", type=int, default=2)
     ap.add_argument("--bisect", type=int, default=1)

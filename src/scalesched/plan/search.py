@@ -10,8 +10,8 @@ candidates are re-scored.  Pruning:
 * dominance: per (model, GPU type), a configuration is dropped if another needs no more
   GPUs and has at least its capacity and at most its batch-1 latency;
 * throughput lower bound: a model below its required rate scores by the capacity a
-  replica adds (its cost is a penalty that falls with the deficit), so every model reaches
-  rate R before any GPU is spent on latency;
+  replica adds (its cost is a penalty in need / capacity, so the bottleneck model gains
+  most), so every model reaches rate R before any GPU is spent on latency;
 * the search stops when no placeable replica lowers the predicted mean by more than
   ``MIN_GAIN`` of it per GPU.
 
@@ -22,8 +22,8 @@ fewer replicas of the same model (spread for failure isolation), then server ord
 server, replicas of one model share tp and share (the simulator runs them as one group).
 
 Baselines: ``independent`` splits the GPUs between models in proportion to their calls per
-workflow, each model on its own best configuration (capacity per GPU); ``uniform`` splits
-them equally.  Both fill every GPU they can.
+workflow, ``uniform`` equally; within its part each model picks, replica by replica, what
+best lowers its own predicted latency while that helps (each LLM optimised well, but alone).
 """
 
 from __future__ import annotations
@@ -158,13 +158,14 @@ class PlanResult:
 
 
 def _cost(curves: Curves, model: str, counts: dict[ReplicaConfig, int], rate: float) -> float:
-    """model_cost, or a penalty falling with the capacity deficit when overloaded."""
+    """model_cost, or when overloaded a penalty in need / capacity: convex, so added capacity
+    goes first to the model furthest below its rate (the bottleneck)."""
     c = model_cost(curves, model, counts, rate)
     if math.isfinite(c):
         return c
     need = rate * curves.profile.calls[model].calls_per_workflow
     cap = sum(curves.get(model, k).capacity * n for k, n in counts.items())
-    return _PENALTY * (1.0 + (need - cap) / need)
+    return _PENALTY * (1.0 + need / (cap + 1e-3 * need))
 
 
 def search_plan(
@@ -192,7 +193,7 @@ def search_plan(
     if strategy == "plan":
         steps = _greedy(curves, packing, configs, alloc, rate)
     else:
-        steps = _split(curves, packing, configs, alloc, strategy, profile)
+        steps = _split(curves, packing, configs, alloc, strategy, profile, rate)
     pred = predict(curves, alloc, rate)
     result = PlanResult(
         strategy=strategy,
@@ -273,9 +274,11 @@ def _split(
     alloc: dict[str, dict[ReplicaConfig, int]],
     strategy: Strategy,
     profile: WorkloadProfile,
+    rate: float,
 ) -> int:
-    """The baselines: fill GPUs model by model towards a fixed split, each model on its own
-    best configurations (capacity per GPU)."""
+    """The baselines: models take turns (the one furthest below its fixed share of the GPUs
+    first), each adding the replica that best lowers *its own* predicted latency per GPU,
+    while it helps and its share lasts: every LLM optimised well, but independently."""
     total = sum(packing.total_gpus(t) for t in packing.gpu_types())
     calls = {m: profile.calls[m].calls_per_workflow for m in configs}
     weight: Callable[[str], float] = (
@@ -283,17 +286,22 @@ def _split(
         if strategy == "independent"
         else (lambda m: 1.0 / len(calls))
     )
-    ranked = {
-        m: sorted(configs[m], key=lambda c: -curves.get(m, c).capacity / c.gpus) for m in configs
-    }
     used = dict.fromkeys(configs, 0.0)
     active = set(configs)
     steps = 0
     while active:
         m = max(active, key=lambda k: (weight(k) * total - used[k], k))
+        now = _cost(curves, m, alloc[m], rate)
+        options = []
+        for c in configs[m]:
+            if packing.can_place(c.gpu_type, c.tp, c.share):
+                trial = {**alloc[m], c: alloc[m].get(c, 0) + 1}
+                options.append(((now - _cost(curves, m, trial, rate)) / c.gpus, c))
         placed = False
-        for c in ranked[m]:
-            if packing.can_place(c.gpu_type, c.tp, c.share) and packing.place(m, c):
+        for gain, c in sorted(options, key=lambda o: -o[0]):
+            if used[m] >= weight(m) * total or gain <= MIN_GAIN * now:
+                break  # its share of the GPUs is spent, or more would not help it
+            if packing.place(m, c):
                 alloc[m][c] = alloc[m].get(c, 0) + 1
                 used[m] += c.gpus
                 placed, steps = True, steps + 1
