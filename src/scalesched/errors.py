@@ -58,6 +58,8 @@ def parse_yaml(text: str, source: str) -> Any:
         return loader.construct_mapping(node, deep=deep)
 
     _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    if _flow_depth(text) > MAX_NESTING:
+        raise InputError(source, "(file)", f"nested more than {MAX_NESTING} levels deep")
     try:
         return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
     except RecursionError:
@@ -67,6 +69,25 @@ def parse_yaml(text: str, source: str) -> Any:
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise InputError(source, "(file)", f"malformed YAML: {where}{_one_line(problem)}") from None
+
+
+MAX_NESTING = 200
+"""Deepest ``[``/``{`` nesting read from YAML: PyYAML scans a deep file for minutes (about
+1 ms per level) before its composer runs out of recursion."""
+
+
+def _flow_depth(text: str) -> int:
+    """Deepest nesting of ``[``/``{`` outside quoted strings (cheap when there are few)."""
+    import re
+
+    if text.count("[") + text.count("{") <= MAX_NESTING:
+        return 0
+    unquoted = re.sub(r'"(?:[^"\\]|\\.)*"|\'[^\']*\'', "", text)
+    depth = deepest = 0
+    for match in re.finditer(r"[\[\]{}]", unquoted):
+        depth += 1 if match.group() in "[{" else -1
+        deepest = max(deepest, depth)
+    return deepest
 
 
 def parse_json(text: str, source: str, field: str = "json") -> Any:
