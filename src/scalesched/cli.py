@@ -104,7 +104,12 @@ ClusterOpt = Annotated[
 WorkloadOpt = Annotated[
     str, typer.Option(help="Workload preset (see `scalesched workloads`) or WfFormat JSON file.")
 ]
-SeedOpt = Annotated[int, typer.Option(help="Seed of every random choice; same seed, same numbers.")]
+SeedOpt = Annotated[
+    int,
+    typer.Option(
+        min=0, max=2**63 - 1, help="Seed of every random choice; same seed, same numbers."
+    ),
+]
 PolicyOpt = Annotated[
     str, typer.Option(help="Scheduler name (see `scalesched policies`) or checkpoint path.")
 ]
@@ -442,7 +447,9 @@ def train(
     steps: Annotated[
         int | None, typer.Option(help="Total environment steps (overrides the config).")
     ] = None,
-    seed: Annotated[int | None, typer.Option(help="Seed (overrides the config).")] = None,
+    seed: Annotated[
+        int | None, typer.Option(min=0, max=2**63 - 1, help="Seed (overrides the config).")
+    ] = None,
     resume: Annotated[bool, typer.Option(help="Continue from OUT/last.pt if it exists.")] = False,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
 ) -> None:
