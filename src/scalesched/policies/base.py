@@ -11,6 +11,7 @@ from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    from scalesched.decision.actions import Action
     from scalesched.policies.features import Decision
 
 ReadyOrder = Literal["fifo", "rank"]
@@ -29,8 +30,14 @@ class Scheduler(Protocol):
         """Start a new run; every random choice after this derives from ``seed``."""
         ...
 
-    def select(self, decision: Decision) -> int:
-        """Return the index of a server whose ``decision.mask`` entry is True."""
+    def select(self, decision: Decision) -> int | Action:
+        """Return the index of a server whose ``decision.mask`` entry is True, or an action
+        (``Place``, ``Hedge`` over several such servers, ``Defer``;
+        ``scalesched.decision.actions``).
+
+        A scheduler may also define ``select_batch(decisions) -> list[answer]``: it is then
+        given every task waiting at a decision instant at once (decisions built on the same
+        state) and answers for each, for admission and placement solved jointly."""
         ...
 
 
@@ -44,5 +51,5 @@ class BaseScheduler(ABC):
         return None
 
     @abstractmethod
-    def select(self, decision: Decision) -> int:
-        """Return the index of a server whose ``decision.mask`` entry is True."""
+    def select(self, decision: Decision) -> int | Action:
+        """Return a server index whose ``decision.mask`` entry is True, or an action."""

@@ -257,6 +257,7 @@ class Decision:
         "exec_s",
         "finish_s",
         "imposed_s",
+        "can_defer",
         "est_work",
         "n_assigned",
         "_tables",
@@ -298,6 +299,9 @@ class Decision:
         """(N,) estimated execution seconds on each server at its current load."""
         self.finish_s = finish_s
         """(N,) estimated seconds from now to the end: max(transfer, wait) + exec."""
+        self.can_defer = True
+        """Whether the engine accepts ``Defer`` for this task (False once nothing else is
+        left to happen: a deferred task is then offered for the last time)."""
         self.imposed_s = imposed_s if imposed_s is not None else tables.zeros
         """(N,) estimated seconds of delay the task adds to the requests already running in
         the engine it would join (a larger batch decodes every step more slowly)."""

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scalesched.cluster.model import ClusterSpec
+from scalesched.decision.actions import Action, Defer, Hedge, as_action
 from scalesched.policies.base import ReadyOrder
 from scalesched.policies.features import (
     ENGINE_ABSENT,
@@ -192,6 +193,14 @@ class Simulation:
         self._est = [0.0] * total
         self._missing_parents = [0] * total
         self._done = self.tasks.done
+        # Hedged copies get ids from ``total`` on (``RunTasks.add_copy``); every per-id list
+        # above grows with them. ``_origin`` maps an id to its task's id.
+        self._origin = list(range(total))
+        self._cancelled = [False] * total
+        self._copies: dict[int, list[int]] = {}
+        self._cpu_running: set[int] = set()
+        self._deferred: list[int] = []
+        self._must_place: set[int] = set()
 
         # Per-job state.
         n_jobs = len(self.jobs)
@@ -206,6 +215,11 @@ class Simulation:
         self.model_loads = 0
         self.bytes_moved = 0.0
         self.tasks_completed = 0
+        self.hedged_tasks = 0
+        self.extra_server_seconds = 0.0
+        """Seconds cancelled hedge copies ran before cancellation (core-seconds for tools,
+        request-seconds in an engine's batch for LLM calls)."""
+        self.deferrals = 0
         self.workflows_completed = 0
         self.in_system = 0
         self.in_system_area = 0.0
@@ -245,9 +259,15 @@ class Simulation:
             if self._pending and (not heap or heap[0][0] > self.now):
                 gid = self._pop_pending()
                 self._current = gid
-                self._current_decision = make_decision(self.tables, self, self._request(gid))
-                return self._current_decision
+                decision = make_decision(self.tables, self, self._request(gid))
+                decision.can_defer = gid not in self._must_place
+                self._current_decision = decision
+                return decision
             if not heap:
+                if self._deferred:  # nothing left to happen: deferred tasks must be placed now
+                    self._must_place.update(self._deferred)
+                    self._release_deferred()
+                    continue
                 self._current = None
                 return None
             time, _, kind, a, b = heapq.heappop(heap)
@@ -257,17 +277,82 @@ class Simulation:
             self.events += 1
             self._handlers[kind](a, b)
 
-    def apply(self, server: int) -> None:
-        """Place the task of the last decision on ``server``."""
+    def next_decisions(self) -> list[Decision]:
+        """Every task waiting for a server at the next decision instant, each with its
+        decision built on the same state: for schedulers that decide them jointly
+        (``select_batch``). Empty when everything has finished."""
+        first = self.next_decision()
+        if first is None:
+            return []
+        batch = [(self._current, first)]
+        while self._pending:
+            gid = self._pop_pending()
+            decision = make_decision(self.tables, self, self._request(gid))
+            decision.can_defer = gid not in self._must_place
+            batch.append((gid, decision))
+        self._batch = batch
+        return [d for _, d in batch]
+
+    def apply_batch(self, answers: Sequence[int | Action]) -> None:
+        """Carry out one answer per decision of the last ``next_decisions``, in order."""
+        batch = getattr(self, "_batch", None)
+        if not batch or len(answers) != len(batch):
+            raise SchedulingError("apply_batch() needs one answer per decision of the batch")
+        self._batch = []
+        for (gid, decision), answer in zip(batch, answers, strict=True):
+            self._current, self._current_decision = gid, decision
+            self.apply(answer)
+
+    def apply(self, answer: int | Action) -> None:
+        """Carry out the answer to the last decision: place the task on a server, hedge it
+        on several, or defer it (``scalesched.decision.actions``)."""
         gid, decision = self._current, self._current_decision
         if gid is None or decision is None:
             raise SchedulingError("apply() called without a pending decision")
-        if not (0 <= server < self.tables.n) or not decision.mask[server]:
-            raise SchedulingError(
-                f"server {server} cannot run task {self._task(gid).id} (masked or out of range)"
-            )
+        action = as_action(answer)
+        if isinstance(action, Defer):
+            if not decision.can_defer:
+                raise SchedulingError(
+                    f"task {self._task(gid).id} cannot be deferred: nothing else is left to "
+                    "happen, it must be placed"
+                )
+            self._current = self._current_decision = None
+            self.deferrals += 1
+            self._deferred.append(gid)
+            return
+        servers = action.servers if isinstance(action, Hedge) else (action.server,)
+        for server in servers:
+            if not (0 <= server < self.tables.n) or not decision.mask[server]:
+                raise SchedulingError(
+                    f"server {server} cannot run task {self._task(gid).id} "
+                    "(masked or out of range)"
+                )
         self._current = self._current_decision = None
+        self._must_place.discard(gid)
         self.decisions += 1
+        if len(servers) == 1:
+            self._launch(gid, servers[0], decision)
+            return
+        self.hedged_tasks += 1
+        ids = [gid] + [self._new_copy(gid) for _ in servers[1:]]
+        self._copies[gid] = ids
+        for x, server in zip(ids, servers, strict=True):
+            if not self._cancelled[x]:  # a copy that finished at once cancels the rest
+                self._launch(x, server, decision)
+
+    def _new_copy(self, gid: int) -> int:
+        x = self.tasks.add_copy(gid)
+        self._server.append(-1)
+        self._ready.append(self._ready[gid])
+        for per_id in (self._landed, self._start, self._end):
+            per_id.append(math.nan)
+        self._est.append(0.0)
+        self._origin.append(gid)
+        self._cancelled.append(False)
+        return x
+
+    def _launch(self, gid: int, server: int, decision: Decision) -> None:
+        """Send task (or copy) ``gid`` to ``server``: its inputs travel, then it lands."""
         task = self._task(gid)
         est = float(decision.exec_s[server])
         self._server[gid] = server
@@ -282,7 +367,7 @@ class Simulation:
             m = MODEL_INDEX[task.model or ""]
             self.engine_batch[server, m] += 1
             self.engine_ctx[server, m] += task.prompt_tokens + task.output_tokens_est // 2
-        delay = self._move_inputs(gid, server)
+        delay = self._move_inputs(self._origin[gid], server)
         if delay > 0:
             self._push(self.now + delay, _LAND, gid, 0)
         else:
@@ -341,7 +426,15 @@ class Simulation:
         self._ready[gid] = self.now
         self._pending.append(gid)
 
+    def _release_deferred(self) -> None:
+        """Offer deferred tasks again: called at every event that frees capacity."""
+        if self._deferred:
+            self._pending.extend(self._deferred)
+            self._deferred.clear()
+
     def _on_land(self, gid: int, _: int) -> None:
+        if self._cancelled[gid]:
+            return
         self._landed[gid] = self.now
         s = self._server[gid]
         task = self._task(gid)
@@ -365,9 +458,14 @@ class Simulation:
         self._busy_cores[s] += 1
         self.busy_cores[s] += 1
         self._start[gid] = self.now
+        self._cpu_running.add(gid)
         self._push(self.now + task.cpu_work / self._speed[s], _CPU_DONE, gid, 0)
 
     def _on_cpu_done(self, gid: int, _: int) -> None:
+        if self._cancelled[gid]:
+            return
+        self._cpu_running.discard(gid)
+        self._release_deferred()
         s = self._server[gid]
         task = self._task(gid)
         self._cpu_account(s)
@@ -388,7 +486,8 @@ class Simulation:
             self._finish(gid)
 
     def _on_task_done(self, gid: int, _: int) -> None:
-        self._finish(gid)
+        if not self._cancelled[gid]:
+            self._finish(gid)
 
     # LLM engines
     def _llm_arrive(self, gid: int, s: int, task: TaskInstance) -> None:
@@ -463,6 +562,7 @@ class Simulation:
         self._admit(eng)
         self._refresh_busy(eng)
         self._set_idle(eng)
+        self._release_deferred()
 
     def _admit(self, eng: _Engine) -> None:
         tasks_of = self._task
@@ -480,6 +580,8 @@ class Simulation:
         self._refresh_busy(eng)
 
     def _on_prefill_done(self, gid: int, _: int) -> None:
+        if self._cancelled[gid]:
+            return
         task = self._task(gid)
         s = self._server[gid]
         eng = self._engines[s][MODEL_INDEX[task.model or ""]]
@@ -567,13 +669,21 @@ class Simulation:
             self.idle_gpus[eng.server] += eng.tp if idle else -eng.tp
 
     # completion
-    def _finish(self, gid: int) -> None:
-        s = self._server[gid]
-        self._end[gid] = self.now
+    def _finish(self, x: int) -> None:
+        """Task (or copy) ``x`` produced the task's result; its other copies are cancelled."""
+        gid = self._origin[x]
+        s = self._server[x]
+        self._end[x] = self.now
         self._done[gid] = True
         self.tasks_completed += 1
         self.n_assigned[s] -= 1
-        self.est_work[s] = self.est_work[s] - self._est[gid] if self.n_assigned[s] > 0 else 0.0
+        self.est_work[s] = self.est_work[s] - self._est[x] if self.n_assigned[s] > 0 else 0.0
+        copies = self._copies.pop(gid, None)
+        if copies is not None:
+            for y in copies:
+                if y != x:
+                    self._cancel(y)
+        self._release_deferred()
         ji = self._task_job[gid]
         off = self._offset[ji]
         i = gid - off
@@ -588,8 +698,8 @@ class Simulation:
                     model=task.model,
                     server=s,
                     ready=self._ready[gid],
-                    landed=self._landed[gid],
-                    start=self._start[gid],
+                    landed=self._landed[x],
+                    start=self._start[x],
                     end=self.now,
                 )
             )
@@ -607,6 +717,62 @@ class Simulation:
             self._ranks.workflow_finished(ji)
             if self.on_workflow_done is not None:
                 self.on_workflow_done(self.workflows_completed)
+
+    def _cancel(self, y: int) -> None:
+        """Stop copy ``y`` wherever it is (in transfer, queued, running, decoding) and give
+        back what it holds; its pending events are ignored from now on."""
+        self._cancelled[y] = True
+        s, task = self._server[y], self._task(y)
+        if s < 0:
+            return  # not launched yet (a sibling finished while the hedge was launching)
+        self.n_assigned[s] -= 1
+        self.est_work[s] = self.est_work[s] - self._est[y] if self.n_assigned[s] > 0 else 0.0
+        landed, started = not math.isnan(self._landed[y]), not math.isnan(self._start[y])
+        if task.kind == "tool":
+            running = y in self._cpu_running
+            if not started or running:  # its CPU part is still counted on the server
+                self.cpu_backlog[s] = max(0.0, self.cpu_backlog[s] - task.cpu_work / self._speed[s])
+                self.tools_in_flight[s] -= 1
+            if running:
+                self._cpu_running.discard(y)
+                self.extra_server_seconds += self.now - self._start[y]
+                self._cpu_account(s)
+                self._busy_cores[s] -= 1
+                self.busy_cores[s] -= 1
+                queue = self._cpu_queue[s]
+                if queue:
+                    nxt = queue.popleft()
+                    self._tool_start(nxt, s, self._task(nxt))
+            elif landed and not started:
+                self._cpu_queue[s].remove(y)
+            return  # a copy waiting on the outside world holds nothing
+        m = MODEL_INDEX[task.model or ""]
+        self.engine_batch[s, m] -= 1
+        self.engine_ctx[s, m] -= task.prompt_tokens + task.output_tokens_est // 2
+        if not landed:
+            return
+        eng = self._engines[s][m]
+        if not started:
+            eng.waiting.remove(y)
+        else:
+            self.extra_server_seconds += self.now - self._start[y]
+            need = task.prompt_tokens + task.output_tokens
+            decoding = [i for i, (_, g) in enumerate(eng.marks) if g == y]
+            if decoding:
+                self._advance(eng)
+                eng.marks.pop(decoding[0])
+                heapq.heapify(eng.marks)
+                eng.n_decoding -= 1
+                eng.ctx_sum -= task.prompt_tokens + task.output_tokens // 2
+            eng.n_active -= 1
+            eng.kv_used -= need
+            self._reschedule(eng)
+        eng.last_used = self.now
+        self._admit(eng)
+        self._refresh_busy(eng)
+        self._set_idle(eng)
+        if eng.idle and self._gpu_wait[s]:
+            self._serve_gpu_wait(s)
 
     # -- results ----------------------------------------------------------------------
     def _mark_window(self) -> None:

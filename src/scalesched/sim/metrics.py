@@ -53,6 +53,12 @@ class RunRecord:
     """(GPU, CPU) busy fractions per server over the measurement window, when known."""
     in_system_area: float | None = None
     """Workflow-seconds spent in the system during the measurement window."""
+    hedged_tasks: int = 0
+    """Tasks launched on more than one server (``Hedge``)."""
+    extra_server_seconds: float = 0.0
+    """Server time of cancelled hedge copies (see ``Simulation.extra_server_seconds``)."""
+    deferrals: int = 0
+    """Times a scheduler answered ``Defer``."""
 
 
 STEADY_THROUGHPUT_RATIO = 0.95
@@ -172,6 +178,9 @@ def run_metrics(r: RunRecord) -> dict[str, float | int | str]:
         "mean_cpu_utilization": float(cpu_u.mean()) if cpu_u.size else 0.0,
         "mean_queue_delay_s": float(qd.mean()) if qd.size else 0.0,
         "p95_queue_delay_s": _pct(qd, 95),
+        "hedged_tasks": r.hedged_tasks,
+        "extra_server_seconds": float(r.extra_server_seconds),
+        "deferrals": r.deferrals,
         "model_loads": r.model_loads,
         "bytes_moved": float(r.bytes_moved),
         "decisions": r.decisions,

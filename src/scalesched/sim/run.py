@@ -56,10 +56,17 @@ def simulate(
         cooldown=cooldown,
     )
     scheduler.reset(seed)
-    decision = sim.next_decision()
-    while decision is not None:
-        sim.apply(scheduler.select(decision))
+    select_batch = getattr(scheduler, "select_batch", None)
+    if select_batch is not None:  # decides every waiting task of an instant jointly
+        decisions = sim.next_decisions()
+        while decisions:
+            sim.apply_batch(select_batch(decisions))
+            decisions = sim.next_decisions()
+    else:
         decision = sim.next_decision()
+        while decision is not None:
+            sim.apply(scheduler.select(decision))
+            decision = sim.next_decision()
     return summarise(sim, policy=scheduler.name, wall_s=time.perf_counter() - wall)
 
 
@@ -93,6 +100,9 @@ def summarise(sim: Simulation, *, policy: str, wall_s: float) -> SimResult:
             queue_delay_jobs=sim.queue_delay_jobs,
             window_utilisation=sim.window_utilisation(),
             in_system_area=sim.window_in_system_area(),
+            hedged_tasks=sim.hedged_tasks,
+            extra_server_seconds=sim.extra_server_seconds,
+            deferrals=sim.deferrals,
         )
     )
     # The raw arrays cover the measurement window only, like the metrics.

@@ -20,19 +20,28 @@ class RunTasks:
         self.jobs = jobs
         self.offset: list[int] = []
         self.job_of: list[int] = []
+        self.local: list[int] = []
+        """Index of each id's task inside its workflow (copies share their task's)."""
         total = 0
         for ji, job in enumerate(jobs):
             self.offset.append(total)
             total += len(job.workflow.tasks)
             self.job_of.extend([ji] * len(job.workflow.tasks))
+            self.local.extend(range(len(job.workflow.tasks)))
         self.n_tasks = total
+        """Ids below this are tasks; ids from it on are hedged copies (``add_copy``)."""
         self.done = [False] * total
         """Set by the run when a task finishes; ranks read it to know what is visible."""
         self.ranks = VisibleRanks(tables, [j.workflow for j in jobs], self.offset, self.done)
 
     def task(self, gid: int) -> TaskInstance:
-        ji = self.job_of[gid]
-        return self.jobs[ji].workflow.tasks[gid - self.offset[ji]]
+        return self.jobs[self.job_of[gid]].workflow.tasks[self.local[gid]]
+
+    def add_copy(self, gid: int) -> int:
+        """A new id for one more copy of task ``gid`` (a hedge); returns it."""
+        self.job_of.append(self.job_of[gid])
+        self.local.append(self.local[gid])
+        return len(self.job_of) - 1
 
     def rank(self, gid: int) -> float:
         ji = self.job_of[gid]
