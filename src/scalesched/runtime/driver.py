@@ -30,6 +30,7 @@ import numpy as np
 
 from scalesched.cluster.deployment import Deployment
 from scalesched.cluster.model import ClusterSpec
+from scalesched.decision.actions import Place, as_action
 from scalesched.policies.base import Scheduler
 from scalesched.policies.features import (
     MODEL_INDEX,
@@ -348,7 +349,13 @@ class Driver:
             what = f"model {task.model}" if task.kind == "llm" else "it"
             self._fail_workflow(gid, f"no live server can run {what}")
             return
-        server = int(self.scheduler.select(decision))
+        action = as_action(self.scheduler.select(decision))
+        if not isinstance(action, Place):
+            raise SchedulingError(
+                f"{self.scheduler.name} answered {type(action).__name__}: the Ray runtime "
+                "executes placements only so far (hedge and defer run in the simulator)"
+            )
+        server = action.server
         self.decision_s += time.perf_counter() - t0
         self.decisions += 1
         if not (0 <= server < self.tables.n) or not decision.mask[server]:
