@@ -2,8 +2,11 @@ from __future__ import annotations
 
 import csv
 import json
+import statistics
 from pathlib import Path
 
+import matplotlib.image
+import pytest
 from typer.testing import CliRunner
 
 from scalesched.cli import app
@@ -52,10 +55,28 @@ def test_small_eval_writes_files_and_columns(tmp_path: Path) -> None:
     ):
         assert col in rows[0]
     assert {r["policy"] for r in rows} == {"eft", "random"}
-    for name in ("summary.md", "summary.json", "response_time_vs_n.png", "gantt.png"):
-        assert (tmp_path / "a" / name).stat().st_size > 0
+    for name in ("response_time_vs_n.png", "gantt.png"):
+        image = matplotlib.image.imread(tmp_path / "a" / name)
+        assert image.ndim == 3 and min(image.shape[:2]) >= 200
+        assert image[..., :3].std() > 0.05  # something is drawn, not a blank canvas
     summary = json.loads((tmp_path / "a" / "summary.json").read_text())
-    assert summary["by_n"]["8"]["best_heuristic"] in ("eft", "random")
+    markdown = (tmp_path / "a" / "summary.md").read_text()
+    for n in ("4", "8"):
+        means = {
+            p: statistics.fmean(
+                float(r["avg_response_time_s"])
+                for r in rows
+                if r["policy"] == p and r["n_servers"] == n
+            )
+            for p in ("eft", "random")
+        }
+        block = summary["by_n"][n]
+        # the summary's means are the CSV's, and the best heuristic is the lower of them
+        for p, mean in means.items():
+            assert block["policies"][p]["mean_rt"] == pytest.approx(mean, rel=1e-12)
+            assert f"| {p} | {mean:.2f}" in markdown
+        assert block["best_heuristic"] == min(means, key=means.__getitem__)
+        assert means["eft"] != means["random"]
 
 
 def test_same_seeds_same_csv(tmp_path: Path) -> None:

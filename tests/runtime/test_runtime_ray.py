@@ -83,9 +83,13 @@ def test_eft_runs_every_workflow_with_the_simulators_metrics(ray_cluster: LocalC
         assert rec.ready <= rec.landed + 1e-6 and rec.landed <= rec.start <= rec.end
     assert (result.response_times >= result.lower_bounds * 0.99).all()
     fid = fidelity(SPEC, jobs, get_policy("eft"), m, result.response_times, tables=TABLES)
-    # A sanity band only (the gap grows with Ray round trips on a loaded machine; the
-    # measured figures are in docs/runtime.md): it catches a misapplied time scale.
-    assert 0.5 < fid["avg_response_time_ratio"] < 5.0, fid
+    # Measured / simulated. Ray round trips only add time (2-5 ms of wall per task, i.e.
+    # 0.1-0.25 model s at this time scale, on a critical path of about ten tasks; 1.11 at
+    # 50 workflows in docs/runtime.md), and the simulator's batching differs from the
+    # runtime's by a few percent either way: so the ratio sits a little above 1. The band
+    # leaves room for a loaded machine and catches a time scale misapplied by 1.5x or more.
+    assert 0.95 < fid["avg_response_time_ratio"] < 1.4, fid
+    assert 0.95 < fid["makespan_ratio"] < 1.3, fid
 
 
 def test_cli_run_with_a_checkpoint_prints_the_simulate_json(

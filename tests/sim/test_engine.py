@@ -9,7 +9,7 @@ from scalesched.cluster.model import ClusterSpec, ServerSpec
 from scalesched.errors import InputError
 from scalesched.policies import get_policy
 from scalesched.policies.base import BaseScheduler
-from scalesched.policies.features import Decision
+from scalesched.policies.features import MODEL_INDEX, ClusterTables, Decision
 from scalesched.sim.engine import SchedulingError, Simulation
 from scalesched.sim.run import simulate
 from scalesched.workload.instance import Job
@@ -75,10 +75,19 @@ def test_continuous_batching_shares_decode_steps() -> None:
     jobs = [Job(i, 0.0, workflow([llm("a", prompt=100, out=400)], {}, f"w{i}")) for i in range(8)]
     result = simulate(cluster, jobs, get_policy("eft"))
     eng = engine_perf("llama-2-7b", "A100-80G", 1)
-    alone = eng.prefill_s(100) + 400 * eng.decode_step_s(1, 300)
-    # Eight requests together finish far sooner than eight in a row, but each is slower.
-    assert result.response_times.max() < 8 * alone / 2
-    assert result.response_times.min() > alone
+    load = float(ClusterTables(cluster).load_s[0, MODEL_INDEX["llama-2-7b"]])
+    alone = load + eng.prefill_s(100) + 400 * eng.decode_step_s(1, 300)
+    together = load + eng.prefill_s(100) + 400 * eng.decode_step_s(8, 8 * 300)
+    # All eight load once, prefill at once and share every decode step of a batch of 8.
+    assert result.response_times == pytest.approx([together] * 8, rel=1e-9)
+    # So each is slower than alone by the batch's decode-step ratio (about 8%), which is
+    # far sooner than eight in a row.
+    decode_alone = alone - load - eng.prefill_s(100)
+    assert (together - alone) / decode_alone == pytest.approx(
+        eng.decode_step_s(8, 2400) / eng.decode_step_s(1, 300) - 1, rel=1e-9
+    )
+    assert together - alone > 0.05 * decode_alone
+    assert together < load + 8 * decode_alone / 4
 
 
 def test_lru_eviction_reloads_models_on_a_small_server() -> None:

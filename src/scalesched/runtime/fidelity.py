@@ -34,8 +34,9 @@ def fidelity(
     seed: int = 0,
     tables: ClusterTables | None = None,
 ) -> dict[str, float]:
-    """``sim_<key>`` and ``<key>_ratio`` for the main metrics, plus the median and p95 of
-    the per-workflow response-time ratios (``measured_rt``: per workflow, arrival order)."""
+    """``sim_<key>`` and ``<key>_ratio`` for the main metrics (no ratio where the
+    simulator predicts 0), plus the median and p95 of the per-workflow response-time
+    ratios (``measured_rt``: per workflow, arrival order)."""
     from scalesched.sim.run import simulate
 
     sim = simulate(cluster, jobs, scheduler, seed=seed, tables=tables)
@@ -44,7 +45,8 @@ def fidelity(
         predicted = float(sim.metrics[key])
         out[f"sim_{key}"] = predicted
         got = float(measured[key])
-        out[f"{key.removesuffix('_s')}_ratio"] = got / predicted if predicted > 0 else float("nan")
+        if predicted > 0:  # no ratio to a zero prediction (it would print as NaN)
+            out[f"{key.removesuffix('_s')}_ratio"] = got / predicted
     done = ~np.isnan(measured_rt)
     if done.all() and len(measured_rt) == len(sim.response_times):
         per = measured_rt / np.maximum(sim.response_times, 1e-9)
