@@ -317,13 +317,12 @@ def _check_outputs(trace: Path | None, gantt: Path | None) -> None:
 
 def _check_policy_fits(scheduler: Any, policy: str, spec: Any) -> None:
     """A fixed-size network (mlp-16) has no answer at another cluster size."""
-    fixed = getattr(getattr(scheduler, "network", None), "n_servers", None)
-    if fixed is not None and fixed != len(spec):
+    if not scheduler.supports(len(spec)):
+        reason = scheduler.unsupported_reason(len(spec)).replace(scheduler.name, policy, 1)
         raise InputError(
             "--policy",
             "policy",
-            f"{policy} accepts exactly {fixed} servers; {spec.name} has {len(spec)} "
-            "(use a size-agnostic policy such as scale)",
+            f"{reason}; {spec.name} has {len(spec)} (use a size-agnostic policy such as scale)",
         )
 
 
@@ -483,7 +482,7 @@ def train(
     )
 
 
-DEFAULT_EVAL_POLICIES = "scale,scale-nosrr,mlp-16,eft,heft_online,least_loaded,round_robin,random"
+DEFAULT_EVAL_POLICIES = "scale,scale-nosrr,mlp-16,eft,heft_online,least_loaded,kv_aware,p2c"
 
 
 @app.command("eval")
@@ -590,14 +589,18 @@ def demo(
     out: Annotated[Path, typer.Option(help="Folder for the results and plots.")] = Path(
         "results/demo"
     ),
-    seeds: Annotated[str, typer.Option(help="Number of seeds or a comma list.")] = "3",
-    workflows: Annotated[int, typer.Option(help="Workflows per run.")] = 200,
+    seeds: Annotated[str, typer.Option(help="Number of seeds or a comma list.")] = "2",
+    workflows: Annotated[
+        int,
+        typer.Option(help="Workflows per run (first 20% warm-up, last 10% cool-down unmeasured)."),
+    ] = 1000,
     jobs: Annotated[int | None, typer.Option(help="Worker processes.")] = None,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
 ) -> None:
-    """The main job: shipped SCALE policies against the heuristics at N = 16, 32, 48."""
+    """The main job: shipped SCALE policies against the strong heuristics at N = 16, 32, 48,
+    at steady state (load 0.7 of measured capacity)."""
     from scalesched.eval.study import StudyConfig, seeds_from
-    from scalesched.policies import HEURISTICS
+    from scalesched.policies import STRONG_HEURISTICS
     from scalesched.policies.trained import shipped_policies
 
     shipped = [
@@ -606,7 +609,7 @@ def demo(
         if p in shipped_policies()
     ]
     cfg = StudyConfig(
-        policies=(*shipped, *HEURISTICS),
+        policies=(*shipped, *STRONG_HEURISTICS),
         nodes=(16, 32, 48),
         seeds=seeds_from(seeds),
         workflows=workflows,

@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from scalesched.cli import app
+from scalesched.policies import HEURISTICS
 
 runner = CliRunner()
 
@@ -60,9 +61,7 @@ def test_simulate_same_seed_same_numbers() -> None:
 
 
 @pytest.mark.parametrize("cluster", ["hetero-16", "hetero-48", "configs/clusters/example-lab.yaml"])
-@pytest.mark.parametrize(
-    "policy", ["random", "round_robin", "least_loaded", "shortest_queue", "eft", "heft_online"]
-)
+@pytest.mark.parametrize("policy", sorted(HEURISTICS))
 def test_every_policy_runs_on_the_named_clusters(cluster: str, policy: str) -> None:
     code, out, err = run(
         "simulate", "--cluster", cluster, "--policy", policy, "--workflows", "15", "--json"

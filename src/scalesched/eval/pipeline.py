@@ -28,8 +28,7 @@ def gantt_of_one_run(cfg: StudyConfig, out: Path) -> Path:
         Scenario(workload=cfg.workload, workflows=min(cfg.workflows, 60), load=cfg.load, seed=seed),
     )
     scheduler = get_policy(policy)
-    fixed = getattr(getattr(scheduler, "network", None), "n_servers", None)
-    if fixed is not None and fixed != n:
+    if not scheduler.supports(n):
         scheduler = get_policy("eft")
         policy = "eft"
     result = simulate(cluster, jobs, scheduler, seed=seed, tables=tables, record_trace=True)

@@ -87,12 +87,10 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
     recorder = getattr(scheduler, "record_features", None)
     if recorder is not None:
         scheduler.record_features = True  # type: ignore[attr-defined]
-    fixed_n = getattr(getattr(scheduler, "network", None), "n_servers", None)
-    if fixed_n is not None and fixed_n != spec.n:
+    if not scheduler.supports(spec.n):
         # A scale-locked network: it has no answer at this N, and we do not invent one.
-        row.update(
-            status=STATUS_UNSUPPORTED, note=f"{spec.policy} accepts exactly {fixed_n} servers"
-        )
+        reason = str(scheduler.unsupported_reason(spec.n))
+        row.update(status=STATUS_UNSUPPORTED, note=reason.replace(scheduler.name, spec.policy, 1))
         return row
     if spec.deployment is not None:
         from scalesched.cluster.deployment import load_deployment_file

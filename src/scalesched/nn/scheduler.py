@@ -44,6 +44,12 @@ class NetworkScheduler(BaseScheduler):
         self.features: dict[int, list[np.ndarray]] = defaultdict(list)
         """Attention features seen, by cluster size (when ``record_features``)."""
 
+    def unsupported_reason(self, n_servers: int) -> str | None:
+        fixed = getattr(self.network, "n_servers", None)  # set by fixed-size networks only
+        if fixed is not None and fixed != n_servers:
+            return f"{self.name} accepts exactly {fixed} servers"
+        return None
+
     @torch.inference_mode()
     def select(self, decision: Decision) -> int:
         n = decision.n_servers

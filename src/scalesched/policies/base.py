@@ -30,6 +30,15 @@ class Scheduler(Protocol):
         """Start a new run; every random choice after this derives from ``seed``."""
         ...
 
+    def supports(self, n_servers: int) -> bool:
+        """Whether it can place tasks on a cluster of ``n_servers`` (a fixed-size network
+        cannot)."""
+        ...
+
+    def unsupported_reason(self, n_servers: int) -> str | None:
+        """One line saying why ``supports(n_servers)`` is False; None when it is True."""
+        ...
+
     def select(self, decision: Decision) -> int | Action:
         """Return the index of a server whose ``decision.mask`` entry is True, or an action
         (``Place``, ``Hedge`` over several such servers, ``Defer``;
@@ -42,13 +51,20 @@ class Scheduler(Protocol):
 
 
 class BaseScheduler(ABC):
-    """Defaults shared by the heuristics: FIFO order, nothing to reset."""
+    """Defaults shared by the heuristics: FIFO order, nothing to reset, any cluster size."""
 
     name = "base"
     ready_order: ReadyOrder = "fifo"
 
     def reset(self, seed: int) -> None:
         return None
+
+    def unsupported_reason(self, n_servers: int) -> str | None:
+        """Why this scheduler has no answer on ``n_servers`` servers (None: it has one)."""
+        return None
+
+    def supports(self, n_servers: int) -> bool:
+        return self.unsupported_reason(n_servers) is None
 
     @abstractmethod
     def select(self, decision: Decision) -> int | Action:

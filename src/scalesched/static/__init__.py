@@ -85,12 +85,10 @@ def schedule_problem(
         label = policy
     else:
         scheduler, label = policy, policy.name
-    fixed_n = getattr(getattr(scheduler, "network", None), "n_servers", None)
-    if fixed_n is not None and fixed_n != prob.n_nodes:
+    if not scheduler.supports(prob.n_nodes):
+        reason = str(scheduler.unsupported_reason(prob.n_nodes)).replace(scheduler.name, label, 1)
         raise InputError(
-            "--policy",
-            "policy",
-            f"{label} accepts exactly {fixed_n} servers; the network has {prob.n_nodes} nodes",
+            "--policy", "policy", f"{reason}; the network has {prob.n_nodes} nodes"
         )
     return simulated_schedule(prob, scheduler, seed=seed)
 
