@@ -162,115 +162,223 @@ def summary_markdown(summary: dict[str, Any], header: str = "") -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot_all(rows: Sequence[dict[str, Any]], summary: dict[str, Any], out: Path) -> list[Path]:
-    import matplotlib
+# -- plots ------------------------------------------------------------------------------
 
-    matplotlib.use("Agg")
+PALETTE = (
+    "#0072B2",  # blue
+    "#D55E00",  # vermillion
+    "#009E73",  # green
+    "#CC79A7",  # purple
+    "#E69F00",  # orange
+    "#56B4E9",  # sky blue
+    "#000000",  # black
+    "#882255",  # wine
+    "#8C564B",  # brown
+    "#7F7F7F",  # grey
+    "#999933",  # olive
+    "#332288",  # indigo
+)
+"""Okabe-Ito's colour-blind-safe set and six more far from them: no two lines of a figure
+share a colour or come close (the old tab20 gave eft and heft_online near-identical blues).
+Past twelve lines, the marker changes as well."""
+MARKERS = ("o", "s", "^", "D")
+
+
+def best_heuristic_overall(summary: dict[str, Any]) -> str | None:
+    """The heuristic with the lowest mean response time at the most sizes (ties: the
+    lower mean of its per-size ratios to the best heuristic)."""
+    wins: dict[str, int] = {}
+    ratios: dict[str, list[float]] = {}
+    for n in summary["sizes"]:
+        block = summary["by_n"][n]
+        if block["best_heuristic"] is not None:
+            wins[block["best_heuristic"]] = wins.get(block["best_heuristic"], 0) + 1
+        for p, e in block["policies"].items():
+            if p in HEURISTICS and "ratio_to_best_heuristic" in e:
+                ratios.setdefault(p, []).append(e["ratio_to_best_heuristic"])
+    if not wins:
+        return None
+    return min(wins, key=lambda p: (-wins[p], sum(ratios[p]) / len(ratios[p])))
+
+
+def default_plot_policies(summary: dict[str, Any]) -> list[str]:
+    """What the main response-time figure shows: every learned policy (SCALE variants and
+    checkpoints) against the best heuristic; the rest go to the ``_all`` figure."""
+    learned = [p for p in summary["policies"] if p not in HEURISTICS]
+    best = best_heuristic_overall(summary)
+    return [*learned, *([best] if best else [])]
+
+
+def _size_axis(ax: Any, sizes: Sequence[int]) -> None:
+    """Ticks at the measured N only, as plain numbers, on a log-2 axis when N spans 4x."""
+    from matplotlib.ticker import FixedLocator, NullLocator
+
+    if len(sizes) > 1 and max(sizes) >= 4 * min(sizes):
+        ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_locator(FixedLocator(list(sizes)))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xticklabels([str(n) for n in sizes])
+    ax.set_xlabel("servers N")
+
+
+def _log_y_axis(ax: Any) -> None:
+    """Log scale with labels 10, 20, 30, 50, 100 ... instead of 4x10^1."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    ax.set_yscale("log")
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 3.0, 5.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+
+
+def _legend_outside(ax: Any) -> None:
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8, frameon=False)
+
+
+def response_time_figure(summary: dict[str, Any], policies: Sequence[str], title: str = "") -> Any:
+    """Mean response time vs N with 95% CI bands, one line per policy of ``policies``."""
     import matplotlib.pyplot as plt
 
-    written = []
     sizes = summary["sizes"]
-    fig, ax = plt.subplots(figsize=(7.5, 4.8))
-    colours = [plt.get_cmap("tab20")(k) for k in range(20)]
-    for i, p in enumerate(summary["policies"]):
+    fig, ax = plt.subplots(figsize=(8.0, 4.6))
+    for i, p in enumerate(policies):
         xs, ys, cis = [], [], []
         for n in sizes:
-            e = summary["by_n"][n]["policies"][p]
+            e = summary["by_n"][n]["policies"].get(p, {})
             if "mean_rt" in e:
                 xs.append(n)
                 ys.append(e["mean_rt"])
                 cis.append(0.0 if math.isnan(e["mean_rt_ci"]) else e["mean_rt_ci"])
         if not xs:
             continue
-        # Learned policies solid, heuristics dashed; 20 colours so no two lines share one.
-        style = "--" if p in HEURISTICS else "-"
-        line = ax.plot(
-            xs,
-            ys,
-            style,
-            marker="o",
-            label=p,
-            color=colours[(2 * i) % 20 if i < 10 else (2 * i + 1) % 20],
-        )[0]
+        colour = PALETTE[i % len(PALETTE)]
+        # Learned policies solid, heuristics dashed.
+        ax.plot(xs, ys, "--" if p in HEURISTICS else "-", marker="o", label=p, color=colour, lw=1.8)
         ax.fill_between(
             xs,
             [y - c for y, c in zip(ys, cis, strict=True)],
             [y + c for y, c in zip(ys, cis, strict=True)],
-            alpha=0.15,
-            color=line.get_color(),
+            alpha=0.12,
+            color=colour,
+            linewidth=0,
         )
-    ax.set_xlabel("servers N")
-    ax.set_ylabel("mean response time (s, log scale)")
-    ax.set_yscale("log")
-    ax.set_title("mean workflow response time vs cluster size (95% CI)")
-    ax.legend(fontsize=7)
-    ax.grid(alpha=0.3)
+    _size_axis(ax, sizes)
+    _log_y_axis(ax)
+    ax.set_ylabel("mean response time (s)")
+    ax.set_title(title or "mean workflow response time vs cluster size (95% CI bands)")
+    ax.grid(alpha=0.3, which="major")
+    _legend_outside(ax)
     fig.tight_layout()
-    path = out / "response_time_vs_n.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    written.append(path)
+    return fig
 
-    gains = [
-        (n, summary["by_n"][n].get("srr_gain"), summary["by_n"][n].get("srr_gain_ci"))
-        for n in sizes
-    ]
-    gains = [(n, g, c) for n, g, c in gains if g is not None]
-    if gains:
-        fig, ax = plt.subplots(figsize=(6, 4))
-        ax.errorbar(
-            [g[0] for g in gains],
-            [100 * g[1] for g in gains],
-            yerr=[0 if math.isnan(g[2]) else 100 * g[2] for g in gains],
-            marker="o",
-            capsize=3,
-            label="measured",
-        )
-        ax.axhline(8.9, color="grey", linestyle="--", label="paper, N=48: 8.9%")
-        ax.axhline(0, color="black", linewidth=0.5)
-        ax.set_xlabel("servers N")
-        ax.set_ylabel("SRR gain (%)  = 1 - scale / scale-nosrr")
-        ax.set_title("SRR gain in mean response time")
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        path = out / "srr_gain_vs_n.png"
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        written.append(path)
+
+def attention_feature_figure(rows: Sequence[dict[str, Any]]) -> Any | None:
+    """Mean, variance and mean |off-diagonal correlation| of the attention feature vs N, for
+    networks run at more than one N (drift needs several; mlp-16 is left out)."""
+    import matplotlib.pyplot as plt
 
     feature_rows = [r for r in rows if "feature_var" in r and r.get("status") == STATUS_OK]
-    # Drift needs more than one N: leave out fixed-size networks (mlp-16).
     sizes_of: dict[str, set[int]] = {}
     for r in feature_rows:
         sizes_of.setdefault(r["policy"], set()).add(int(r["n_servers"]))
     feature_rows = [r for r in feature_rows if len(sizes_of[r["policy"]]) > 1]
-    if feature_rows:
-        fig, axes = plt.subplots(1, 3, figsize=(12, 3.8))
-        for p in sorted({r["policy"] for r in feature_rows}):
-            for ax, key, label in zip(
-                axes,
-                ("feature_mean", "feature_var", "feature_offdiag_corr"),
-                ("mean", "variance", "mean |off-diagonal corr|"),
-                strict=True,
-            ):
-                xs = sorted({int(r["n_servers"]) for r in feature_rows if r["policy"] == p})
-                ys = [
-                    mean_ci(
-                        [
-                            float(r[key])
-                            for r in feature_rows
-                            if r["policy"] == p and r["n_servers"] == n
-                        ]
-                    )[0]
-                    for n in xs
-                ]
-                ax.plot(xs, ys, marker="o", label=p)
-                ax.set_title(f"attention feature {label}")
-                ax.set_xlabel("servers N")
-        axes[0].legend(fontsize=7)
-        fig.tight_layout()
-        path = out / "attention_feature_vs_n.png"
-        fig.savefig(path, dpi=110)
+    if not feature_rows:
+        return None
+    sizes = sorted({int(r["n_servers"]) for r in feature_rows})
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    panels = (
+        ("feature_mean", "mean of the feature"),
+        ("feature_var", "variance of the feature"),
+        ("feature_offdiag_corr", "mean |off-diagonal correlation|"),
+    )
+    for i, p in enumerate(sorted({r["policy"] for r in feature_rows})):
+        xs = sorted(sizes_of[p])
+        for ax, (key, _) in zip(axes, panels, strict=True):
+            ys = [
+                mean_ci(
+                    [
+                        float(r[key])
+                        for r in feature_rows
+                        if r["policy"] == p and int(r["n_servers"]) == n
+                    ]
+                )[0]
+                for n in xs
+            ]
+            ax.plot(xs, ys, marker="o", label=p, color=PALETTE[i % len(PALETTE)])
+    for ax, (_, label) in zip(axes, panels, strict=True):
+        _size_axis(ax, sizes)
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    fig.suptitle("attention feature statistics vs cluster size (mean over seeds)")
+    _legend_outside(axes[-1])
+    fig.tight_layout()
+    return fig
+
+
+def srr_gain_figure(summary: dict[str, Any]) -> Any | None:
+    import matplotlib.pyplot as plt
+
+    gains = [
+        (n, summary["by_n"][n].get("srr_gain"), summary["by_n"][n].get("srr_gain_ci"))
+        for n in summary["sizes"]
+    ]
+    gains = [(n, g, c) for n, g, c in gains if g is not None]
+    if not gains:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.errorbar(
+        [g[0] for g in gains],
+        [100 * g[1] for g in gains],
+        yerr=[0 if math.isnan(g[2]) else 100 * g[2] for g in gains],
+        marker="o",
+        capsize=3,
+        color=PALETTE[0],
+        label="measured (95% CI)",
+    )
+    ax.axhline(8.9, color=PALETTE[1], linestyle="--", label="paper, N=48: 8.9%")
+    ax.axhline(0, color="black", linewidth=0.5)
+    _size_axis(ax, [g[0] for g in gains])
+    ax.set_ylabel("SRR gain (%) = 1 - scale / scale-nosrr")
+    ax.set_title("SRR gain in mean response time")
+    _legend_outside(ax)
+    fig.tight_layout()
+    return fig
+
+
+def plot_all(
+    rows: Sequence[dict[str, Any]],
+    summary: dict[str, Any],
+    out: Path,
+    policies: Sequence[str] | None = None,
+) -> list[Path]:
+    """Write the study's figures; return their paths.
+
+    ``response_time_vs_n.png`` shows ``policies`` (default: the learned policies against the
+    best heuristic, :func:`default_plot_policies`); ``response_time_vs_n_all.png`` every
+    policy, when that is more.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written: list[Path] = []
+
+    def save(fig: Any, name: str) -> None:
+        if fig is None:
+            return
+        path = out / name
+        fig.savefig(path, dpi=110, bbox_inches="tight")
         plt.close(fig)
         written.append(path)
+
+    shown = list(policies) if policies is not None else default_plot_policies(summary)
+    save(response_time_figure(summary, shown), "response_time_vs_n.png")
+    if set(summary["policies"]) - set(shown):
+        title = "mean response time vs cluster size, every policy (95% CI bands)"
+        save(
+            response_time_figure(summary, summary["policies"], title), "response_time_vs_n_all.png"
+        )
+    save(srr_gain_figure(summary), "srr_gain_vs_n.png")
+    save(attention_feature_figure(rows), "attention_feature_vs_n.png")
     return written
