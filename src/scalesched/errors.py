@@ -25,7 +25,16 @@ class InputError(ValueError):
         self.field = field
         self.message = message
         where = source if source.lstrip("-") == field else f"{source}: {field}"
-        super().__init__(f"{where}: {message}")
+        super().__init__(one_line(f"{where}: {message}"))
+
+
+def one_line(text: str) -> str:
+    """``text`` with every line break and control character escaped (``\\n``, ``\\x1e``):
+    a message that echoes a user's value stays one line however the value was typed."""
+    return "".join(
+        c if c.isprintable() or c == " " else repr(c)[1:-1] if c.isascii() else f"\\u{ord(c):04x}"
+        for c in text
+    )
 
 
 MAX_FILE_BYTES = 256 << 20
