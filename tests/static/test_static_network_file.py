@@ -110,7 +110,7 @@ def test_unreadable_files(tmp_path: Path) -> None:
         load_network(tmp_path / "missing.yaml")
     bad = tmp_path / "bad.yaml"
     bad.write_text("nodes: [\n")
-    with pytest.raises(InputError, match="invalid YAML at line"):
+    with pytest.raises(InputError, match="malformed YAML: line 2"):
         load_network(bad)
     bad_json = tmp_path / "bad.json"
     bad_json.write_text("{")

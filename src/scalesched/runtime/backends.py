@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scalesched.errors import InputError
+from scalesched.errors import InputError, parse_json, parse_yaml
 
 
 @dataclass(frozen=True)
@@ -46,14 +46,10 @@ def load_endpoints(path: str | os.PathLike[str]) -> dict[str, EndpointConfig]:
     if not p.is_file():
         raise InputError(str(p), "file", "endpoint file not found")
     try:
-        if p.suffix.lower() == ".json":
-            data = json.loads(p.read_text())
-        else:
-            import yaml
-
-            data = yaml.safe_load(p.read_text())
+        text = p.read_text(encoding="utf-8")
     except (ValueError, OSError) as exc:
         raise InputError(str(p), "file", f"unreadable: {exc}") from None
+    data = parse_json(text, str(p)) if p.suffix.lower() == ".json" else parse_yaml(text, str(p))
     if not isinstance(data, dict):
         raise InputError(str(p), "file", "expected a mapping of model name -> settings")
     out: dict[str, EndpointConfig] = {}

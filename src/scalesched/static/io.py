@@ -20,15 +20,13 @@ Every problem is an :class:`~scalesched.errors.InputError` naming the file and t
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
 import networkx as nx
-import yaml
 
-from scalesched.errors import InputError
+from scalesched.errors import InputError, parse_json, parse_yaml
 from scalesched.workload.instance import WorkflowInstance
 
 _NODE_KEYS = {"name", "speed"}
@@ -154,16 +152,7 @@ def load_network(path: str | Path) -> nx.Graph:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise InputError(src, "file", f"cannot read: {e}") from None
-    try:
-        data = json.loads(text) if p.suffix.lower() == ".json" else yaml.safe_load(text)
-    except json.JSONDecodeError as e:
-        raise InputError(
-            src, "json", f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}"
-        ) from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
-        raise InputError(src, "yaml", f"invalid YAML{where}") from None
+    data = parse_json(text, src) if p.suffix.lower() == ".json" else parse_yaml(text, src)
     return network_from_dict(data, src)
 
 

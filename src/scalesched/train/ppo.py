@@ -28,7 +28,7 @@ from pydantic import ConfigDict, TypeAdapter, ValidationError
 from torch import nn
 
 from scalesched.env.scheduling_env import EnvConfig, SchedulingEnv
-from scalesched.errors import InputError
+from scalesched.errors import InputError, parse_yaml
 from scalesched.nn import PolicyNetwork, build_network
 from scalesched.nn.srr import SrrConfig, feature_stats, srr_losses
 from scalesched.policies.features import SERVER_FEATURES, TASK_FEATURES
@@ -191,8 +191,6 @@ class PPOConfig:
 
 def load_config(path: str | Path | None, **overrides: Any) -> PPOConfig:
     """A validated config from YAML (unknown or ill-typed keys are InputErrors)."""
-    import yaml
-
     data: dict[str, Any] = {}
     source = str(path) if path is not None else "config"
     if path is not None:
@@ -200,11 +198,10 @@ def load_config(path: str | Path | None, **overrides: Any) -> PPOConfig:
         if not p.is_file():
             raise InputError(source, "file", "config file not found")
         try:
-            loaded = yaml.safe_load(p.read_text()) or {}
-        except yaml.YAMLError as exc:
-            raise InputError(
-                source, "file", f"malformed YAML ({str(exc).splitlines()[0]})"
-            ) from None
+            text = p.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InputError(source, "file", f"cannot read: {exc}") from None
+        loaded = parse_yaml(text, source) or {}
         if not isinstance(loaded, dict):
             raise InputError(source, "file", "expected a mapping of config fields")
         data.update(loaded)
