@@ -52,3 +52,28 @@ def test_strict_yaml(tmp_path: Path, text: str, needle: str) -> None:
         get_cluster(str(write(tmp_path, text)))
     assert "\n" not in str(info.value)
     assert time.perf_counter() - start < 2  # PyYAML alone scans 100k levels for minutes
+
+
+@pytest.mark.parametrize(
+    ("entry", "field"),
+    [
+        ("type: cpu-64c, core_speed: 1.0e-300", "core_speed"),
+        ("type: cpu-64c, core_speed: 1.0e+300", "core_speed"),
+        ("type: cpu-64c, nic_gbps: 1.0e-300", "nic_gbps"),
+        ("type: cpu-64c, cpu_cores: 1000000000000", "cpu_cores"),
+        ("type: h100-80g-x4, load_gbs: 1.0e-300", "load_gbs"),
+        ("type: h100-80g-x4, load_gbs: 0.0", "load_gbs"),
+        ("type: h100-80g-x4, load_gbs: 1.0e+300", "load_gbs"),
+    ],
+)
+def test_server_numbers_stay_in_documented_ranges(tmp_path: Path, entry: str, field: str) -> None:
+    """Values that used to run and report response times of 1e300 s."""
+    path = write(tmp_path, f"name: x\nservers:\n  - {{{entry}}}\n")
+    with pytest.raises(InputError, match=rf"servers\[0\]\.{field}: "):
+        get_cluster(str(path))
+
+
+def test_network_latency_is_bounded(tmp_path: Path) -> None:
+    path = write(tmp_path, "name: x\nnetwork_latency_s: 1.0e+300\nservers: [{type: cpu-64c}]\n")
+    with pytest.raises(InputError, match="network_latency_s: Input should be less than or equal"):
+        get_cluster(str(path))

@@ -38,6 +38,13 @@ CUSTOM_DEFAULT_LOAD_GBS = 8.0
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 _PosInt = Annotated[StrictInt, Field(ge=1)]
 _PosFloat = Annotated[StrictFloat, Field(gt=0, allow_inf_nan=False)]
+# Documented ranges (docs/inputs.md): wide enough for any real server, narrow enough that
+# every derived time stays a number a run can report.
+_Cores = Annotated[StrictInt, Field(ge=1, le=65536)]
+_Speed = Annotated[StrictFloat, Field(ge=0.01, le=100.0, allow_inf_nan=False)]
+_Nic = Annotated[StrictFloat, Field(ge=0.001, le=100_000.0, allow_inf_nan=False)]
+_Load = Annotated[StrictFloat, Field(ge=0, le=10_000.0, allow_inf_nan=False)]
+MIN_LOAD_GBS = 0.001
 
 
 class ServerEntry(BaseModel):
@@ -59,15 +66,20 @@ class ServerEntry(BaseModel):
     gpus: Annotated[StrictInt, Field(ge=0, le=64)] | None = Field(
         None, description="Custom server: number of GPUs (default 0)."
     )
-    cpu_cores: _PosInt | None = Field(
+    cpu_cores: _Cores | None = Field(
         None, description="Required for a custom server; overrides the catalog value."
     )
-    core_speed: _PosFloat | None = Field(None, description="Relative core speed (default 1.0).")
-    nic_gbps: _PosFloat | None = Field(
-        None, description="NIC bandwidth, Gb/s (custom default: 100 with GPUs, else 25)."
+    core_speed: _Speed | None = Field(
+        None, description="Relative core speed, 0.01-100 (default 1.0)."
     )
-    load_gbs: Annotated[StrictFloat, Field(ge=0, allow_inf_nan=False)] | None = Field(
-        None, description="Weight-loading bandwidth, GB/s (custom default: 8 with GPUs, else 0)."
+    nic_gbps: _Nic | None = Field(
+        None,
+        description="NIC bandwidth, Gb/s, 0.001-100000 (custom default: 100 with GPUs, else 25).",
+    )
+    load_gbs: _Load | None = Field(
+        None,
+        description="Weight-loading bandwidth, GB/s, 0 or 0.001-10000 (custom default: 8 with "
+        "GPUs, else 0).",
     )
     count: _PosInt = Field(1, description="How many such servers.")
 
@@ -80,8 +92,8 @@ class ClusterFile(BaseModel):
     name: Annotated[str, Field(min_length=1, pattern=r"^[^\n]+$")] = Field(
         description="Cluster name."
     )
-    network_latency_s: Annotated[StrictFloat, Field(ge=0, allow_inf_nan=False)] = Field(
-        DEFAULT_NETWORK_LATENCY_S, description="One-way network latency between servers, s."
+    network_latency_s: Annotated[StrictFloat, Field(ge=0, le=10.0, allow_inf_nan=False)] = Field(
+        DEFAULT_NETWORK_LATENCY_S, description="One-way network latency between servers, s (<= 10)."
     )
     servers: list[ServerEntry] = Field(min_length=1, description="Server groups, in order.")
 
@@ -135,6 +147,11 @@ def _entry_template(entry: ServerEntry, field: str, source: str) -> tuple[str, S
             load_gbs=entry.load_gbs if entry.load_gbs is not None else base.load_gbs,
             description=base.description,
         )
+        if stype.gpus and stype.load_gbs < MIN_LOAD_GBS:
+            raise bad(
+                "load_gbs",
+                f"a GPU server needs load_gbs > 0 (>= {MIN_LOAD_GBS}) to load model weights",
+            )
         return entry.name or base.name, stype
     if entry.name is None:
         raise bad("type", f"give a catalog `type` or a custom `name`; types: {_known_types()}")
@@ -156,8 +173,10 @@ def _entry_template(entry: ServerEntry, field: str, source: str) -> tuple[str, S
     load = entry.load_gbs
     if load is None:
         load = CUSTOM_DEFAULT_LOAD_GBS if gpus else 0.0
-    if gpus and load <= 0:
-        raise bad("load_gbs", "a GPU server needs load_gbs > 0 to load model weights")
+    if gpus and load < MIN_LOAD_GBS:
+        raise bad(
+            "load_gbs", f"a GPU server needs load_gbs > 0 (>= {MIN_LOAD_GBS}) to load model weights"
+        )
     stype = ServerType(
         name=entry.name,
         gpu_type=entry.gpu_type,
