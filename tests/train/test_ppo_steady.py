@@ -109,6 +109,32 @@ def test_steady_training_logs_finite_gradient_norms_and_episodes(tmp_path: Path)
         assert float(row["mean_response_time_s"]) > 0
 
 
+def test_training_bootstraps_every_truncated_window(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import scalesched.train.ppo as ppo
+
+    calls: list[int] = []
+    real = ppo.final_values
+
+    def spy(net: object, info: dict[str, object], truncated: np.ndarray) -> torch.Tensor:
+        calls.append(int(truncated.sum()))
+        return real(net, info, truncated)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ppo, "final_values", spy)
+    cfg = load_config(
+        None,
+        **STEADY,
+        total_steps=2 * 64,
+        num_envs=2,
+        num_steps=64,
+        validate_every=0,
+        validation_sizes=[],
+    )
+    state = Trainer(cfg, tmp_path / "run").train()
+    assert state.episodes > 0 and sum(calls) == state.episodes
+
+
 def test_without_srr_its_gradient_share_is_zero(tmp_path: Path) -> None:
     cfg = load_config(
         None,
