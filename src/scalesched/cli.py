@@ -563,6 +563,12 @@ def _study(
         )
     if not (math.isfinite(cfg.load) and cfg.load > 0):
         raise InputError("--load", "load", f"must be a positive finite number, got {cfg.load}")
+    if jobs is not None and not 1 <= jobs <= 1024:
+        raise InputError("--jobs", "jobs", f"must be in [1, 1024], got {jobs}")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError("--out", "out", f"cannot create {out}: {exc.strerror}") from None
     total = len(cfg.policies) * len(cfg.nodes) * len(cfg.seeds)
     show = progress and not as_json and sys.stderr.isatty()
     with _progress(show, total, f"{total} runs") as tick:
@@ -672,6 +678,10 @@ def static_cmd(
     )
 
 
+MAX_TIME_SCALE = 100.0
+"""Wall seconds per model second at most: beyond it a run is a wait, not a test."""
+
+
 @app.command()
 @clean_errors
 def run(
@@ -728,8 +738,12 @@ def run(
 
     if local == (address is not None):
         raise InputError("--local/--address", "cluster", "give exactly one of them")
-    if time_scale <= 0:
-        raise InputError("--time-scale", "time_scale", "must be positive")
+    if not (math.isfinite(time_scale) and 0 < time_scale <= MAX_TIME_SCALE):
+        raise InputError(
+            "--time-scale", "time_scale", f"must be in (0, {MAX_TIME_SCALE:g}], got {time_scale}"
+        )
+    if local and object_store_mb < 75:
+        raise InputError("--object-store-mb", "object_store_mb", "Ray needs at least 75 MiB")
     if max_retries < 0 or not 0 <= fail_rate <= 1:
         raise InputError("--max-retries/--fail-rate", "faults", "need retries >= 0, 0 <= rate <= 1")
     if llm not in ("emulated", "http") or (llm == "http") != (endpoints is not None):

@@ -70,6 +70,14 @@ def test_python_dash_m_and_import_registers_the_env() -> None:
         (["simulate", "--load", "nan", "--workflows", "5"], "--load: must be a positive finite"),
         (["demo", "--workflows", "-5"], "--workflows: must be in"),
         (["eval", "--load", "0", "--policies", "eft"], "--load: must be a positive"),
+        (["eval", "--seeds", "1000000000", "--policies", "eft"], "--seeds: at most 1000"),
+        (["eval", "--seeds", "1,x", "--policies", "eft"], "--seeds: expected a count"),
+        (["eval", "--seeds", "-1,2", "--policies", "eft"], "--seeds: seeds must be"),
+        (["eval", "--jobs", "-1", "--policies", "eft", "--nodes", "4"], "--jobs: must be in"),
+        (["eval", "--out", "/proc/x/y", "--policies", "eft", "--nodes", "4"], "--out: cannot"),
+        (["run", "--local", "--time-scale", "inf"], "--time-scale: time_scale: must be in"),
+        (["run", "--local", "--time-scale", "1e9"], "--time-scale: time_scale: must be in"),
+        (["run", "--local", "--object-store-mb", "-5"], "Ray needs at least 75 MiB"),
     ],
 )
 def test_bad_arguments_are_one_line(args: list[str], needle: str) -> None:

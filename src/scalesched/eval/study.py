@@ -192,17 +192,26 @@ def parse_int_list(text: str, option: str) -> tuple[int, ...]:
 
 def seeds_from(count_or_list: str) -> tuple[int, ...]:
     """``5`` means seeds 0..4; ``3,7,9`` lists them."""
-    if "," in count_or_list:
-        return tuple(int(x) for x in count_or_list.split(","))
     try:
-        n = int(count_or_list)
+        if "," in count_or_list:
+            seeds = tuple(int(x) for x in count_or_list.split(","))
+        else:
+            seeds = tuple(range(min(int(count_or_list), MAX_SEEDS + 1)))
     except ValueError:
         raise InputError(
             "--seeds", "seeds", f"expected a count or a list, got {count_or_list!r}"
         ) from None
-    if n < 1:
+    if not seeds:
         raise InputError("--seeds", "seeds", "need at least one seed")
-    return tuple(range(n))
+    if len(seeds) > MAX_SEEDS:
+        raise InputError("--seeds", "seeds", f"at most {MAX_SEEDS} seeds")
+    if any(not 0 <= s < 2**63 for s in seeds):
+        raise InputError("--seeds", "seeds", "seeds must be integers in [0, 2**63 - 1]")
+    return seeds
+
+
+MAX_SEEDS = 1000
+"""Most seeds of one study (each is a run per policy and size)."""
 
 
 def mean_ci(values: Sequence[float]) -> tuple[float, float]:
