@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from scalesched.errors import InputError
+from scalesched.errors import MAX_FILE_BYTES, InputError
 
 _SRC = "arrivals"
 MAX_ARRIVAL_S = 1e9
@@ -148,9 +148,11 @@ def load_arrival_times(path: str | Path) -> np.ndarray:
     if not p.is_file():
         raise InputError(src, "file", "no such file" if not p.exists() else "not a regular file")
     try:
+        if p.stat().st_size > MAX_FILE_BYTES:
+            raise InputError(src, "file", f"larger than {MAX_FILE_BYTES >> 20} MiB")
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
-        raise InputError(src, "file", f"cannot read: {e}") from None
+        raise InputError(src, "file", f"cannot read: {' '.join(str(e).split())}") from None
     rows = [
         (lineno, row)
         for lineno, row in enumerate(csv.reader(text.splitlines()), start=1)
