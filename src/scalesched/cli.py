@@ -583,7 +583,9 @@ def _study(
             slo=slo,
         )
     if as_json:
-        print(json.dumps(summary, default=str))
+        from scalesched.eval.report import json_ready
+
+        print(json.dumps(json_ready(summary), default=str, allow_nan=False))
         return
     console.print((out / "summary.md").read_text(), markup=False, highlight=False)
     console.print(f"results: {out}/results.csv; plots: {', '.join(summary['plots'])}")

@@ -3,6 +3,7 @@ measured N, plain log labels, legends outside the data, labelled axes."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -124,3 +125,8 @@ def test_plot_all_writes_the_main_and_the_full_figure(
     }
     only = report.plot_all(rows(), summary, tmp_path / ".", policies=["eft", "random"])
     assert "response_time_vs_n.png" in {p.name for p in only}
+
+
+def test_json_ready_turns_undefined_figures_into_null() -> None:
+    data = {"a": math.nan, "b": [1.0, math.inf, {"c": -math.inf}], "d": "x", "e": 2}
+    assert report.json_ready(data) == {"a": None, "b": [1.0, None, {"c": None}], "d": "x", "e": 2}

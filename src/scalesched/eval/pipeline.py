@@ -7,7 +7,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from scalesched.eval.report import plot_all, summarise, summary_markdown, write_results_csv
+from scalesched.eval.report import (
+    json_ready,
+    plot_all,
+    summarise,
+    summary_markdown,
+    write_results_csv,
+)
 from scalesched.eval.study import StudyConfig, config_dict, run_study
 
 
@@ -74,7 +80,9 @@ def run_and_report(
         text += slo_markdown(summary["max_load_at_slo"])
     (out / "summary.md").write_text(text)
     summary["config"] = config_dict(cfg)
-    (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+    (out / "summary.json").write_text(
+        json.dumps(json_ready(summary), indent=1, default=str, allow_nan=False)
+    )
     summary["plots"] = [str(p) for p in plot_all(rows, summary, out)]
     summary["plots"].append(str(gantt_of_one_run(cfg, out)))
     return summary

@@ -14,6 +14,19 @@ from scalesched.policies import HEURISTICS
 FIRST_COLUMNS = ["policy", "n_servers", "seed", "status", "workload", "load"]
 
 
+def json_ready(value: Any) -> Any:
+    """``value`` with every NaN or infinite float replaced by None (``null``): an undefined
+    figure, such as a confidence interval from one seed, is printed as such, never as the
+    ``NaN`` that strict JSON readers reject."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: json_ready(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_ready(v) for v in value]
+    return value
+
+
 def write_results_csv(rows: Sequence[dict[str, Any]], path: Path) -> None:
     keys: list[str] = list(FIRST_COLUMNS)
     for row in rows:
