@@ -116,3 +116,36 @@ def test_shares_json():
     shares = rep["models"]
     assert abs(sum(m["share_mean"] for m in shares.values()) - 1) < 1e-9
     assert rep["e2e_cv"] > 0 and all(m["share_cv"] >= 0 for m in shares.values())
+
+
+def test_eval_takes_a_deployment_for_one_size(tmp_path):
+    plan = tmp_path / "plan.yaml"
+    res = runner.invoke(
+        app,
+        ["plan", "--cluster", "hetero-8", "--rate", "0.5", "--samples", "60", "--out", str(plan)],
+    )
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(
+        app,
+        [
+            "eval",
+            "--policies",
+            "eft",
+            "--nodes",
+            "8",
+            "--seeds",
+            "1",
+            "--workflows",
+            "12",
+            "--deployment",
+            str(plan),
+            "--jobs",
+            "1",
+            "--out",
+            str(tmp_path / "ev"),
+            "--json",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["eval", "--nodes", "8,16", "--deployment", str(plan)])
+    assert res.exit_code == 2 and "one --nodes" in res.output
