@@ -32,7 +32,7 @@ TIME_BOUND_S = 30.0
 
 settings.register_profile(
     "ci",
-    max_examples=60,
+    max_examples=40,
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],

@@ -189,3 +189,25 @@ def test_replay_files_are_checked(tmp_path: Path, lines: list[str], needle: str)
         load_arrival_times(path)
     assert needle in str(info.value) and str(path) in str(info.value)
     assert MAX_ARRIVAL_S == 1e9
+
+
+def test_a_run_holds_at_most_a_million_tasks(tmp_path: Path) -> None:
+    """Each workflow within its caps, but 200 of 98 305 tasks each: fail before realising."""
+    from scalesched.workload.source import MAX_RUN_TASKS, get_workload, sample_jobs
+
+    body = [f"b{i}" for i in range(24)]
+    tasks = [{"id": "d", "scalesched": {"kind": "tool", "tool": "x", "cpuWork": 0.1}}]
+    for i, tid in enumerate(body):
+        parent = "d" if i == 0 else body[i - 1]
+        tasks.append({"id": tid, "parents": [parent], "scalesched": {"kind": "tool", "tool": "x"}})
+    rules = [{"type": "fanout", "decider": "d", "body": body, "width": tpl.MAX_FANOUT_WIDTH}]
+    path = tmp_path / "wide.json"
+    path.write_text(json.dumps(doc_with(tasks, rules)))
+    source = get_workload(str(path))
+    start = time.perf_counter()
+    with pytest.raises(InputError, match=r"--workflows: 200 workflows of 'wide' would hold"):
+        sample_jobs(source, [float(i) for i in range(200)], 0)
+    assert time.perf_counter() - start < 10  # one workflow realised, not two hundred
+    assert MAX_RUN_TASKS == 1_000_000
+    # a small workload is far from the cap
+    assert len(sample_jobs(get_workload("react"), [0.0] * 50, 0)) == 50

@@ -103,9 +103,33 @@ def sample_jobs(source: WorkflowSource, arrivals: Sequence[float], seed: int) ->
     if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
         raise InputError("sample_jobs", "seed", f"must be an integer >= 0, got {seed!r}")
     times = replay_arrivals(arrivals)
+    n = len(times)
     jobs: list[Job] = []
+    tasks = 0
     for i, t in enumerate(times.tolist()):
         w = source.sample(workflow_rng(int(seed), i))
         w = dataclasses.replace(w, name=f"{w.pattern}-{i}")
         jobs.append(Job(workflow_id=i, arrival=t, workflow=w))
+        tasks += len(w.tasks)
+        _check_run_size(source, tasks, i + 1, n)
     return jobs
+
+
+MAX_RUN_TASKS = 1_000_000
+"""Most tasks of one run, summed over its realised workflows: each is built in memory before
+the run starts, and the simulator takes about a minute per million (docs/inputs.md)."""
+
+
+def _check_run_size(source: WorkflowSource, tasks: int, done: int, n: int) -> None:
+    """Fail once the run's tasks exceed the cap, or as soon as the mean so far says they
+    will by far (4x on the first workflows, 1x after eight), before realising the rest."""
+    estimate = tasks / done * n
+    if tasks <= MAX_RUN_TASKS and estimate <= (MAX_RUN_TASKS if done >= 8 else 4 * MAX_RUN_TASKS):
+        return
+    raise InputError(
+        "--workflows",
+        "workflows",
+        f"{n} workflows of {source.name!r} would hold about {estimate:.3g} tasks "
+        f"({tasks / done:.0f} per workflow); at most {MAX_RUN_TASKS} in one run: lower "
+        "--workflows or the workflow's fan-out widths and loop counts",
+    )
