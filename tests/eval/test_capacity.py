@@ -26,17 +26,24 @@ def measured() -> cap.CapacityResult:
     return cap.measure_capacity(SPEC, WORKLOAD, policies=("eft", "least_loaded"))
 
 
-def test_capacity_is_the_best_policys_sustainable_rate(measured: cap.CapacityResult) -> None:
+def test_capacity_is_the_best_policys_saturated_throughput(
+    measured: cap.CapacityResult,
+) -> None:
     assert measured.capacity_wps == max(measured.per_policy_wps.values())
     assert measured.best_policy in ("eft", "least_loaded")
     for policy, rate in measured.per_policy_wps.items():
-        sat = measured.saturated_wps[policy]
-        assert 0.5 * sat <= rate <= 1.25 * sat
-    # Every probe the search accepted kept up; the accepted rate is one of them.
-    accepted = [
-        p["rate_wps"] for p in measured.probes if p["steady"] and p["policy"] == "eft"
-    ]
-    assert measured.per_policy_wps["eft"] in accepted
+        probes = [p for p in measured.probes if p["policy"] == policy]
+        assert len(probes) == cap.FIXED_POINT_STEPS
+
+        def estimate_after(probe: dict[str, float]) -> float:
+            kept_up = probe["throughput_wps"] >= cap.KEPT_UP * probe["rate_wps"]
+            return probe["rate_wps"] if kept_up else probe["throughput_wps"]
+
+        for before, after in zip(probes, probes[1:], strict=False):
+            assert after["rate_wps"] == pytest.approx(cap.OVERLOAD * estimate_after(before))
+        assert rate == pytest.approx(estimate_after(probes[-1]))
+        # Settled: the last two estimates agree.
+        assert estimate_after(probes[-1]) == pytest.approx(estimate_after(probes[-2]), rel=0.06)
 
 
 def test_below_capacity_keeps_up_far_above_does_not(measured: cap.CapacityResult) -> None:
