@@ -46,6 +46,9 @@ MAX_BATCH_TABLE = 1024
 
 TASK_FEATURES = 8 + len(MODEL_NAMES)
 SERVER_FEATURES = 18
+RELATIVE_FINISH_FEATURE = 16
+"""Server feature: log1p of the estimated finish's excess over the best feasible server's,
+relative to it (0 at eft's choice); learned policies may use it as a prior."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -360,7 +363,9 @@ class Decision:
         # and for short and long tasks alike.
         best_finish = float(self.finish_s[mask].min())
         best_exec = float(self.exec_s[mask].min())
-        f[:, 16] = np.log1p(np.where(mask, self.finish_s - best_finish, 0.0) / (best_finish + 1e-3))
+        f[:, RELATIVE_FINISH_FEATURE] = np.log1p(
+            np.where(mask, self.finish_s - best_finish, 0.0) / (best_finish + 1e-3)
+        )
         f[:, 17] = np.log1p(np.where(mask, self.exec_s - best_exec, 0.0) / (best_exec + 1e-3))
         return f
 
