@@ -60,6 +60,6 @@ def test_the_prior_adds_one_parameter_and_rejects_bad_settings() -> None:
     )
     count = sum(p.numel() for p in prior.parameters()) - sum(p.numel() for p in base.parameters())
     assert count == 1
-    assert RELATIVE_FINISH_FEATURE == ScaleNetConfig(1, SERVER_FEATURES).prior_feature
+    assert ScaleNetConfig(1, SERVER_FEATURES).prior_feature == RELATIVE_FINISH_FEATURE
     with pytest.raises(ValueError, match="heuristic_prior"):
         ScaleNetConfig(TASK_FEATURES, SERVER_FEATURES, heuristic_prior=-1.0)

@@ -53,7 +53,12 @@ def max_load_one(spec: SloSpec) -> dict[str, Any]:
         mid = 0.5 * (lo + hi)
         run = run_one(
             RunSpec(
-                spec.policy, spec.n, spec.seed, spec.workload, mid, spec.workflows,
+                spec.policy,
+                spec.n,
+                spec.seed,
+                spec.workload,
+                mid,
+                spec.workflows,
                 spec.cluster_family,
             )
         )

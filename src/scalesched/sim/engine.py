@@ -324,8 +324,7 @@ class Simulation:
         for server in servers:
             if not (0 <= server < self.tables.n) or not decision.mask[server]:
                 raise SchedulingError(
-                    f"server {server} cannot run task {self._task(gid).id} "
-                    "(masked or out of range)"
+                    f"server {server} cannot run task {self._task(gid).id} (masked or out of range)"
                 )
         self._current = self._current_decision = None
         self._must_place.discard(gid)

@@ -87,9 +87,7 @@ def schedule_problem(
         scheduler, label = policy, policy.name
     if not scheduler.supports(prob.n_nodes):
         reason = str(scheduler.unsupported_reason(prob.n_nodes)).replace(scheduler.name, label, 1)
-        raise InputError(
-            "--policy", "policy", f"{reason}; the network has {prob.n_nodes} nodes"
-        )
+        raise InputError("--policy", "policy", f"{reason}; the network has {prob.n_nodes} nodes")
     return simulated_schedule(prob, scheduler, seed=seed)
 
 
