@@ -15,3 +15,16 @@ import tempfile
 _CACHE = tempfile.mkdtemp(prefix="scalesched-test-cache-")
 os.environ.setdefault("SCALESCHED_CACHE_DIR", _CACHE)
 os.environ.setdefault("SCALESCHED_CAPACITY_WORKFLOWS", "300")
+
+
+RAY_MODULES = ("tests/runtime/test_runtime_ray.py",)
+
+
+def pytest_collection_modifyitems(config: object, items: list) -> None:  # type: ignore[type-arg]
+    """Mark the tests that start a Ray cluster (``-m "not ray"`` skips them locally)."""
+    import pytest
+
+    for item in items:
+        path = str(item.path).replace("\\", "/")
+        if path.endswith(RAY_MODULES) or "over_ray" in item.name or "ray_local" in item.name:
+            item.add_marker(pytest.mark.ray)
