@@ -145,29 +145,3 @@ def test_readme_lists_every_key_of_simulate_json() -> None:
             expanded.add(name)
     assert keys <= expanded, f"not in the README: {sorted(keys - expanded)}"
     assert expanded <= keys, f"in the README, not printed: {sorted(expanded - keys)}"
-
-
-def test_eval_json_with_one_seed_is_strict_json(tmp_path: Path) -> None:
-    """A confidence interval from one seed is undefined: null, not NaN."""
-    code, out, err = invoke(
-        "eval",
-        "--policies",
-        "eft,random",
-        "--nodes",
-        "4",
-        "--seeds",
-        "1",
-        "--workflows",
-        "5",
-        "--json",
-        "--out",
-        str(tmp_path),
-    )
-    assert code == 0, err
-
-    def reject(name: str) -> None:
-        raise AssertionError(f"{name} in --json")
-
-    summary = json.loads(out, parse_constant=reject)
-    assert summary["by_n"]["4"]["policies"]["eft"]["mean_rt_ci"] is None
-    json.loads((tmp_path / "summary.json").read_text(), parse_constant=reject)

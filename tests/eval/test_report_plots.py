@@ -130,3 +130,14 @@ def test_plot_all_writes_the_main_and_the_full_figure(
 def test_json_ready_turns_undefined_figures_into_null() -> None:
     data = {"a": math.nan, "b": [1.0, math.inf, {"c": -math.inf}], "d": "x", "e": 2}
     assert report.json_ready(data) == {"a": None, "b": [1.0, None, {"c": None}], "d": "x", "e": 2}
+
+
+def test_a_one_seed_summary_is_strict_json() -> None:
+    """A confidence interval from one seed is undefined: null in summary.json and --json."""
+    import json
+
+    one_seed = [r for r in rows() if r["seed"] == 0]
+    summary = report.summarise(one_seed, [*LEARNED, *HEURISTICS])
+    assert math.isnan(summary["by_n"][16]["policies"]["eft"]["mean_rt_ci"])
+    text = json.dumps(report.json_ready(summary), allow_nan=False)
+    assert json.loads(text)["by_n"]["16"]["policies"]["eft"]["mean_rt_ci"] is None
