@@ -123,7 +123,7 @@ def test_cli_run_with_a_checkpoint_prints_the_simulate_json(
     assert out.exit_code == 0, out.output
     metrics = json.loads(out.stdout)
     assert set(metrics) == sim_keys() | {"workflows_failed"}
-    assert metrics["policy"] == "tiny-scale"
+    assert metrics["policy"] == str(ckpt)  # a local checkpoint is named by its path
     assert metrics["workflows_completed"] == 4 and metrics["workflows_failed"] == 0
     rows = [json.loads(line) for line in trace.read_text().splitlines()]
     assert len(rows) == metrics["tasks_completed"]

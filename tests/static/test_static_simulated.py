@@ -144,7 +144,7 @@ def test_an_untrained_scale_checkpoint_schedules_the_static_problem(tmp_path: Pa
     net = random_network(5, rng)
     a = static_schedule(tg, net, ckpt, seed=3)
     validate_schedule(a, tg, net)
-    assert a.policy == "untrained-scale"
+    assert a.policy == ckpt  # a local checkpoint is named by its path, not its metadata
     assert a.makespan >= lower_bound(tg, net)
     b = static_schedule(tg, net, ckpt, seed=3)
     assert a.placement() == b.placement()  # seeded sampling: same seed, same schedule
