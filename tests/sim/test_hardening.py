@@ -124,11 +124,11 @@ def test_gantt_says_which_servers_it_left_out(
     import matplotlib.axes
 
     texts: list[str] = []
-    real = matplotlib.axes.Axes.text
+    real = matplotlib.axes.Axes.annotate
     monkeypatch.setattr(
         matplotlib.axes.Axes,
-        "text",
-        lambda self, x, y, s, **kw: (texts.append(s), real(self, x, y, s, **kw))[1],
+        "annotate",
+        lambda self, text, *a, **kw: (texts.append(text), real(self, text, *a, **kw))[1],
     )
     result = simulate(
         get_cluster("hetero-8"),
@@ -136,10 +136,22 @@ def test_gantt_says_which_servers_it_left_out(
         get_policy("eft"),
         record_trace=True,
     )
-    busy = len({r.server for r in result.trace})
-    assert busy < 8
+    busy = sorted({r.server for r in result.trace})
+    idle = [n for i, n in enumerate(result.server_names) if i not in busy]
+    assert 1 <= len(idle) < 8
     plot_gantt(result.trace, result.server_names, tmp_path / "g.png", max_servers=1)
+    named = ", ".join(idle[:6]) + (f" and {len(idle) - 6} more" if len(idle) > 6 else "")
     assert texts == [
-        f"{8 - busy} idle server{'s' if 8 - busy != 1 else ''} not shown"
-        + (f"; {busy - 1} busy servers past the first 1 not shown" if busy > 1 else "")
+        f"idle, not shown: {named}"
+        + (f"; {len(busy) - 1} busy servers past the first 1 not shown" if len(busy) > 1 else "")
     ]
+    texts.clear()
+    wide = simulate(
+        get_cluster("hetero-16"),
+        sample_jobs(get_workload("react"), [0.0], 0),
+        get_policy("eft"),
+        record_trace=True,
+    )
+    plot_gantt(wide.trace, wide.server_names, tmp_path / "w.png")
+    n_idle = 16 - len({r.server for r in wide.trace})
+    assert n_idle > 6 and texts[0].endswith(f" and {n_idle - 6} more")

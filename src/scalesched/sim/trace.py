@@ -61,6 +61,8 @@ def write_trace(
 
 
 MAX_LANES = 8
+MAX_NAMED = 6
+"""Idle servers named under a Gantt chart; the rest are counted."""
 """Overlapping tasks on one server are drawn in at most this many lanes."""
 
 
@@ -109,10 +111,14 @@ def plot_gantt(
 
     busy = sorted({r.server for r in records})
     used = busy[:max_servers]
-    idle = len(server_names) - len(busy)
     dropped = []
-    if idle > 0:
-        dropped.append(f"{idle} idle server{'s' if idle != 1 else ''} not shown")
+    busy_set = set(busy)
+    idle = [name for i, name in enumerate(server_names) if i not in busy_set]
+    if idle:
+        names = ", ".join(idle[:MAX_NAMED]) + (
+            f" and {len(idle) - MAX_NAMED} more" * (len(idle) > MAX_NAMED)
+        )
+        dropped.append(f"idle, not shown: {names}")
     if len(busy) > len(used):
         dropped.append(
             f"{len(busy) - len(used)} busy servers past the first {max_servers} not shown"
@@ -143,15 +149,22 @@ def plot_gantt(
     ax.set_xlabel("time (s)")
     ax.set_ylabel("server")
     ax.set_title(title or "task placement over time")
-    if dropped:
-        ax.text(
-            1.0, -0.08, "; ".join(dropped), transform=ax.transAxes, ha="right", va="top", fontsize=7
+    if dropped:  # under the x-axis label, whatever the chart's height
+        ax.annotate(
+            "; ".join(dropped),
+            xy=(1.0, 0.0),
+            xycoords="axes fraction",
+            xytext=(0, -34),
+            textcoords="offset points",
+            ha="right",
+            va="top",
+            fontsize=7,
         )
     handles = [plt.Rectangle((0, 0), 1, 1, color=colour[label], alpha=0.6) for label in labels]
     ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7)
     fig.tight_layout()
     try:
-        fig.savefig(path, dpi=110)
+        fig.savefig(path, dpi=110, bbox_inches="tight")
     except OSError as exc:
         raise InputError(
             option, option.lstrip("-"), f"cannot write {path}: {exc.strerror}"
