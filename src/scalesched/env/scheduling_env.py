@@ -26,7 +26,8 @@ Two kinds of episode, chosen by :class:`EnvConfig`:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
 import gymnasium as gym
@@ -34,6 +35,8 @@ import numpy as np
 from gymnasium import spaces
 
 from scalesched.cluster import get_cluster
+from scalesched.cluster.model import ClusterSpec
+from scalesched.env.settings import EnvSetting
 from scalesched.errors import InputError
 from scalesched.policies.features import SERVER_FEATURES, TASK_FEATURES, ClusterTables, Decision
 from scalesched.sim.engine import Simulation
@@ -134,7 +137,12 @@ class SchedulingEnv(gym.Env[Observation, int]):
 
     metadata = {"render_modes": []}
 
-    def __init__(self, config: EnvConfig | None = None, **overrides: Any) -> None:
+    def __init__(
+        self,
+        config: EnvConfig | None = None,
+        setting_source: Callable[[], tuple[int, EnvSetting]] | None = None,
+        **overrides: Any,
+    ) -> None:
         cfg = config or EnvConfig()
         if overrides:
             cfg = EnvConfig(**{**cfg.__dict__, **overrides})
@@ -154,12 +162,41 @@ class SchedulingEnv(gym.Env[Observation, int]):
         self._start_area = 0.0
         self._cutoff_s = math.inf
         self._steps = 0
+        self.setting_source = setting_source
+        """EnvSched: where each episode's setting comes from (None: the config's)."""
+        self.setting = -1
+        """Index of the current episode's setting (-1 without a source)."""
+        self._mix_tables: dict[str, tuple[ClusterSpec, ClusterTables]] = {}
+
+    def _apply_setting(self) -> EnvConfig:
+        """With a setting source: take the next setting (cluster mix, workload, load,
+        warm-up) and make it this episode's; else the config as it is."""
+        cfg = self.config
+        if self.setting_source is None:
+            return cfg
+        self.setting, setting = self.setting_source()
+        if setting.mix not in self._mix_tables:
+            spec = setting.cluster()
+            self._mix_tables[setting.mix] = (spec, ClusterTables(spec))
+        self.spec_cluster, self.tables = self._mix_tables[setting.mix]
+        if self.tables.n > self.max_servers:
+            raise InputError("EnvSched", "mix", f"{setting.mix} exceeds {self.max_servers} servers")
+        w = setting.warmup_workflows
+        return replace(
+            cfg,
+            workload=setting.workload,
+            load=setting.load,
+            load_min=None,
+            load_max=None,
+            warmup_min=w,
+            warmup_max=w,
+        )
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Observation, dict[str, Any]]:
         super().reset(seed=seed)
-        cfg, rng = self.config, self.np_random
+        cfg, rng = self._apply_setting(), self.np_random
         # Draw order: the episode seed first, so cold-start episodes are what they always were.
         episode_seed = int(rng.integers(2**31 - 1))
         load = cfg.load
@@ -188,7 +225,12 @@ class SchedulingEnv(gym.Env[Observation, int]):
         self._start_s, self._start_area = sim.now, sim.in_system_area
         self._area = sim.in_system_area
         self._steps = 0
-        info = {"episode_seed": episode_seed, "load": load, "warmup_workflows": warmup}
+        info = {
+            "episode_seed": episode_seed,
+            "load": load,
+            "warmup_workflows": warmup,
+            "setting": self.setting,
+        }
         return encode(decision, self.max_servers), info
 
     def _warm_up(

@@ -28,69 +28,13 @@ trainer feeds them the signal (``update``) and asks for the settings of the next
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 from scipy.stats import rankdata
 
-from scalesched.cluster.model import ClusterSpec
+from scalesched.env.settings import EnvSetting, default_settings
 
-PATTERN_NAMES: tuple[str, ...] = (
-    "react",
-    "plan-execute",
-    "map-reduce",
-    "debate",
-    "codegen",
-    "deep-research",
-    "agentic-mix",
-)
-LOADS: tuple[float, ...] = (0.5, 0.7, 0.9)
-WARMUPS: tuple[int, ...] = (50, 200)
-MIXES: dict[str, tuple[tuple[str, int], ...]] = {
-    "balanced": (("h100-80g-x4", 4), ("a100-80g-x4", 4), ("l4-24g-x4", 4), ("cpu-64c", 4)),
-    "h100-rich": (("h100-80g-x4", 7), ("a100-80g-x4", 2), ("l4-24g-x4", 3), ("cpu-64c", 4)),
-    "l4-edge": (("h100-80g-x4", 2), ("a100-80g-x4", 2), ("l4-24g-x4", 8), ("cpu-64c", 4)),
-    "cpu-heavy": (("h100-80g-x4", 3), ("a100-80g-x4", 3), ("l4-24g-x4", 3), ("cpu-64c", 7)),
-}
-"""Mixes of 16 servers; "balanced" is hetero-16's composition."""
-SERVER_TYPES: tuple[str, ...] = ("h100-80g-x4", "a100-80g-x4", "l4-24g-x4", "cpu-64c")
-
-
-@dataclass(frozen=True)
-class EnvSetting:
-    """One training environment configuration."""
-
-    workload: str
-    load: float
-    mix: str
-    warmup_workflows: int
-
-    def cluster(self) -> ClusterSpec:
-        from scalesched.cluster.spec import cluster_from_dict
-
-        servers = [{"type": t, "count": c} for t, c in MIXES[self.mix]]
-        return cluster_from_dict({"name": f"mix-{self.mix}-16", "servers": servers}, "envsched")
-
-    def features(self) -> np.ndarray:
-        """Numeric description for the similarity graph: pattern one-hot, load, the mix's
-        server shares, log warm-up."""
-        pattern = np.array([self.workload == p for p in PATTERN_NAMES], dtype=float)
-        counts = dict(MIXES[self.mix])
-        shares = np.array([counts.get(t, 0) / 16 for t in SERVER_TYPES])
-        return np.concatenate(
-            [pattern, [2.0 * self.load], 2.0 * shares, [math.log(self.warmup_workflows) / 5]]
-        )
-
-
-def default_settings() -> list[EnvSetting]:
-    """Every pattern x load x 16-server mix x warm-up length: 168 settings."""
-    return [
-        EnvSetting(w, load, mix, warm)
-        for w in PATTERN_NAMES
-        for load in LOADS
-        for mix in MIXES
-        for warm in WARMUPS
-    ]
+__all__ = ["EnvSchedSampler", "EnvSetting", "SettingQueue", "UniformSampler", "default_settings"]
 
 
 def similarity_matrix(settings: list[EnvSetting], k: int = 8, width: float = 1.0) -> np.ndarray:
@@ -208,3 +152,29 @@ class EnvSchedSampler:
             return
         old = self.score[index]
         self.score[index] = signal if np.isnan(old) else (1 - self.ema) * old + self.ema * signal
+
+
+class SettingQueue:
+    """Hands the environments their next setting, one sampled batch at a time (so the
+    per-batch quota and similarity penalty act on the episodes that start together)."""
+
+    def __init__(self, sampler: EnvSchedSampler | UniformSampler, batch: int) -> None:
+        self.sampler, self.batch = sampler, batch
+        self._next: list[int] = []
+
+    def __call__(self) -> tuple[int, EnvSetting]:
+        if not self._next:
+            self._next = list(reversed(self.sampler.sample(self.batch)))
+        i = self._next.pop()
+        return i, self.sampler.settings[i]
+
+    def feed(self, settings: np.ndarray, advantages: np.ndarray) -> int:
+        """Give the sampler the learning signal of one rollout: per setting, the mean
+        absolute advantage of its steps. Returns how many settings got a signal."""
+        seen = 0
+        for i in np.unique(settings):
+            if i < 0:
+                continue
+            self.sampler.update(int(i), float(np.abs(advantages[settings == i]).mean()))
+            seen += 1
+        return seen

@@ -17,7 +17,7 @@ import os
 import random
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,12 @@ from scalesched.nn import PolicyNetwork, build_network
 from scalesched.nn.srr import SrrConfig, feature_stats, srr_losses
 from scalesched.policies.features import SERVER_FEATURES, TASK_FEATURES
 from scalesched.train.checkpoint import load_checkpoint, save_checkpoint
+from scalesched.train.envsched import (
+    EnvSchedSampler,
+    SettingQueue,
+    UniformSampler,
+    default_settings,
+)
 
 
 @dataclass
@@ -85,6 +91,12 @@ class PPOConfig:
     """One self-attention layer among servers before the cross-attention (scale)."""
     scalable_softmax: bool = False
     """Multiply cross-attention logits by s*log(N) with learned s (scale)."""
+    heuristic_prior: float = 0.0
+    """Initial weight of the learned eft prior on the pointer logits (scale; 0: none)."""
+    env_sampler: str = "none"
+    """Per-episode environment settings (pattern x load x 16-server mix x warm-up):
+    ``none`` (the config's cluster, workload and loads), ``uniform`` or ``envsched``
+    (prioritised by the learning signal; scalesched.train.envsched)."""
     # SRR
     srr: bool = True
     """Add the SRR regulariser to the loss."""
@@ -186,6 +198,8 @@ class PPOConfig:
                 server_self_attention=self.server_self_attention,
                 scalable_softmax=self.scalable_softmax,
             )
+            if self.heuristic_prior > 0:  # older checkpoints have no such key
+                base["heuristic_prior"] = self.heuristic_prior
         return base
 
 
@@ -214,6 +228,10 @@ def load_config(path: str | Path | None, **overrides: Any) -> PPOConfig:
         raise InputError(source, loc, err["msg"]) from None
     if cfg.network not in ("scale", "mlp16"):
         raise InputError(source, "network", "must be 'scale' or 'mlp16'")
+    if cfg.env_sampler not in ("none", "uniform", "envsched"):
+        raise InputError(source, "env_sampler", "must be 'none', 'uniform' or 'envsched'")
+    if cfg.env_sampler != "none" and cfg.network == "mlp16":
+        raise InputError(source, "env_sampler", "EnvSched mixes need a size-agnostic network")
     if cfg.total_steps <= 0 or cfg.num_envs <= 0 or cfg.num_steps <= 0:
         raise InputError(source, "total_steps", "steps and env counts must be positive")
     if cfg.srr_decorrelation_norm not in ("pairs", "dim"):
@@ -310,11 +328,13 @@ def term_grad_norms(params: list[nn.Parameter], terms: dict[str, torch.Tensor]) 
     return norms
 
 
-def make_envs(cfg: PPOConfig) -> gym.vector.SyncVectorEnv:
+def make_envs(cfg: PPOConfig, queue: SettingQueue | None = None) -> gym.vector.SyncVectorEnv:
     env_cfg = cfg.env_config()
+    if queue is not None:
+        env_cfg = replace(env_cfg, max_servers=16)  # every EnvSched mix has 16 servers
 
     def factory() -> gym.Env[Any, Any]:
-        return SchedulingEnv(env_cfg)
+        return SchedulingEnv(env_cfg, setting_source=queue)
 
     return gym.vector.SyncVectorEnv(
         [factory for _ in range(cfg.num_envs)],
@@ -435,6 +455,7 @@ class Trainer:
             "feature_var",
             "feature_offdiag_corr",
             "steps_per_s",
+            "settings_fed",
         ]
         for n in self.cfg.validation_sizes:
             cols += [
@@ -469,10 +490,24 @@ class Trainer:
                 if key != "global_step" and isinstance(value, int | float) and math.isfinite(value):
                     self._tb.add_scalar(key, value, step)
 
+    def _setting_queue(self) -> SettingQueue | None:
+        """EnvSched's queue of per-episode settings, or None to run the config's own."""
+        cfg = self.cfg
+        if cfg.env_sampler == "none":
+            return None
+        settings = default_settings()
+        sampler: EnvSchedSampler | UniformSampler
+        if cfg.env_sampler == "envsched":
+            sampler = EnvSchedSampler(settings, seed=cfg.seed)
+        else:
+            sampler = UniformSampler(settings, seed=cfg.seed)
+        return SettingQueue(sampler, cfg.num_envs)
+
     # -- the loop --------------------------------------------------------------------
     def train(self) -> TrainState:
         cfg, net = self.cfg, self.net
-        envs = make_envs(cfg)
+        queue = self._setting_queue()
+        envs = make_envs(cfg, queue)
         n_max = envs.single_observation_space["servers"].shape[0]  # type: ignore[index]
         k, t_steps = cfg.num_envs, cfg.num_steps
         buf_task = torch.zeros((t_steps, k, TASK_FEATURES))
@@ -484,6 +519,7 @@ class Trainer:
         rewards = torch.zeros((t_steps, k))
         dones = torch.zeros((t_steps, k))
         values = torch.zeros((t_steps, k))
+        settings = np.full((t_steps, k), -1)  # EnvSched: each step's setting
 
         # Each (re)start seeds the environments from the run seed and the update index, so
         # a resumed run is reproducible too.
@@ -512,6 +548,8 @@ class Trainer:
                     n,
                 )
                 dones[step] = next_done
+                if queue is not None:
+                    settings[step] = [env.setting for env in envs.envs]  # type: ignore[attr-defined]
                 with torch.no_grad():
                     out = net(task, servers, mask, n)
                     dist = torch.distributions.Categorical(logits=out.logits)
@@ -543,6 +581,7 @@ class Trainer:
                     rewards, values, dones, next_value, next_done, cfg.gamma, cfg.gae_lambda
                 )
                 returns = advantages + values
+            settings_fed = queue.feed(settings, advantages.numpy()) if queue is not None else 0
 
             b_task = buf_task.reshape(-1, TASK_FEATURES)
             b_servers = buf_servers.reshape(-1, n_max, SERVER_FEATURES)
@@ -641,6 +680,7 @@ class Trainer:
                 "feature_var": fstats["var"],
                 "feature_offdiag_corr": fstats["mean_abs_offdiag_corr"],
                 "steps_per_s": (self.state.global_step - steps0) / max(elapsed, 1e-9),
+                "settings_fed": settings_fed,
             }
             self.state.update = update
             last_update = update == cfg.num_updates
