@@ -298,6 +298,8 @@ def measure_capacity(
 def store_shipped(entries: dict[str, CapacityResult], path: Path) -> None:
     """Write the shipped table (used by scripts/measure_capacity.py)."""
     table = _read_table(path.read_text()) if path.is_file() else {}
+    # Entries of an older method can never be read again: drop them.
+    table = {k: v for k, v in table.items() if k.startswith(CAPACITY_METHOD + "|")}
     for key, result in entries.items():
         entry = result.to_json()
         entry.pop("probes", None)
