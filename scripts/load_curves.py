@@ -66,7 +66,16 @@ def main() -> None:
     ap.add_argument("--workflows", type=int, default=1500)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--out", type=Path, default=ROOT / "docs/img/load_curves.png")
+    ap.add_argument(
+        "--from-csv", action="store_true", help="Only redraw the figure from the CSV beside it."
+    )
     args = ap.parse_args()
+    if args.from_csv:
+        with args.out.with_suffix(".csv").open() as fh:
+            rows = [{**r, "load": float(r["load"])} for r in csv.DictReader(fh)]
+        loads = sorted({r["load"] for r in rows})
+        plot(rows, [], loads, args.out)
+        return
 
     from scalesched.cluster import get_cluster
     from scalesched.eval.capacity import capacity_wps
@@ -99,6 +108,7 @@ def plot(rows: list[dict[str, Any]], clusters: list[str], loads: list[float], ou
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
+    from matplotlib.ticker import ScalarFormatter
 
     names = list(dict.fromkeys(r["cluster"] for r in rows))
     fig, axes = plt.subplots(3, len(names), figsize=(4.2 * len(names), 9), squeeze=False)
@@ -117,8 +127,15 @@ def plot(rows: list[dict[str, Any]], clusters: list[str], loads: list[float], ou
             axes[1, j].plot(loads, series("avg_response_time_s"), **style)
             axes[2, j].plot(loads, series("p99_response_time_s"), **style)
         offered = [
-            float(np.mean([float(r["offered_rate_wps"]) for r in rows
-                           if r["cluster"] == name and r["load"] == x]))
+            float(
+                np.mean(
+                    [
+                        float(r["offered_rate_wps"])
+                        for r in rows
+                        if r["cluster"] == name and r["load"] == x
+                    ]
+                )
+            )
             for x in loads
         ]
         axes[0, j].plot(loads, offered, "k:", label="offered")
@@ -129,8 +146,11 @@ def plot(rows: list[dict[str, Any]], clusters: list[str], loads: list[float], ou
         axes[2, j].set_xlabel("load (fraction of measured capacity)")
         for i in (1, 2):
             axes[i, j].set_yscale("log")
+            axes[i, j].yaxis.set_major_formatter(ScalarFormatter())
+            axes[i, j].yaxis.set_minor_formatter(ScalarFormatter())
+            axes[i, j].tick_params(axis="y", which="minor", labelsize=7)
         for i in range(3):
-            axes[i, j].set_xticks(loads[::2])
+            axes[i, j].set_xticks(loads, [f"{x:g}" for x in loads], fontsize=8)
             axes[i, j].grid(alpha=0.3)
     handles, labels = axes[0, 0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=len(labels), frameon=False)
