@@ -15,6 +15,7 @@ from scalesched.policies.p2c import PowerOfTwoScheduler
 from scalesched.policies.random_policy import RandomScheduler
 from scalesched.policies.round_robin import RoundRobinScheduler
 from scalesched.policies.shortest_queue import ShortestQueueScheduler
+from scalesched.policies.soft_eft import SoftEftScheduler
 
 HEURISTICS: dict[str, tuple[Callable[[], Scheduler], str]] = {
     "random": (RandomScheduler, "uniformly random feasible server"),
@@ -25,9 +26,17 @@ HEURISTICS: dict[str, tuple[Callable[[], Scheduler], str]] = {
     "heft_online": (HeftOnlineScheduler, "eft placement, HEFT upward-rank order"),
     "kv_aware": (KvAwareScheduler, "production router: queue, running batch and KV usage"),
     "p2c": (PowerOfTwoScheduler, "power of two choices on estimated finish + imposed delay"),
+    "soft_eft": (SoftEftScheduler, "eft with sampling near the best estimate (seeded)"),
 }
 
-STRONG_HEURISTICS: tuple[str, ...] = ("eft", "heft_online", "least_loaded", "kv_aware", "p2c")
+STRONG_HEURISTICS: tuple[str, ...] = (
+    "eft",
+    "heft_online",
+    "least_loaded",
+    "kv_aware",
+    "p2c",
+    "soft_eft",
+)
 """The candidates for "the best heuristic": every table compares against the best of these
 on the same runs, and measured capacity is the highest rate one of them sustains."""
 

@@ -1,0 +1,37 @@
+"""eft with randomised ties: sample a server with probability proportional to
+``exp(-temperature_inv * log1p(relative excess of its estimated finish over the best))``.
+
+Greedy eft sends every decision to the single best estimate, and estimates lag reality:
+between two decisions the chosen server's batch has grown in ways the next estimate sees
+only partly, so eft herds. Sampling near the best spreads that load. This is also exactly
+what an untrained SCALE network with the eft prior (``heuristic_prior``) does, so it is the
+baseline that tells what learning adds on top of the prior. Seeded by ``reset``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from scalesched.policies.base import BaseScheduler
+from scalesched.policies.features import Decision
+
+SHARPNESS = 5.0
+"""Weight on the relative-finish feature; the eft prior of the shipped configs starts at 5."""
+
+
+class SoftEftScheduler(BaseScheduler):
+    name = "soft_eft"
+
+    def __init__(self) -> None:
+        self._rng = np.random.default_rng(0)
+
+    def reset(self, seed: int) -> None:
+        self._rng = np.random.default_rng(np.random.SeedSequence([seed, 0x5EF7]))
+
+    def select(self, decision: Decision) -> int:
+        feasible = np.flatnonzero(decision.mask)
+        finish = decision.finish_s[feasible]
+        best = float(finish.min())
+        excess = np.log1p((finish - best) / (best + 1e-3))
+        weights = np.exp(-SHARPNESS * excess)
+        return int(feasible[self._rng.choice(feasible.size, p=weights / weights.sum())])
