@@ -59,4 +59,4 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert r.exit_code == 2 and "bad.json: plan.choices" in r.stderr, r.stderr
     bad.write_text("{")
     r = runner.invoke(app, ["memplan", "replay", str(bad)])
-    assert r.exit_code == 2 and "not valid JSON" in r.stderr
+    assert r.exit_code == 2 and "invalid JSON" in r.stderr

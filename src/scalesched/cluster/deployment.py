@@ -25,7 +25,6 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Annotated, Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
 from scalesched.cluster.model import ClusterSpec
@@ -39,7 +38,7 @@ from scalesched.cluster.perf import (
     replica_group_perf,
 )
 from scalesched.cluster.spec import _loc, _one_line
-from scalesched.errors import InputError
+from scalesched.errors import InputError, parse_yaml
 
 _SHARE_TEXT = {"1": 1.0, "1/1": 1.0, "1/2": 0.5, "1/4": 0.25}
 
@@ -219,13 +218,7 @@ def load_deployment_file(path: str | os.PathLike[str], cluster: ClusterSpec) -> 
         raise InputError(source, "(file)", "no such deployment file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(source, "(file)", f"cannot read: {_one_line(str(exc))}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise InputError(source, "(file)", f"malformed YAML: {where}{_one_line(problem)}") from None
+    data = parse_yaml(text, source)  # strict: duplicate keys, nesting depth
     return deployment_from_dict(data, cluster, source)
 
 

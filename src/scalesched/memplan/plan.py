@@ -33,14 +33,13 @@ moment-by-moment peak is at most this bound).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from scalesched.errors import InputError
+from scalesched.errors import InputError, parse_json
 from scalesched.memplan.costs import (
     ADAM_BYTES_PER_PARAM,
     ADAM_GPU_BW_EFF,
@@ -291,13 +290,12 @@ def plan_from_dict(d: Any, source: str) -> Plan:
 
 def read_json(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(Path(path).read_text())
+        text = Path(path).read_text()
     except FileNotFoundError:
         raise InputError(str(path), "file", "not found") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(
-            str(path), "json", f"not valid JSON ({exc.msg}, line {exc.lineno})"
-        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(str(path), "file", f"cannot read ({type(exc).__name__})") from None
+    data = parse_json(text, str(path))  # strict: duplicate keys, NaN literals, depth
     if not isinstance(data, dict):
         raise InputError(str(path), "json", "must be a JSON object")
     return data
