@@ -10,15 +10,14 @@ import json
 import math
 import sys
 from collections.abc import Callable
-from functools import wraps
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from scalesched.errors import InputError, require_finite
+from scalesched.errors import InputError, clean_errors, require_finite
 from scalesched.eval.capacity import COOLDOWN_FRACTION, WARMUP_FRACTION
 from scalesched.sim.metrics import steady_state_note
 
@@ -79,22 +78,6 @@ def _main(
 
 console = Console()
 err_console = Console(stderr=True)
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def clean_errors(fn: F) -> F:
-    """Turn bad input into one line and exit code 2."""
-
-    @wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except InputError as exc:
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(2) from None
-
-    return wrapper  # type: ignore[return-value]
 
 
 ClusterOpt = Annotated[

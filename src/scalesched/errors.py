@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from functools import wraps
+from typing import Any, TypeVar
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 class InputError(ValueError):
@@ -146,3 +149,20 @@ def require_finite(values: Mapping[str, Any], source: str) -> None:
                 f"came out {value}: the inputs' sizes or times are beyond what the run can "
                 "measure; check the workload's work, tokens and arrival times",
             )
+
+
+def clean_errors(fn: _F) -> _F:
+    """For CLI commands: bad input becomes one line on stderr and exit code 2 (typer is
+    imported only when that happens, so this module stays free of CLI dependencies)."""
+
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except InputError as exc:
+            import typer
+
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from None
+
+    return wrapper  # type: ignore[return-value]

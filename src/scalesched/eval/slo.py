@@ -15,12 +15,19 @@ failed).
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any
 
-from scalesched.eval.study import STATUS_OK, STATUS_UNSUPPORTED, RunSpec, StudyConfig, mean_ci
+from scalesched.eval.study import (
+    STATUS_OK,
+    STATUS_UNSUPPORTED,
+    RunSpec,
+    StudyConfig,
+    mean_ci,
+    run_parallel,
+)
 
 LOAD_RANGE = (0.1, 1.6)
 SLO_STEPS = 6
@@ -85,19 +92,7 @@ def run_slo_study(
         for s in cfg.seeds
         for p in cfg.policies
     ]
-    rows: list[dict[str, Any]] = []
-    if (jobs or 2) == 1:
-        for i, spec in enumerate(specs):
-            rows.append(max_load_one(spec))
-            if on_done:
-                on_done(i + 1, len(specs))
-    else:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            futures = [pool.submit(max_load_one, spec) for spec in specs]
-            for i, fut in enumerate(as_completed(futures)):
-                rows.append(fut.result())
-                if on_done:
-                    on_done(i + 1, len(specs))
+    rows = run_parallel(max_load_one, specs, jobs or os.cpu_count() or 1, on_done)
     order = {p: i for i, p in enumerate(cfg.policies)}
     rows.sort(key=lambda r: (r["n_servers"], r["seed"], order[r["policy"]]))
     return rows

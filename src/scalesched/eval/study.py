@@ -161,20 +161,34 @@ def run_study(
         from scalesched.runtime.scaleout import run_on_ray
 
         rows = run_on_ray(run_one, specs, address=ray_address, on_done=on_done)
-    elif executor == "serial" or workers == 1:
-        for i, spec in enumerate(specs):
-            rows.append(run_one(spec))
-            if on_done:
-                on_done(i + 1, len(specs))
     else:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            futures = [pool.submit(run_one, spec) for spec in specs]
-            for i, fut in enumerate(as_completed(futures)):
-                rows.append(fut.result())
-                if on_done:
-                    on_done(i + 1, len(specs))
+        rows = run_parallel(run_one, specs, 1 if executor == "serial" else workers, on_done)
     order = {p: i for i, p in enumerate(cfg.policies)}
     rows.sort(key=lambda r: (r["n_servers"], r["seed"], order[r["policy"]]))
+    return rows
+
+
+def run_parallel(
+    fn: Callable[[Any], dict[str, Any]],
+    specs: Sequence[Any],
+    workers: int,
+    on_done: Callable[[int, int], None] | None = None,
+) -> list[dict[str, Any]]:
+    """``fn`` over ``specs`` in a process pool of ``workers`` (in this process for 1), in
+    completion order; ``on_done(done, total)`` after each."""
+    rows: list[dict[str, Any]] = []
+    if workers == 1:
+        for i, spec in enumerate(specs):
+            rows.append(fn(spec))
+            if on_done:
+                on_done(i + 1, len(specs))
+        return rows
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(fn, spec) for spec in specs]
+        for i, fut in enumerate(as_completed(futures)):
+            rows.append(fut.result())
+            if on_done:
+                on_done(i + 1, len(specs))
     return rows
 
 

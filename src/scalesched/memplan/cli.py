@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from functools import wraps
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from scalesched.errors import InputError
+from scalesched.errors import InputError, clean_errors
 from scalesched.memplan.costs import hardware, resolve_gpu, resolve_model, train_costs
 from scalesched.memplan.plan import evaluate
 from scalesched.memplan.planner import (
@@ -32,21 +30,6 @@ memplan_app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 console = Console()
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _clean_errors(fn: F) -> F:
-    """Bad input: one line and exit code 2 (as the main CLI's ``clean_errors``)."""
-
-    @wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except InputError as exc:
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(2) from None
-
-    return wrapper  # type: ignore[return-value]
 
 
 def _print(figures: dict[str, Any], title: str) -> None:
@@ -60,7 +43,7 @@ def _print(figures: dict[str, Any], title: str) -> None:
 
 
 @memplan_app.callback(invoke_without_command=True)
-@_clean_errors
+@clean_errors
 def memplan(
     ctx: typer.Context,
     model: Annotated[
@@ -139,7 +122,7 @@ def memplan(
 
 
 @memplan_app.command("replay")
-@_clean_errors
+@clean_errors
 def replay_cmd(
     plan_file: Annotated[Path, typer.Argument(help="A plan file written by `memplan --out`.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,

@@ -122,7 +122,7 @@ def _plan(
     seed: int,
     as_json: bool,
 ) -> None:
-    from scalesched.cli import clean_errors
+    from scalesched.errors import clean_errors
 
     @clean_errors
     def go() -> None:
@@ -187,7 +187,7 @@ def shares(
 ) -> None:
     """Each LLM's share of a workflow's total LLM time and its CV across workflows, next to
     the CV of the end-to-end response time (the observation the planner rests on)."""
-    from scalesched.cli import clean_errors
+    from scalesched.errors import clean_errors
 
     @clean_errors
     def go() -> None:
