@@ -38,7 +38,13 @@ from scalesched.cluster import get_cluster
 from scalesched.cluster.model import ClusterSpec
 from scalesched.env.settings import EnvSetting
 from scalesched.errors import InputError
-from scalesched.policies.features import SERVER_FEATURES, TASK_FEATURES, ClusterTables, Decision
+from scalesched.policies.features import (
+    SERVER_FEATURES,
+    TASK_FEATURES,
+    ClusterTables,
+    Decision,
+    observation,
+)
 from scalesched.sim.engine import Simulation
 from scalesched.sim.run import summarise
 from scalesched.sim.scenario import Scenario, build_jobs
@@ -116,20 +122,9 @@ def observation_space(max_servers: int) -> spaces.Dict:
 
 
 def encode(decision: Decision, max_servers: int) -> Observation:
-    """The observation of one decision, padded to ``max_servers`` servers."""
-    n = decision.n_servers
-    if n > max_servers:
-        raise ValueError(f"cluster has {n} servers, more than max_servers={max_servers}")
-    servers = np.zeros((max_servers, SERVER_FEATURES), dtype=np.float32)
-    servers[:n] = decision.server_features
-    mask = np.zeros(max_servers, dtype=np.int8)
-    mask[:n] = decision.mask
-    return {
-        "task": decision.task_features.astype(np.float32),
-        "servers": servers,
-        "mask": mask,
-        "n_servers": np.array([n], dtype=np.int64),
-    }
+    """The observation of one decision, padded to ``max_servers`` servers (the feature
+    module's one encoding, ``observation``)."""
+    return observation(decision, max_servers)
 
 
 class SchedulingEnv(gym.Env[Observation, int]):

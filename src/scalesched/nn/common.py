@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -65,3 +66,15 @@ def check_observation(task: Tensor, servers: Tensor, mask: Tensor, n_servers: Te
         )
     if tuple(n_servers.shape) != (batch,):
         raise ValueError(f"n_servers must have shape ({batch},), got {tuple(n_servers.shape)}")
+
+
+def obs_to_tensors(obs: dict[str, np.ndarray]) -> tuple[Tensor, ...]:
+    """Batched observation arrays (``scalesched.policies.features.observation``, stacked)
+    -> the network's (task, servers, mask, n_servers): the one conversion that training
+    and acting share."""
+    return (
+        torch.as_tensor(obs["task"], dtype=torch.float32),
+        torch.as_tensor(obs["servers"], dtype=torch.float32),
+        torch.as_tensor(obs["mask"]).bool(),
+        torch.as_tensor(obs["n_servers"]).reshape(-1).long(),
+    )

@@ -15,9 +15,10 @@ import torch
 
 from scalesched.errors import InputError
 from scalesched.nn import PolicyNetwork, build_network
+from scalesched.nn.common import PolicyOutput, obs_to_tensors
 from scalesched.nn.srr import feature_stats
 from scalesched.policies.base import BaseScheduler
-from scalesched.policies.features import Decision
+from scalesched.policies.features import Decision, observation
 
 
 class NetworkScheduler(BaseScheduler):
@@ -51,15 +52,16 @@ class NetworkScheduler(BaseScheduler):
         return None
 
     @torch.inference_mode()
+    def forward(self, decision: Decision) -> PolicyOutput:
+        """The network's output for one decision, through the encoding training uses."""
+        obs = observation(decision, decision.n_servers)
+        batch = {key: value[None] for key, value in obs.items()}
+        return self.network(*obs_to_tensors(batch), need_value=False)
+
+    @torch.inference_mode()
     def select(self, decision: Decision) -> int:
         n = decision.n_servers
-        out = self.network(
-            torch.from_numpy(decision.task_features.astype(np.float32))[None],
-            torch.from_numpy(decision.server_features.astype(np.float32))[None],
-            torch.from_numpy(np.array(decision.mask, dtype=bool))[None],
-            torch.tensor([n]),
-            need_value=False,
-        )
+        out = self.forward(decision)
         if self.record_features:
             self.features[n].append(out.attn_feature[0].numpy().copy())
         if self.greedy:

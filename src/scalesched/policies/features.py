@@ -552,6 +552,25 @@ def make_decision(tables: ClusterTables, view: ClusterStateView, task: TaskReque
     )
 
 
+def observation(decision: Decision, max_servers: int) -> dict[str, np.ndarray]:
+    """A decision as the arrays a learned policy reads, servers padded to ``max_servers``:
+    the one encoding used by training (the Gym environment) and by acting
+    (``NetworkScheduler``)."""
+    n = decision.n_servers
+    if n > max_servers:
+        raise ValueError(f"cluster has {n} servers, more than max_servers={max_servers}")
+    servers = np.zeros((max_servers, SERVER_FEATURES), dtype=np.float32)
+    servers[:n] = decision.server_features
+    mask = np.zeros(max_servers, dtype=np.int8)
+    mask[:n] = decision.mask
+    return {
+        "task": decision.task_features.astype(np.float32),
+        "servers": servers,
+        "mask": mask,
+        "n_servers": np.array([n], dtype=np.int64),
+    }
+
+
 def _task_features(task: TaskRequest) -> np.ndarray:
     f = np.zeros(TASK_FEATURES)
     f[0] = 1.0 if task.kind == "llm" else 0.0

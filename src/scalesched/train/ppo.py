@@ -30,6 +30,7 @@ from torch import nn
 from scalesched.env.scheduling_env import EnvConfig, SchedulingEnv
 from scalesched.errors import InputError, parse_yaml
 from scalesched.nn import PolicyNetwork, build_network
+from scalesched.nn.common import obs_to_tensors
 from scalesched.nn.srr import SrrConfig, feature_stats, srr_losses
 from scalesched.policies.features import SERVER_FEATURES, TASK_FEATURES
 from scalesched.train.checkpoint import load_checkpoint, save_checkpoint
@@ -256,16 +257,6 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
-
-
-def obs_to_tensors(obs: dict[str, np.ndarray]) -> tuple[torch.Tensor, ...]:
-    """Batched observation arrays -> the network's (task, servers, mask, n_servers)."""
-    return (
-        torch.as_tensor(obs["task"], dtype=torch.float32),
-        torch.as_tensor(obs["servers"], dtype=torch.float32),
-        torch.as_tensor(obs["mask"]).bool(),
-        torch.as_tensor(obs["n_servers"]).reshape(-1).long(),
-    )
 
 
 def final_values(net: PolicyNetwork, info: dict[str, Any], truncated: np.ndarray) -> torch.Tensor:
