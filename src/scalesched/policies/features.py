@@ -179,6 +179,10 @@ class ClusterTables:
             self.decode_lin[k, 1:] = [
                 eng.decode_step_s(b, 0) for b in range(1, MAX_BATCH_TABLE + 2)
             ]
+        self.decode_step_increase = np.zeros_like(self.decode_lin)
+        """[k, b]: decode_lin[k, b] - decode_lin[k, b - 1], what one more request in a
+        batch of b costs every step (0 for b = 0)."""
+        self.decode_step_increase[:, 1:] = np.diff(self.decode_lin, axis=1)
         self.max_batch = np.array([e.max_batch for e in self.engines] or [1])
         self.kv_capacity = np.array([e.kv_capacity_tokens for e in self.engines] or [1])
         self.server_static = _static_server_features(self)
@@ -504,12 +508,10 @@ def make_decision(tables: ClusterTables, view: ClusterStateView, task: TaskReque
         # increase, over about half of the newcomer's output (they overlap that long on
         # average); a request that queues for admission slows no running one.
         others = running - 1
-        ctx_without = ctx - task.context_tokens
-        step_without = tables.decode_lin[kk, others] + tables.decode_attn[kk] * ctx_without
-        joins = batch + 1 <= slots
-        imposed = np.where(
-            joins & mask, others * (step - step_without) * task.output_tokens_est / 2, 0.0
+        increase = tables.decode_step_increase[kk, running] + tables.decode_attn[kk] * (
+            task.context_tokens
         )
+        imposed = (others * (batch < slots)) * increase * (task.output_tokens_est / 2)
         prefill_by_class = np.zeros(max(1, len(tables.engines)))
         for k, eng, *_ in tables.model_classes[m]:
             prefill_by_class[k] = eng.prefill_s(task.prompt_tokens)

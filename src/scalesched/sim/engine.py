@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scalesched.cluster.model import ClusterSpec
-from scalesched.decision.actions import Action, Defer, Hedge, as_action
+from scalesched.decision.actions import Action, Defer, Hedge, Place, as_action
 from scalesched.policies.base import ReadyOrder
 from scalesched.policies.features import (
     ENGINE_ABSENT,
@@ -309,7 +309,14 @@ class Simulation:
         gid, decision = self._current, self._current_decision
         if gid is None or decision is None:
             raise SchedulingError("apply() called without a pending decision")
-        action = as_action(answer)
+        if isinstance(answer, int | np.integer):  # the plain placement: the hot path
+            servers: tuple[int, ...] = (int(answer),)
+            action: Action | None = None
+        else:
+            action = as_action(answer)
+            servers = action.servers if isinstance(action, Hedge) else ()
+            if isinstance(action, Place):
+                servers = (action.server,)
         if isinstance(action, Defer):
             if not decision.can_defer:
                 raise SchedulingError(
@@ -320,7 +327,6 @@ class Simulation:
             self.deferrals += 1
             self._deferred.append(gid)
             return
-        servers = action.servers if isinstance(action, Hedge) else (action.server,)
         for server in servers:
             if not (0 <= server < self.tables.n) or not decision.mask[server]:
                 raise SchedulingError(
