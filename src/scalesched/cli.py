@@ -235,9 +235,10 @@ def capacity(
 ) -> None:
     """Measure the arrival rate the cluster sustains for the workload (what --load 1.0 means).
 
-    Each strong heuristic's sustainable rate is searched by long simulated runs (overload,
-    then bisection on the steady-state verdict); capacity is the best of them. The figure is
-    cached per cluster and workload; see docs/steady-state.md for the method.
+    Capacity is the throughput the best of eft, least_loaded and kv_aware delivers just past
+    saturation, found by long simulated runs (offer 1.25x the estimate, take what is
+    delivered, five times). The figure is cached per cluster and workload; see
+    docs/steady-state.md for the method.
     """
     from scalesched.cluster import get_cluster
     from scalesched.eval.capacity import (
