@@ -2,6 +2,7 @@
 table shipped with the package (src/scalesched/eval/data/capacity.json).
 
 Usage: python scripts/measure_capacity.py [--clusters hetero-16,hetero-32] [--workloads W,..]
+       python scripts/measure_capacity.py --envsched [--mixes m1,m2]   # EnvSched's settings
 
 Every figure is reproducible: ``scalesched capacity --cluster C --workload W --remeasure``
 measures the same thing with the same seed.
@@ -13,6 +14,7 @@ import argparse
 from pathlib import Path
 
 from scalesched.cluster import get_cluster
+from scalesched.cluster.model import ClusterSpec
 from scalesched.eval.capacity import cache_key, measure_capacity, store_shipped
 
 DEFAULT_CLUSTERS = "hetero-4,hetero-8,hetero-16,hetero-32,hetero-48,hetero-64"
@@ -23,18 +25,34 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--clusters", default=DEFAULT_CLUSTERS)
     ap.add_argument("--workloads", default="agentic-mix")
+    ap.add_argument(
+        "--envsched", action="store_true", help="Measure every 16-server mix x pattern of EnvSched."
+    )
+    ap.add_argument("--mixes", default="", help="With --envsched: only these mixes.")
+    ap.add_argument(
+        "--table", type=Path, default=TABLE, help="Table to add to (one per parallel process)."
+    )
     args = ap.parse_args()
-    for cluster in args.clusters.split(","):
-        spec = get_cluster(cluster)
-        for workload in args.workloads.split(","):
-            result = measure_capacity(spec, workload)
-            store_shipped({cache_key(spec, workload): result}, TABLE)
-            print(
-                f"{cluster:>16} {workload:>18}: {result.capacity_wps:.4g} wf/s "
-                f"({result.best_policy}; nominal {result.nominal_wps:.4g}; "
-                f"{result.measured_s:.0f} s)",
-                flush=True,
-            )
+    pairs: list[tuple[ClusterSpec, str]] = []
+    if args.envsched:
+        from scalesched.env.settings import MIXES, PATTERN_NAMES, EnvSetting
+
+        mixes = args.mixes.split(",") if args.mixes else list(MIXES)
+        for mix in mixes:
+            spec = EnvSetting("agentic-mix", 0.7, mix, 50).cluster()
+            pairs += [(spec, w) for w in PATTERN_NAMES]
+    else:
+        for cluster in args.clusters.split(","):
+            pairs += [(get_cluster(cluster), w) for w in args.workloads.split(",")]
+    for spec, workload in pairs:
+        result = measure_capacity(spec, workload)
+        store_shipped({cache_key(spec, workload): result}, args.table)
+        print(
+            f"{spec.name:>16} {workload:>18}: {result.capacity_wps:.4g} wf/s "
+            f"({result.best_policy}; nominal {result.nominal_wps:.4g}; "
+            f"{result.measured_s:.0f} s)",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":
