@@ -12,6 +12,7 @@ from scalesched.policies.features import ClusterTables, make_decision
 from scalesched.sim.engine import Simulation
 from scalesched.sim.run import simulate
 from scalesched.sim.scenario import Scenario, build_jobs
+from scalesched.workload.patterns import PATTERNS
 
 SPEC = get_cluster("hetero-8")
 TABLES = ClusterTables(SPEC)
@@ -83,3 +84,16 @@ def test_p2c_depends_on_its_seed_only() -> None:
     c = simulate(SPEC, JOBS, get_policy("p2c"), seed=1, tables=TABLES).metrics
     assert a["avg_response_time_s"] == c["avg_response_time_s"]
     assert a["avg_response_time_s"] != b["avg_response_time_s"]
+
+
+@pytest.mark.parametrize("pattern", sorted(PATTERNS))
+@pytest.mark.parametrize("cluster", ["hetero-4", "homogeneous-2"])
+@pytest.mark.parametrize("name", sorted(HEURISTICS))
+def test_every_heuristic_on_every_pattern_and_preset(name: str, cluster: str, pattern: str) -> None:
+    """The registries drive this grid: a new policy, preset or pattern is tested here."""
+    spec = get_cluster(cluster)
+    tables = ClusterTables(spec)
+    jobs = build_jobs(tables, Scenario(workload=pattern, workflows=3, rate=0.2, seed=7))
+    m = simulate(spec, jobs, get_policy(name), seed=7, tables=tables).metrics
+    assert m["workflows_completed"] == 3
+    assert m["tasks_completed"] == sum(len(j.workflow.tasks) for j in jobs)
