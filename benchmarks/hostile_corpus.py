@@ -388,8 +388,8 @@ def cases(tmp: Path) -> list[tuple[str, list[str]]]:
     import torch
 
     from scalesched.nn import build_network
+    from scalesched.nn.checkpoint import save_checkpoint
     from scalesched.policies.features import SERVER_FEATURES, TASK_FEATURES
-    from scalesched.train.checkpoint import save_checkpoint
 
     cfg = {"task_dim": TASK_FEATURES, "server_dim": SERVER_FEATURES, "d_model": 16, "n_heads": 2}
     good = {

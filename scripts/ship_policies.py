@@ -21,7 +21,7 @@ import csv
 import shutil
 from pathlib import Path
 
-from scalesched.train.checkpoint import load_checkpoint, save_checkpoint
+from scalesched.nn.checkpoint import load_checkpoint, save_checkpoint
 
 VARIANTS = {
     "scale-n16": "scale",

@@ -787,7 +787,7 @@ def run(
                 ray.shutdown()
     metrics: dict[str, Any] = dict(result.metrics)
     if compare:
-        from scalesched.runtime.fidelity import fidelity
+        from scalesched.eval.fidelity import fidelity
 
         metrics.update(
             fidelity(

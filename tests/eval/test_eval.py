@@ -97,8 +97,8 @@ def test_fixed_size_policy_is_reported_unsupported_not_faked(tmp_path: Path) -> 
     import torch
 
     from scalesched.nn import build_network
+    from scalesched.nn.checkpoint import save_checkpoint
     from scalesched.policies.features import SERVER_FEATURES, TASK_FEATURES
-    from scalesched.train.checkpoint import save_checkpoint
 
     net = build_network("mlp16", TASK_FEATURES, SERVER_FEATURES)
     path = tmp_path / "mlp.pt"

@@ -13,8 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from scalesched.nn import build_network
+from scalesched.nn.checkpoint import FORMAT
 from scalesched.policies.features import SERVER_FEATURES, TASK_FEATURES
-from scalesched.train.checkpoint import FORMAT
 
 torch.set_num_threads(1)
 CFG = {"task_dim": TASK_FEATURES, "server_dim": SERVER_FEATURES, "d_model": 8, "n_heads": 2}

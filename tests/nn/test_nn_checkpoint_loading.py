@@ -10,10 +10,10 @@ import torch
 
 from scalesched.errors import InputError
 from scalesched.nn import build_network
+from scalesched.nn.checkpoint import save_checkpoint
 from scalesched.nn.scheduler import load_scheduler
 from scalesched.policies import get_policy
 from scalesched.policies.features import SERVER_FEATURES, TASK_FEATURES
-from scalesched.train.checkpoint import save_checkpoint
 
 torch.set_num_threads(1)
 

@@ -68,7 +68,7 @@ def sim_keys() -> set[str]:
 
 
 def test_eft_runs_every_workflow_with_the_simulators_metrics(ray_cluster: LocalCluster) -> None:
-    from scalesched.runtime.fidelity import fidelity
+    from scalesched.eval.fidelity import fidelity
 
     jobs = jobs_for(8)
     result = run_jobs(SPEC, jobs, get_policy("eft"), RuntimeConfig(time_scale=0.02), tables=TABLES)
@@ -98,8 +98,8 @@ def test_cli_run_with_a_checkpoint_prints_the_simulate_json(
     import torch
 
     from scalesched.nn import build_network
+    from scalesched.nn.checkpoint import save_checkpoint
     from scalesched.policies.features import SERVER_FEATURES, TASK_FEATURES
-    from scalesched.train.checkpoint import save_checkpoint
 
     torch.manual_seed(0)
     net = build_network("scale", TASK_FEATURES, SERVER_FEATURES)

@@ -117,8 +117,8 @@ def save_untrained(path: Path, kind: str) -> Path:
     import torch
 
     from scalesched.nn import build_network
+    from scalesched.nn.checkpoint import save_checkpoint
     from scalesched.policies.features import SERVER_FEATURES, TASK_FEATURES
-    from scalesched.train.checkpoint import save_checkpoint
 
     torch.manual_seed(0)
     cfg: dict[str, int] = {"task_dim": TASK_FEATURES, "server_dim": SERVER_FEATURES}

@@ -10,8 +10,8 @@ import torch
 
 from scalesched.env import EnvConfig, SchedulingEnv
 from scalesched.errors import InputError
+from scalesched.nn.checkpoint import load_checkpoint, save_checkpoint
 from scalesched.nn.scheduler import load_scheduler, network_from_checkpoint
-from scalesched.train.checkpoint import load_checkpoint, save_checkpoint
 from scalesched.train.ppo import Trainer, load_config, obs_to_tensors
 
 torch.set_num_threads(1)
@@ -223,7 +223,7 @@ def test_checkpoints_are_fsynced_before_the_rename(
 ) -> None:
     import os
 
-    import scalesched.train.checkpoint as ckpt
+    import scalesched.nn.checkpoint as ckpt
 
     events: list[str] = []
     real_fsync, real_replace = os.fsync, os.replace

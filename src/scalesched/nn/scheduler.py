@@ -144,13 +144,13 @@ def load_scheduler(
     greedy: bool = False,
     name: str | None = None,
 ) -> NetworkScheduler:
-    """A scheduler from a checkpoint file (see ``scalesched.train.checkpoint``).
+    """A scheduler from a checkpoint file (see ``scalesched.nn.checkpoint``).
 
     It is named ``name`` if given, else by the path it was loaded from: a checkpoint's own
     ``metadata.name`` is the config's name (``scale`` for a local run of the paper config),
     and reporting a local run under a shipped policy's name would pass one off as the other.
     """
-    from scalesched.train.checkpoint import load_checkpoint
+    from scalesched.nn.checkpoint import load_checkpoint
 
     torch.set_num_threads(1)
     data = load_checkpoint(path)

@@ -30,10 +30,10 @@ from torch import nn
 from scalesched.env.scheduling_env import EnvConfig, SchedulingEnv
 from scalesched.errors import InputError, parse_yaml
 from scalesched.nn import PolicyNetwork, build_network
+from scalesched.nn.checkpoint import load_checkpoint, save_checkpoint
 from scalesched.nn.common import obs_to_tensors
 from scalesched.nn.srr import SrrConfig, feature_stats, srr_losses
 from scalesched.policies.features import SERVER_FEATURES, TASK_FEATURES
-from scalesched.train.checkpoint import load_checkpoint, save_checkpoint
 from scalesched.train.envsched import (
     EnvSchedSampler,
     SettingQueue,
