@@ -87,7 +87,7 @@ class Runner:
         if self.args.slo_p95 is not None:
             return float(self.args.slo_p95)
         jobs = self.jobs(0.1, 0)
-        from scalesched.sim.engine import lower_bound
+        from scalesched.decision.records import lower_bound
 
         lbs = [lower_bound(self.plain, j) for j in jobs]
         return float(self.args.slo_mult * np.percentile(lbs, 95))

@@ -178,8 +178,8 @@ def test_simulation_follows_the_deployment(policy):
 
 
 def test_undeployed_model_is_an_input_error():
+    from scalesched.decision.records import check_feasible
     from scalesched.policies.features import ClusterTables
-    from scalesched.sim.engine import check_feasible
     from scalesched.sim.scenario import Scenario, build_jobs
 
     dep = deployment_from_dict(_dep(_r("llama-2-7b")), CLUSTER, "d.yaml")

@@ -31,6 +31,7 @@ import numpy as np
 from scalesched.cluster.deployment import Deployment
 from scalesched.cluster.model import ClusterSpec
 from scalesched.decision.actions import Place, as_action
+from scalesched.decision.records import SchedulingError, TaskRecord, check_feasible, lower_bound
 from scalesched.policies.base import Scheduler
 from scalesched.policies.features import (
     MODEL_INDEX,
@@ -40,7 +41,6 @@ from scalesched.policies.features import (
 )
 from scalesched.runtime.agent import FaultConfig, TaskSpec
 from scalesched.runtime.view import RuntimeView
-from scalesched.sim.engine import SchedulingError, TaskRecord, check_feasible, lower_bound
 from scalesched.sim.metrics import RunRecord, run_metrics
 from scalesched.sim.tasks import RunTasks
 from scalesched.workload.instance import Job, TaskInstance

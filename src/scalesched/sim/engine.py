@@ -29,12 +29,17 @@ import itertools
 import math
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
 from scalesched.cluster.model import ClusterSpec
 from scalesched.decision.actions import Action, Defer, Hedge, Place, as_action
+from scalesched.decision.records import (
+    SchedulingError,
+    TaskRecord,
+    check_feasible,
+    lower_bound,
+)
 from scalesched.policies.base import ReadyOrder
 from scalesched.policies.features import (
     ENGINE_ABSENT,
@@ -54,10 +59,6 @@ from scalesched.workload.instance import Job, TaskInstance
 # Event kinds; the heap holds (time, seq, kind, a, b).
 _ARRIVE, _LAND, _CPU_DONE, _TASK_DONE, _PREFILL_DONE, _DECODE, _LOAD_DONE = range(7)
 _TOKEN_EPS = 1e-6
-
-
-class SchedulingError(RuntimeError):
-    """A scheduler broke the contract (chose a server the mask forbids)."""
 
 
 class _Engine:
@@ -110,21 +111,6 @@ class _Engine:
     @property
     def n_requests(self) -> int:
         return self.n_active + len(self.waiting)
-
-
-@dataclass(slots=True)
-class TaskRecord:
-    """One executed task, for the trace and the Gantt chart."""
-
-    workflow: int
-    task: str
-    kind: str
-    model: str | None
-    server: int
-    ready: float
-    landed: float
-    start: float
-    end: float
 
 
 class Simulation:
@@ -838,41 +824,3 @@ class Simulation:
         gpu = np.array(self._gpu_area) / (np.maximum(t.gpus, 1) * h)
         cpu = np.array(self._cpu_area) / (t.cores * h)
         return gpu, cpu
-
-
-def check_feasible(tables: ClusterTables, jobs: Sequence[Job]) -> None:
-    from scalesched.errors import InputError
-
-    for job in jobs:
-        for task in job.workflow.tasks:
-            if task.kind != "llm":
-                continue
-            m = MODEL_INDEX.get(task.model or "")
-            if m is None:
-                raise InputError(
-                    job.workflow.name, f"tasks[{task.id}].model", f"unknown model {task.model!r}"
-                )
-            if not bool(tables.feasible_any[m]):
-                raise InputError(
-                    tables.spec.name,
-                    "servers",
-                    f"no server can run model {task.model!r} "
-                    f"(needed by task {task.id!r} of {job.workflow.name})",
-                )
-
-
-def lower_bound(tables: ClusterTables, job: Job) -> float:
-    """Contention-free critical path: every task alone on its fastest feasible server,
-    no queueing, no model loads, no transfers. No schedule can beat it."""
-    wf = job.workflow
-    finish = [0.0] * len(wf.tasks)
-    for i, task in enumerate(wf.tasks):
-        if task.kind == "llm" and task.model:
-            cost = tables.fastest_llm_time(
-                MODEL_INDEX[task.model], task.prompt_tokens, max(1, task.output_tokens)
-            )
-        else:
-            cost = task.cpu_work / tables.max_core_speed + task.ext_latency
-        start = max((finish[p] for p in wf.parents[i]), default=0.0)
-        finish[i] = start + cost
-    return max(finish, default=0.0)

@@ -11,8 +11,8 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from scalesched.decision.records import TaskRecord
 from scalesched.errors import InputError
-from scalesched.sim.engine import TaskRecord
 
 TRACE_FIELDS = ("workflow", "task", "kind", "model", "server", "ready", "landed", "start", "end")
 

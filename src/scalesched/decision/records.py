@@ -1,0 +1,70 @@
+"""What a run records and checks, shared by the simulator and the Ray runtime: the
+per-task trace record, the contract-violation error, feasibility of a workload on a
+cluster, and the contention-free lower bound of a workflow's response time."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from scalesched.policies.features import MODEL_INDEX, ClusterTables
+from scalesched.workload.instance import Job
+
+__all__ = ["SchedulingError", "TaskRecord", "check_feasible", "lower_bound"]
+
+
+class SchedulingError(RuntimeError):
+    """A scheduler broke the contract (chose a server the mask forbids)."""
+
+
+@dataclass(slots=True)
+class TaskRecord:
+    """One executed task, for the trace and the Gantt chart."""
+
+    workflow: int
+    task: str
+    kind: str
+    model: str | None
+    server: int
+    ready: float
+    landed: float
+    start: float
+    end: float
+
+
+def check_feasible(tables: ClusterTables, jobs: Sequence[Job]) -> None:
+    from scalesched.errors import InputError
+
+    for job in jobs:
+        for task in job.workflow.tasks:
+            if task.kind != "llm":
+                continue
+            m = MODEL_INDEX.get(task.model or "")
+            if m is None:
+                raise InputError(
+                    job.workflow.name, f"tasks[{task.id}].model", f"unknown model {task.model!r}"
+                )
+            if not bool(tables.feasible_any[m]):
+                raise InputError(
+                    tables.spec.name,
+                    "servers",
+                    f"no server can run model {task.model!r} "
+                    f"(needed by task {task.id!r} of {job.workflow.name})",
+                )
+
+
+def lower_bound(tables: ClusterTables, job: Job) -> float:
+    """Contention-free critical path: every task alone on its fastest feasible server,
+    no queueing, no model loads, no transfers. No schedule can beat it."""
+    wf = job.workflow
+    finish = [0.0] * len(wf.tasks)
+    for i, task in enumerate(wf.tasks):
+        if task.kind == "llm" and task.model:
+            cost = tables.fastest_llm_time(
+                MODEL_INDEX[task.model], task.prompt_tokens, max(1, task.output_tokens)
+            )
+        else:
+            cost = task.cpu_work / tables.max_core_speed + task.ext_latency
+        start = max((finish[p] for p in wf.parents[i]), default=0.0)
+        finish[i] = start + cost
+    return max(finish, default=0.0)
