@@ -18,8 +18,8 @@ import sys
 import time
 
 from scalesched.cluster import get_cluster
+from scalesched.decision.features import ClusterTables
 from scalesched.policies import get_policy
-from scalesched.policies.features import ClusterTables
 from scalesched.sim.run import simulate
 from scalesched.sim.scenario import Scenario, build_jobs
 

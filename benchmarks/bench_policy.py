@@ -19,15 +19,15 @@ import numpy as np
 import torch
 
 from scalesched.cluster import get_cluster
-from scalesched.nn import build_network
-from scalesched.nn.scheduler import NetworkScheduler, load_scheduler
-from scalesched.policies import get_policy
-from scalesched.policies.features import (
+from scalesched.decision.features import (
     SERVER_FEATURES,
     TASK_FEATURES,
     ClusterTables,
     make_decision,
 )
+from scalesched.nn import build_network
+from scalesched.nn.scheduler import NetworkScheduler, load_scheduler
+from scalesched.policies import get_policy
 from scalesched.sim.engine import Simulation
 from scalesched.sim.scenario import Scenario, build_jobs
 

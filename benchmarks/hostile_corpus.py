@@ -387,9 +387,9 @@ def cases(tmp: Path) -> list[tuple[str, list[str]]]:
     # checkpoints
     import torch
 
+    from scalesched.decision.features import SERVER_FEATURES, TASK_FEATURES
     from scalesched.nn import build_network
     from scalesched.nn.checkpoint import save_checkpoint
-    from scalesched.policies.features import SERVER_FEATURES, TASK_FEATURES
 
     cfg = {"task_dim": TASK_FEATURES, "server_dim": SERVER_FEATURES, "d_model": 16, "n_heads": 2}
     good = {

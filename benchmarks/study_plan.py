@@ -34,12 +34,12 @@ import numpy as np
 from scalesched.cluster import get_cluster
 from scalesched.cluster.deployment import deployment_from_dict, deployment_to_dict
 from scalesched.cluster.model import ClusterSpec
+from scalesched.decision.features import ClusterTables
 from scalesched.plan.pipeline import Curves, predict
 from scalesched.plan.profile import workload_profile
 from scalesched.plan.search import search_plan
 from scalesched.plan.shares import measure_shares
 from scalesched.policies import get_policy
-from scalesched.policies.features import ClusterTables
 from scalesched.sim.run import simulate
 from scalesched.sim.scenario import Scenario, build_jobs
 

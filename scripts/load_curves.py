@@ -25,9 +25,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def one_run(args: tuple[str, str, float, int, int]) -> dict[str, Any]:
     from scalesched.cluster import get_cluster
+    from scalesched.decision.features import ClusterTables
     from scalesched.eval.capacity import default_cooldown, default_warmup
     from scalesched.policies import get_policy
-    from scalesched.policies.features import ClusterTables
     from scalesched.sim.run import simulate
     from scalesched.sim.scenario import Scenario, build_jobs
 

@@ -29,9 +29,9 @@ import numpy as np
 import torch
 
 from scalesched.cluster import get_cluster
+from scalesched.decision.features import ClusterTables
 from scalesched.nn.checkpoint import load_checkpoint
 from scalesched.nn.scheduler import NetworkScheduler, load_scheduler
-from scalesched.policies.features import ClusterTables
 from scalesched.sim.run import simulate
 from scalesched.sim.scenario import Scenario, build_jobs
 from scalesched.train.ppo import PPOConfig, Trainer, load_config

@@ -137,7 +137,7 @@ def _deployed_tables(spec: Any, tables: Any, deployment: Path | None) -> Any:
     if deployment is None:
         return tables
     from scalesched.cluster.deployment import load_deployment_file
-    from scalesched.policies.features import ClusterTables
+    from scalesched.decision.features import ClusterTables
 
     return ClusterTables(spec, load_deployment_file(deployment, spec))
 
@@ -167,8 +167,8 @@ def simulate(
 ) -> None:
     """Simulate one workload on one cluster with one policy and report response times."""
     from scalesched.cluster import get_cluster
+    from scalesched.decision.features import ClusterTables
     from scalesched.policies import get_policy
-    from scalesched.policies.features import ClusterTables
     from scalesched.sim.run import simulate as run_simulation
     from scalesched.sim.scenario import Scenario, build_jobs
     from scalesched.sim.trace import plot_gantt, write_trace
@@ -718,8 +718,8 @@ def run(
 ) -> None:
     """Run a workload on a Ray cluster, every task placed by the policy (docs/runtime.md)."""
     from scalesched.cluster import get_cluster
+    from scalesched.decision.features import ClusterTables
     from scalesched.policies import get_policy
-    from scalesched.policies.features import ClusterTables
     from scalesched.sim.scenario import Scenario, build_jobs
 
     if local == (address is not None):

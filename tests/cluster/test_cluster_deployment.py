@@ -156,8 +156,8 @@ def _sim_deployment():
 
 @pytest.mark.parametrize("policy", ["eft", "least_loaded", "round_robin", "scale"])
 def test_simulation_follows_the_deployment(policy):
+    from scalesched.decision.features import MODEL_INDEX, ClusterTables
     from scalesched.policies import get_policy
-    from scalesched.policies.features import MODEL_INDEX, ClusterTables
     from scalesched.sim.run import simulate
     from scalesched.sim.scenario import Scenario, build_jobs
 
@@ -178,8 +178,8 @@ def test_simulation_follows_the_deployment(policy):
 
 
 def test_undeployed_model_is_an_input_error():
+    from scalesched.decision.features import ClusterTables
     from scalesched.decision.records import check_feasible
-    from scalesched.policies.features import ClusterTables
     from scalesched.sim.scenario import Scenario, build_jobs
 
     dep = deployment_from_dict(_dep(_r("llama-2-7b")), CLUSTER, "d.yaml")
@@ -191,7 +191,7 @@ def test_undeployed_model_is_an_input_error():
 def test_runtime_agent_and_view_pin_the_deployment():
     """The Ray runtime's server agent and the driver's view start with the replicas resident
     (no Ray needed: both are plain classes)."""
-    from scalesched.policies.features import ENGINE_ABSENT, ENGINE_READY, MODEL_INDEX, ClusterTables
+    from scalesched.decision.features import ENGINE_ABSENT, ENGINE_READY, MODEL_INDEX, ClusterTables
     from scalesched.runtime.agent import ServerAgent
     from scalesched.runtime.view import RuntimeView
 

@@ -11,9 +11,9 @@ from typer.testing import CliRunner
 
 from scalesched.cli import app
 from scalesched.cluster import get_cluster
+from scalesched.decision.features import ClusterTables
 from scalesched.eval import capacity as cap
 from scalesched.policies import get_policy
-from scalesched.policies.features import ClusterTables
 from scalesched.sim.run import simulate
 from scalesched.sim.scenario import Scenario, build_jobs
 

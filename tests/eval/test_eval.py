@@ -96,9 +96,9 @@ def test_workload_identical_across_policies() -> None:
 def test_fixed_size_policy_is_reported_unsupported_not_faked(tmp_path: Path) -> None:
     import torch
 
+    from scalesched.decision.features import SERVER_FEATURES, TASK_FEATURES
     from scalesched.nn import build_network
     from scalesched.nn.checkpoint import save_checkpoint
-    from scalesched.policies.features import SERVER_FEATURES, TASK_FEATURES
 
     net = build_network("mlp16", TASK_FEATURES, SERVER_FEATURES)
     path = tmp_path / "mlp.pt"

@@ -12,9 +12,9 @@ from fuzzing import HOSTILE, check_cli, fuzz_settings
 from hypothesis import given
 from hypothesis import strategies as st
 
+from scalesched.decision.features import SERVER_FEATURES, TASK_FEATURES
 from scalesched.nn import build_network
 from scalesched.nn.checkpoint import FORMAT
-from scalesched.policies.features import SERVER_FEATURES, TASK_FEATURES
 
 torch.set_num_threads(1)
 CFG = {"task_dim": TASK_FEATURES, "server_dim": SERVER_FEATURES, "d_model": 8, "n_heads": 2}

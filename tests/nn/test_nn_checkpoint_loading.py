@@ -8,12 +8,12 @@ from typing import Any
 import pytest
 import torch
 
+from scalesched.decision.features import SERVER_FEATURES, TASK_FEATURES
 from scalesched.errors import InputError
 from scalesched.nn import build_network
 from scalesched.nn.checkpoint import save_checkpoint
 from scalesched.nn.scheduler import load_scheduler
 from scalesched.policies import get_policy
-from scalesched.policies.features import SERVER_FEATURES, TASK_FEATURES
 
 torch.set_num_threads(1)
 

@@ -7,14 +7,14 @@ import pytest
 import torch
 
 from scalesched.cluster import get_cluster
-from scalesched.nn import build_network
-from scalesched.nn.scale_net import ScaleNetConfig
-from scalesched.policies.features import (
+from scalesched.decision.features import (
     RELATIVE_FINISH_FEATURE,
     SERVER_FEATURES,
     TASK_FEATURES,
     ClusterTables,
 )
+from scalesched.nn import build_network
+from scalesched.nn.scale_net import ScaleNetConfig
 from scalesched.sim.engine import Simulation
 from scalesched.sim.scenario import Scenario, build_jobs
 

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from scalesched.cluster import get_cluster
+from scalesched.decision.features import ClusterTables, make_decision
 from scalesched.policies import HEURISTICS, STRONG_HEURISTICS, get_policy
-from scalesched.policies.features import ClusterTables, make_decision
 from scalesched.sim.engine import Simulation
 from scalesched.sim.run import simulate
 from scalesched.sim.scenario import Scenario, build_jobs

@@ -24,8 +24,8 @@ from typer.testing import CliRunner  # noqa: E402
 from scalesched.cli import app  # noqa: E402
 from scalesched.cluster import cluster_to_yaml, get_cluster  # noqa: E402
 from scalesched.cluster.model import ClusterSpec  # noqa: E402
+from scalesched.decision.features import MODEL_INDEX, ClusterTables  # noqa: E402
 from scalesched.policies import get_policy  # noqa: E402
-from scalesched.policies.features import MODEL_INDEX, ClusterTables  # noqa: E402
 from scalesched.runtime import FaultConfig, RuntimeConfig, run_jobs  # noqa: E402
 from scalesched.runtime.api import Workflow, llm, run_workflows, tool  # noqa: E402
 from scalesched.runtime.backends import EndpointConfig  # noqa: E402
@@ -97,9 +97,9 @@ def test_cli_run_with_a_checkpoint_prints_the_simulate_json(
 ) -> None:
     import torch
 
+    from scalesched.decision.features import SERVER_FEATURES, TASK_FEATURES
     from scalesched.nn import build_network
     from scalesched.nn.checkpoint import save_checkpoint
-    from scalesched.policies.features import SERVER_FEATURES, TASK_FEATURES
 
     torch.manual_seed(0)
     net = build_network("scale", TASK_FEATURES, SERVER_FEATURES)

@@ -17,9 +17,7 @@ from typer.testing import CliRunner
 
 from scalesched.cli import app
 from scalesched.cluster import get_cluster
-from scalesched.errors import InputError
-from scalesched.policies import get_policy
-from scalesched.policies.features import (
+from scalesched.decision.features import (
     ENGINE_ABSENT,
     ENGINE_LOADING,
     ENGINE_READY,
@@ -28,6 +26,8 @@ from scalesched.policies.features import (
     TaskRequest,
     make_decision,
 )
+from scalesched.errors import InputError
+from scalesched.policies import get_policy
 from scalesched.runtime.agent import FaultConfig, TaskSpec
 from scalesched.runtime.api import Workflow, llm, tool, workflow_jobs
 from scalesched.runtime.backends import (

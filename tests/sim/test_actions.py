@@ -15,9 +15,9 @@ from test_invariants import scenarios
 from scalesched.cluster import get_cluster
 from scalesched.cluster.model import ClusterSpec
 from scalesched.decision import Defer, Hedge, Place
+from scalesched.decision.features import ClusterTables, Decision
+from scalesched.decision.scheduler import BaseScheduler
 from scalesched.policies import get_policy
-from scalesched.policies.base import BaseScheduler
-from scalesched.policies.features import ClusterTables, Decision
 from scalesched.sim.engine import Simulation
 from scalesched.sim.run import simulate, summarise
 from scalesched.sim.scenario import Scenario, build_jobs

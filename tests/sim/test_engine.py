@@ -6,10 +6,10 @@ from sim_builders import llm, tool, toy_jobs, workflow
 
 from scalesched.cluster import engine_perf, get_cluster
 from scalesched.cluster.model import ClusterSpec, ServerSpec
+from scalesched.decision.features import MODEL_INDEX, ClusterTables, Decision
+from scalesched.decision.scheduler import BaseScheduler
 from scalesched.errors import InputError
 from scalesched.policies import get_policy
-from scalesched.policies.base import BaseScheduler
-from scalesched.policies.features import MODEL_INDEX, ClusterTables, Decision
 from scalesched.sim.engine import SchedulingError, Simulation
 from scalesched.sim.run import simulate
 from scalesched.workload.instance import Job
@@ -169,7 +169,7 @@ def test_capacity_is_cached_per_workload_spec_not_per_name(tmp_path: object) -> 
     import json
     from pathlib import Path
 
-    from scalesched.policies.features import ClusterTables
+    from scalesched.decision.features import ClusterTables
     from scalesched.sim.scenario import Scenario, build_jobs
 
     def one_task_file(path: Path, runtime: float) -> str:

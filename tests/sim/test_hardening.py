@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from scalesched.cluster import get_cluster
+from scalesched.decision.features import ClusterTables
 from scalesched.errors import InputError, require_finite
 from scalesched.policies import get_policy
-from scalesched.policies.features import ClusterTables
 from scalesched.sim.run import simulate
 from scalesched.sim.scenario import MAX_WORKFLOWS, Scenario, build_jobs
 from scalesched.sim.trace import check_gantt_file, check_output_file, plot_gantt, write_trace

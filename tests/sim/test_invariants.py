@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 from sim_builders import workflow
 
 from scalesched.cluster.model import ClusterSpec, ServerSpec
+from scalesched.decision.features import MODEL_INDEX
 from scalesched.policies import HEURISTICS, get_policy
-from scalesched.policies.features import MODEL_INDEX
 from scalesched.sim.engine import Simulation
 from scalesched.sim.run import summarise
 from scalesched.workload.instance import Job, TaskInstance

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from scalesched.cluster import get_cluster
+from scalesched.decision.features import ClusterTables
 from scalesched.policies import get_policy
-from scalesched.policies.features import ClusterTables
 from scalesched.sim.metrics import measurement_window, window_bounds
 from scalesched.sim.run import simulate
 from scalesched.sim.scenario import Scenario, build_jobs

@@ -116,9 +116,9 @@ def test_named_list_schedulers_and_scheduler_objects() -> None:
 def save_untrained(path: Path, kind: str) -> Path:
     import torch
 
+    from scalesched.decision.features import SERVER_FEATURES, TASK_FEATURES
     from scalesched.nn import build_network
     from scalesched.nn.checkpoint import save_checkpoint
-    from scalesched.policies.features import SERVER_FEATURES, TASK_FEATURES
 
     torch.manual_seed(0)
     cfg: dict[str, int] = {"task_dim": TASK_FEATURES, "server_dim": SERVER_FEATURES}

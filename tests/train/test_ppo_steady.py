@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import torch
 
+from scalesched.decision.features import SERVER_FEATURES, TASK_FEATURES
 from scalesched.env import EnvConfig, SchedulingEnv
 from scalesched.errors import InputError
 from scalesched.nn import build_network
-from scalesched.policies.features import SERVER_FEATURES, TASK_FEATURES
 from scalesched.train.ppo import Trainer, final_values, gae, load_config, obs_to_tensors
 
 torch.set_num_threads(1)
@@ -180,8 +180,8 @@ def test_validation_selects_against_the_best_baseline(tmp_path: Path) -> None:
 
 def test_validation_leaves_out_the_warmup_workflows(tmp_path: Path) -> None:
     from scalesched.cluster import get_cluster
+    from scalesched.decision.features import ClusterTables
     from scalesched.policies import get_policy
-    from scalesched.policies.features import ClusterTables
     from scalesched.sim.engine import Simulation
     from scalesched.sim.scenario import Scenario, build_jobs
     from scalesched.train.ppo import validation_response_times

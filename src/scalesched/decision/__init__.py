@@ -1,7 +1,10 @@
-"""The decision contract every engine, policy and runtime shares (issue: "Architecture").
+"""The decision contract every engine, policy and runtime shares.
 
-It starts with the actions a scheduler may return; the decision record, tables, state view
-and features follow it here from ``scalesched.policies.features``.
+``features`` (the Decision record, ClusterTables, the ClusterStateView protocol, the one
+feature module), ``scheduler`` (the Scheduler protocol and BaseScheduler), ``actions``
+(Place, Hedge, Defer) and ``records`` (task records, feasibility, lower bounds). It imports
+only the specs (cluster, workload); the simulator, the runtime, the policies and the
+networks import it.
 """
 
 from scalesched.decision.actions import Action, Defer, Hedge, Place, as_action

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scalesched.policies.features import MODEL_INDEX, ClusterTables
+from scalesched.decision.features import MODEL_INDEX, ClusterTables
 from scalesched.workload.instance import Job
 
 __all__ = ["SchedulingError", "TaskRecord", "check_feasible", "lower_bound"]

@@ -1,6 +1,6 @@
 """Gymnasium environment over the simulator: one step = one task placement.
 
-The observation is what a :class:`~scalesched.policies.features.Decision` carries (task
+The observation is what a :class:`~scalesched.decision.features.Decision` carries (task
 features, per-server features padded to ``max_servers``, the feasibility mask and the real
 N), so a policy trained here runs unchanged as a scheduler in the simulator or the Ray
 runtime.
@@ -36,15 +36,15 @@ from gymnasium import spaces
 
 from scalesched.cluster import get_cluster
 from scalesched.cluster.model import ClusterSpec
-from scalesched.env.settings import EnvSetting
-from scalesched.errors import InputError
-from scalesched.policies.features import (
+from scalesched.decision.features import (
     SERVER_FEATURES,
     TASK_FEATURES,
     ClusterTables,
     Decision,
     observation,
 )
+from scalesched.env.settings import EnvSetting
+from scalesched.errors import InputError
 from scalesched.sim.engine import Simulation
 from scalesched.sim.run import summarise
 from scalesched.sim.scenario import Scenario, build_jobs

@@ -223,8 +223,8 @@ def measure_capacity(
     on_probe: Callable[[dict[str, Any]], None] | None = None,
 ) -> CapacityResult:
     """Search each policy's sustainable rate by simulation (see the module docstring)."""
+    from scalesched.decision.features import ClusterTables
     from scalesched.policies import get_policy
-    from scalesched.policies.features import ClusterTables
     from scalesched.sim.run import simulate
     from scalesched.sim.scenario import Scenario, build_jobs, nominal_capacity
     from scalesched.workload.source import get_workload

@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from scalesched.cluster.model import ClusterSpec
-from scalesched.policies.base import Scheduler
-from scalesched.policies.features import ClusterTables
+from scalesched.decision.features import ClusterTables
+from scalesched.decision.scheduler import Scheduler
 from scalesched.workload.instance import Job
 
 FIDELITY_KEYS = ("avg_response_time_s", "p95_response_time_s", "makespan_s", "mean_queue_delay_s")

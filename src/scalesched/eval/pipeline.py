@@ -20,8 +20,8 @@ from scalesched.eval.study import StudyConfig, config_dict, run_study
 def gantt_of_one_run(cfg: StudyConfig, out: Path) -> Path:
     """A Gantt chart of the first policy at the smallest N, first seed."""
     from scalesched.cluster import get_cluster
+    from scalesched.decision.features import ClusterTables
     from scalesched.policies import get_policy
-    from scalesched.policies.features import ClusterTables
     from scalesched.sim.run import simulate
     from scalesched.sim.scenario import Scenario, build_jobs
     from scalesched.sim.trace import plot_gantt

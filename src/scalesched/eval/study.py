@@ -65,8 +65,8 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
 
     torch.set_num_threads(1)
     from scalesched.cluster import get_cluster
+    from scalesched.decision.features import ClusterTables
     from scalesched.policies import get_policy
-    from scalesched.policies.features import ClusterTables
     from scalesched.sim.run import simulate
     from scalesched.sim.scenario import Scenario, build_jobs
 

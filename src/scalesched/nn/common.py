@@ -69,7 +69,7 @@ def check_observation(task: Tensor, servers: Tensor, mask: Tensor, n_servers: Te
 
 
 def obs_to_tensors(obs: dict[str, np.ndarray]) -> tuple[Tensor, ...]:
-    """Batched observation arrays (``scalesched.policies.features.observation``, stacked)
+    """Batched observation arrays (``scalesched.decision.features.observation``, stacked)
     -> the network's (task, servers, mask, n_servers): the one conversion that training
     and acting share."""
     return (

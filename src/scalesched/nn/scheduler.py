@@ -13,12 +13,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from scalesched.decision.features import Decision, observation
+from scalesched.decision.scheduler import BaseScheduler
 from scalesched.errors import InputError
 from scalesched.nn import PolicyNetwork, build_network
 from scalesched.nn.common import PolicyOutput, obs_to_tensors
 from scalesched.nn.srr import feature_stats
-from scalesched.policies.base import BaseScheduler
-from scalesched.policies.features import Decision, observation
 
 
 class NetworkScheduler(BaseScheduler):
@@ -89,8 +89,8 @@ def network_from_checkpoint(data: dict[str, Any], source: str = "checkpoint") ->
     The network is first built on the ``meta`` device (shapes only, no memory), so a
     config of absurd size fails on the shape check instead of allocating it.
     """
+    from scalesched.decision.features import SERVER_FEATURES, TASK_FEATURES
     from scalesched.nn import NETWORK_KINDS
-    from scalesched.policies.features import SERVER_FEATURES, TASK_FEATURES
 
     kind = data["network"]
     if not isinstance(kind, str) or kind not in NETWORK_KINDS:

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from scalesched.cluster import get_cluster
+from scalesched.decision.features import ClusterTables
 from scalesched.errors import InputError
 from scalesched.policies import get_policy
-from scalesched.policies.features import ClusterTables
 from scalesched.sim.run import simulate
 from scalesched.sim.scenario import Scenario, build_jobs
 

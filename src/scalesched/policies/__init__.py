@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from scalesched.decision.scheduler import BaseScheduler, Scheduler
 from scalesched.errors import InputError
-from scalesched.policies.base import BaseScheduler, Scheduler
 from scalesched.policies.eft import EftScheduler
 from scalesched.policies.heft_online import HeftOnlineScheduler
 from scalesched.policies.kv_aware import KvAwareScheduler

@@ -4,7 +4,7 @@ earliest-finish server (Topcuoglu, Hariri and Wu, 2002, applied at every ready i
 
 from __future__ import annotations
 
-from scalesched.policies.base import ReadyOrder
+from scalesched.decision.scheduler import ReadyOrder
 from scalesched.policies.eft import EftScheduler
 
 

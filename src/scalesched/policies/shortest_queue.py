@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from scalesched.policies.base import BaseScheduler
-from scalesched.policies.features import Decision
+from scalesched.decision.features import Decision
+from scalesched.decision.scheduler import BaseScheduler
 
 
 class ShortestQueueScheduler(BaseScheduler):

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from scalesched.policies.base import BaseScheduler
-from scalesched.policies.features import Decision
+from scalesched.decision.features import Decision
+from scalesched.decision.scheduler import BaseScheduler
 
 SHARPNESS = 5.0
 """Weight on the relative-finish feature; the eft prior of the shipped configs starts at 5."""

@@ -42,7 +42,7 @@ import numpy as np
 
 from scalesched.cluster.deployment import Deployment
 from scalesched.cluster.model import ClusterSpec
-from scalesched.policies.features import (
+from scalesched.decision.features import (
     ENGINE_ABSENT,
     ENGINE_LOADING,
     ENGINE_READY,

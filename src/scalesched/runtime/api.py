@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from scalesched.cluster.model import ClusterSpec
+from scalesched.decision.scheduler import Scheduler
 from scalesched.errors import InputError
-from scalesched.policies.base import Scheduler
 from scalesched.workload.instance import Job, TaskInstance, WorkflowInstance
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -188,7 +188,7 @@ def llm(
     """An LLM task: the function returns the prompt; ``model`` is a catalog model name,
     ``prompt_tokens`` / ``output_tokens`` the lengths the scheduler (and the emulator) use;
     ``output_tokens`` is also the ``max_tokens`` of a real request."""
-    from scalesched.policies.features import MODEL_NAMES
+    from scalesched.decision.features import MODEL_NAMES
 
     if model not in MODEL_NAMES:
         raise InputError("@llm", "model", f"unknown model {model!r}; known: {MODEL_NAMES}")

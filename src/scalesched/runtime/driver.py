@@ -31,14 +31,14 @@ import numpy as np
 from scalesched.cluster.deployment import Deployment
 from scalesched.cluster.model import ClusterSpec
 from scalesched.decision.actions import Place, as_action
-from scalesched.decision.records import SchedulingError, TaskRecord, check_feasible, lower_bound
-from scalesched.policies.base import Scheduler
-from scalesched.policies.features import (
+from scalesched.decision.features import (
     MODEL_INDEX,
     ClusterTables,
     TaskRequest,
     make_decision,
 )
+from scalesched.decision.records import SchedulingError, TaskRecord, check_feasible, lower_bound
+from scalesched.decision.scheduler import Scheduler
 from scalesched.runtime.agent import FaultConfig, TaskSpec
 from scalesched.runtime.view import RuntimeView
 from scalesched.sim.metrics import RunRecord, run_metrics

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from scalesched.policies.features import (
+from scalesched.decision.features import (
     ENGINE_ABSENT,
     ENGINE_LOADING,
     ENGINE_READY,

@@ -34,14 +34,7 @@ import numpy as np
 
 from scalesched.cluster.model import ClusterSpec
 from scalesched.decision.actions import Action, Defer, Hedge, Place, as_action
-from scalesched.decision.records import (
-    SchedulingError,
-    TaskRecord,
-    check_feasible,
-    lower_bound,
-)
-from scalesched.policies.base import ReadyOrder
-from scalesched.policies.features import (
+from scalesched.decision.features import (
     ENGINE_ABSENT,
     ENGINE_LOADING,
     ENGINE_READY,
@@ -52,6 +45,13 @@ from scalesched.policies.features import (
     TaskRequest,
     make_decision,
 )
+from scalesched.decision.records import (
+    SchedulingError,
+    TaskRecord,
+    check_feasible,
+    lower_bound,
+)
+from scalesched.decision.scheduler import ReadyOrder
 from scalesched.sim.metrics import window_bounds
 from scalesched.sim.tasks import RunTasks
 from scalesched.workload.instance import Job, TaskInstance

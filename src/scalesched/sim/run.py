@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from scalesched.cluster.model import ClusterSpec
+from scalesched.decision.features import ClusterTables
 from scalesched.decision.records import TaskRecord
-from scalesched.policies.base import Scheduler
-from scalesched.policies.features import ClusterTables
+from scalesched.decision.scheduler import Scheduler
 from scalesched.sim.engine import Simulation
 from scalesched.sim.metrics import RunRecord, run_metrics, window_bounds
 from scalesched.workload.instance import Job

@@ -22,8 +22,8 @@ from typing import Literal
 
 import numpy as np
 
+from scalesched.decision.features import MODEL_INDEX, MODEL_NAMES, ClusterTables
 from scalesched.errors import InputError
-from scalesched.policies.features import MODEL_INDEX, MODEL_NAMES, ClusterTables
 from scalesched.workload.arrivals import (
     MAX_ARRIVAL_S,
     bursty_arrivals,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from scalesched.policies.features import ClusterTables, TaskRequest, VisibleRanks, task_request
+from scalesched.decision.features import ClusterTables, TaskRequest, VisibleRanks, task_request
 from scalesched.workload.instance import Job, TaskInstance
 
 

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import networkx as nx
 
+from scalesched.decision.scheduler import Scheduler
 from scalesched.errors import InputError
-from scalesched.policies.base import Scheduler
 from scalesched.static.io import load_network, load_task_graph, task_graph_from_workflow
 from scalesched.static.listsched import (
     Convention,
@@ -48,7 +48,7 @@ def static_schedule(
 ) -> Schedule:
     """Schedule ``task_graph`` on ``network`` with ``heft``, ``cpop``, or a simulator policy:
     a name (``eft``, any heuristic of ``scalesched policies``, a shipped trained policy), a
-    checkpoint path, or a :class:`~scalesched.policies.base.Scheduler` object. ``seed``
+    checkpoint path, or a :class:`~scalesched.decision.scheduler.Scheduler` object. ``seed``
     seeds a policy's random choices; ``convention`` applies to heft and cpop."""
     prob = build_problem(task_graph, network)
     return schedule_problem(prob, policy, seed=seed, convention=convention)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 
 from scalesched.cluster.model import ClusterSpec, ServerSpec
-from scalesched.policies.base import Scheduler
+from scalesched.decision.scheduler import Scheduler
 from scalesched.static.problem import StaticProblem
 from scalesched.static.schedule import Schedule, ScheduledTask
 from scalesched.workload.instance import Job, TaskInstance, WorkflowInstance

@@ -27,13 +27,13 @@ import torch
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 from torch import nn
 
+from scalesched.decision.features import SERVER_FEATURES, TASK_FEATURES
 from scalesched.env.scheduling_env import EnvConfig, SchedulingEnv
 from scalesched.errors import InputError, parse_yaml
 from scalesched.nn import PolicyNetwork, build_network
 from scalesched.nn.checkpoint import load_checkpoint, save_checkpoint
 from scalesched.nn.common import obs_to_tensors
 from scalesched.nn.srr import SrrConfig, feature_stats, srr_losses
-from scalesched.policies.features import SERVER_FEATURES, TASK_FEATURES
 from scalesched.train.envsched import (
     EnvSchedSampler,
     SettingQueue,
@@ -742,8 +742,8 @@ def validation_response_times(
     baseline's. Each run's first ``validation_warmup`` workflows (by arrival) are left out,
     so long runs measure the steady state rather than the cold start."""
     from scalesched.cluster import get_cluster
+    from scalesched.decision.features import ClusterTables
     from scalesched.policies import get_policy
-    from scalesched.policies.features import ClusterTables
     from scalesched.sim.scenario import Scenario, build_jobs
 
     spec = get_cluster(f"hetero-{n}")

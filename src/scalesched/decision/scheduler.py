@@ -1,7 +1,7 @@
 """The scheduler contract every placement policy implements.
 
 The simulator, the Gymnasium environment and the Ray runtime all drive schedulers through
-this one protocol: they build a :class:`~scalesched.policies.features.Decision` for a ready
+this one protocol: they build a :class:`~scalesched.decision.features.Decision` for a ready
 task and ask ``select`` for a server index.
 """
 
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from scalesched.decision.actions import Action
-    from scalesched.policies.features import Decision
+    from scalesched.decision.features import Decision
 
 ReadyOrder = Literal["fifo", "rank"]
 
