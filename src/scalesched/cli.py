@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from scalesched.errors import InputError, clean_errors, require_finite
-from scalesched.eval.capacity import COOLDOWN_FRACTION, WARMUP_FRACTION
+from scalesched.eval.capacity import default_cooldown, default_warmup
 from scalesched.sim.metrics import steady_state_note
 
 
@@ -194,8 +194,8 @@ def simulate(
             record_trace=record,
             tables=tables,
             on_workflow_done=tick,
-            warmup=_window_size(warmup, len(jobs), "--warmup", WARMUP_FRACTION),
-            cooldown=_window_size(cooldown, len(jobs), "--cooldown", COOLDOWN_FRACTION),
+            warmup=_window_size(warmup, len(jobs), "--warmup", default_warmup),
+            cooldown=_window_size(cooldown, len(jobs), "--cooldown", default_cooldown),
         )
     require_finite(result.metrics, "simulate")
     if trace is not None:
@@ -281,9 +281,11 @@ def capacity(
     )
 
 
-def _window_size(value: int | None, workflows: int, option: str, fraction: float) -> int:
+def _window_size(
+    value: int | None, workflows: int, option: str, default: Callable[[int], int]
+) -> int:
     if value is None:
-        return int(round(fraction * workflows))
+        return default(workflows)
     if value < 0 or value >= workflows:
         raise InputError(option, option.lstrip("-"), f"must be in 0..{workflows - 1}")
     return value

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_invariants import scenarios
+from test_invariants import assert_each_task_once_after_its_parents, scenarios
 
 from scalesched.cluster import get_cluster
 from scalesched.cluster.model import ClusterSpec
@@ -100,16 +100,7 @@ def check_run(sim: Simulation, jobs: list[Job]) -> None:
     result = summarise(sim, policy="x", wall_s=0.0)
     assert result.metrics["workflows_completed"] == len(jobs)
     assert sim.tasks_completed == total
-    keys = [(r.workflow, r.task) for r in sim.trace]
-    assert len(keys) == len(set(keys)) == total  # each result produced once
-    by_key = {(r.workflow, r.task): r for r in sim.trace}
-    for job in jobs:
-        wf = job.workflow
-        for i, task in enumerate(wf.tasks):
-            rec = by_key[(job.workflow_id, task.id)]
-            assert job.arrival <= rec.ready <= rec.landed <= rec.start <= rec.end
-            for p in wf.parents[i]:
-                assert by_key[(job.workflow_id, wf.tasks[p].id)].end <= rec.ready
+    assert_each_task_once_after_its_parents(sim, jobs)  # each result produced once
     assert result.metrics["extra_server_seconds"] >= 0
     assert_all_released(sim)
 

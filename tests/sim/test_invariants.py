@@ -10,6 +10,7 @@ from sim_builders import workflow
 
 from scalesched.cluster.model import ClusterSpec, ServerSpec
 from scalesched.decision.features import MODEL_INDEX
+from scalesched.decision.records import TaskRecord
 from scalesched.policies import HEURISTICS, get_policy
 from scalesched.sim.engine import Simulation
 from scalesched.sim.run import summarise
@@ -99,6 +100,25 @@ def scenarios(draw: st.DrawFn) -> tuple[ClusterSpec, list[Job], str, int]:
     )
 
 
+def assert_each_task_once_after_its_parents(
+    sim: Simulation, jobs: list[Job]
+) -> dict[tuple[int, str], TaskRecord]:
+    """Every task ran exactly once, never before its parents finished (and their data
+    arrived); returns the trace by (workflow, task)."""
+    total = sum(len(j.workflow.tasks) for j in jobs)
+    keys = [(r.workflow, r.task) for r in sim.trace]
+    assert len(keys) == len(set(keys)) == total
+    by_key = {(r.workflow, r.task): r for r in sim.trace}
+    for job in jobs:
+        wf = job.workflow
+        for i, task in enumerate(wf.tasks):
+            rec = by_key[(job.workflow_id, task.id)]
+            assert job.arrival <= rec.ready <= rec.landed <= rec.start <= rec.end
+            for p in wf.parents[i]:
+                assert by_key[(job.workflow_id, wf.tasks[p].id)].end <= rec.ready
+    return by_key
+
+
 def overlaps(intervals: list[tuple[float, float, float]]) -> float:
     """Largest total weight of intervals [start, end) open at one instant."""
     points = sorted(
@@ -133,20 +153,8 @@ def test_simulator_invariants(case: tuple[ClusterSpec, list[Job], str, int]) -> 
     result = summarise(sim, policy=policy_name, wall_s=0.0)
 
     # Every arrived workflow completes; every task runs exactly once.
-    total = sum(len(j.workflow.tasks) for j in jobs)
     assert result.metrics["workflows_completed"] == len(jobs)
-    keys = [(r.workflow, r.task) for r in sim.trace]
-    assert len(keys) == len(set(keys)) == total
-
-    # Never before its parents finish (and their data has arrived).
-    by_key = {(r.workflow, r.task): r for r in sim.trace}
-    for job in jobs:
-        wf = job.workflow
-        for i, task in enumerate(wf.tasks):
-            rec = by_key[(job.workflow_id, task.id)]
-            assert job.arrival <= rec.ready <= rec.landed <= rec.start <= rec.end
-            for p in wf.parents[i]:
-                assert by_key[(job.workflow_id, wf.tasks[p].id)].end <= rec.ready
+    by_key = assert_each_task_once_after_its_parents(sim, jobs)
 
     # A server never exceeds its cores, its engines' batch cap or their KV memory.
     tables = sim.tables

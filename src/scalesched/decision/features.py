@@ -365,11 +365,8 @@ class Decision:
         f[:, 15] = np.log1p(np.where(mask, self.finish_s, 0.0)) / 5
         # Relative to the best feasible server: scale-free, so they mean the same at any N
         # and for short and long tasks alike.
-        best_finish = float(self.finish_s[mask].min())
         best_exec = float(self.exec_s[mask].min())
-        f[:, RELATIVE_FINISH_FEATURE] = np.log1p(
-            np.where(mask, self.finish_s - best_finish, 0.0) / (best_finish + 1e-3)
-        )
+        f[:, RELATIVE_FINISH_FEATURE] = np.where(mask, relative_excess(self.finish_s, mask), 0.0)
         f[:, 17] = np.log1p(np.where(mask, self.exec_s - best_exec, 0.0) / (best_exec + 1e-3))
         return f
 
@@ -488,6 +485,19 @@ def transfer_times(tables: ClusterTables, task: TaskRequest) -> np.ndarray:
     return out
 
 
+def relative_excess(values: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """log1p of each value's excess over the best (smallest) masked one, relative to it: 0 at
+    the best. Meaningful on the masked entries only."""
+    best = float(values[mask].min())
+    return np.log1p((values - best) / (best + 1e-3))
+
+
+def admission_slots(tables: ClusterTables, need_tokens: int) -> np.ndarray:
+    """Per engine class: requests of ``need_tokens`` KV tokens it runs at once (the batch cap
+    or the KV memory, whichever binds first; at least one)."""
+    return np.maximum(np.minimum(tables.kv_capacity // need_tokens, tables.max_batch), 1)
+
+
 def make_decision(tables: ClusterTables, view: ClusterStateView, task: TaskRequest) -> Decision:
     """Estimate, for every server at once, when the task could start and finish there."""
     transfer = transfer_times(tables, task)
@@ -500,7 +510,7 @@ def make_decision(tables: ClusterTables, view: ClusterStateView, task: TaskReque
         # Requests an engine runs at once: the batch cap or the KV memory, whichever binds
         # first for requests like this one; the rest queue for admission.
         need = max(task.prompt_tokens + task.output_tokens_est, 1)
-        slots = np.maximum(np.minimum(tables.kv_capacity // need, tables.max_batch), 1)[kk]
+        slots = admission_slots(tables, need)[kk]
         running = np.minimum(batch + 1, slots).astype(np.int64)
         ctx = view.engine_ctx[:, m] / np.maximum(batch, 1) * (running - 1) + task.context_tokens
         step = tables.decode_lin[kk, running] + tables.decode_attn[kk] * ctx

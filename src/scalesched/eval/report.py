@@ -87,20 +87,22 @@ def summarise(rows: Sequence[dict[str, Any]], policies: Sequence[str]) -> dict[s
     return out
 
 
+def _rt_by_seed(rows: Sequence[dict[str, Any]], policy: str, n: int) -> dict[int, float]:
+    """Mean response time of each completed run of ``policy`` at size ``n``, by seed."""
+    return {
+        int(r["seed"]): float(r["avg_response_time_s"])
+        for r in rows
+        if r["policy"] == policy and r["n_servers"] == n and r.get("status") == STATUS_OK
+    }
+
+
 def paired_ratio(
     rows: Sequence[dict[str, Any]], policy: str, baseline: str, n: int
 ) -> tuple[float, float]:
     """Mean over seeds of policy/baseline mean response time on the same workload, with the
     half-width of its 95% CI: the seed-paired comparison (common random numbers)."""
 
-    def by_seed(p: str) -> dict[int, float]:
-        return {
-            int(r["seed"]): float(r["avg_response_time_s"])
-            for r in rows
-            if r["policy"] == p and r["n_servers"] == n and r.get("status") == STATUS_OK
-        }
-
-    a, b = by_seed(policy), by_seed(baseline)
+    a, b = _rt_by_seed(rows, policy, n), _rt_by_seed(rows, baseline, n)
     common = sorted(set(a) & set(b))
     return mean_ci([a[s] / b[s] for s in common]) if common else (math.nan, math.nan)
 
@@ -109,16 +111,7 @@ def _srr_gain(rows: Sequence[dict[str, Any]], n: int) -> dict[str, float]:
     """1 - scale/scale-nosrr on mean response time, seed-paired, when both were run."""
     gains: dict[str, float] = {}
     for with_srr, without in (("scale", "scale-nosrr"), ("scale-ssm-srr", "scale-ssm")):
-        a = {
-            r["seed"]: float(r["avg_response_time_s"])
-            for r in rows
-            if r["policy"] == with_srr and r["n_servers"] == n and r.get("status") == STATUS_OK
-        }
-        b = {
-            r["seed"]: float(r["avg_response_time_s"])
-            for r in rows
-            if r["policy"] == without and r["n_servers"] == n and r.get("status") == STATUS_OK
-        }
+        a, b = _rt_by_seed(rows, with_srr, n), _rt_by_seed(rows, without, n)
         common = sorted(set(a) & set(b))
         if common:
             m, ci = mean_ci([1 - a[s] / b[s] for s in common])

@@ -26,6 +26,7 @@ from scalesched.eval.study import (
     RunSpec,
     StudyConfig,
     mean_ci,
+    resolve_capacities,
     run_parallel,
 )
 
@@ -92,6 +93,7 @@ def run_slo_study(
         for s in cfg.seeds
         for p in cfg.policies
     ]
+    resolve_capacities(cfg)  # once here, not in every worker
     rows = run_parallel(max_load_one, specs, jobs or os.cpu_count() or 1, on_done)
     order = {p: i for i, p in enumerate(cfg.policies)}
     rows.sort(key=lambda r: (r["n_servers"], r["seed"], order[r["policy"]]))

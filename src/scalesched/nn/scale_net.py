@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from scalesched.decision.features import RELATIVE_FINISH_FEATURE
 from scalesched.nn.common import (
     MASKED_LOGIT,
     PolicyOutput,
@@ -68,7 +69,7 @@ class ScaleNetConfig:
     network). With it the untrained policy is a soft eft, and PPO learns corrections to a
     strong placement instead of discovering one from a uniform start (the runs that start
     uniform swing between 1x and 10x eft on long validation runs)."""
-    prior_feature: int = 16
+    prior_feature: int = RELATIVE_FINISH_FEATURE
     """Index of the relative-finish feature among the server features."""
 
     def __post_init__(self) -> None:

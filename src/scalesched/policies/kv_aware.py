@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from scalesched.decision.features import Decision
+from scalesched.decision.features import Decision, admission_slots
 from scalesched.decision.scheduler import BaseScheduler
 
 
@@ -33,7 +33,7 @@ def kv_aware_scores(decision: Decision) -> np.ndarray:
     k = tables.class_or_zero[:, m]
     batch = view.engine_batch[:, m]
     need = max(task.prompt_tokens + task.output_tokens_est, 1)
-    slots = np.maximum(np.minimum(tables.kv_capacity // need, tables.max_batch), 1)[k]
+    slots = admission_slots(tables, need)[k]
     queued = np.maximum(batch + 1 - slots, 0) / slots
     running = np.minimum(batch + 1, slots) / tables.max_batch[k]
     kv_use = np.minimum((view.engine_ctx[:, m] + task.context_tokens) / tables.kv_capacity[k], 1)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from scalesched.decision.features import Decision
+from scalesched.decision.features import Decision, relative_excess
 from scalesched.decision.scheduler import BaseScheduler
 
 SHARPNESS = 5.0
@@ -30,8 +30,6 @@ class SoftEftScheduler(BaseScheduler):
 
     def select(self, decision: Decision) -> int:
         feasible = np.flatnonzero(decision.mask)
-        finish = decision.finish_s[feasible]
-        best = float(finish.min())
-        excess = np.log1p((finish - best) / (best + 1e-3))
+        excess = relative_excess(decision.finish_s, decision.mask)[feasible]
         weights = np.exp(-SHARPNESS * excess)
         return int(feasible[self._rng.choice(feasible.size, p=weights / weights.sum())])

@@ -215,7 +215,8 @@ class Simulation:
         # The measurement window runs from the arrival of the first to that of the last
         # measured job; busy areas and the in-system integral are read at both ends.
         self.warmup, self.cooldown = warmup, cooldown
-        self._window = window_bounds(n_jobs, warmup, cooldown)
+        self.window = window_bounds(n_jobs, warmup, cooldown)
+        """First and last measured job index (arrival order)."""
         self._window_marks: list[tuple[np.ndarray, np.ndarray, float]] = []
 
         self._heap: list[tuple[float, int, int, int, int]] = []
@@ -401,7 +402,7 @@ class Simulation:
 
     # -- event handlers ---------------------------------------------------------------
     def _on_arrive(self, ji: int, _: int) -> None:
-        if ji in self._window:
+        if ji in self.window:
             self._mark_window()
         job = self.jobs[ji]
         wf = job.workflow
@@ -777,7 +778,7 @@ class Simulation:
         if len(self._window_marks) < 2:
             return None
         (g0, c0, _), (g1, c1, _) = self._window_marks[0], self._window_marks[-1]
-        first, last = self._window
+        first, last = self.window
         span = self.jobs[last].arrival - self.jobs[first].arrival
         if span <= 0:
             return None

@@ -13,7 +13,7 @@ from scalesched.decision.features import ClusterTables
 from scalesched.decision.records import TaskRecord
 from scalesched.decision.scheduler import Scheduler
 from scalesched.sim.engine import Simulation
-from scalesched.sim.metrics import RunRecord, run_metrics, window_bounds
+from scalesched.sim.metrics import RunRecord, run_metrics
 from scalesched.workload.instance import Job
 
 
@@ -107,7 +107,7 @@ def summarise(sim: Simulation, *, policy: str, wall_s: float) -> SimResult:
         )
     )
     # The raw arrays cover the measurement window only, like the metrics.
-    first, last = window_bounds(len(sim.jobs), sim.warmup, sim.cooldown)
+    first, last = sim.window
     done[:first] = False
     done[last + 1 :] = False
     rt_done = rt[done]
