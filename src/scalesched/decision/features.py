@@ -69,6 +69,13 @@ class TaskRequest:
     """HEFT upward rank (mean-cost critical path to the visible exit), seconds."""
     workflow_age: float
     """Seconds since the task's workflow arrived."""
+    role: str | None = None
+    """The LLM role the task was sized by (None for tools and unsized tasks)."""
+    pattern: str = ""
+    """The pattern of the task's workflow."""
+    difficulty_hint: float = 0.0
+    """Observable, noisy signal of the true output length (LLM) or external latency (tool):
+    ``ln(truth / estimate)`` plus noise, see :mod:`scalesched.workload.hints`."""
 
     @property
     def context_tokens(self) -> int:
@@ -392,6 +399,9 @@ def task_request(
         parent_bytes=tuple(wf.edge_bytes.get((p, i), 0.0) for p in parents),
         rank=rank,
         workflow_age=workflow_age,
+        role=task.role,
+        pattern=wf.pattern,
+        difficulty_hint=task.difficulty_hint,
     )
 
 

@@ -41,6 +41,10 @@ class TaskInstance:
     ext_latency_est: float = 0.0
     revealed_by: int | None = None
     """Index of the task whose completion reveals this one; None: known at arrival."""
+    role: str | None = None
+    """The LLM role the task was sized by (:mod:`scalesched.workload.roles`), if any."""
+    difficulty_hint: float = 0.0
+    """Observable, noisy signal of the hidden truth (:mod:`scalesched.workload.hints`)."""
 
 
 @dataclass(frozen=True, slots=True)

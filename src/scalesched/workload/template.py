@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from scalesched.errors import InputError, short_repr
+from scalesched.workload.hints import hint_rng, llm_hint, tool_hint
 from scalesched.workload.instance import TaskInstance, WorkflowInstance
 
 if TYPE_CHECKING:
@@ -231,6 +232,8 @@ class TaskTemplate:
     """Override of the estimate (default: the distribution's estimate)."""
     revealed_by: str | None = None
     """Static reveal (static tasks only); rule bodies get theirs from the rule."""
+    difficulty_hint: float | None = None
+    """Fixed difficulty hint (a saved instance); None: drawn at each realisation."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "cpu_work", _num(self.cpu_work))
@@ -370,6 +373,8 @@ class _TaskPlan:
     cpu_work: Num
     ext_latency: Num
     ext_est: float
+    role: str | None = None
+    hint: float | None = None
 
 
 @dataclass(slots=True)
@@ -925,6 +930,8 @@ def _task_plan(task: TaskTemplate) -> _TaskPlan:
         cpu_work=task.cpu_work,
         ext_latency=task.ext_latency,
         ext_est=ext_est,
+        role=task.role,
+        hint=task.difficulty_hint,
     )
 
 
@@ -938,8 +945,13 @@ def _draw(v: Num, rng: np.random.Generator) -> float:
 
 
 def _make_task(
-    tp: _TaskPlan, tid: str, rng: np.random.Generator, revealed_by: int | None
+    tp: _TaskPlan,
+    tid: str,
+    rng: np.random.Generator,
+    revealed_by: int | None,
+    hints: np.random.Generator,
 ) -> TaskInstance:
+    """One task: its truth from ``rng``, its difficulty hint's noise from ``hints``."""
     if tp.kind == "llm":
         if tp.prompt_dist is None:
             prompt = tp.prompt_fixed
@@ -962,28 +974,36 @@ def _make_task(
             ext_latency=_draw(tp.ext_latency, rng),
             ext_latency_est=tp.ext_est,
             revealed_by=revealed_by,
+            role=tp.role,
+            difficulty_hint=llm_hint(out, tp.output_est, hints) if tp.hint is None else tp.hint,
         )
     if tp.tool is not None:
+        cpu = _draw(tp.cpu_work, rng)
+        ext = _draw(tp.ext_latency, rng)
         return TaskInstance(
             id=tid,
             kind="tool",
             tool=tp.tool,
-            cpu_work=_draw(tp.cpu_work, rng),
-            ext_latency=_draw(tp.ext_latency, rng),
+            cpu_work=cpu,
+            ext_latency=ext,
             ext_latency_est=tp.ext_est,
             revealed_by=revealed_by,
+            difficulty_hint=tool_hint(ext, tp.ext_est, hints) if tp.hint is None else tp.hint,
         )
     k = bisect_right(tp.tool_cum, float(rng.random()))
     if k >= len(tp.tool_names):
         k = len(tp.tool_names) - 1
+    cpu = _draw(tp.tool_cpu[k], rng)
+    ext = _draw(tp.tool_ext[k], rng)
     return TaskInstance(
         id=tid,
         kind="tool",
         tool=tp.tool_names[k],
-        cpu_work=_draw(tp.tool_cpu[k], rng),
-        ext_latency=_draw(tp.tool_ext[k], rng),
+        cpu_work=cpu,
+        ext_latency=ext,
         ext_latency_est=tp.tool_ext_est[k],
         revealed_by=revealed_by,
+        difficulty_hint=(tool_hint(ext, tp.tool_ext_est[k], hints) if tp.hint is None else tp.hint),
     )
 
 
@@ -1002,9 +1022,12 @@ def realize(
     """Draw every dynamic outcome of ``template`` with ``rng`` and build the concrete DAG.
 
     Draw order (fixed, so a seed fixes the instance): rule outcomes in rule order, then
-    task attributes in output order, then edge payloads in template edge order.
+    task attributes in output order, then edge payloads in template edge order. Difficulty
+    hints draw from a generator spawned from ``rng`` (:mod:`scalesched.workload.hints`), so
+    they change none of these draws.
     """
     plan = template._plan
+    hints = hint_rng(rng)
     # 1. rule outcomes: fan-out width, chosen branch option, loop iterations
     outcome: list[int] = []
     for rp in plan.rules:
@@ -1034,7 +1057,7 @@ def realize(
             if m == _STATIC:
                 sr = plan.static_rb[t]
                 copies[t].append(len(out))
-                append(_make_task(tp, tp.id, rng, copies[sr][0] if sr >= 0 else None))
+                append(_make_task(tp, tp.id, rng, copies[sr][0] if sr >= 0 else None, hints))
             elif m == _FANOUT:
                 ru = rule_of[t]
                 dec = copies[plan.rules[ru][1]][0]
@@ -1042,20 +1065,22 @@ def realize(
                 ct = copies[t]
                 for c in range(outcome[ru]):
                     ct.append(len(out))
-                    append(_make_task(tp, ids[c] if c < len(ids) else f"{tp.id}#{c}", rng, dec))
+                    append(
+                        _make_task(tp, ids[c] if c < len(ids) else f"{tp.id}#{c}", rng, dec, hints)
+                    )
             else:  # branch option task
                 ru = rule_of[t]
                 if outcome[ru] == plan.option_of[t]:
                     dec = copies[plan.rules[ru][1]][0]
                     copies[t].append(len(out))
-                    append(_make_task(tp, tp.id, rng, dec))
+                    append(_make_task(tp, tp.id, rng, dec, hints))
         else:
             dcopies = copies[plan.rules[r][1]]
             for j in range(outcome[r]):
                 rb = dcopies[j - 1] if j > 0 else None
                 for t in body:
                     copies[t].append(len(out))
-                    append(_make_task(tplans[t], copy_ids[t][j], rng, rb))
+                    append(_make_task(tplans[t], copy_ids[t][j], rng, rb, hints))
 
     # 3. edges
     n_out = len(out)

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from scalesched.errors import MAX_FILE_BYTES, InputError, parse_json, short_repr
+from scalesched.workload.hints import MAX_HINT
 from scalesched.workload.instance import WorkflowInstance
 from scalesched.workload.template import (
     MAX_BYTES,
@@ -435,6 +436,7 @@ _CAMEL = {
     "ext_latency": "extLatency",
     "ext_latency_est": "extLatencyEst",
     "revealed_by": "revealedBy",
+    "difficulty_hint": "difficultyHint",
     "max_iter": "maxIter",
     "continue_prob": "continueProb",
     "carry_bytes": "carryBytes",
@@ -529,6 +531,13 @@ def _parse_task(
         if x.get("extLatencyEst") is None
         else c.number(x["extLatencyEst"], ep + ".extLatencyEst")
     )
+    hint = (
+        None
+        if x.get("difficultyHint") is None
+        else c.number(x["difficultyHint"], ep + ".difficultyHint", nonneg=False)
+    )
+    if hint is not None and abs(hint) > MAX_HINT:
+        raise c.err(ep + ".difficultyHint", f"must be within +-{MAX_HINT:g} (a log ratio)")
     if kind == "llm":
         model = c.string(x.get("model"), ep + ".model")
         models = known_models()
@@ -571,6 +580,7 @@ def _parse_task(
             ext_latency=ext,
             ext_latency_est=ext_est,
             revealed_by=revealed_by,
+            difficulty_hint=hint,
         )
     tool_raw = x.get("tool")
     tool: str | ToolChoice
@@ -608,6 +618,7 @@ def _parse_task(
         ext_latency=ext,
         ext_latency_est=ext_est,
         revealed_by=revealed_by,
+        difficulty_hint=hint,
     )
 
 
@@ -800,6 +811,8 @@ def _task_ext(t: TaskTemplate) -> tuple[dict[str, Any], float]:
         x["extLatency"] = _dump_num(t.ext_latency)
     if t.ext_latency_est is not None:
         x["extLatencyEst"] = t.ext_latency_est
+    if t.difficulty_hint is not None:
+        x["difficultyHint"] = t.difficulty_hint
     if t.revealed_by is not None:
         x["revealedBy"] = t.revealed_by
     return x, runtime
@@ -855,6 +868,8 @@ def _instance_doc(w: WorkflowInstance) -> dict[str, Any]:
             x["promptTokens"] = t.prompt_tokens
             x["outputTokens"] = t.output_tokens
             x["outputTokensEst"] = t.output_tokens_est
+            if t.role is not None:
+                x["role"] = t.role
             runtimes.append(0.0)
         else:
             x["tool"] = t.tool
@@ -864,6 +879,7 @@ def _instance_doc(w: WorkflowInstance) -> dict[str, Any]:
         if t.kind == "tool" or t.ext_latency != 0.0:
             x["extLatency"] = t.ext_latency
         x["extLatencyEst"] = t.ext_latency_est
+        x["difficultyHint"] = t.difficulty_hint
         if t.revealed_by is not None:
             x["revealedBy"] = ids[t.revealed_by]
         exts.append(x)
