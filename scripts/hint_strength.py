@@ -7,51 +7,48 @@ static estimate and the prompt length with the true output tokens (pooled and pe
 and of the tool hint with the true external latency.
 """
 
-import numpy as np, collections
-from scipy.stats import spearmanr
-from scalesched.workload.source import get_workload, sample_jobs
+from __future__ import annotations
+
 import sys
 
-src = get_workload(sys.argv[1] if len(sys.argv) > 1 else "agentic-mix")
-jobs = sample_jobs(src, [0.0] * 1500, 123)
-rows = []
-for j in jobs:
-    for t in j.workflow.tasks:
-        if t.kind == "llm":
-            rows.append(
-                (
-                    t.role or "?",
-                    t.output_tokens,
-                    t.output_tokens_est,
-                    t.difficulty_hint,
-                    t.prompt_tokens,
-                )
-            )
-roles = np.array([r[0] for r in rows])
-out = np.array([r[1] for r in rows], float)
-est = np.array([r[2] for r in rows], float)
-h = np.array([r[3] for r in rows])
-p = np.array([r[4] for r in rows], float)
-print("n", len(rows))
-print("spearman hint vs true tokens (pooled)", spearmanr(h, out)[0])
-print("spearman est vs true (pooled)", spearmanr(est, out)[0])
-print("spearman est*exp(hint) vs true (pooled)", spearmanr(est * np.exp(h), out)[0])
-print("spearman prompt vs true", spearmanr(p, out)[0])
-ws = []
-for r in sorted(set(roles)):
-    m = roles == r
-    if m.sum() > 50:
-        c = spearmanr(h[m], out[m])[0]
-        ws.append((c, m.sum()))
-        print(
-            f"  {r:12s} n={m.sum():6d} rho={c:.3f} ratio_sd={np.std(np.log(out[m] / est[m])):.2f}"
-        )
-print("within-role weighted", sum(c * n for c, n in ws) / sum(n for c, n in ws))
-tt = [
-    (t.ext_latency, t.ext_latency_est, t.difficulty_hint)
-    for j in jobs
-    for t in j.workflow.tasks
-    if t.kind == "tool" and t.ext_latency_est > 0
-]
-a = np.array(tt)
-print("tool ext n", len(a), "spearman hint vs ext (pooled)", spearmanr(a[:, 2], a[:, 0])[0])
+import numpy as np
+from scipy.stats import spearmanr
+
+from scalesched.workload.source import get_workload, sample_jobs
+
+
+def rho(a: np.ndarray, b: np.ndarray) -> float:
+    return float(spearmanr(a, b)[0])
+
+
+def main(workload: str) -> None:
+    jobs = sample_jobs(get_workload(workload), [0.0] * 1500, 123)
+    tasks = [t for j in jobs for t in j.workflow.tasks]
+    llm = [t for t in tasks if t.kind == "llm"]
+    roles = np.array([t.role or "?" for t in llm])
+    out = np.array([t.output_tokens for t in llm], dtype=float)
+    est = np.array([t.output_tokens_est for t in llm], dtype=float)
+    hint = np.array([t.difficulty_hint for t in llm])
+    prompt = np.array([t.prompt_tokens for t in llm], dtype=float)
+    print(f"{workload}: {len(llm)} LLM tasks")
+    print(f"hint vs true tokens, pooled       {rho(hint, out):.3f}")
+    print(f"static estimate vs true, pooled   {rho(est, out):.3f}")
+    print(f"estimate x e^hint vs true, pooled {rho(est * np.exp(hint), out):.3f}")
+    print(f"prompt length vs true, pooled     {rho(prompt, out):.3f}")
+    per_role = []
+    for role in sorted(set(roles)):
+        sel = roles == role
+        if sel.sum() > 50:
+            r = rho(hint[sel], out[sel])
+            per_role.append((r, int(sel.sum())))
+            print(f"  {role:12s} n={sel.sum():6d} rho={r:.3f}")
+    weighted = sum(r * n for r, n in per_role) / sum(n for _, n in per_role)
+    print(f"hint vs true tokens, within role (weighted) {weighted:.3f}")
+    tools = [t for t in tasks if t.kind == "tool" and t.ext_latency_est > 0]
+    ext = np.array([t.ext_latency for t in tools])
+    tool_hint = np.array([t.difficulty_hint for t in tools])
+    print(f"tool hint vs true ext latency ({len(tools)} tasks) {rho(tool_hint, ext):.3f}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "agentic-mix")
