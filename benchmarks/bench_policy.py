@@ -25,11 +25,11 @@ from scalesched.decision.features import (
     ClusterTables,
     make_decision,
 )
+from scalesched.eval.setup import Scenario, build_jobs
 from scalesched.nn import build_network
 from scalesched.nn.scheduler import NetworkScheduler, load_scheduler
 from scalesched.policies import get_policy
 from scalesched.sim.engine import Simulation
-from scalesched.sim.scenario import Scenario, build_jobs
 
 
 def decision_latency(n: int, scale: NetworkScheduler, reps: int) -> dict[str, float]:

@@ -24,26 +24,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def one_run(args: tuple[str, str, float, int, int]) -> dict[str, Any]:
-    from scalesched.cluster import get_cluster
-    from scalesched.decision.features import ClusterTables
-    from scalesched.eval.capacity import default_cooldown, default_warmup
-    from scalesched.policies import get_policy
-    from scalesched.sim.run import simulate
-    from scalesched.sim.scenario import Scenario, build_jobs
+    from scalesched.eval.setup import Scenario, prepare, run
 
     cluster, policy, load, seed, workflows = args
-    spec = get_cluster(cluster)
-    tables = ClusterTables(spec)
-    jobs = build_jobs(tables, Scenario(workflows=workflows, load=load, seed=seed))
-    m = simulate(
-        spec,
-        jobs,
-        get_policy(policy),
-        seed=seed,
-        tables=tables,
-        warmup=default_warmup(workflows),
-        cooldown=default_cooldown(workflows),
-    ).metrics
+    setup = prepare(cluster, Scenario(workflows=workflows, load=load, seed=seed))
+    m = run(setup, policy).metrics  # the study's warm-up and cool-down
     keys = (
         "avg_response_time_s",
         "p99_response_time_s",
@@ -53,7 +38,7 @@ def one_run(args: tuple[str, str, float, int, int]) -> dict[str, Any]:
         "p99_slowdown",
         "mean_gpu_utilization",
     )
-    return {"cluster": spec.name, "policy": policy, "load": load, "seed": seed} | {
+    return {"cluster": setup.cluster.name, "policy": policy, "load": load, "seed": seed} | {
         k: m[k] for k in keys
     }
 

@@ -29,11 +29,9 @@ import numpy as np
 import torch
 
 from scalesched.cluster import get_cluster
-from scalesched.decision.features import ClusterTables
+from scalesched.eval.setup import Scenario, prepare, run
 from scalesched.nn.checkpoint import load_checkpoint
 from scalesched.nn.scheduler import NetworkScheduler, load_scheduler
-from scalesched.sim.run import simulate
-from scalesched.sim.scenario import Scenario, build_jobs
 from scalesched.train.ppo import PPOConfig, Trainer, load_config
 
 DRIFT_SEED = 2000
@@ -58,13 +56,10 @@ def feature_drift(
     assert isinstance(scheduler, NetworkScheduler)
     scheduler.record_features = True
     for n in sizes:
-        spec = get_cluster(f"hetero-{n}")
-        tables = ClusterTables(spec)
-        jobs = build_jobs(
-            tables,
-            Scenario(workload=cfg.workload, workflows=workflows, load=0.7, seed=DRIFT_SEED + n),
+        scenario = Scenario(
+            workload=cfg.workload, workflows=workflows, load=0.7, seed=DRIFT_SEED + n
         )
-        simulate(spec, jobs, scheduler, seed=DRIFT_SEED + n, tables=tables)
+        run(prepare(f"hetero-{n}", scenario), scheduler, warmup=0, cooldown=0)
     return scheduler.feature_stats()
 
 

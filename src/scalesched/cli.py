@@ -131,17 +131,6 @@ DeploymentOpt = Annotated[
 ]
 
 
-def _deployed_tables(spec: Any, tables: Any, deployment: Path | None) -> Any:
-    """The tables runs use: ``tables`` itself, or the cluster under the deployment (jobs and
-    --load stay those of the plain cluster, so a run with and without it sees the same rate)."""
-    if deployment is None:
-        return tables
-    from scalesched.cluster.deployment import load_deployment_file
-    from scalesched.decision.features import ClusterTables
-
-    return ClusterTables(spec, load_deployment_file(deployment, spec))
-
-
 @app.command()
 @clean_errors
 def simulate(
@@ -167,35 +156,29 @@ def simulate(
 ) -> None:
     """Simulate one workload on one cluster with one policy and report response times."""
     from scalesched.cluster import get_cluster
-    from scalesched.decision.features import ClusterTables
+    from scalesched.eval.setup import Scenario, prepare, run
     from scalesched.policies import get_policy
-    from scalesched.sim.run import simulate as run_simulation
-    from scalesched.sim.scenario import Scenario, build_jobs
     from scalesched.sim.trace import plot_gantt, write_trace
 
     _check_outputs(trace, gantt)
     spec = get_cluster(cluster)
     scheduler = get_policy(policy)
     _check_policy_fits(scheduler, policy, spec)
-    tables = ClusterTables(spec)
     scenario = Scenario(
         workload=workload, workflows=workflows, load=load, rate=rate, arrivals=arrivals, seed=seed
     )
-    jobs = build_jobs(tables, scenario)
-    tables = _deployed_tables(spec, tables, deployment)
+    setup = prepare(spec, scenario, deployment=deployment)
+    n_jobs = len(setup.jobs)
     record = trace is not None or gantt is not None
     show = progress and not as_json and sys.stderr.isatty()
-    with _progress(show, len(jobs), f"{policy} on {spec.name}") as tick:
-        result = run_simulation(
-            spec,
-            jobs,
+    with _progress(show, n_jobs, f"{policy} on {spec.name}") as tick:
+        result = run(
+            setup,
             scheduler,
-            seed=seed,
             record_trace=record,
-            tables=tables,
             on_workflow_done=tick,
-            warmup=_window_size(warmup, len(jobs), "--warmup", default_warmup),
-            cooldown=_window_size(cooldown, len(jobs), "--cooldown", default_cooldown),
+            warmup=_window_size(warmup, n_jobs, "--warmup", default_warmup),
+            cooldown=_window_size(cooldown, n_jobs, "--cooldown", default_cooldown),
         )
     require_finite(result.metrics, "simulate")
     if trace is not None:
@@ -720,9 +703,8 @@ def run(
 ) -> None:
     """Run a workload on a Ray cluster, every task placed by the policy (docs/runtime.md)."""
     from scalesched.cluster import get_cluster
-    from scalesched.decision.features import ClusterTables
+    from scalesched.eval.setup import Scenario, prepare
     from scalesched.policies import get_policy
-    from scalesched.sim.scenario import Scenario, build_jobs
 
     if local == (address is not None):
         raise InputError("--local/--address", "cluster", "give exactly one of them")
@@ -747,17 +729,11 @@ def run(
     spec = get_cluster(cluster)
     scheduler = get_policy(policy)
     _check_policy_fits(scheduler, policy, spec)
-    tables = ClusterTables(spec)
     scenario = Scenario(
         workload=workload, workflows=workflows, load=load, rate=rate, arrivals=arrivals, seed=seed
     )
-    jobs = build_jobs(tables, scenario)
-    pinned = None
-    if deployment is not None:
-        from scalesched.cluster.deployment import load_deployment_file
-
-        pinned = load_deployment_file(deployment, spec)
-        tables = ClusterTables(spec, pinned)
+    setup = prepare(spec, scenario, deployment=deployment)
+    jobs, tables, pinned = setup.jobs, setup.tables, setup.deployment
     config = RuntimeConfig(
         time_scale=time_scale,
         max_retries=max_retries,

@@ -13,10 +13,10 @@ from scalesched.decision.features import (
     TASK_FEATURES,
     ClusterTables,
 )
+from scalesched.eval.setup import Scenario, build_jobs
 from scalesched.nn import build_network
 from scalesched.nn.scale_net import ScaleNetConfig
 from scalesched.sim.engine import Simulation
-from scalesched.sim.scenario import Scenario, build_jobs
 
 torch.set_num_threads(1)
 

@@ -72,10 +72,10 @@ def test_prediction_tracks_simulation():
     from scalesched.cluster import get_cluster
     from scalesched.cluster.deployment import deployment_from_dict, deployment_to_dict
     from scalesched.decision.features import ClusterTables
+    from scalesched.eval.setup import Scenario, build_jobs
     from scalesched.plan.search import search_plan
     from scalesched.policies import get_policy
     from scalesched.sim.run import simulate
-    from scalesched.sim.scenario import Scenario, build_jobs
 
     cluster = get_cluster("hetero-8")
     prof = workload_profile("deep-research", samples=200, seed=7)

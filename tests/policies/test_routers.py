@@ -8,10 +8,10 @@ import pytest
 
 from scalesched.cluster import get_cluster
 from scalesched.decision.features import ClusterTables, make_decision
+from scalesched.eval.setup import Scenario, build_jobs
 from scalesched.policies import HEURISTICS, STRONG_HEURISTICS, get_policy
 from scalesched.sim.engine import Simulation
 from scalesched.sim.run import simulate
-from scalesched.sim.scenario import Scenario, build_jobs
 from scalesched.workload.patterns import PATTERNS
 
 SPEC = get_cluster("hetero-8")

@@ -25,13 +25,13 @@ from scalesched.cli import app  # noqa: E402
 from scalesched.cluster import cluster_to_yaml, get_cluster  # noqa: E402
 from scalesched.cluster.model import ClusterSpec  # noqa: E402
 from scalesched.decision.features import MODEL_INDEX, ClusterTables  # noqa: E402
+from scalesched.eval.setup import Scenario, build_jobs  # noqa: E402
 from scalesched.policies import get_policy  # noqa: E402
 from scalesched.runtime import FaultConfig, RuntimeConfig, run_jobs  # noqa: E402
 from scalesched.runtime.api import Workflow, llm, run_workflows, tool  # noqa: E402
 from scalesched.runtime.backends import EndpointConfig  # noqa: E402
 from scalesched.runtime.cluster import LocalCluster, start_local_cluster  # noqa: E402
 from scalesched.sim.metrics import RunRecord, run_metrics  # noqa: E402
-from scalesched.sim.scenario import Scenario, build_jobs  # noqa: E402
 
 _H4 = get_cluster("hetero-4")
 SPEC = ClusterSpec("rt-test-3", (_H4.servers[0], _H4.servers[1], _H4.servers[3]))

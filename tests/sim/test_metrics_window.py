@@ -6,10 +6,10 @@ import numpy as np
 
 from scalesched.cluster import get_cluster
 from scalesched.decision.features import ClusterTables
+from scalesched.eval.setup import Scenario, build_jobs
 from scalesched.policies import get_policy
 from scalesched.sim.metrics import measurement_window, window_bounds
 from scalesched.sim.run import simulate
-from scalesched.sim.scenario import Scenario, build_jobs
 
 
 def test_window_bounds_keep_at_least_one_workflow() -> None:

@@ -181,9 +181,9 @@ def test_validation_selects_against_the_best_baseline(tmp_path: Path) -> None:
 def test_validation_leaves_out_the_warmup_workflows(tmp_path: Path) -> None:
     from scalesched.cluster import get_cluster
     from scalesched.decision.features import ClusterTables
+    from scalesched.eval.setup import Scenario, build_jobs
     from scalesched.policies import get_policy
     from scalesched.sim.engine import Simulation
-    from scalesched.sim.scenario import Scenario, build_jobs
     from scalesched.train.ppo import validation_response_times
 
     cfg = load_config(

@@ -45,9 +45,9 @@ from scalesched.decision.features import (
 )
 from scalesched.env.settings import EnvSetting
 from scalesched.errors import InputError
+from scalesched.eval.setup import Scenario, build_jobs
 from scalesched.sim.engine import Simulation
 from scalesched.sim.run import summarise
-from scalesched.sim.scenario import Scenario, build_jobs
 
 Observation = dict[str, np.ndarray]
 

@@ -224,9 +224,8 @@ def measure_capacity(
 ) -> CapacityResult:
     """Search each policy's sustainable rate by simulation (see the module docstring)."""
     from scalesched.decision.features import ClusterTables
-    from scalesched.policies import get_policy
-    from scalesched.sim.run import simulate
-    from scalesched.sim.scenario import Scenario, build_jobs, nominal_capacity
+    from scalesched.eval.setup import Scenario, prepare, run
+    from scalesched.sim.scenario import nominal_capacity
     from scalesched.workload.source import get_workload
 
     wall = time.perf_counter()
@@ -244,15 +243,8 @@ def measure_capacity(
         steady, delivered = True, 0.0
         for seed in CAPACITY_SEEDS:
             scenario = Scenario(workload=workload, workflows=n_wf, rate=rate, seed=seed)
-            m = simulate(
-                spec,
-                build_jobs(tables, scenario),
-                get_policy(policy),
-                seed=seed,
-                tables=tables,
-                warmup=warmup,
-                cooldown=cooldown,
-            ).metrics
+            setup = prepare(tables, scenario)
+            m = run(setup, policy, warmup=warmup, cooldown=cooldown).metrics
             steady = steady and bool(m["steady_state"])
             delivered += float(m["throughput_wps"]) / len(CAPACITY_SEEDS)
         row = {"policy": policy, "rate_wps": rate, "throughput_wps": delivered, "steady": steady}

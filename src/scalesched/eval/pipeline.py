@@ -19,25 +19,21 @@ from scalesched.eval.study import StudyConfig, config_dict, run_study
 
 def gantt_of_one_run(cfg: StudyConfig, out: Path) -> Path:
     """A Gantt chart of the first policy at the smallest N, first seed."""
-    from scalesched.cluster import get_cluster
-    from scalesched.decision.features import ClusterTables
+    from scalesched.eval.setup import Scenario, prepare, run
     from scalesched.policies import get_policy
-    from scalesched.sim.run import simulate
-    from scalesched.sim.scenario import Scenario, build_jobs
     from scalesched.sim.trace import plot_gantt
 
     n, seed, policy = min(cfg.nodes), cfg.seeds[0], cfg.policies[0]
-    cluster = get_cluster(f"{cfg.cluster_family}-{n}")
-    tables = ClusterTables(cluster)
-    jobs = build_jobs(
-        tables,
+    setup = prepare(
+        f"{cfg.cluster_family}-{n}",
         Scenario(workload=cfg.workload, workflows=min(cfg.workflows, 60), load=cfg.load, seed=seed),
     )
+    cluster = setup.cluster
     scheduler = get_policy(policy)
     if not scheduler.supports(n):
         scheduler = get_policy("eft")
         policy = "eft"
-    result = simulate(cluster, jobs, scheduler, seed=seed, tables=tables, record_trace=True)
+    result = run(setup, scheduler, warmup=0, cooldown=0, record_trace=True)
     path = out / "gantt.png"
     plot_gantt(
         result.trace,

@@ -64,11 +64,8 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
     import torch
 
     torch.set_num_threads(1)
-    from scalesched.cluster import get_cluster
-    from scalesched.decision.features import ClusterTables
+    from scalesched.eval.setup import Scenario, prepare, run
     from scalesched.policies import get_policy
-    from scalesched.sim.run import simulate
-    from scalesched.sim.scenario import Scenario, build_jobs
 
     row: dict[str, Any] = {
         "policy": spec.policy,
@@ -77,11 +74,10 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
         "workload": spec.workload,
         "load": spec.load,
     }
-    cluster = get_cluster(f"{spec.cluster_family}-{spec.n}")
-    tables = ClusterTables(cluster)
-    jobs = build_jobs(
-        tables,
+    setup = prepare(
+        f"{spec.cluster_family}-{spec.n}",
         Scenario(workload=spec.workload, workflows=spec.workflows, load=spec.load, seed=spec.seed),
+        deployment=spec.deployment,
     )
     scheduler = get_policy(spec.policy)
     recorder = getattr(scheduler, "record_features", None)
@@ -92,21 +88,7 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
         reason = str(scheduler.unsupported_reason(spec.n))
         row.update(status=STATUS_UNSUPPORTED, note=reason.replace(scheduler.name, spec.policy, 1))
         return row
-    if spec.deployment is not None:
-        from scalesched.cluster.deployment import load_deployment_file
-
-        tables = ClusterTables(cluster, load_deployment_file(spec.deployment, cluster))
-    from scalesched.eval.capacity import default_cooldown, default_warmup
-
-    result = simulate(
-        cluster,
-        jobs,
-        scheduler,
-        seed=spec.seed,
-        tables=tables,
-        warmup=default_warmup(len(jobs)),
-        cooldown=default_cooldown(len(jobs)),
-    )
+    result = run(setup, scheduler)
     metrics = dict(result.metrics)
     metrics.pop("policy", None)
     metrics.pop("n_servers", None)

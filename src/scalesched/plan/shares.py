@@ -15,12 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scalesched.cluster import get_cluster
-from scalesched.decision.features import ClusterTables
 from scalesched.errors import InputError
-from scalesched.policies import get_policy
-from scalesched.sim.run import simulate
-from scalesched.sim.scenario import Scenario, build_jobs
+from scalesched.eval.setup import Scenario, prepare, run
 
 DEFAULT_CLUSTER = "hetero-16"
 DEFAULT_RATE = 0.2
@@ -89,12 +85,9 @@ def measure_shares(
     """Simulate ``workflows`` executions of ``workload`` and measure the LLM time shares."""
     if workflows < 2:
         raise InputError("--workflows", "workflows", "need at least 2 to measure variation")
-    spec = get_cluster(cluster)
-    tables = ClusterTables(spec)
-    jobs = build_jobs(
-        tables, Scenario(workload=workload, workflows=workflows, rate=rate, seed=seed)
-    )
-    res = simulate(spec, jobs, get_policy("eft"), seed=seed, tables=tables, record_trace=True)
+    setup = prepare(cluster, Scenario(workload=workload, workflows=workflows, rate=rate, seed=seed))
+    jobs = setup.jobs
+    res = run(setup, "eft", warmup=0, cooldown=0, record_trace=True)
     index = {j.workflow_id: i for i, j in enumerate(sorted(jobs, key=lambda j: j.arrival))}
     per: dict[str, np.ndarray] = defaultdict(lambda: np.zeros(len(jobs)))
     calls: dict[str, int] = defaultdict(int)

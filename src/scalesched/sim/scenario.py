@@ -3,7 +3,8 @@
 ``--load`` is a fraction of the cluster's *measured* capacity for the workload (the highest
 rate the best heuristic keeps up with, :mod:`scalesched.eval.capacity`); ``--rate`` sets
 workflows/s directly. Workload specs stay free of execution details: capacity is resolved
-here, from the cluster and the workload together.
+from the cluster and the workload together, by the caller (measuring it runs policies, which
+the simulator does not import; :mod:`scalesched.eval.setup` resolves it and passes it here).
 
 ``nominal_capacity`` is the older analytic estimate, kept to seed the measurement's search:
 ``1 / max(D_gpu / G, D_cpu / C)``, where G is the cluster's GPU count, C its core count,
@@ -133,21 +134,24 @@ def arrival_times(scenario: Scenario, rate: float) -> np.ndarray:
     )
 
 
-def build_jobs(tables: ClusterTables, scenario: Scenario) -> list[Job]:
-    """The jobs of a scenario: identical for every policy given the same seed."""
-    _check_counts(scenario)
-    source = get_workload(scenario.workload)
+def build_jobs(
+    tables: ClusterTables, scenario: Scenario, *, capacity_wps: float | None = None
+) -> list[Job]:
+    """The jobs of a scenario: identical for every policy given the same seed.
+
+    A ``load`` scenario needs the cluster's measured ``capacity_wps``, which the simulator
+    does not measure itself (that runs policies): callers resolve it first, as
+    :func:`scalesched.eval.setup.build_jobs` does."""
+    source = check_load(tables, scenario)
     if scenario.rate is not None:
-        if scenario.rate <= 0:
-            raise InputError("--rate", "rate", "must be positive")
         rate = scenario.rate
     else:
-        if scenario.load <= 0:
-            raise InputError("--load", "load", "must be positive")
-        _require_models_fit(tables, source, scenario)
-        from scalesched.eval.capacity import capacity_wps  # measured: runs the simulator
-
-        rate = scenario.load * capacity_wps(tables.spec, scenario.workload)
+        if capacity_wps is None:
+            raise ValueError(
+                "a --load scenario needs the cluster's capacity: use "
+                "scalesched.eval.setup.build_jobs, or pass capacity_wps"
+            )
+        rate = scenario.load * capacity_wps
     if not math.isfinite(rate) or rate <= 0:
         raise _no_capacity(tables, source, scenario, rate)
     times = arrival_times(scenario, rate)
@@ -160,6 +164,21 @@ def build_jobs(tables: ClusterTables, scenario: Scenario) -> list[Job]:
             "rate or lower --workflows",
         )
     return sample_jobs(source, [float(t) for t in times], scenario.seed)
+
+
+def check_load(tables: ClusterTables, scenario: Scenario) -> WorkflowSource:
+    """Counts, seed, rate or load in range and, for ``--load``, every model runnable
+    somewhere (else capacity is undefined); returns the workload."""
+    _check_counts(scenario)
+    source = get_workload(scenario.workload)
+    if scenario.rate is not None:
+        if scenario.rate <= 0:
+            raise InputError("--rate", "rate", "must be positive")
+    else:
+        if scenario.load <= 0:
+            raise InputError("--load", "load", "must be positive")
+        _require_models_fit(tables, source, scenario)
+    return source
 
 
 MAX_WORKFLOWS = 1_000_000
