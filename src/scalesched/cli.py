@@ -811,6 +811,10 @@ from scalesched.plan.cli import plan_app  # noqa: E402  (a sub-app, registered l
 
 app.add_typer(plan_app, name="plan")
 
+from scalesched.predict.cli import predict_app  # noqa: E402  (a sub-app, registered last)
+
+app.add_typer(predict_app, name="predict")
+
 
 def main() -> None:  # pragma: no cover
     app()

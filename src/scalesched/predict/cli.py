@@ -1,0 +1,110 @@
+"""``scalesched predict fit|eval``: train a quantile predictor on simulator traces and score
+it against the static per-role estimate on unseen seeds (docs/tail.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from scalesched.errors import InputError
+
+predict_app = typer.Typer(
+    help="Distributional predictors of task duration and output tokens (docs/tail.md).",
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    no_args_is_help=True,
+)
+
+Cluster = Annotated[str, typer.Option(help="Cluster preset or YAML file the traces run on.")]
+Workload = Annotated[str, typer.Option(help="Workload preset or WfFormat JSON.")]
+Workflows = Annotated[int, typer.Option(help="Workflows simulated for the traces.")]
+Load = Annotated[
+    float, typer.Option(help="Arrival rate as a fraction of the cluster's measured capacity.")
+]
+Policy = Annotated[
+    str, typer.Option(help="Policy that places tasks while the traces are recorded.")
+]
+AsJson = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
+
+
+@predict_app.command()
+def fit(
+    out: Annotated[Path, typer.Option(help="Predictor file to write (.npz).")],
+    cluster: Cluster = "hetero-16",
+    workload: Workload = "agentic-mix",
+    workflows: Workflows = 1500,
+    seed: Annotated[
+        int, typer.Option(help="Seed of the traces and of the fit (keep it off eval seeds).")
+    ] = 101,
+    load: Load = 0.8,
+    policy: Policy = "soft_eft",
+    as_json: AsJson = False,
+) -> None:
+    """Simulate, record one sample per executed task, and fit both heads (tokens and
+    duration quantiles) and the static per-role baseline."""
+    from scalesched.errors import clean_errors
+
+    @clean_errors
+    def go() -> None:
+        from scalesched.predict.model import save
+        from scalesched.predict.train import fit_on_traces
+
+        if out.is_dir():
+            raise InputError("--out", "out", f"{out} is a directory; give a file path")
+        predictor = fit_on_traces(
+            cluster, workload, workflows=workflows, seeds=[seed], load=load, policy=policy
+        )
+        save(predictor, out)
+        summary: dict[str, Any] = {"out": str(out), **predictor.meta}
+        print(json.dumps(summary) if as_json else _lines(summary))
+
+    go()
+
+
+@predict_app.command("eval")
+def evaluate(
+    model: Annotated[
+        str, typer.Option(help="Predictor file, or 'default' for the shipped one.")
+    ] = "default",
+    cluster: Cluster = "hetero-16",
+    workload: Workload = "agentic-mix",
+    workflows: Workflows = 1500,
+    seed: Annotated[int, typer.Option(help="Seed of the evaluation traces (unseen).")] = 9001,
+    load: Load = 0.8,
+    policy: Policy = "soft_eft",
+    as_json: AsJson = False,
+) -> None:
+    """coverage_80, coverage_90, pinball_loss and crps of the model, the static per-role
+    spread and the static point estimate, per head, on fresh traces."""
+    from scalesched.errors import clean_errors
+
+    @clean_errors
+    def go() -> None:
+        from scalesched.predict.metrics import evaluate_on_traces
+        from scalesched.predict.model import default_predictor
+        from scalesched.predict.model import load as load_model
+
+        predictor = default_predictor() if model == "default" else load_model(model)
+        report = evaluate_on_traces(
+            predictor, cluster, workload, workflows=workflows, seed=seed, load=load, policy=policy
+        )
+        if as_json:
+            print(json.dumps(report))
+            return
+        for head, rows in report["heads"].items():
+            print(f"{head} ({int(rows['samples']['n'])} samples)")
+            for name in ("model", "static_role", "static_point"):
+                s = rows[name]
+                print(
+                    f"  {name:13s} coverage_80 {s['coverage_80']:.3f}  coverage_90 "
+                    f"{s['coverage_90']:.3f}  pinball {s['pinball_loss']:.4g}  crps {s['crps']:.4g}"
+                )
+
+    go()
+
+
+def _lines(d: dict[str, Any]) -> str:
+    return "\n".join(f"{k}: {v}" for k, v in d.items())
