@@ -24,7 +24,9 @@ from typer.testing import CliRunner  # noqa: E402
 from scalesched.cli import app  # noqa: E402
 from scalesched.cluster import cluster_to_yaml, get_cluster  # noqa: E402
 from scalesched.cluster.model import ClusterSpec  # noqa: E402
-from scalesched.decision.features import MODEL_INDEX, ClusterTables  # noqa: E402
+from scalesched.decision.actions import Defer, Hedge  # noqa: E402
+from scalesched.decision.features import MODEL_INDEX, ClusterTables, Decision  # noqa: E402
+from scalesched.decision.scheduler import BaseScheduler  # noqa: E402
 from scalesched.eval.setup import Scenario, build_jobs  # noqa: E402
 from scalesched.policies import get_policy  # noqa: E402
 from scalesched.runtime import FaultConfig, RuntimeConfig, run_jobs  # noqa: E402
@@ -251,6 +253,49 @@ def test_study_runs_spread_over_ray_give_the_serial_rows(ray_cluster: LocalClust
         a.pop("sim_wall_time_s")
         b.pop("sim_wall_time_s")
         assert a == b
+
+
+class HedgeAndDefer(BaseScheduler):
+    """Hedges every task on its two best servers by estimated finish, and defers half of the
+    decisions that may be deferred (seeded)."""
+
+    name = "hedge-defer"
+
+    def reset(self, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+
+    def select(self, decision: Decision) -> int | Hedge | Defer:
+        if decision.can_defer and self.rng.random() < 0.5:
+            return Defer()
+        finish = np.where(decision.mask, decision.finish_s, np.inf)
+        best = [int(s) for s in np.argsort(finish)[:2] if np.isfinite(finish[s])]
+        return Hedge(tuple(best)) if len(best) == 2 else best[0]
+
+
+def test_hedged_copies_race_and_deferred_tasks_run(ray_cluster: LocalCluster) -> None:
+    import ray
+
+    from scalesched.runtime.driver import Driver
+
+    jobs = jobs_for(4, seed=2)
+    n_tasks = sum(len(j.workflow.tasks) for j in jobs)
+    driver = Driver(SPEC, jobs, HedgeAndDefer(), RuntimeConfig(time_scale=0.01), tables=TABLES)
+    driver.connect()
+    try:
+        result = driver.run()
+        held = ray.get([a.in_use.remote() for a in driver._agents], timeout=30)
+    finally:
+        driver.close()
+    m = result.metrics
+    assert m["workflows_completed"] == 4 and m["workflows_failed"] == 0
+    # Each task's result is produced once, by one copy, on a server the policy chose.
+    assert m["tasks_completed"] == m["decisions"] == n_tasks == len(result.trace)
+    assert len({(r.workflow, r.task) for r in result.trace}) == n_tasks
+    assert 0 < m["hedged_tasks"] <= n_tasks and m["extra_server_seconds"] > 0
+    assert m["deferrals"] > 0 and not driver.deferred
+    # Cancelled copies gave back what they held, on the nodes and in the view.
+    assert all(h == dict.fromkeys(h, 0) for h in held), held
+    assert driver.view.n_assigned.sum() == 0 and driver.view.engine_batch.sum() == 0
 
 
 def test_a_node_dying_mid_run_loses_no_workflow(ray_cluster: LocalCluster) -> None:

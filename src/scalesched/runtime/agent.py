@@ -75,6 +75,16 @@ class TaskSpec:
     backend: str = "emulated"
     """``emulated``, ``http`` (an OpenAI-compatible endpoint) or ``python``."""
     max_tokens: int | None = None
+    copy: int = 0
+    """Which copy of a hedged task this is (0 when not hedged)."""
+
+    @property
+    def key(self) -> CallKey:
+        """What names this call to its agent (``ServerAgent.cancel``)."""
+        return (self.workflow, self.task, self.attempt, self.copy)
+
+
+CallKey = tuple[int, str, int, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +121,8 @@ class _Engine:
     last_used: float = 0.0
     load_start: float = 0.0
     load_end: float = 0.0
+    load_reported: bool = False
+    """Whether a call has returned the load yet (the first one past it reports it)."""
     queue: deque[object] = field(default_factory=deque)
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     cond: asyncio.Condition = field(default_factory=asyncio.Condition)
@@ -140,8 +152,14 @@ class ServerAgent:
         self.model_loads = 0
         self._cores: asyncio.Semaphore | None = None
         self._gpu_cond: asyncio.Condition | None = None
+        self._loads: set[asyncio.Future[None]] = set()
         self._endpoints = endpoints or {}
         self._clients: dict[str, Any] = {}
+        # Cancellation of hedged copies (``cancel``): the running call of each key, when it
+        # began to hold a core or a batch slot, and the keys asked to stop.
+        self._calls: dict[CallKey, asyncio.Task[Any]] = {}
+        self._held_since: dict[CallKey, float] = {}
+        self._stop: set[CallKey] = set()
         if t.pinned:  # a deployment: its replicas are resident from the start, never unloaded
             for m in np.flatnonzero(t.feasible[server]):
                 eng = _Engine(
@@ -149,6 +167,7 @@ class ServerAgent:
                     tp=math.ceil(t.tp[server, m]),
                     klass=int(t.engine_class[server, m]),
                     state=ENGINE_READY,
+                    load_reported=True,
                 )
                 eng.ready.set()
                 self.engines[int(m)] = eng
@@ -171,11 +190,65 @@ class ServerAgent:
         """A decorator-API LLM task: ``fn(*args)`` builds the prompt, the backend answers."""
         return await self._run(spec, fn, args)
 
+    async def cancel(self, key: CallKey) -> None:
+        """Stop a hedged copy wherever it is (in transfer, queued, loading, running): it
+        gives back its core or batch slot and KV memory, and its call returns at once with
+        ``meta["cancelled"]`` and ``meta["held_s"]``, the model seconds it held a core or
+        a batch slot. A copy not started yet returns so as soon as it starts."""
+        self._stop.add(key)
+        call = self._calls.get(key)
+        if call is not None:
+            call.cancel()
+
+    async def in_use(self) -> dict[str, int]:
+        """What this server's calls hold now: calls running, cores, LLM requests admitted
+        or queued, engine uses (all 0 once its work is done or cancelled)."""
+        cores = self.cores - self._cores._value if self._cores is not None else 0
+        engines = self.engines.values()
+        return {
+            "calls": len(self._calls),
+            "cores": cores,
+            "requests": sum(e.n_active + len(e.queue) for e in engines),
+            "kv_tokens": sum(e.kv_used for e in engines),
+            "engine_users": sum(e.users for e in engines),
+        }
+
     # -- execution -------------------------------------------------------------------
     async def _run(
         self, spec: TaskSpec, fn: Callable[..., Any] | None, args: tuple[Any, ...]
     ) -> tuple[dict[str, Any], Any]:
+        key = spec.key
         received = time.time()
+        if key in self._stop:
+            return self._cancelled(key, received), None
+        call = asyncio.current_task()
+        if call is not None:
+            self._calls[key] = call
+        try:
+            return await self._execute(spec, fn, args, received)
+        except asyncio.CancelledError:
+            if key not in self._stop:
+                raise  # not ours (Ray is shutting the actor down): let it through
+            return self._cancelled(key, received), None
+        finally:
+            self._calls.pop(key, None)
+            self._held_since.pop(key, None)
+
+    def _cancelled(self, key: CallKey, received: float) -> dict[str, Any]:
+        self._stop.discard(key)
+        since = self._held_since.get(key)
+        held = (time.time() - since) / self.scale if since is not None else 0.0
+        return {
+            "server": self.server,
+            "cancelled": True,
+            "held_s": held,
+            "received": received,
+            **self.snapshot(),
+        }
+
+    async def _execute(
+        self, spec: TaskSpec, fn: Callable[..., Any] | None, args: tuple[Any, ...], received: float
+    ) -> tuple[dict[str, Any], Any]:
         delay = self._transfer_s(spec)
         if delay > 0:
             await asyncio.sleep(delay * self.scale)
@@ -215,8 +288,10 @@ class ServerAgent:
             self._cores = asyncio.Semaphore(self.cores)
         if spec.cpu_work > 0:
             async with self._cores:
-                start = time.time()
+                start = self._held_since[spec.key] = time.time()
                 await asyncio.sleep(spec.cpu_work / self.speed * self.scale)
+            # Waiting on the outside world holds nothing (a copy cancelled then costs 0).
+            self._held_since.pop(spec.key, None)
         else:
             start = time.time()
         if spec.ext_latency > 0:
@@ -238,24 +313,34 @@ class ServerAgent:
             value = None if prompt is None else f"[emulated {spec.model}: {spec.output_tokens} tok]"
             return start, load, value
         finally:
-            eng.users -= 1
-            eng.last_used = time.time()
-            if eng.users == 0:
-                await self._notify_gpus()
+            await self._release(eng)
 
     async def _engine(self, m: int) -> tuple[_Engine, bool]:
-        """The engine of model ``m``, loading it first if needed; holds one use of it."""
+        """The engine of model ``m``, loading it first if needed; holds one use of it.
+        Returns whether this call reports the load (the first call past it does)."""
         eng = self.engines.get(m)
-        if eng is not None:
-            eng.users += 1
+        if eng is None:
+            t, s = self.tables, self.server
+            if not t.feasible[s, m]:
+                raise RuntimeError(f"server {t.names[s]} cannot run model {MODEL_NAMES[m]}")
+            eng = _Engine(model=m, tp=int(t.tp[s, m]), klass=int(t.engine_class[s, m]))
+            self.engines[m] = eng
+            # The load runs as its own task: a cancelled request leaves it going.
+            load = asyncio.ensure_future(self._load(eng))
+            self._loads.add(load)  # held until done (the loop keeps weak references only)
+            load.add_done_callback(self._loads.discard)
+        eng.users += 1
+        try:
             await eng.ready.wait()
-            return eng, False
-        t, s = self.tables, self.server
-        if not t.feasible[s, m]:
-            raise RuntimeError(f"server {t.names[s]} cannot run model {MODEL_NAMES[m]}")
-        eng = _Engine(model=m, tp=int(t.tp[s, m]), klass=int(t.engine_class[s, m]))
-        eng.users = 1
-        self.engines[m] = eng
+        except asyncio.CancelledError:
+            await self._release(eng)
+            raise
+        loaded = not eng.load_reported
+        eng.load_reported = True
+        return eng, loaded
+
+    async def _load(self, eng: _Engine) -> None:
+        t, s, m = self.tables, self.server, eng.model
         if self._gpu_cond is None:
             self._gpu_cond = asyncio.Condition()
         async with self._gpu_cond:
@@ -267,7 +352,13 @@ class ServerAgent:
         eng.load_end = time.time()
         eng.state = ENGINE_READY
         eng.ready.set()
-        return eng, True
+
+    async def _release(self, eng: _Engine) -> None:
+        """One use of ``eng`` ends; an engine left unused may be evicted for another."""
+        eng.users -= 1
+        eng.last_used = time.time()
+        if eng.users == 0:
+            await self._notify_gpus()
 
     def _make_room(self, need: int) -> bool:
         if self.free_gpus >= need:
@@ -297,14 +388,19 @@ class ServerAgent:
         ctx = spec.prompt_tokens + spec.output_tokens // 2
         cap, kv_cap = perf.max_batch, perf.kv_capacity_tokens
         token = object()
+
+        def admissible() -> bool:
+            fits = eng.n_active < cap and eng.kv_used + need <= kv_cap
+            return eng.queue[0] is token and (eng.n_active == 0 or fits)
+
         async with eng.cond:
             eng.queue.append(token)
-            await eng.cond.wait_for(
-                lambda: (
-                    eng.queue[0] is token
-                    and (eng.n_active == 0 or (eng.n_active < cap and eng.kv_used + need <= kv_cap))
-                )
-            )
+            try:
+                await eng.cond.wait_for(admissible)
+            except asyncio.CancelledError:  # a cancelled copy leaves the queue
+                eng.queue.remove(token)
+                eng.cond.notify_all()
+                raise
             eng.queue.popleft()
             eng.n_active += 1
             eng.kv_used += need
@@ -312,7 +408,7 @@ class ServerAgent:
             batch = min(eng.n_active, t.decode_lin.shape[1] - 1)
             step = float(t.decode_lin[eng.klass, batch] + t.decode_attn[eng.klass] * eng.ctx_sum)
             eng.cond.notify_all()
-        start = time.time()
+        start = self._held_since[spec.key] = time.time()
         try:
             exec_s = perf.prefill_s(spec.prompt_tokens) + max(1, spec.output_tokens) * step
             await asyncio.sleep(exec_s * self.scale)

@@ -15,6 +15,17 @@ Faults:
   in-flight tasks are placed again by the policy on the live servers (this does not use
   up retries); a task that no live server can run fails its workflow;
 * every submitted workflow ends completed or failed: the run ends when none is open.
+
+Actions (``scalesched.decision.actions``), as in the simulator:
+
+* ``Hedge(servers)``: a copy runs for real on each server; the first to finish produces
+  the task's result, the others are cancelled on their agents (``ServerAgent.cancel``: they
+  give back core, batch slot and KV memory) and the seconds they held them are charged
+  (``hedged_tasks``, ``extra_server_seconds``). A copy that fails while another still runs
+  is dropped (no retry is used up); the last one fails as an unhedged task does.
+* ``Defer()``: the task waits in ``Driver.deferred`` (a global queue) and is offered again
+  at the next result (each frees capacity). It never starves: with nothing in flight and
+  no arrival left, it is offered with ``decision.can_defer`` False and must be placed.
 """
 
 from __future__ import annotations
@@ -30,7 +41,7 @@ import numpy as np
 
 from scalesched.cluster.deployment import Deployment
 from scalesched.cluster.model import ClusterSpec
-from scalesched.decision.actions import Place, as_action
+from scalesched.decision.actions import Defer, Hedge, as_action
 from scalesched.decision.features import (
     MODEL_INDEX,
     ClusterTables,
@@ -203,6 +214,17 @@ class Driver:
         self.retries = 0
         self.decision_s = 0.0
         self.dispatch_s = 0.0
+        self.hedged_tasks = 0
+        self.extra_server_seconds = 0.0
+        """Model seconds cancelled hedge copies held a core or a batch slot."""
+        self.deferrals = 0
+        self.deferred: list[int] = []
+        """Tasks a policy deferred, offered again at the next result (a global queue)."""
+        self._must_place: set[int] = set()
+        self._copies: dict[int, list[Any]] = {}
+        """Task id -> the meta refs of its hedged copies still in flight."""
+        self._cancelling: dict[Any, _Attempt] = {}
+        """Copies asked to stop whose calls have not returned yet."""
         self.lost_at: dict[int, float] = {}
         """Server index -> model time at which the driver learned it had died."""
         self._ready: list[int] = []
@@ -258,7 +280,6 @@ class Driver:
     # -- the loop ----------------------------------------------------------------------
     def run(self) -> RuntimeResult:
         """Execute every job; returns when each workflow has completed or failed."""
-        import ray
 
         if not self._agents:
             self.connect()
@@ -283,6 +304,11 @@ class Driver:
             if not self._inflight:
                 if self._ready:
                     continue
+                if self.deferred and next_job == n_jobs:
+                    # Nothing else will happen: deferred tasks must be placed now.
+                    self._must_place.update(self.deferred)
+                    self._release_deferred()
+                    continue
                 if next_job < n_jobs:
                     wait = (self.jobs[next_job].arrival - view.now) * scale
                     if wait > 0:
@@ -294,14 +320,30 @@ class Driver:
             timeout = 1.0
             if next_job < n_jobs:
                 timeout = max(0.0, min(timeout, (self.jobs[next_job].arrival - view.now) * scale))
-            refs = list(self._inflight)
-            done, _ = ray.wait(refs, num_returns=1, timeout=timeout)
-            if done:
-                done, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
-            for ref in done:
-                self._complete(ref)
+            self._collect(timeout)
             open_jobs = sum(self._open)
+        while self._cancelling:  # charge the last cancelled copies
+            self._collect(1.0)
         return self._summarise(time.perf_counter() - wall)
+
+    def _collect(self, timeout: float) -> None:
+        """Wait up to ``timeout`` wall seconds for calls to return; handle every one that did."""
+        import ray
+
+        refs = [*self._inflight, *self._cancelling]
+        done, _ = ray.wait(refs, num_returns=1, timeout=timeout)
+        if done:
+            done, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+        for ref in done:
+            self._complete(ref)
+        if done:
+            self._release_deferred()
+
+    def _release_deferred(self) -> None:
+        """Offer deferred tasks again: a result has freed capacity."""
+        if self.deferred:
+            self._ready.extend(self.deferred)
+            self.deferred.clear()
 
     # -- arrivals and readiness ----------------------------------------------------------
     def _arrive(self, ji: int) -> None:
@@ -349,23 +391,47 @@ class Driver:
             what = f"model {task.model}" if task.kind == "llm" else "it"
             self._fail_workflow(gid, f"no live server can run {what}")
             return
+        decision.can_defer = gid not in self._must_place
         action = as_action(self.scheduler.select(decision))
-        if not isinstance(action, Place):
-            raise SchedulingError(
-                f"{self.scheduler.name} answered {type(action).__name__}: the Ray runtime "
-                "executes placements only so far (hedge and defer run in the simulator)"
-            )
-        server = action.server
         self.decision_s += time.perf_counter() - t0
+        if isinstance(action, Defer):
+            if not decision.can_defer:
+                raise SchedulingError(
+                    f"{self.scheduler.name}: task {task.id} cannot be deferred: nothing else "
+                    "is left to happen, it must be placed"
+                )
+            self.deferrals += 1
+            self.deferred.append(gid)
+            return
+        servers = action.servers if isinstance(action, Hedge) else (action.server,)
+        for server in servers:
+            if not (0 <= server < self.tables.n) or not decision.mask[server]:
+                raise SchedulingError(
+                    f"{self.scheduler.name}: server {server} cannot run task {task.id} "
+                    "(masked, dead or out of range)"
+                )
+        self._must_place.discard(gid)
         self.decisions += 1
-        if not (0 <= server < self.tables.n) or not decision.mask[server]:
+        if len(servers) == 1:
+            self._dispatch(gid, servers[0], float(decision.exec_s[servers[0]]))
+            return
+        if self.config.vehicle != "actor" or self._call_of(gid) is not None:
             raise SchedulingError(
-                f"{self.scheduler.name}: server {server} cannot run task {task.id} "
-                "(masked, dead or out of range)"
+                f"{self.scheduler.name} hedged task {task.id}: hedging runs emulated and LLM "
+                "tasks on the agents (vehicle 'actor'), never a Python function twice"
             )
-        self._dispatch(gid, server, float(decision.exec_s[server]))
+        self.hedged_tasks += 1
+        self._copies[gid] = [
+            self._dispatch(gid, server, float(decision.exec_s[server]), copy=k)
+            for k, server in enumerate(servers)
+        ]
 
-    def _dispatch(self, gid: int, server: int, est: float) -> None:
+    def _call_of(self, gid: int) -> PyCall | None:
+        ji = self._task_job[gid]
+        return self.programs.get(self.jobs[ji].workflow_id, {}).get(gid - self._offset[ji])
+
+    def _dispatch(self, gid: int, server: int, est: float, copy: int = 0) -> Any:
+        """Submit one attempt (or hedged copy) of task ``gid``; returns its meta ref."""
         t0 = time.perf_counter()
         ji = self._task_job[gid]
         job = self.jobs[ji]
@@ -390,6 +456,7 @@ class Driver:
             ext_latency=task.ext_latency,
             parents=parents,
             backend=backend,
+            copy=copy,
         )
         args: tuple[Any, ...] = ()
         if call is not None:
@@ -414,6 +481,7 @@ class Driver:
             self._server[gid] = server
             self._book(server, est, task, placed=True)
         self.dispatch_s += time.perf_counter() - t0
+        return meta_ref
 
     def _book(self, server: int, est: float, task: TaskInstance, *, placed: bool) -> None:
         m = MODEL_INDEX[task.model] if task.kind == "llm" and task.model else -1
@@ -472,6 +540,9 @@ class Driver:
         import ray
         from ray.exceptions import RayError
 
+        if ref in self._cancelling:
+            self._cancelled_returned(ref)
+            return
         att = self._inflight.pop(ref)
         self.events += 1
         try:
@@ -479,21 +550,67 @@ class Driver:
         except RayError as exc:
             with contextlib.suppress(Exception):  # mark the value's error seen, not "unhandled"
                 ray.get(att.value_ref, timeout=0)
-            self._failed_call(att, exc)
+            if not self._drop_copy(att, ref):
+                self._failed_call(att, exc)
+            elif _system_error(exc):
+                self._note_loss(att, exc)
             return
+        self._cancel_siblings(att.gid, ref)
         self._finish(att, meta)
 
-    def _failed_call(self, att: _Attempt, exc: BaseException) -> None:
-        from ray.exceptions import RayError, RayTaskError
+    def _cancelled_returned(self, ref: Any) -> None:
+        """A cancelled copy's call came back: charge the seconds it held its server (all
+        of its run if it finished before the cancellation reached it)."""
+        import ray
+        from ray.exceptions import RayError
 
-        if isinstance(exc, RayTaskError):
-            cause = getattr(exc, "cause", None)
-            if isinstance(cause, RayError) and not isinstance(cause, RayTaskError):
-                self._system_failure(att, exc)  # a vehicle task lost its agent
-            else:
-                self._attempt_failed(att, self._fail_text(exc))
+        att = self._cancelling.pop(ref)
+        try:
+            meta = ray.get(ref)
+        except RayError:
+            with contextlib.suppress(Exception):
+                ray.get(att.value_ref, timeout=0)
+            return  # its server died: nothing more to charge
+        view = self.view
+        if meta.get("cancelled"):
+            self.extra_server_seconds += float(meta["held_s"])
         else:
+            self.extra_server_seconds += view.model_time(meta["end"]) - view.model_time(
+                meta["start"]
+            )
+        if "engine_state" in meta and view.alive[att.server]:
+            view.update_engines(
+                att.server, meta["engine_state"], meta["free_gpus"], meta["idle_gpus"]
+            )
+
+    def _cancel_siblings(self, gid: int, winner: Any) -> None:
+        """Task ``gid`` has its result: stop its other hedged copies."""
+        for ref in self._copies.pop(gid, ()):
+            att = self._inflight.pop(ref, None)
+            if ref == winner or att is None:
+                continue
+            self._unbook(att)
+            self._cancelling[ref] = att
+            if self.view.alive[att.server]:
+                self._agents[att.server].cancel.remote(att.spec.key)
+
+    def _drop_copy(self, att: _Attempt, ref: Any) -> bool:
+        """A hedged copy failed: drop it if another copy of its task still runs."""
+        copies = self._copies.get(att.gid)
+        if copies is None:
+            return False
+        copies.remove(ref)
+        if not any(r in self._inflight for r in copies):
+            del self._copies[att.gid]
+            return False
+        self._unbook(att)
+        return True
+
+    def _failed_call(self, att: _Attempt, exc: BaseException) -> None:
+        if _system_error(exc):
             self._system_failure(att, exc)
+        else:
+            self._attempt_failed(att, self._fail_text(exc))
 
     def _unbook(self, att: _Attempt) -> None:
         if att.server >= 0 and self.view.alive[att.server]:
@@ -517,6 +634,17 @@ class Driver:
         An agent that died (it is never restarted) takes its server out of the run; for
         other system errors (a worker crash, a lost object) the server is lost only if Ray
         reports its node dead, and otherwise the attempt counts as failed."""
+        server = att.server
+        self._note_loss(att, exc)
+        if server >= 0 and not self.view.alive[server]:
+            self.replaced += 1
+            if not self._failed[self._task_job[att.gid]]:
+                self._make_ready(att.gid)
+            return
+        self._attempt_failed(att, f"{type(exc).__name__}: {self._fail_text(exc)}")
+
+    def _note_loss(self, att: _Attempt, exc: BaseException) -> None:
+        """Take the attempt's server out of the run if its agent or its node died."""
         from ray.exceptions import RayActorError
 
         server = att.server
@@ -524,12 +652,6 @@ class Driver:
         agent_died = isinstance(exc, RayActorError) or isinstance(cause, RayActorError)
         if server >= 0 and self.view.alive[server] and (agent_died or self._node_dead(server)):
             self._lose_server(server)
-        if server >= 0 and not self.view.alive[server]:
-            self.replaced += 1
-            if not self._failed[self._task_job[att.gid]]:
-                self._make_ready(att.gid)
-            return
-        self._attempt_failed(att, f"{type(exc).__name__}: {self._fail_text(exc)}")
 
     def _node_dead(self, server: int) -> bool:
         import ray
@@ -656,6 +778,9 @@ class Driver:
                 decisions=self.decisions,
                 events=self.events,
                 wall_s=wall_s,
+                hedged_tasks=self.hedged_tasks,
+                extra_server_seconds=self.extra_server_seconds,
+                deferrals=self.deferrals,
             )
         )
         metrics["workflows_failed"] = self.workflows_failed
@@ -685,6 +810,16 @@ class Driver:
             dispatch_s=self.dispatch_s,
             outputs=outputs,
         )
+
+
+def _system_error(exc: BaseException) -> bool:
+    """Whether a call failed without its task raising (an agent, worker or node is gone)."""
+    from ray.exceptions import RayError, RayTaskError
+
+    if isinstance(exc, RayTaskError):
+        cause = getattr(exc, "cause", None)  # a vehicle task that lost its agent
+        return isinstance(cause, RayError) and not isinstance(cause, RayTaskError)
+    return True
 
 
 def _union_length(spans: list[tuple[float, float]]) -> float:
