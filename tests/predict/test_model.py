@@ -39,8 +39,10 @@ def random_predictor(seed: int = 0) -> QuantilePredictor:
     return QuantilePredictor(
         tokens=head(TASK_INPUTS, seed),
         duration=head(DURATION_INPUTS, seed + 1),
+        finish=head(DURATION_INPUTS, seed + 2),
         static_tokens=np.sort(rng.normal(size=(STATIC_GROUPS, len(QUANTILES))), axis=1),
         static_duration=np.sort(rng.normal(size=(STATIC_GROUPS, len(QUANTILES))), axis=1),
+        static_finish=np.sort(rng.normal(size=(STATIC_GROUPS, len(QUANTILES))), axis=1),
         meta={"trace_seeds": [1]},
     )
 

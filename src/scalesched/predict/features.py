@@ -6,11 +6,13 @@ Two inputs, one per head of a :class:`~scalesched.predict.model.QuantilePredicto
   static output estimate, the difficulty hint, CPU work, external-latency estimate);
 * ``duration_inputs(decision, servers)``: the task's inputs plus, per candidate server, the
   static server features and the queue state at the decision (the cost model's execution,
-  wait, transfer and load estimates, the engine's batch, residency, outstanding work).
+  wait, transfer and load estimates, the engine's batch, residency, outstanding work);
+  the duration and finish heads both read it.
 
 Each head predicts quantiles of ``ln(truth)`` as an offset from ``ln(baseline)``:
 the static output estimate for tokens, the cost model's execution estimate on that server
-for durations; :func:`token_baseline` / :func:`duration_baseline` give them. The same
+for durations, its finish estimate for finish times; :func:`token_baseline`,
+:func:`duration_baseline` and :func:`finish_baseline` give them. The same
 functions feed training and acting, so the two cannot drift apart.
 """
 
@@ -100,6 +102,12 @@ def duration_inputs(decision: Decision, servers: np.ndarray) -> np.ndarray:
 def duration_baseline(decision: Decision, servers: np.ndarray) -> np.ndarray:
     """(len(servers),) ln of the cost model's execution estimate on each server."""
     return np.log(decision.exec_s[servers] + _EPS)
+
+
+def finish_baseline(decision: Decision, servers: np.ndarray) -> np.ndarray:
+    """(len(servers),) ln of the cost model's finish estimate (eft's, without the imposed
+    delay): the finish head predicts offsets from it."""
+    return np.log(decision.finish_s[servers] + _EPS)
 
 
 def static_group(task: TaskRequest) -> int:

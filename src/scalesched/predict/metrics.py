@@ -69,8 +69,9 @@ def scores(y: np.ndarray, q: np.ndarray) -> dict[str, float]:
 def evaluate(
     predictor: QuantilePredictor, samples: Samples
 ) -> dict[str, dict[str, dict[str, float]]]:
-    """Scores per head (``duration``, ``tokens``) for the model, the static per-role spread
-    (``static_role``) and the static estimate as a point forecast (``static_point``)."""
+    """Scores per head (``duration``, ``finish``, ``tokens``) for the model, the static
+    per-role spread (``static_role``) and the static estimate as a point forecast
+    (``static_point``)."""
     out: dict[str, dict[str, dict[str, float]]] = {}
     heads = (
         (
@@ -80,6 +81,15 @@ def evaluate(
             samples.dur_x,
             samples.dur_base,
             samples.dur_y,
+            samples.dur_group,
+        ),
+        (
+            "finish",
+            predictor.finish,
+            predictor.static_finish,
+            samples.dur_x,
+            samples.fin_base,
+            samples.fin_y,
             samples.dur_group,
         ),
         (

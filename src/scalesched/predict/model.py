@@ -5,7 +5,10 @@ A predictor has two heads, small MLPs (ReLU) trained with pinball loss
 
 * ``tokens``: quantiles of ln(true output tokens) - ln(static estimate), LLM tasks;
 * ``duration``: quantiles of ln(execution seconds, start to end) - ln(cost-model estimate)
-  on a given server.
+  on a given server;
+* ``finish``: quantiles of ln(seconds from the decision to the task's end: transfer, wait,
+  model load and execution) - ln(the cost model's finish estimate) on a given server. The
+  tail router reads this one: the wait behind a queue is as uncertain as the execution.
 
 Quantiles are monotone by construction: the first output is the lowest level, the others
 add ``softplus`` increments. It also carries the **static per-role** baseline it is
@@ -31,7 +34,7 @@ QUANTILES: tuple[float, ...] = (0.05, 0.1, 0.25, 0.5, 0.75, 0.8, 0.9, 0.95, 0.99
 """Levels every head predicts: the 80% interval is [0.1, 0.9], the 90% one [0.05, 0.95]."""
 FORMAT = "scalesched-quantile-predictor"
 VERSION = 1
-HEADS = ("tokens", "duration")
+HEADS = ("tokens", "duration", "finish")
 
 
 @dataclass(frozen=True)
@@ -69,10 +72,12 @@ class QuantilePredictor:
 
     tokens: Head
     duration: Head
+    finish: Head
     static_tokens: np.ndarray
     """(STATIC_GROUPS, len(QUANTILES)) log-ratio quantiles per group
     (:func:`scalesched.predict.features.static_group`)."""
     static_duration: np.ndarray
+    static_finish: np.ndarray
     meta: dict[str, Any]
 
     def token_quantiles(self, x: np.ndarray, baseline: np.ndarray) -> np.ndarray:
@@ -93,6 +98,7 @@ def save(predictor: QuantilePredictor, path: Path) -> None:
     arrays: dict[str, np.ndarray] = {
         "static_tokens": predictor.static_tokens,
         "static_duration": predictor.static_duration,
+        "static_finish": predictor.static_finish,
     }
     for name in HEADS:
         head: Head = getattr(predictor, name)
@@ -135,10 +141,14 @@ def load(path: str | Path) -> QuantilePredictor:
         raise InputError(src, "meta.version", f"expected version {VERSION} with {QUANTILES}")
     n_q = len(QUANTILES)
     heads = {}
-    for name, inputs in (("tokens", TASK_INPUTS), ("duration", DURATION_INPUTS)):
+    for name, inputs in (
+        ("tokens", TASK_INPUTS),
+        ("duration", DURATION_INPUTS),
+        ("finish", DURATION_INPUTS),
+    ):
         heads[name] = _load_head(src, arrays, name, inputs, n_q)
     static = {}
-    for key in ("static_tokens", "static_duration"):
+    for key in ("static_tokens", "static_duration", "static_finish"):
         a = arrays.get(key)
         if a is None or a.shape != (STATIC_GROUPS, n_q) or not np.isfinite(a).all():
             raise InputError(src, key, f"need a finite ({STATIC_GROUPS}, {n_q}) array")
@@ -146,8 +156,10 @@ def load(path: str | Path) -> QuantilePredictor:
     return QuantilePredictor(
         tokens=heads["tokens"],
         duration=heads["duration"],
+        finish=heads["finish"],
         static_tokens=static["static_tokens"],
         static_duration=static["static_duration"],
+        static_finish=static["static_finish"],
         meta=meta,
     )
 

@@ -21,6 +21,7 @@ from scalesched.predict.features import (
     TASK_INPUTS,
     duration_baseline,
     duration_inputs,
+    finish_baseline,
     static_group,
     token_baseline,
     token_inputs,
@@ -39,6 +40,9 @@ class Samples:
     dur_base: np.ndarray
     dur_y: np.ndarray
     dur_group: np.ndarray
+    fin_base: np.ndarray
+    fin_y: np.ndarray
+    """Seconds from the decision to the task's end (the finish head reads ``dur_x``)."""
 
     @staticmethod
     def concat(parts: list[Samples]) -> Samples:
@@ -81,7 +85,7 @@ def collect(
     offsets = np.cumsum([0] + [len(j.workflow.tasks) for j in jobs]).tolist()
     keys: list[tuple[int, str]] = []
     tok_x, tok_base, tok_truth, tok_group = [], [], [], []
-    dur_x, dur_base, dur_group = [], [], []
+    dur_x, dur_base, dur_group, fin_base, decided_at = [], [], [], [], []
     decision = sim.next_decision()
     while decision is not None:
         gid = sim._current  # the task being decided (the simulator has no public accessor)
@@ -99,6 +103,8 @@ def collect(
         dur_x.append(duration_inputs(decision, server)[0])
         dur_base.append(float(duration_baseline(decision, server)[0]))
         dur_group.append(static_group(req))
+        fin_base.append(float(finish_baseline(decision, server)[0]))
+        decided_at.append(decision.now)
         if req.kind == "llm":
             tok_x.append(token_inputs(req)[0])
             tok_base.append(token_baseline(req))
@@ -106,8 +112,9 @@ def collect(
             tok_group.append(static_group(req))
         sim.apply(int(answer))
         decision = sim.next_decision()
-    spans = {(r.workflow, r.task): r.end - r.start for r in sim.trace}
-    dur_y = np.array([max(spans[k], 1e-6) for k in keys])
+    ends = {(r.workflow, r.task): (r.start, r.end) for r in sim.trace}
+    dur_y = np.array([max(ends[k][1] - ends[k][0], 1e-6) for k in keys])
+    fin_y = np.array([max(ends[k][1] - t, 1e-6) for k, t in zip(keys, decided_at, strict=True)])
     return Samples(
         tok_x=np.array(tok_x).reshape(len(tok_x), TASK_INPUTS),
         tok_base=np.array(tok_base),
@@ -117,4 +124,6 @@ def collect(
         dur_base=np.array(dur_base),
         dur_y=dur_y,
         dur_group=np.array(dur_group, dtype=np.int64),
+        fin_base=np.array(fin_base),
+        fin_y=fin_y,
     )

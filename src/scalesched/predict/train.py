@@ -70,11 +70,14 @@ def fit(samples: Samples, *, seed: int, meta: dict[str, Any] | None = None) -> Q
         raise InputError("--workflows", "workflows", "too few tasks to fit on (need 20 or more)")
     tok_target = np.log(samples.tok_y) - samples.tok_base
     dur_target = np.log(samples.dur_y) - samples.dur_base
+    fin_target = np.log(samples.fin_y) - samples.fin_base
     return QuantilePredictor(
         tokens=fit_head(samples.tok_x, tok_target, seed=seed),
         duration=fit_head(samples.dur_x, dur_target, seed=seed + 1),
+        finish=fit_head(samples.dur_x, fin_target, seed=seed + 2),
         static_tokens=static_table(tok_target, samples.tok_group),
         static_duration=static_table(dur_target, samples.dur_group),
+        static_finish=static_table(fin_target, samples.dur_group),
         meta={
             **(meta or {}),
             "token_samples": int(samples.tok_y.size),
