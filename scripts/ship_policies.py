@@ -4,11 +4,14 @@
     python scripts/ship_policies.py runs/ --select results/validation/results.csv
 
 Candidates are runs/<config>-s<seed>/best.pt (and, with --select, last.pt too). Without
---select, "best" is the score recorded in best.pt during training (mean ratio to eft at
-N = 16, 32, 48 over 40-workflow runs on the validation seeds 1000-1002). With --select, it is
-the same ratio measured by a `scalesched eval` of the candidates and eft on those validation
-seeds (never the evaluation's seeds 0-4) at the full run length (200 workflows), which also
-catches policies that drift over long runs. The shipped file keeps the weights, the network
+--select, "best" is the score recorded in best.pt during training: ``val_ratio``, the mean
+response over steady-state validation runs at the TRAINING size only (600 workflows, 100 of
+warm-up, seeds 1000-1002) divided by the best baseline heuristic's on the same seeds (issue 9:
+strict zero-shot, so no other N takes part in the choice). Checkpoints without that score
+(trained before it existed, and validated at N = 32 and 48 too) are not candidates. With
+--select, it is the ratio to eft measured by a `scalesched eval` of the candidates and eft on
+validation seeds (never the evaluation's), which must then be run at the training size only.
+The shipped file keeps the weights, the network
 and training configs, the seed and the score; the optimizer state is dropped. The training
 curve goes beside it as <name>.train.csv, and a summary of every candidate to
 docs/training-seeds.csv.
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import math
 import shutil
 from pathlib import Path
 
@@ -54,7 +58,7 @@ def main() -> None:
                 if measured is not None:
                     score = measured.get(str(path), float("inf"))
                 else:
-                    score = float(meta.get("val_ratio_to_eft", float("inf")))
+                    score = float(meta.get("val_ratio", float("inf")))
                 seed = int(data["config"]["seed"])
                 rows = list(csv.DictReader((run / "train.csv").open()))
                 update = meta.get("update", data.get("train_state", {}).get("update", ""))
@@ -63,14 +67,15 @@ def main() -> None:
                         "variant": name,
                         "seed": seed,
                         "checkpoint": file,
-                        "val_ratio_to_eft": score,
+                        "val_ratio": score,
                         "update": update,
                         "steps": rows[-1]["global_step"] if rows else "",
                     }
                 )
-                candidates.append((score, seed, run, data))
+                if math.isfinite(score):
+                    candidates.append((score, seed, run, data))
         if not candidates:
-            print(f"{name}: no runs found")
+            print(f"{name}: no candidate with a training-size validation score")
             continue
         score, seed, run, data = min(candidates, key=lambda c: (c[0], c[1]))
         data.pop("optimizer", None)
@@ -84,11 +89,11 @@ def main() -> None:
         }
         save_checkpoint(DEST / f"{name}.pt", data)
         shutil.copy(run / "train.csv", DEST / f"{name}.train.csv")
-        print(f"{name}: seed {seed} (validation ratio to eft {score:.3f}) from {run}")
+        print(f"{name}: seed {seed} (validation ratio {score:.3f}) from {run}")
     out = Path(__file__).resolve().parents[1] / "docs" / "training-seeds.csv"
     with out.open("w", newline="") as fh:
         writer = csv.DictWriter(
-            fh, fieldnames=["variant", "seed", "checkpoint", "val_ratio_to_eft", "update", "steps"]
+            fh, fieldnames=["variant", "seed", "checkpoint", "val_ratio", "update", "steps"]
         )
         writer.writeheader()
         writer.writerows(summary)

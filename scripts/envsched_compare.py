@@ -1,0 +1,131 @@
+"""EnvSched against uniform sampling (issue 9, item 5): learning speed from the training logs.
+
+    for seed in 0 1 2; do for s in envsched uniform; do
+      scalesched train --config configs/train/scale-$s-n16.yaml --steps 100000 --seed $seed \\
+          --out runs/envsched-cmp/$s-s$seed --no-progress
+    done; done
+    python scripts/envsched_compare.py runs/envsched-cmp [--json]
+
+Both configs validate at N = 16 only (hetero-16, agentic-mix, load 0.7, 600 workflows with
+100 of warm-up, seeds 1000-1002) against the best of eft, least_loaded and soft_eft, so
+``val_ratio`` <= 1 means the policy has reached the best heuristic's steady-state mean
+response. Per run this reports the environment steps to the first validation at that
+level (``inf`` when never reached), the best and the last validation ratio, and the mean
+ratio over all validations (the area under the learning curve: lower is faster learning).
+Per sampler it gives the mean over seeds and, for the paired difference (envsched - uniform,
+same seed), a 95% t interval. The final ratio at other N comes from ``scalesched eval`` of
+the runs' best.pt files (docs/training.md gives the command).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+from scalesched.eval.study import mean_ci
+
+SAMPLERS = ("envsched", "uniform")
+METRICS = ("steps_to_best_heuristic", "best_val_ratio", "last_val_ratio", "mean_val_ratio")
+
+
+def curve(run: Path) -> list[tuple[int, float]]:
+    """(global step, validation ratio to the best baseline heuristic) per validation."""
+    points = []
+    with (run / "train.csv").open() as fh:
+        for row in csv.DictReader(fh):
+            if row.get("val_ratio"):
+                points.append((int(row["global_step"]), float(row["val_ratio"])))
+    return points
+
+
+def run_summary(points: list[tuple[int, float]], level: float = 1.0) -> dict[str, float]:
+    ratios = [r for _, r in points]
+    reached = [step for step, r in points if r <= level]
+    return {
+        "steps_to_best_heuristic": float(reached[0]) if reached else math.inf,
+        "best_val_ratio": min(ratios),
+        "last_val_ratio": ratios[-1],
+        "mean_val_ratio": sum(ratios) / len(ratios),
+        "validations": float(len(ratios)),
+        "last_step": float(points[-1][0]),
+    }
+
+
+def compare(root: Path) -> dict[str, Any]:
+    runs: dict[str, dict[int, dict[str, float]]] = {s: {} for s in SAMPLERS}
+    for path in sorted(root.iterdir()):
+        match = re.fullmatch(r"(envsched|uniform)-s(\d+)", path.name)
+        if match and (path / "train.csv").is_file():
+            points = curve(path)
+            if points:
+                runs[match.group(1)][int(match.group(2))] = run_summary(points)
+    seeds = sorted(set(runs["envsched"]) & set(runs["uniform"]))
+    paired: dict[str, dict[str, float]] = {}
+    for metric in METRICS:
+        diffs = [runs["envsched"][s][metric] - runs["uniform"][s][metric] for s in seeds]
+        finite = [d for d in diffs if math.isfinite(d)]
+        mean, ci = mean_ci(finite) if len(finite) == len(diffs) and diffs else (math.nan, math.nan)
+        paired[metric] = {"mean_diff": mean, "ci95": ci}
+    means = {
+        sampler: {
+            metric: sum(r[metric] for r in by_seed.values()) / len(by_seed) for metric in METRICS
+        }
+        for sampler, by_seed in runs.items()
+        if by_seed
+    }
+    return {
+        "runs": runs,
+        "paired_seeds": seeds,
+        "mean": means,
+        "paired_envsched_minus_uniform": paired,
+    }
+
+
+def markdown(result: dict[str, Any]) -> str:
+    lines = [
+        "| sampler | seed | steps to best heuristic | best val ratio | last | mean (AUC) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for sampler, by_seed in result["runs"].items():
+        for seed, r in sorted(by_seed.items()):
+            steps = (
+                "not reached"
+                if math.isinf(r["steps_to_best_heuristic"])
+                else (f"{r['steps_to_best_heuristic']:,.0f}")
+            )
+            lines.append(
+                f"| {sampler} | {seed} | {steps} | {r['best_val_ratio']:.3f} | "
+                f"{r['last_val_ratio']:.3f} | {r['mean_val_ratio']:.3f} |"
+            )
+    lines.append("")
+    for metric, d in result["paired_envsched_minus_uniform"].items():
+        lines.append(
+            f"- {metric}: envsched - uniform = {d['mean_diff']:.4g} +/- {d['ci95']:.3g} "
+            f"(95% CI, seeds {result['paired_seeds']})"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument(
+        "root", type=Path, help="folder holding envsched-s<seed>/ and uniform-s<seed>/"
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args()
+    result = compare(args.root)
+    if args.json:
+        print(json.dumps(result, default=lambda x: None if not math.isfinite(x) else x))
+    else:
+        print(markdown(result))
+
+
+if __name__ == "__main__":
+    main()
