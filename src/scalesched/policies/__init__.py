@@ -16,6 +16,7 @@ from scalesched.policies.random_policy import RandomScheduler
 from scalesched.policies.round_robin import RoundRobinScheduler
 from scalesched.policies.shortest_queue import ShortestQueueScheduler
 from scalesched.policies.soft_eft import SoftEftScheduler
+from scalesched.policies.tail import PredictedMeanScheduler, TailScheduler
 
 HEURISTICS: dict[str, tuple[Callable[[], Scheduler], str]] = {
     "random": (RandomScheduler, "uniformly random feasible server"),
@@ -27,6 +28,8 @@ HEURISTICS: dict[str, tuple[Callable[[], Scheduler], str]] = {
     "kv_aware": (KvAwareScheduler, "production router: queue, running batch and KV usage"),
     "p2c": (PowerOfTwoScheduler, "power of two choices on estimated finish + imposed delay"),
     "soft_eft": (SoftEftScheduler, "eft with sampling near the best estimate (seeded)"),
+    "tail": (TailScheduler, "eft at the predicted p90 output length (shipped predictor)"),
+    "pred_mean": (PredictedMeanScheduler, "eft at the predicted mean output length"),
 }
 
 STRONG_HEURISTICS: tuple[str, ...] = (

@@ -1,0 +1,73 @@
+"""tail and pred_mean: feasible, quantile-ordered, and torch-free at decision time."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+
+from scalesched.cluster import get_cluster
+from scalesched.decision.features import ClusterTables
+from scalesched.policies import get_policy
+from scalesched.policies.tail import TailScheduler
+from scalesched.sim.engine import Simulation
+from scalesched.sim.scenario import Scenario, build_jobs
+
+SPEC = get_cluster("hetero-8")
+TABLES = ClusterTables(SPEC)
+JOBS = build_jobs(TABLES, Scenario(workflows=30, rate=0.8, seed=3))
+
+
+def test_higher_level_predicts_later_finish() -> None:
+    sim = Simulation(SPEC, JOBS, tables=TABLES)
+    low, high, mean = TailScheduler(0.5), TailScheduler(0.95), get_policy("pred_mean")
+    learned = TailScheduler(via="finish")
+    assert isinstance(mean, TailScheduler)
+    decision = sim.next_decision()
+    llm = 0
+    while decision is not None:
+        a, b = low.scores(decision), high.scores(decision)
+        ok = decision.mask
+        assert (b[ok] >= a[ok]).all() and np.isinf(b[~ok]).all()
+        if decision.task.kind == "llm":
+            assert high.output_tokens(decision) > low.output_tokens(decision)
+            llm += 1
+        assert np.isfinite(mean.scores(decision)[ok]).all()
+        assert ok[learned.select(decision)]
+        sim.apply(high.select(decision))
+        decision = sim.next_decision()
+    assert llm > 50 and sim.done
+
+
+def test_tail_reads_the_hint() -> None:
+    """Same decision, larger difficulty hint: longer predicted output."""
+    import dataclasses
+
+    sim = Simulation(SPEC, JOBS, tables=TABLES)
+    decision = sim.next_decision()
+    while decision is not None and decision.task.kind != "llm":
+        sim.apply(int(np.flatnonzero(decision.mask)[0]))
+        decision = sim.next_decision()
+    assert decision is not None
+    policy = TailScheduler()
+    decision.task = dataclasses.replace(decision.task, difficulty_hint=1.5)
+    long = policy.output_tokens(decision)
+    decision.task = dataclasses.replace(decision.task, difficulty_hint=-1.5)
+    assert long > 3 * policy.output_tokens(decision)
+
+
+def test_tail_never_imports_torch() -> None:
+    code = (
+        "import sys\n"
+        "from scalesched.cluster import get_cluster\n"
+        "from scalesched.policies import get_policy\n"
+        "from scalesched.sim.run import simulate\n"
+        "from scalesched.decision.features import ClusterTables\n"
+        "from scalesched.sim.scenario import Scenario, build_jobs\n"
+        "spec = get_cluster('hetero-4')\n"
+        "jobs = build_jobs(ClusterTables(spec), Scenario(workflows=5, rate=0.3, seed=1))\n"
+        "simulate(spec, jobs, get_policy('tail'))\n"
+        "assert 'torch' not in sys.modules, 'torch imported'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
