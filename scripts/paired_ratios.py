@@ -1,0 +1,50 @@
+"""Seed-paired ratios of response-time statistics from a ``scalesched eval`` results.csv.
+
+    python scripts/paired_ratios.py results/tail08/results.csv --reference eft
+
+For every policy, size and load: the mean over seeds of mean/p50/p95/p99 response time,
+and the mean over seeds of (policy / reference on the same seed) with a 95% Student-t
+half-width (docs/tail.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+from collections import defaultdict
+
+import numpy as np
+from scipy.stats import t as student_t
+
+STATS = ("avg_response_time_s", "p50_response_time_s", "p95_response_time_s", "p99_response_time_s")
+
+
+def half_width(x: np.ndarray) -> float:
+    if x.size < 2:
+        return float("nan")
+    return float(student_t.ppf(0.975, x.size - 1) * x.std(ddof=1) / np.sqrt(x.size))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("csv")
+    ap.add_argument("--reference", default="eft")
+    args = ap.parse_args()
+    runs: dict[str, dict[tuple[str, str, str], dict[str, str]]] = defaultdict(dict)
+    with open(args.csv) as fh:
+        for row in csv.DictReader(fh):
+            runs[row["policy"]][(row["n_servers"], row["load"], row["seed"])] = row
+    ref = runs[args.reference]
+    print("| policy | mean | p50 | p95 | p99 | mean / ref | p50 / ref | p95 / ref | p99 / ref |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for policy, rows in runs.items():
+        keys = sorted(rows)
+        level = [np.mean([float(rows[k][s]) for k in keys]) for s in STATS]
+        ratios = [np.array([float(rows[k][s]) / float(ref[k][s]) for k in keys]) for s in STATS]
+        cells = [f"{v:.1f}" for v in level]
+        cells += [f"{r.mean():.3f} ± {half_width(r):.3f}" for r in ratios]
+        print(f"| {policy} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
