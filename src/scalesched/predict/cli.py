@@ -1,5 +1,6 @@
-"""``scalesched predict fit|eval``: train a quantile predictor on simulator traces and score
-it against the static per-role estimate on unseen seeds (docs/tail.md)."""
+"""``scalesched predict fit|eval|drift``: train a quantile predictor on simulator traces,
+score it against the static per-role estimate on unseen seeds, and watch it under an
+injected slowdown with and without online recalibration (docs/tail.md)."""
 
 from __future__ import annotations
 
@@ -102,6 +103,68 @@ def evaluate(
                     f"  {name:13s} coverage_80 {s['coverage_80']:.3f}  coverage_90 "
                     f"{s['coverage_90']:.3f}  pinball {s['pinball_loss']:.4g}  crps {s['crps']:.4g}"
                 )
+
+    go()
+
+
+@predict_app.command()
+def drift(
+    drift: Annotated[
+        str,
+        typer.Option(
+            help="GPU_TYPE:FACTOR@TIME: from TIME (simulated s) on, engines on that GPU type "
+            "decode FACTOR times slower; schedulers and the predictor are not told."
+        ),
+    ],
+    model: Annotated[
+        str, typer.Option(help="Predictor file, or 'default' for the shipped one.")
+    ] = "default",
+    cluster: Cluster = "hetero-16",
+    workload: Workload = "agentic-mix",
+    workflows: Workflows = 1500,
+    seed: Annotated[int, typer.Option(help="Seed of the run (unseen by the predictor).")] = 9001,
+    load: Load = 0.8,
+    policy: Policy = "soft_eft",
+    window: Annotated[
+        int, typer.Option(help="Completed tasks per GPU type in the recalibration window.")
+    ] = 1000,
+    as_json: AsJson = False,
+) -> None:
+    """Coverage of the duration head before, during and after an injected slowdown, as
+    trained and with sliding-window recalibration; p99 response per phase."""
+    from scalesched.errors import clean_errors
+
+    @clean_errors
+    def go() -> None:
+        from scalesched.predict.drift import drift_study
+        from scalesched.predict.model import default_predictor
+        from scalesched.predict.model import load as load_model
+
+        predictor = default_predictor() if model == "default" else load_model(model)
+        report = drift_study(
+            predictor,
+            cluster,
+            workload,
+            drift,
+            workflows=workflows,
+            seed=seed,
+            load=load,
+            policy=policy,
+            window=window,
+        )
+        if as_json:
+            print(json.dumps(report))
+            return
+        for scope, phases in report["coverage"].items():
+            for name, e in phases.items():
+                st, ad = e["static"], e["adaptive"]
+                print(
+                    f"{scope:8s} {name:7s} n={e['n']:6d}  coverage_90 as trained "
+                    f"{st['coverage_90']:.3f} adaptive {ad['coverage_90']:.3f}  pinball "
+                    f"{st['pinball_loss']:.3g} / {ad['pinball_loss']:.3g}"
+                )
+        for name, v in report["p99_response_s"].items():
+            print(f"p99 response of workflows arriving {name}: {v:.1f} s")
 
     go()
 
