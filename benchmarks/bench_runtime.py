@@ -66,7 +66,11 @@ def overhead(spec: Any, tables: ClusterTables, n: int) -> dict[str, float]:
                 continue
             d0 = time.perf_counter()
             s = eft.select(make_decision(tables, view, request))
-            view.placed(s, 0.1, "tool", -1, 0.1, 0)
+            # A 0.1 s tool booked on s (no jobs here: the arrays directly).
+            view.est_work[s] += 0.1
+            view.n_assigned[s] += 1
+            view.cpu_backlog[s] += 0.1
+            view.tools_in_flight[s] += 1
             decide += time.perf_counter() - d0
             strategy = NodeAffinitySchedulingStrategy(nodes[s], soft=False)
             refs.append(noop.options(scheduling_strategy=strategy).remote())

@@ -17,9 +17,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from scalesched.decision.metrics import steady_state_note
 from scalesched.errors import InputError, clean_errors, require_finite
 from scalesched.eval.capacity import default_cooldown, default_warmup
-from scalesched.sim.metrics import steady_state_note
 
 
 class _OneLineErrors(typer.core.TyperGroup):

@@ -27,6 +27,7 @@ from scalesched.decision.features import (
     make_decision,
 )
 from scalesched.errors import InputError
+from scalesched.eval.setup import Scenario, build_jobs
 from scalesched.policies import get_policy
 from scalesched.runtime.agent import FaultConfig, TaskSpec
 from scalesched.runtime.api import Workflow, llm, tool, workflow_jobs
@@ -46,12 +47,17 @@ M7B = MODEL_INDEX["llama-2-7b"]
 
 
 def test_view_counts_what_it_placed_and_reads_node_snapshots() -> None:
-    view = RuntimeView(TABLES, time_scale=0.01)
-    view.placed(0, 5.0, "llm", M7B, 0.0, 300)
+    jobs = build_jobs(TABLES, Scenario(workflows=3, rate=1.0, seed=0))
+    view = RuntimeView(TABLES, 0.01, jobs)
+    kinds = [view.tasks.task(g) for g in range(view.n_tasks)]
+    llm = next(g for g, t in enumerate(kinds) if t.kind == "llm" and t.model == "llama-2-7b")
+    tool = next(g for g, t in enumerate(kinds) if t.kind == "tool" and t.cpu_work > 0)
+    view.book(llm, 0, 5.0)
     assert view.engine_state[0, M7B] == ENGINE_LOADING  # optimistic: loading from now
     assert view.engine_ready_at[0, M7B] > 0 and view.free_gpus[0] == 4 - TABLES.tp[0, M7B]
-    view.placed(3, 2.0, "tool", -1, 2.0, 0)
-    assert view.busy_cores[3] == 1 and view.cpu_backlog[3] == 2.0
+    view.book(tool, 3, 2.0)
+    assert view.busy_cores[3] == 1 and view.cpu_backlog[3] == kinds[tool].cpu_work
+    assert view.server[llm] == 0 and view.n_assigned.sum() == 2
     task = TaskRequest("llm", M7B, 200, 200, 0.0, 0.0, (), (), 1.0, 0.0)
     decision = make_decision(TABLES, view, task)  # the feature module reads the view as is
     assert decision.mask[0] and not decision.mask[3] and decision.load_s[0] > 0
@@ -61,10 +67,11 @@ def test_view_counts_what_it_placed_and_reads_node_snapshots() -> None:
     states[M7B] = ENGINE_READY
     view.update_engines(0, states, 3, 0)
     assert view.engine_state[0, M7B] == ENGINE_READY
-    view.released(0, 5.0, "llm", M7B, 0.0, 300)
-    view.released(3, 2.0, "tool", -1, 2.0, 0)
+    view.unbook(llm, 0, 5.0)
+    view.unbook(tool, 3, 2.0)
     assert view.n_assigned.sum() == 0 and view.est_work.sum() == 0
     assert view.engine_batch.sum() == 0 and view.busy_cores.sum() == 0
+    assert view.cpu_backlog.sum() == 0 and view.engine_ctx.sum() == 0
     view.mark_dead(1)
     assert not view.alive[1] and view.alive.sum() == 3
 

@@ -2,9 +2,10 @@
 results come back with ``ray.wait``.
 
 Only ready tasks are submitted, each to the node the policy picked (hard node affinity via
-the node's agent, see ``agent.py``), so Ray never chooses a placement. The driver keeps the
-``RuntimeView`` the decisions read, and records the same metrics (``run_metrics``) and trace
-records (``TaskRecord``) as the simulator.
+the node's agent, see ``agent.py``), so Ray never chooses a placement. The run's bookkeeping
+(arrivals, readiness, completion, trace, run record, the state arrays the decisions read) is
+the ``RunLedger`` shared with the simulator, extended with the wall clock as ``RuntimeView``
+(``self.view``); the driver is the Ray orchestration around it.
 
 Faults:
 
@@ -23,7 +24,7 @@ Actions (``scalesched.decision.actions``), as in the simulator:
   give back core, batch slot and KV memory) and the seconds they held them are charged
   (``hedged_tasks``, ``extra_server_seconds``). A copy that fails while another still runs
   is dropped (no retry is used up); the last one fails as an unhedged task does.
-* ``Defer()``: the task waits in ``Driver.deferred`` (a global queue) and is offered again
+* ``Defer()``: the task waits in ``view.deferred`` (the ledger's global queue) and is offered again
   at the next result (each frees capacity). It never starves: with nothing in flight and
   no arrival left, it is offered with ``decision.can_defer`` False and must be placed.
 """
@@ -41,19 +42,12 @@ import numpy as np
 
 from scalesched.cluster.deployment import Deployment
 from scalesched.cluster.model import ClusterSpec
-from scalesched.decision.actions import Defer, Hedge, as_action
-from scalesched.decision.features import (
-    MODEL_INDEX,
-    ClusterTables,
-    TaskRequest,
-    make_decision,
-)
-from scalesched.decision.records import SchedulingError, TaskRecord, check_feasible, lower_bound
+from scalesched.decision.features import MODEL_INDEX, ClusterTables, make_decision
+from scalesched.decision.metrics import run_metrics
+from scalesched.decision.records import SchedulingError, TaskRecord
 from scalesched.decision.scheduler import Scheduler
 from scalesched.runtime.agent import FaultConfig, TaskSpec
 from scalesched.runtime.view import RuntimeView
-from scalesched.sim.metrics import RunRecord, run_metrics
-from scalesched.sim.tasks import RunTasks
 from scalesched.workload.instance import Job, TaskInstance
 
 Vehicle = Literal["actor", "task"]
@@ -172,62 +166,35 @@ class Driver:
         if cfg.placement == "policy" and scheduler is None:
             raise ValueError("a scheduler is needed unless placement='ray'")
         self.tables = tables if tables is not None else ClusterTables(cluster)
-        self.jobs = sorted(jobs, key=lambda j: (j.arrival, j.workflow_id))
-        check_feasible(self.tables, self.jobs)
+        self.view = view = RuntimeView(
+            self.tables, cfg.time_scale, jobs, record_trace=cfg.record_trace
+        )
+        self.jobs = view.jobs
         self.scheduler = scheduler
         self.seed = seed
         self.programs = programs or {}
         self.on_task_done = on_task_done
-        self.view = RuntimeView(self.tables, cfg.time_scale)
 
-        self.tasks = RunTasks(self.tables, self.jobs)
-        self._offset, self._task_job = self.tasks.offset, self.tasks.job_of
-        self._task, self._rank = self.tasks.task, self.tasks.rank
-        total = self.n_tasks = self.tasks.n_tasks
-        self._server = [-1] * total
-        self._ready_t = [math.nan] * total
-        self._missing = [0] * total
-        self._done = self.tasks.done
-        self._attempts = [0] * total
-        self._value: list[Any] = [None] * total
+        # What only the runtime has: attempts, values, failures, Ray calls in flight.
+        self._attempts = [0] * view.n_tasks
+        self._value: list[Any] = [None] * view.n_tasks
         n_jobs = len(self.jobs)
-        self._left = [len(j.workflow.tasks) for j in self.jobs]
-        self._end = [math.nan] * n_jobs
         self._failed = [False] * n_jobs
         self._open = [False] * n_jobs
-        self.lower_bounds = np.zeros(n_jobs)
-        self._ranks = self.tasks.ranks
-
-        self.trace: list[TaskRecord] = []
         self.failures: list[WorkflowFailure] = []
-        self.queue_delays: list[float] = []
         self.gpu_busy: dict[tuple[int, int], list[tuple[float, float]]] = {}
         self.cpu_busy = np.zeros(self.tables.n)
-        self.decisions = 0
-        self.events = 0
-        self.tasks_completed = 0
-        self.workflows_completed = 0
         self.workflows_failed = 0
-        self.model_loads = 0
-        self.bytes_moved = 0.0
         self.replaced = 0
         self.retries = 0
         self.decision_s = 0.0
         self.dispatch_s = 0.0
-        self.hedged_tasks = 0
-        self.extra_server_seconds = 0.0
-        """Model seconds cancelled hedge copies held a core or a batch slot."""
-        self.deferrals = 0
-        self.deferred: list[int] = []
-        """Tasks a policy deferred, offered again at the next result (a global queue)."""
-        self._must_place: set[int] = set()
+        self.lost_at: dict[int, float] = {}
+        """Server index -> model time at which the driver learned it had died."""
         self._copies: dict[int, list[Any]] = {}
         """Task id -> the meta refs of its hedged copies still in flight."""
         self._cancelling: dict[Any, _Attempt] = {}
         """Copies asked to stop whose calls have not returned yet."""
-        self.lost_at: dict[int, float] = {}
-        """Server index -> model time at which the driver learned it had died."""
-        self._ready: list[int] = []
         self._inflight: dict[Any, _Attempt] = {}
         self._agents: list[Any] = []
         self._node_ids: list[str] = []
@@ -295,19 +262,18 @@ class Driver:
         while next_job < n_jobs or open_jobs > 0:
             now = view.now
             while next_job < n_jobs and self.jobs[next_job].arrival <= now:
-                self._arrive(next_job)
+                self._open[next_job] = True
+                view.arrive(next_job, now)
                 open_jobs += 1
                 next_job += 1
-            if self._ready:
+            if view.pending:
                 self._place_ready()
             open_jobs = sum(self._open)
             if not self._inflight:
-                if self._ready:
+                if view.pending:
                     continue
-                if self.deferred and next_job == n_jobs:
-                    # Nothing else will happen: deferred tasks must be placed now.
-                    self._must_place.update(self.deferred)
-                    self._release_deferred()
+                if view.deferred and next_job == n_jobs:
+                    view.force_deferred()  # nothing else will happen: they must be placed now
                     continue
                 if next_job < n_jobs:
                     wait = (self.jobs[next_job].arrival - view.now) * scale
@@ -337,53 +303,31 @@ class Driver:
         for ref in done:
             self._complete(ref)
         if done:
-            self._release_deferred()
+            self.view.release_deferred()  # a result has freed capacity
 
-    def _release_deferred(self) -> None:
-        """Offer deferred tasks again: a result has freed capacity."""
-        if self.deferred:
-            self._ready.extend(self.deferred)
-            self.deferred.clear()
-
-    # -- arrivals and readiness ----------------------------------------------------------
-    def _arrive(self, ji: int) -> None:
-        job = self.jobs[ji]
-        wf = job.workflow
-        off = self._offset[ji]
-        self._open[ji] = True
-        self.lower_bounds[ji] = lower_bound(self.tables, job)
-        for i, parents in enumerate(wf.parents):
-            self._missing[off + i] = len(parents)
-            if not parents:
-                self._make_ready(off + i)
-
-    def _make_ready(self, gid: int) -> None:
-        self._ready_t[gid] = self.view.now
-        self._ready.append(gid)
-
+    # -- placement -----------------------------------------------------------------------
     def _place_ready(self) -> None:
-        ready, self._ready = self._ready, []
+        view = self.view
+        ready = list(view.pending)
+        view.pending.clear()
         order = self.scheduler.ready_order if self.scheduler is not None else "fifo"
         if order == "rank" and len(ready) > 1:
-            ready.sort(key=lambda g: (-self._rank(g), g))
+            ready.sort(key=lambda g: (-view.tasks.rank(g), g))
         for gid in ready:
-            if self._failed[self._task_job[gid]]:
+            if self._failed[view.tasks.job_of[gid]]:
                 continue
             self._place(gid)
 
-    def _request(self, gid: int) -> TaskRequest:
-        return self.tasks.request(gid, self._server, self.view.now)
-
     def _place(self, gid: int) -> None:
-        task = self._task(gid)
+        view = self.view
+        task = view.tasks.task(gid)
         if self.config.placement == "ray":
             self._dispatch(gid, -1, 0.0)
             return
         assert self.scheduler is not None
         t0 = time.perf_counter()
-        request = self._request(gid)
-        decision = make_decision(self.tables, self.view, request)
-        alive = self.view.alive
+        decision = make_decision(self.tables, view, view.request(gid, view.now))
+        alive = view.alive
         if not alive.all():
             decision.mask = decision.mask & alive
             decision.finish_s = np.where(alive, decision.finish_s, np.inf)
@@ -391,27 +335,12 @@ class Driver:
             what = f"model {task.model}" if task.kind == "llm" else "it"
             self._fail_workflow(gid, f"no live server can run {what}")
             return
-        decision.can_defer = gid not in self._must_place
-        action = as_action(self.scheduler.select(decision))
+        decision.can_defer = view.may_defer(gid)
+        answer = self.scheduler.select(decision)
         self.decision_s += time.perf_counter() - t0
-        if isinstance(action, Defer):
-            if not decision.can_defer:
-                raise SchedulingError(
-                    f"{self.scheduler.name}: task {task.id} cannot be deferred: nothing else "
-                    "is left to happen, it must be placed"
-                )
-            self.deferrals += 1
-            self.deferred.append(gid)
+        servers = view.accept(gid, decision, answer, f"{self.scheduler.name}: ")
+        if not servers:  # deferred
             return
-        servers = action.servers if isinstance(action, Hedge) else (action.server,)
-        for server in servers:
-            if not (0 <= server < self.tables.n) or not decision.mask[server]:
-                raise SchedulingError(
-                    f"{self.scheduler.name}: server {server} cannot run task {task.id} "
-                    "(masked, dead or out of range)"
-                )
-        self._must_place.discard(gid)
-        self.decisions += 1
         if len(servers) == 1:
             self._dispatch(gid, servers[0], float(decision.exec_s[servers[0]]))
             return
@@ -420,29 +349,31 @@ class Driver:
                 f"{self.scheduler.name} hedged task {task.id}: hedging runs emulated and LLM "
                 "tasks on the agents (vehicle 'actor'), never a Python function twice"
             )
-        self.hedged_tasks += 1
         self._copies[gid] = [
             self._dispatch(gid, server, float(decision.exec_s[server]), copy=k)
             for k, server in enumerate(servers)
         ]
 
     def _call_of(self, gid: int) -> PyCall | None:
-        ji = self._task_job[gid]
-        return self.programs.get(self.jobs[ji].workflow_id, {}).get(gid - self._offset[ji])
+        ji = self.view.tasks.job_of[gid]
+        return self.programs.get(self.jobs[ji].workflow_id, {}).get(
+            gid - self.view.tasks.offset[ji]
+        )
 
     def _dispatch(self, gid: int, server: int, est: float, copy: int = 0) -> Any:
         """Submit one attempt (or hedged copy) of task ``gid``; returns its meta ref."""
         t0 = time.perf_counter()
-        ji = self._task_job[gid]
+        view = self.view
+        ji = view.tasks.job_of[gid]
         job = self.jobs[ji]
         wf = job.workflow
-        off = self._offset[ji]
+        off = view.tasks.offset[ji]
         i = gid - off
         task = wf.tasks[i]
         parents = tuple(
-            (self._server[off + p], wf.edge_bytes.get((p, i), 0.0)) for p in wf.parents[i]
+            (view.server[off + p], wf.edge_bytes.get((p, i), 0.0)) for p in wf.parents[i]
         )
-        call = self.programs.get(job.workflow_id, {}).get(i)
+        call = self._call_of(gid)
         backend = self.config.llm_backend if task.kind == "llm" else "emulated"
         spec = TaskSpec(
             workflow=job.workflow_id,
@@ -478,19 +409,9 @@ class Driver:
             meta_ref, value_ref = self._agents[server].run.options(num_returns=2).remote(spec)
         self._inflight[meta_ref] = _Attempt(gid, server, est, spec, value_ref)
         if server >= 0:
-            self._server[gid] = server
-            self._book(server, est, task, placed=True)
+            view.book(gid, server, est)
         self.dispatch_s += time.perf_counter() - t0
         return meta_ref
-
-    def _book(self, server: int, est: float, task: TaskInstance, *, placed: bool) -> None:
-        m = MODEL_INDEX[task.model] if task.kind == "llm" and task.model else -1
-        cpu_s = task.cpu_work / float(self.tables.core_speed[server])
-        ctx = task.prompt_tokens + task.output_tokens_est // 2
-        if placed:
-            self.view.placed(server, est, task.kind, m, cpu_s, ctx)
-        else:
-            self.view.released(server, est, task.kind, m, cpu_s, ctx)
 
     def _python_tool(self, server: int) -> Any:
         import ray
@@ -544,7 +465,7 @@ class Driver:
             self._cancelled_returned(ref)
             return
         att = self._inflight.pop(ref)
-        self.events += 1
+        self.view.events += 1
         try:
             meta = ray.get(ref)
         except RayError as exc:
@@ -573,9 +494,9 @@ class Driver:
             return  # its server died: nothing more to charge
         view = self.view
         if meta.get("cancelled"):
-            self.extra_server_seconds += float(meta["held_s"])
+            view.extra_server_seconds += float(meta["held_s"])
         else:
-            self.extra_server_seconds += view.model_time(meta["end"]) - view.model_time(
+            view.extra_server_seconds += view.model_time(meta["end"]) - view.model_time(
                 meta["start"]
             )
         if "engine_state" in meta and view.alive[att.server]:
@@ -614,17 +535,17 @@ class Driver:
 
     def _unbook(self, att: _Attempt) -> None:
         if att.server >= 0 and self.view.alive[att.server]:
-            self._book(att.server, att.est, self._task(att.gid), placed=False)
+            self.view.unbook(att.gid, att.server, att.est)
 
     def _attempt_failed(self, att: _Attempt, error: str) -> None:
         self._unbook(att)
         gid = att.gid
-        if self._failed[self._task_job[gid]]:
+        if self._failed[self.view.tasks.job_of[gid]]:
             return
         self._attempts[gid] += 1
         if self._attempts[gid] <= self.config.max_retries:
             self.retries += 1
-            self._make_ready(gid)
+            self.view.make_ready(gid, self.view.now)
             return
         self._fail_workflow(gid, f"{error} (after {self._attempts[gid]} attempts)")
 
@@ -638,8 +559,8 @@ class Driver:
         self._note_loss(att, exc)
         if server >= 0 and not self.view.alive[server]:
             self.replaced += 1
-            if not self._failed[self._task_job[att.gid]]:
-                self._make_ready(att.gid)
+            if not self._failed[self.view.tasks.job_of[att.gid]]:
+                self.view.make_ready(att.gid, self.view.now)
             return
         self._attempt_failed(att, f"{type(exc).__name__}: {self._fail_text(exc)}")
 
@@ -671,7 +592,7 @@ class Driver:
         self.lost_at[server] = self.view.now
 
     def _fail_workflow(self, gid: int, error: str) -> None:
-        ji = self._task_job[gid]
+        ji = self.view.tasks.job_of[gid]
         if self._failed[ji]:
             return
         self._failed[ji] = True
@@ -679,27 +600,24 @@ class Driver:
         self.workflows_failed += 1
         job = self.jobs[ji]
         self.failures.append(
-            WorkflowFailure(job.workflow_id, job.workflow.name, self._task(gid).id, error)
+            WorkflowFailure(job.workflow_id, job.workflow.name, self.view.tasks.task(gid).id, error)
         )
 
     def _finish(self, att: _Attempt, meta: dict[str, Any]) -> None:
         gid = att.gid
         view = self.view
         server = att.server if att.server >= 0 else int(meta["server"])
-        task = self._task(gid)
+        task = view.tasks.task(gid)
         self._unbook(att)
         if "engine_state" in meta and view.alive[server]:
             view.update_engines(server, meta["engine_state"], meta["free_gpus"], meta["idle_gpus"])
-        self._server[gid] = server
-        self._done[gid] = True
         self._value[gid] = att.value_ref
-        self.tasks_completed += 1
-        self.model_loads += int(bool(meta.get("loaded")))
+        view.model_loads += int(bool(meta.get("loaded")))
         for src, nbytes in att.spec.parents:
             if src != server and nbytes > 0:
-                self.bytes_moved += nbytes
+                view.bytes_moved += nbytes
         landed, start, end = (view.model_time(meta[k]) for k in ("landed", "start", "end"))
-        self.queue_delays.append(max(0.0, start - landed))
+        view.server[gid], view.landed_at[gid], view.started_at[gid] = server, landed, start
         if task.kind == "llm" and task.model:
             m = MODEL_INDEX[task.model]
             spans = self.gpu_busy.setdefault((server, m), [])
@@ -709,38 +627,10 @@ class Driver:
                 spans.append((view.model_time(a), view.model_time(b)))
         else:
             self.cpu_busy[server] += task.cpu_work / float(self.tables.core_speed[server])
-        ji = self._task_job[gid]
-        off = self._offset[ji]
-        i = gid - off
-        job = self.jobs[ji]
-        if self.config.record_trace:
-            self.trace.append(
-                TaskRecord(
-                    workflow=job.workflow_id,
-                    task=task.id,
-                    kind=task.kind,
-                    model=task.model,
-                    server=server,
-                    ready=self._ready_t[gid],
-                    landed=landed,
-                    start=start,
-                    end=end,
-                )
-            )
-        if not self._failed[ji]:
-            wf = job.workflow
-            self._ranks.task_finished(ji, i)
-            for c in wf.children[i]:
-                cg = off + c
-                self._missing[cg] -= 1
-                if self._missing[cg] == 0:
-                    self._make_ready(cg)
-            self._left[ji] -= 1
-            if self._left[ji] == 0:
-                self._end[ji] = view.now
-                self._open[ji] = False
-                self.workflows_completed += 1
-                self._ranks.workflow_finished(ji)
+        view.finish(gid, end)
+        ji = view.tasks.job_of[gid]
+        if not self._failed[ji] and view.release_children(gid, view.now):
+            self._open[ji] = False
         if self.on_task_done is not None:
             self.on_task_done(self)
 
@@ -748,12 +638,12 @@ class Driver:
     def _summarise(self, wall_s: float) -> RuntimeResult:
         import ray
 
-        t = self.tables
-        arrivals = np.array([j.arrival for j in self.jobs])
-        rt = np.array(self._end) - arrivals
+        t, view = self.tables, self.view
+        rt = view.response_times
+        arrivals = view.arrivals
         first = float(arrivals.min()) if arrivals.size else 0.0
-        ends = [e for e in self._end if not math.isnan(e)]
-        last_end = max([r.end for r in self.trace] + ends, default=first)
+        ends = [e for e in view.job_end if not math.isnan(e)]
+        last_end = max([e for e in view.ended_at if not math.isnan(e)] + ends, default=first)
         makespan = max(0.0, last_end - first)
         horizon = max(makespan, 1e-12)
         gpu_area = np.zeros(t.n)
@@ -762,25 +652,12 @@ class Driver:
         gpu = gpu_area / (np.maximum(t.gpus, 1) * horizon)
         cpu = self.cpu_busy / (t.cores * horizon)
         metrics = run_metrics(
-            RunRecord(
+            view.run_record(
                 policy=self.scheduler.name if self.scheduler is not None else "ray-default",
                 cluster=self.cluster.name,
-                response_times=rt,
-                lower_bounds=self.lower_bounds,
                 makespan_s=makespan,
-                gpu_utilisation=gpu,
-                cpu_utilisation=cpu,
-                has_gpu=t.gpus > 0,
-                queue_delays=np.array(self.queue_delays),
-                tasks_completed=self.tasks_completed,
-                model_loads=self.model_loads,
-                bytes_moved=self.bytes_moved,
-                decisions=self.decisions,
-                events=self.events,
+                utilisation=(gpu, cpu),
                 wall_s=wall_s,
-                hedged_tasks=self.hedged_tasks,
-                extra_server_seconds=self.extra_server_seconds,
-                deferrals=self.deferrals,
             )
         )
         metrics["workflows_failed"] = self.workflows_failed
@@ -789,7 +666,7 @@ class Driver:
             if job.workflow_id not in self.programs or self._failed[ji]:
                 continue
             wf = job.workflow
-            off = self._offset[ji]
+            off = view.tasks.offset[ji]
             sinks = [i for i in range(len(wf.tasks)) if not wf.children[i]]
             values = ray.get([self._value[off + i] for i in sinks])
             outputs[job.workflow_id] = {
@@ -798,11 +675,11 @@ class Driver:
         return RuntimeResult(
             metrics=metrics,
             response_times=rt,
-            lower_bounds=self.lower_bounds.copy(),
+            lower_bounds=view.lower_bounds.copy(),
             server_names=list(t.names),
-            trace=self.trace,
+            trace=view.trace,
             failures=self.failures,
-            dead_servers=[t.names[s] for s in range(t.n) if not self.view.alive[s]],
+            dead_servers=[t.names[s] for s in range(t.n) if not view.alive[s]],
             replaced=self.replaced,
             lost_at={t.names[s]: at for s, at in self.lost_at.items()},
             retries=self.retries,

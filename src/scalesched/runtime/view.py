@@ -1,11 +1,13 @@
-"""The runtime's own bookkeeping of the cluster, as the feature module reads it.
+"""The runtime's ledger of a run, as the feature module reads it.
 
-``RuntimeView`` implements ``ClusterStateView`` with the arrays the simulator keeps, filled
-from what the driver itself did and heard: it counts what it placed and what finished
-(outstanding work, tasks, tool backlog, engine batches and contexts) and takes the engines'
-residency and GPU counts from the snapshot each node returns with every result. Time is in
-model seconds: wall seconds since the start divided by the time scale, so the estimates of
-``make_decision`` (model seconds) compare with it directly.
+``RuntimeView`` is the run's ``RunLedger`` (arrivals, readiness, completion, trace, the
+per-server arrays behind ``ClusterStateView``, which servers are alive: kept once, shared
+with the simulator) plus what only a live cluster has: a wall clock read in model seconds
+(wall seconds since the start divided by the time scale, so the estimates of
+``make_decision`` compare with it directly), and engine residency as the nodes report it in
+the snapshot each result carries. What the driver placed is booked as in the simulator;
+what finished is released in one step (the simulator releases a task's parts as its events
+happen).
 """
 
 from __future__ import annotations
@@ -19,30 +21,26 @@ from scalesched.decision.features import (
     ENGINE_ABSENT,
     ENGINE_LOADING,
     ENGINE_READY,
-    MODEL_NAMES,
+    MODEL_INDEX,
     ClusterTables,
 )
+from scalesched.decision.ledger import RunLedger
+from scalesched.workload.instance import Job
 
 
-class RuntimeView:
-    """Per-server state of a live cluster (the ``ClusterStateView`` protocol)."""
+class RuntimeView(RunLedger):
+    """A run on a live cluster: its ledger and the ``ClusterStateView`` decisions read."""
 
-    def __init__(self, tables: ClusterTables, time_scale: float) -> None:
-        n, n_models = tables.n, len(MODEL_NAMES)
-        self.tables = tables
+    def __init__(
+        self,
+        tables: ClusterTables,
+        time_scale: float,
+        jobs: Sequence[Job] = (),
+        *,
+        record_trace: bool = False,
+    ) -> None:
+        super().__init__(tables, jobs, record_trace=record_trace)
         self.time_scale = float(time_scale)
-        self.est_work = np.zeros(n)
-        self.n_assigned = np.zeros(n)
-        self.busy_cores = np.zeros(n)
-        self.cpu_backlog = np.zeros(n)
-        self.free_gpus = tables.gpus.copy()
-        self.idle_gpus = np.zeros(n)
-        self.engine_state = np.zeros((n, n_models), dtype=np.int8)
-        self.engine_ready_at = np.zeros((n, n_models))
-        self.engine_batch = np.zeros((n, n_models))
-        self.engine_ctx = np.zeros((n, n_models))
-        self.tools_in_flight = np.zeros(n)
-        self.alive = np.ones(n, dtype=bool)
         if tables.pinned:  # a deployment: every replica is resident from the start
             self.engine_state[tables.feasible] = ENGINE_READY
             self.free_gpus -= tables.tp.sum(axis=1)
@@ -63,40 +61,38 @@ class RuntimeView:
         return (wall - self.wall0) / self.time_scale
 
     # -- bookkeeping -------------------------------------------------------------------
-    def placed(
-        self, server: int, est: float, kind: str, model: int, cpu_s: float, ctx: int
-    ) -> None:
-        """A task was sent to ``server``; ``est`` is its estimated execution (model s)."""
-        self.est_work[server] += est
-        self.n_assigned[server] += 1
-        if kind == "tool":
-            self.cpu_backlog[server] += cpu_s
-            self.tools_in_flight[server] += 1
+    def book(self, x: int, server: int, est: float) -> None:
+        """Task ``x`` was sent to ``server`` (``est``: estimated execution, model s). Cores
+        count as busy up to the server's cores; an engine the node has not reported yet is
+        taken to be loading from now."""
+        super().book(x, server, est)
+        task = self.tasks.task(x)
+        if task.kind == "tool":
             self.busy_cores[server] = min(self.tools_in_flight[server], self.tables.cores[server])
             return
-        self.engine_batch[server, model] += 1
-        self.engine_ctx[server, model] += ctx
-        if self.engine_state[server, model] == ENGINE_ABSENT:
-            # Optimistic until the node reports: the engine starts loading now.
-            self.engine_state[server, model] = ENGINE_LOADING
-            self.engine_ready_at[server, model] = self.now + self.tables.load_s[server, model]
-            tp = self.tables.tp[server, model]
+        m = MODEL_INDEX[task.model or ""]
+        if self.engine_state[server, m] == ENGINE_ABSENT:
+            self.engine_state[server, m] = ENGINE_LOADING
+            self.engine_ready_at[server, m] = self.now + self.tables.load_s[server, m]
+            tp = self.tables.tp[server, m]
             if self.free_gpus[server] >= tp:
                 self.free_gpus[server] -= tp
 
-    def released(
-        self, server: int, est: float, kind: str, model: int, cpu_s: float, ctx: int
-    ) -> None:
-        """A task placed on ``server`` finished, failed or was lost."""
-        self.n_assigned[server] = max(0.0, self.n_assigned[server] - 1)
-        self.est_work[server] = self.est_work[server] - est if self.n_assigned[server] > 0 else 0.0
-        if kind == "tool":
+    def unbook(self, x: int, server: int, est: float) -> None:
+        """Task ``x`` placed on ``server`` finished, failed, was cancelled or lost."""
+        if self.n_assigned[server] > 0:
+            self.unassign(server, est)
+        task = self.tasks.task(x)
+        if task.kind == "tool":
+            cpu_s = task.cpu_work / self._speed[server]
             self.cpu_backlog[server] = max(0.0, self.cpu_backlog[server] - cpu_s)
             self.tools_in_flight[server] = max(0.0, self.tools_in_flight[server] - 1)
             self.busy_cores[server] = min(self.tools_in_flight[server], self.tables.cores[server])
             return
-        self.engine_batch[server, model] = max(0.0, self.engine_batch[server, model] - 1)
-        self.engine_ctx[server, model] = max(0.0, self.engine_ctx[server, model] - ctx)
+        m = MODEL_INDEX[task.model or ""]
+        ctx = task.prompt_tokens + task.output_tokens_est // 2
+        self.engine_batch[server, m] = max(0.0, self.engine_batch[server, m] - 1)
+        self.engine_ctx[server, m] = max(0.0, self.engine_ctx[server, m] - ctx)
 
     def update_engines(
         self, server: int, states: Sequence[int], free_gpus: float, idle_gpus: float
@@ -109,16 +105,3 @@ class RuntimeView:
         self.engine_state[server] = row
         self.free_gpus[server] = free_gpus
         self.idle_gpus[server] = idle_gpus
-
-    def mark_dead(self, server: int) -> None:
-        self.alive[server] = False
-        self.est_work[server] = 0.0
-        self.n_assigned[server] = 0.0
-        self.cpu_backlog[server] = 0.0
-        self.busy_cores[server] = 0.0
-        self.tools_in_flight[server] = 0.0
-        self.engine_batch[server] = 0.0
-        self.engine_ctx[server] = 0.0
-        self.engine_state[server] = ENGINE_ABSENT
-        self.free_gpus[server] = 0.0
-        self.idle_gpus[server] = 0.0

@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from scalesched.cluster.model import ClusterSpec
-from scalesched.decision.actions import Action, Defer, Hedge, Place, as_action
+from scalesched.decision.actions import Action
 from scalesched.decision.features import (
     ENGINE_ABSENT,
     ENGINE_LOADING,
@@ -42,18 +42,12 @@ from scalesched.decision.features import (
     MODEL_NAMES,
     ClusterTables,
     Decision,
-    TaskRequest,
     make_decision,
 )
-from scalesched.decision.records import (
-    SchedulingError,
-    TaskRecord,
-    check_feasible,
-    lower_bound,
-)
+from scalesched.decision.ledger import RunLedger
+from scalesched.decision.metrics import window_bounds
+from scalesched.decision.records import SchedulingError
 from scalesched.decision.scheduler import ReadyOrder
-from scalesched.sim.metrics import window_bounds
-from scalesched.sim.tasks import RunTasks
 from scalesched.workload.instance import Job, TaskInstance
 
 # Event kinds; the heap holds (time, seq, kind, a, b).
@@ -113,8 +107,12 @@ class _Engine:
         return self.n_active + len(self.waiting)
 
 
-class Simulation:
-    """One run over a fixed list of jobs. Drive it with ``next_decision`` / ``apply``."""
+class Simulation(RunLedger):
+    """One run over a fixed list of jobs. Drive it with ``next_decision`` / ``apply``.
+
+    The run's bookkeeping (arrivals, readiness, completion, trace, the state arrays the
+    decisions read, counters) is the ``RunLedger`` it extends, shared with the Ray runtime;
+    this class is the event loop and the execution model."""
 
     def __init__(
         self,
@@ -128,33 +126,20 @@ class Simulation:
         warmup: int = 0,
         cooldown: int = 0,
     ) -> None:
+        super().__init__(
+            tables if tables is not None else ClusterTables(cluster),
+            jobs,
+            record_trace=record_trace,
+        )
         self.cluster = cluster
-        self.tables = tables if tables is not None else ClusterTables(cluster)
-        self.jobs = sorted(jobs, key=lambda j: (j.arrival, j.workflow_id))
         self.ready_order = ready_order
-        self.record_trace = record_trace
         self.on_workflow_done = on_workflow_done
         t = self.tables
-        n, n_models = t.n, len(MODEL_NAMES)
-        check_feasible(t, self.jobs)
-
-        # State the decisions read (the ClusterStateView protocol).
+        n = t.n
         self.now = 0.0
-        self.est_work = np.zeros(n)
-        self.n_assigned = np.zeros(n)
-        self.busy_cores = np.zeros(n)
-        self.cpu_backlog = np.zeros(n)
-        self.tools_in_flight = np.zeros(n)
-        self.free_gpus = t.gpus.copy()
-        self.idle_gpus = np.zeros(n)
-        self.engine_state = np.zeros((n, n_models), dtype=np.int8)
-        self.engine_ready_at = np.zeros((n, n_models))
-        self.engine_batch = np.zeros((n, n_models))
-        self.engine_ctx = np.zeros((n, n_models))
 
         # Per-server execution state.
         self._cores = [int(c) for c in t.cores]
-        self._speed = [float(s) for s in t.core_speed]
         self._busy_cores = [0] * n
         self._cpu_queue: list[deque[int]] = [deque() for _ in range(n)]
         self._engines: list[dict[int, _Engine]] = [{} for _ in range(n)]
@@ -166,62 +151,25 @@ class Simulation:
         self._gpu_mark = [0.0] * n
         self._cpu_mark = [0.0] * n
 
-        # Per-task state, indexed by a global task id (job offset + task index).
-        self.tasks = RunTasks(self.tables, self.jobs)
-        self._offset, self._task_job = self.tasks.offset, self.tasks.job_of
-        self._task, self._rank = self.tasks.task, self.tasks.rank
-        total = self.n_tasks = self.tasks.n_tasks
-        self._server = [-1] * total
-        self._ready = [math.nan] * total
-        self._landed = [math.nan] * total
-        self._start = [math.nan] * total
-        self._end = [math.nan] * total
-        self._est = [0.0] * total
-        self._missing_parents = [0] * total
-        self._done = self.tasks.done
-        # Hedged copies get ids from ``total`` on (``RunTasks.add_copy``); every per-id list
-        # above grows with them. ``_origin`` maps an id to its task's id.
-        self._origin = list(range(total))
-        self._cancelled = [False] * total
+        self._task = self.tasks.task  # hot: one lookup less than through the ledger
+        # Per-id state of the execution; every list grows with hedged copies.
+        self._est = [0.0] * self.n_tasks
+        self._cancelled = [False] * self.n_tasks
         self._copies: dict[int, list[int]] = {}
         self._cpu_running: set[int] = set()
-        self._deferred: list[int] = []
-        self._must_place: set[int] = set()
 
-        # Per-job state.
-        n_jobs = len(self.jobs)
-        self._job_left = [len(j.workflow.tasks) for j in self.jobs]
-        self._job_end = [math.nan] * n_jobs
-        self.lower_bounds = np.zeros(n_jobs)
-        self._ranks = self.tasks.ranks
-
-        # Counters and metrics.
-        self.events = 0
-        self.decisions = 0
-        self.model_loads = 0
-        self.bytes_moved = 0.0
-        self.tasks_completed = 0
-        self.hedged_tasks = 0
-        self.extra_server_seconds = 0.0
-        """Seconds cancelled hedge copies ran before cancellation (core-seconds for tools,
-        request-seconds in an engine's batch for LLM calls)."""
-        self.deferrals = 0
-        self.workflows_completed = 0
         self.in_system = 0
         self.in_system_area = 0.0
         """Integral of the number of workflows in the system over time (workflow-seconds)."""
-        self._area_mark = 0.0
-        self.trace: list[TaskRecord] = []
         # The measurement window runs from the arrival of the first to that of the last
         # measured job; busy areas and the in-system integral are read at both ends.
         self.warmup, self.cooldown = warmup, cooldown
-        self.window = window_bounds(n_jobs, warmup, cooldown)
+        self.window = window_bounds(len(self.jobs), warmup, cooldown)
         """First and last measured job index (arrival order)."""
         self._window_marks: list[tuple[np.ndarray, np.ndarray, float]] = []
 
         self._heap: list[tuple[float, int, int, int, int]] = []
         self._seq = itertools.count()
-        self._pending: deque[int] = deque()
         self._current: int | None = None
         self._current_decision: Decision | None = None
         for ji, job in enumerate(self.jobs):
@@ -243,17 +191,16 @@ class Simulation:
         """Run events until a ready task needs a server; None when everything has finished."""
         heap = self._heap
         while True:
-            if self._pending and (not heap or heap[0][0] > self.now):
+            if self.pending and (not heap or heap[0][0] > self.now):
                 gid = self._pop_pending()
                 self._current = gid
-                decision = make_decision(self.tables, self, self._request(gid))
-                decision.can_defer = gid not in self._must_place
+                decision = make_decision(self.tables, self, self.request(gid, self.now))
+                decision.can_defer = self.may_defer(gid)
                 self._current_decision = decision
                 return decision
             if not heap:
-                if self._deferred:  # nothing left to happen: deferred tasks must be placed now
-                    self._must_place.update(self._deferred)
-                    self._release_deferred()
+                if self.deferred:  # nothing left to happen: deferred tasks must be placed now
+                    self.force_deferred()
                     continue
                 self._current = None
                 return None
@@ -272,10 +219,10 @@ class Simulation:
         if first is None:
             return []
         batch = [(self._current, first)]
-        while self._pending:
+        while self.pending:
             gid = self._pop_pending()
-            decision = make_decision(self.tables, self, self._request(gid))
-            decision.can_defer = gid not in self._must_place
+            decision = make_decision(self.tables, self, self.request(gid, self.now))
+            decision.can_defer = self.may_defer(gid)
             batch.append((gid, decision))
         self._batch = batch
         return [d for _, d in batch]
@@ -296,36 +243,13 @@ class Simulation:
         gid, decision = self._current, self._current_decision
         if gid is None or decision is None:
             raise SchedulingError("apply() called without a pending decision")
-        if isinstance(answer, int | np.integer):  # the plain placement: the hot path
-            servers: tuple[int, ...] = (int(answer),)
-            action: Action | None = None
-        else:
-            action = as_action(answer)
-            servers = action.servers if isinstance(action, Hedge) else ()
-            if isinstance(action, Place):
-                servers = (action.server,)
-        if isinstance(action, Defer):
-            if not decision.can_defer:
-                raise SchedulingError(
-                    f"task {self._task(gid).id} cannot be deferred: nothing else is left to "
-                    "happen, it must be placed"
-                )
-            self._current = self._current_decision = None
-            self.deferrals += 1
-            self._deferred.append(gid)
-            return
-        for server in servers:
-            if not (0 <= server < self.tables.n) or not decision.mask[server]:
-                raise SchedulingError(
-                    f"server {server} cannot run task {self._task(gid).id} (masked or out of range)"
-                )
+        servers = self.accept(gid, decision, answer)
         self._current = self._current_decision = None
-        self._must_place.discard(gid)
-        self.decisions += 1
+        if not servers:  # deferred
+            return
         if len(servers) == 1:
             self._launch(gid, servers[0], decision)
             return
-        self.hedged_tasks += 1
         ids = [gid] + [self._new_copy(gid) for _ in servers[1:]]
         self._copies[gid] = ids
         for x, server in zip(ids, servers, strict=True):
@@ -333,33 +257,17 @@ class Simulation:
                 self._launch(x, server, decision)
 
     def _new_copy(self, gid: int) -> int:
-        x = self.tasks.add_copy(gid)
-        self._server.append(-1)
-        self._ready.append(self._ready[gid])
-        for per_id in (self._landed, self._start, self._end):
-            per_id.append(math.nan)
+        x = self.add_copy(gid)
         self._est.append(0.0)
-        self._origin.append(gid)
         self._cancelled.append(False)
         return x
 
     def _launch(self, gid: int, server: int, decision: Decision) -> None:
         """Send task (or copy) ``gid`` to ``server``: its inputs travel, then it lands."""
-        task = self._task(gid)
         est = float(decision.exec_s[server])
-        self._server[gid] = server
         self._est[gid] = est
-        self.est_work[server] += est
-        self.n_assigned[server] += 1
-        # Counted from placement, not landing: work in transfer is already the server's.
-        if task.kind == "tool":
-            self.cpu_backlog[server] += task.cpu_work / self._speed[server]
-            self.tools_in_flight[server] += 1
-        else:
-            m = MODEL_INDEX[task.model or ""]
-            self.engine_batch[server, m] += 1
-            self.engine_ctx[server, m] += task.prompt_tokens + task.output_tokens_est // 2
-        delay = self._move_inputs(self._origin[gid], server)
+        self.book(gid, server, est)
+        delay = self._move_inputs(self.origin[gid], server)
         if delay > 0:
             self._push(self.now + delay, _LAND, gid, 0)
         else:
@@ -374,24 +282,22 @@ class Simulation:
         heapq.heappush(self._heap, (time, next(self._seq), kind, a, b))
 
     def _pop_pending(self) -> int:
-        if self.ready_order == "fifo" or len(self._pending) == 1:
-            return self._pending.popleft()
-        best = max(self._pending, key=lambda g: (self._rank(g), -g))
-        self._pending.remove(best)
+        pending = self.pending
+        if self.ready_order == "fifo" or len(pending) == 1:
+            return pending.popleft()
+        best = max(pending, key=lambda g: (self.tasks.rank(g), -g))
+        pending.remove(best)
         return best
 
-    def _request(self, gid: int) -> TaskRequest:
-        return self.tasks.request(gid, self._server, self.now)
-
     def _move_inputs(self, gid: int, dst: int) -> float:
-        ji = self._task_job[gid]
+        ji = self.tasks.job_of[gid]
         wf = self.jobs[ji].workflow
-        i = gid - self._offset[ji]
-        off = self._offset[ji]
+        off = self.tasks.offset[ji]
+        i = gid - off
         t = self.tables
         delay = 0.0
         for p in wf.parents[i]:
-            src = self._server[off + p]
+            src = self.server[off + p]
             nbytes = wf.edge_bytes.get((p, i), 0.0)
             if src == dst or nbytes <= 0:
                 continue
@@ -404,36 +310,19 @@ class Simulation:
     def _on_arrive(self, ji: int, _: int) -> None:
         if ji in self.window:
             self._mark_window()
-        job = self.jobs[ji]
-        wf = job.workflow
-        off = self._offset[ji]
         self.in_system += 1
-        self.lower_bounds[ji] = lower_bound(self.tables, job)
-        for i, parents in enumerate(wf.parents):
-            self._missing_parents[off + i] = len(parents)
-            if not parents:
-                self._make_ready(off + i)
-
-    def _make_ready(self, gid: int) -> None:
-        self._ready[gid] = self.now
-        self._pending.append(gid)
-
-    def _release_deferred(self) -> None:
-        """Offer deferred tasks again: called at every event that frees capacity."""
-        if self._deferred:
-            self._pending.extend(self._deferred)
-            self._deferred.clear()
+        self.arrive(ji, self.now)
 
     def _on_land(self, gid: int, _: int) -> None:
         if self._cancelled[gid]:
             return
-        self._landed[gid] = self.now
-        s = self._server[gid]
+        self.landed_at[gid] = self.now
+        s = self.server[gid]
         task = self._task(gid)
         if task.kind == "llm":
             self._llm_arrive(gid, s, task)
         elif task.cpu_work <= 0:
-            self._start[gid] = self.now
+            self.started_at[gid] = self.now
             self._after_cpu(gid, task)
         elif self._busy_cores[s] < self._cores[s]:
             self._tool_start(gid, s, task)
@@ -449,7 +338,7 @@ class Simulation:
         self._cpu_account(s)
         self._busy_cores[s] += 1
         self.busy_cores[s] += 1
-        self._start[gid] = self.now
+        self.started_at[gid] = self.now
         self._cpu_running.add(gid)
         self._push(self.now + task.cpu_work / self._speed[s], _CPU_DONE, gid, 0)
 
@@ -457,8 +346,8 @@ class Simulation:
         if self._cancelled[gid]:
             return
         self._cpu_running.discard(gid)
-        self._release_deferred()
-        s = self._server[gid]
+        self.release_deferred()
+        s = self.server[gid]
         task = self._task(gid)
         self._cpu_account(s)
         self._busy_cores[s] -= 1
@@ -471,7 +360,7 @@ class Simulation:
         self._after_cpu(gid, task)
 
     def _after_cpu(self, gid: int, task: TaskInstance) -> None:
-        self.tools_in_flight[self._server[gid]] -= 1
+        self.tools_in_flight[self.server[gid]] -= 1
         if task.ext_latency > 0:
             self._push(self.now + task.ext_latency, _TASK_DONE, gid, 0)
         else:
@@ -554,7 +443,7 @@ class Simulation:
         self._admit(eng)
         self._refresh_busy(eng)
         self._set_idle(eng)
-        self._release_deferred()
+        self.release_deferred()
 
     def _admit(self, eng: _Engine) -> None:
         tasks_of = self._task
@@ -567,7 +456,7 @@ class Simulation:
             eng.waiting.popleft()
             eng.kv_used += need
             eng.n_active += 1
-            self._start[gid] = self.now
+            self.started_at[gid] = self.now
             self._push(self.now + eng.perf.prefill_s(task.prompt_tokens), _PREFILL_DONE, gid, 0)
         self._refresh_busy(eng)
 
@@ -575,7 +464,7 @@ class Simulation:
         if self._cancelled[gid]:
             return
         task = self._task(gid)
-        s = self._server[gid]
+        s = self.server[gid]
         eng = self._engines[s][MODEL_INDEX[task.model or ""]]
         self._advance(eng)
         heapq.heappush(eng.marks, (eng.vclock + max(1, task.output_tokens), gid))
@@ -663,50 +552,16 @@ class Simulation:
     # completion
     def _finish(self, x: int) -> None:
         """Task (or copy) ``x`` produced the task's result; its other copies are cancelled."""
-        gid = self._origin[x]
-        s = self._server[x]
-        self._end[x] = self.now
-        self._done[gid] = True
-        self.tasks_completed += 1
-        self.n_assigned[s] -= 1
-        self.est_work[s] = self.est_work[s] - self._est[x] if self.n_assigned[s] > 0 else 0.0
+        gid = self.finish(x, self.now)
+        self.unassign(self.server[x], self._est[x])
         copies = self._copies.pop(gid, None)
         if copies is not None:
             for y in copies:
                 if y != x:
                     self._cancel(y)
-        self._release_deferred()
-        ji = self._task_job[gid]
-        off = self._offset[ji]
-        i = gid - off
-        wf = self.jobs[ji].workflow
-        if self.record_trace:
-            task = wf.tasks[i]
-            self.trace.append(
-                TaskRecord(
-                    workflow=self.jobs[ji].workflow_id,
-                    task=task.id,
-                    kind=task.kind,
-                    model=task.model,
-                    server=s,
-                    ready=self._ready[gid],
-                    landed=self._landed[x],
-                    start=self._start[x],
-                    end=self.now,
-                )
-            )
-        self._ranks.task_finished(ji, i)
-        for c in wf.children[i]:
-            cg = off + c
-            self._missing_parents[cg] -= 1
-            if self._missing_parents[cg] == 0:
-                self._make_ready(cg)
-        self._job_left[ji] -= 1
-        if self._job_left[ji] == 0:
-            self._job_end[ji] = self.now
-            self.workflows_completed += 1
+        self.release_deferred()
+        if self.release_children(gid, self.now):
             self.in_system -= 1
-            self._ranks.workflow_finished(ji)
             if self.on_workflow_done is not None:
                 self.on_workflow_done(self.workflows_completed)
 
@@ -714,12 +569,11 @@ class Simulation:
         """Stop copy ``y`` wherever it is (in transfer, queued, running, decoding) and give
         back what it holds; its pending events are ignored from now on."""
         self._cancelled[y] = True
-        s, task = self._server[y], self._task(y)
+        s, task = self.server[y], self._task(y)
         if s < 0:
             return  # not launched yet (a sibling finished while the hedge was launching)
-        self.n_assigned[s] -= 1
-        self.est_work[s] = self.est_work[s] - self._est[y] if self.n_assigned[s] > 0 else 0.0
-        landed, started = not math.isnan(self._landed[y]), not math.isnan(self._start[y])
+        self.unassign(s, self._est[y])
+        landed, started = not math.isnan(self.landed_at[y]), not math.isnan(self.started_at[y])
         if task.kind == "tool":
             running = y in self._cpu_running
             if not started or running:  # its CPU part is still counted on the server
@@ -727,7 +581,7 @@ class Simulation:
                 self.tools_in_flight[s] -= 1
             if running:
                 self._cpu_running.discard(y)
-                self.extra_server_seconds += self.now - self._start[y]
+                self.extra_server_seconds += self.now - self.started_at[y]
                 self._cpu_account(s)
                 self._busy_cores[s] -= 1
                 self.busy_cores[s] -= 1
@@ -747,7 +601,7 @@ class Simulation:
         if not started:
             eng.waiting.remove(y)
         else:
-            self.extra_server_seconds += self.now - self._start[y]
+            self.extra_server_seconds += self.now - self.started_at[y]
             need = task.prompt_tokens + task.output_tokens
             decoding = [i for i, (_, g) in enumerate(eng.marks) if g == y]
             if decoding:
@@ -797,26 +651,6 @@ class Simulation:
             self._cpu_account(s)
             self._gpu_area[s] += self._busy_gpus[s] * (self.now - self._gpu_mark[s])
             self._gpu_mark[s] = self.now
-
-    @property
-    def response_times(self) -> np.ndarray:
-        ends = np.array(self._job_end)
-        arrivals = np.array([j.arrival for j in self.jobs])
-        return ends - arrivals
-
-    @property
-    def queue_delays(self) -> np.ndarray:
-        """Seconds each started task waited on its server (landing to start)."""
-        start = np.array(self._start)
-        landed = np.array(self._landed)
-        ok = ~np.isnan(start)
-        return start[ok] - landed[ok]
-
-    @property
-    def queue_delay_jobs(self) -> np.ndarray:
-        """The job index of each entry of ``queue_delays``."""
-        ok = ~np.isnan(np.array(self._start))
-        return np.asarray(self._task_job)[ok]
 
     def utilisation(self, horizon: float) -> tuple[np.ndarray, np.ndarray]:
         """(GPU, CPU) busy fractions per server over ``horizon`` seconds."""

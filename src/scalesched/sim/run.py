@@ -10,10 +10,10 @@ import numpy as np
 
 from scalesched.cluster.model import ClusterSpec
 from scalesched.decision.features import ClusterTables
+from scalesched.decision.metrics import run_metrics
 from scalesched.decision.records import TaskRecord
 from scalesched.decision.scheduler import Scheduler
 from scalesched.sim.engine import Simulation
-from scalesched.sim.metrics import RunRecord, run_metrics
 from scalesched.workload.instance import Job
 
 
@@ -44,7 +44,7 @@ def simulate(
 ) -> SimResult:
     """Simulate ``jobs`` on ``cluster`` with every ready task placed by ``scheduler``; the
     first ``warmup`` and last ``cooldown`` workflows (in arrival order) are run but left out
-    of the metrics (see ``scalesched.sim.metrics``)."""
+    of the metrics (see ``scalesched.decision.metrics``)."""
     wall = time.perf_counter()
     sim = Simulation(
         cluster,
@@ -79,31 +79,17 @@ def summarise(sim: Simulation, *, policy: str, wall_s: float) -> SimResult:
     makespan = sim.now - first if sim.jobs else 0.0
     gpu, cpu = sim.utilisation(makespan)
     metrics = run_metrics(
-        RunRecord(
+        sim.run_record(
             policy=policy,
             cluster=sim.cluster.name,
-            response_times=rt,
-            lower_bounds=sim.lower_bounds,
             makespan_s=makespan,
-            gpu_utilisation=gpu,
-            cpu_utilisation=cpu,
-            has_gpu=sim.tables.gpus > 0,
-            queue_delays=sim.queue_delays,
-            tasks_completed=sim.tasks_completed,
-            model_loads=sim.model_loads,
-            bytes_moved=sim.bytes_moved,
-            decisions=sim.decisions,
-            events=sim.events,
+            utilisation=(gpu, cpu),
             wall_s=wall_s,
-            arrivals=np.array([j.arrival for j in sim.jobs]),
+            arrivals=sim.arrivals,
             warmup=sim.warmup,
             cooldown=sim.cooldown,
-            queue_delay_jobs=sim.queue_delay_jobs,
             window_utilisation=sim.window_utilisation(),
             in_system_area=sim.window_in_system_area(),
-            hedged_tasks=sim.hedged_tasks,
-            extra_server_seconds=sim.extra_server_seconds,
-            deferrals=sim.deferrals,
         )
     )
     # The raw arrays cover the measurement window only, like the metrics.
