@@ -17,7 +17,9 @@ import os
 import platform
 import pstats
 import time
+from typing import Any
 
+from scalesched.decision.features import MODEL_NAMES
 from scalesched.eval.setup import Scenario, prepare, run
 
 # Function -> part of the model (by name; the rest is "other").
@@ -112,6 +114,32 @@ def grouped(raw: dict) -> dict[str, float]:
     return out
 
 
+def decode_events(setup: Any, policy: str) -> tuple[int, int, int]:
+    """(decode events, those superseded by a later reschedule, LLM requests) of one run."""
+    from scalesched.policies import get_policy
+    from scalesched.sim.engine import Simulation
+
+    counts = [0, 0]
+
+    class Counting(Simulation):
+        def _on_decode(self, key: int, version: int) -> None:
+            s, m = divmod(key, len(MODEL_NAMES))
+            eng = self._engines[s].get(m)
+            counts[0] += 1
+            counts[1] += eng is None or eng.version != version
+            super()._on_decode(key, version)
+
+    sim = Counting(setup.cluster, setup.jobs, tables=setup.tables)
+    scheduler = get_policy(policy)
+    scheduler.reset(setup.scenario.seed)
+    d = sim.next_decision()
+    while d is not None:
+        sim.apply(scheduler.select(d))
+        d = sim.next_decision()
+    llm = sum(t.kind == "llm" for j in setup.jobs for t in j.workflow.tasks)
+    return counts[0], counts[1], llm
+
+
 def main() -> None:
     from bench_sim import bare_heap_loop  # the floor, as bench_sim measures it
 
@@ -150,6 +178,12 @@ def main() -> None:
         f"{1e6 * plain / decisions:.1f} µs per decision (events included)"
     )
     print(f"profiled run: {profiled:.2f} s (cProfile overhead {profiled / plain:.1f}x)")
+    decode, stale, llm = decode_events(setup, args.policy)
+    print(
+        f"decode events: {decode:,} ({decode / events:.0%} of all events) for {llm:,} LLM "
+        f"requests; {stale:,} of them ({stale / decode:.0%}) superseded by a later reschedule "
+        "(popped and dropped)"
+    )
 
     by_group = grouped(raw)
     print("\n| part (own time of its functions and of the built-ins they call) | share |")
