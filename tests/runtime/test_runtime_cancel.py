@@ -34,8 +34,13 @@ def test_a_running_tool_copy_gives_its_core_back_and_is_charged() -> None:
     async def scenario() -> None:
         agent = ServerAgent(SPEC, 3, SCALE)
         agent.cores = 1  # one core: the next tool can start only once it is given back
-        meta = await cancel_after(agent, tool(100.0), 20.0)
+        call = asyncio.ensure_future(agent.run(tool(100.0)))
+        await asyncio.sleep(20.0 * SCALE)
+        assert (await agent.in_use())["cores"] == 1
+        await agent.cancel(tool(100.0).key)
+        meta, _ = await asyncio.wait_for(call, timeout=2)
         assert meta["cancelled"] and 15.0 < meta["held_s"] < 60.0
+        assert await agent.in_use() == dict.fromkeys(await agent.in_use(), 0)
         follow, _ = await asyncio.wait_for(agent.run(tool(1.0, copy=1)), timeout=2)
         assert "cancelled" not in follow and follow["end"] - follow["start"] < 0.5
 
@@ -59,6 +64,8 @@ def test_a_decoding_llm_copy_frees_its_batch_slot_and_kv_memory() -> None:
         eng = next(iter(agent.engines.values()))
         assert (eng.n_active, eng.kv_used, eng.ctx_sum, eng.users) == (0, 0, 0, 0)
         assert not eng.queue
+        held = await agent.in_use()
+        assert held == dict.fromkeys(held, 0)
 
     asyncio.run(scenario())
 

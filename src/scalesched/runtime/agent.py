@@ -151,6 +151,7 @@ class ServerAgent:
         self.engines: dict[int, _Engine] = {}
         self.model_loads = 0
         self._cores: asyncio.Semaphore | None = None
+        self._cores_held = 0
         self._gpu_cond: asyncio.Condition | None = None
         self._loads: set[asyncio.Future[None]] = set()
         self._endpoints = endpoints or {}
@@ -203,11 +204,10 @@ class ServerAgent:
     async def in_use(self) -> dict[str, int]:
         """What this server's calls hold now: calls running, cores, LLM requests admitted
         or queued, engine uses (all 0 once its work is done or cancelled)."""
-        cores = self.cores - self._cores._value if self._cores is not None else 0
         engines = self.engines.values()
         return {
             "calls": len(self._calls),
-            "cores": cores,
+            "cores": self._cores_held,
             "requests": sum(e.n_active + len(e.queue) for e in engines),
             "kv_tokens": sum(e.kv_used for e in engines),
             "engine_users": sum(e.users for e in engines),
@@ -289,7 +289,11 @@ class ServerAgent:
         if spec.cpu_work > 0:
             async with self._cores:
                 start = self._held_since[spec.key] = time.time()
-                await asyncio.sleep(spec.cpu_work / self.speed * self.scale)
+                self._cores_held += 1
+                try:
+                    await asyncio.sleep(spec.cpu_work / self.speed * self.scale)
+                finally:
+                    self._cores_held -= 1
             # Waiting on the outside world holds nothing (a copy cancelled then costs 0).
             self._held_since.pop(spec.key, None)
         else:
