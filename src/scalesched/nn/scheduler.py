@@ -4,7 +4,7 @@ It reads only ``Decision.task_features``, ``server_features`` and ``mask``, so i
 the simulator, the Gymnasium environment and the Ray runtime alike, at any N.
 
 A SCALE network acts through :class:`~scalesched.nn.fast.FastScaleActor` (the same logits in
-a few numpy operations, 3-10x faster at batch 1) unless attention features are recorded;
+a few numpy operations, about 5x faster at batch 1) unless attention features are recorded;
 :class:`BatchedNetworkScheduler` also scores every task of a decision instant in one pass.
 """
 
