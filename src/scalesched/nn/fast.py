@@ -51,12 +51,17 @@ def _linear(layer: nn.Module) -> tuple[Array, Array]:
     return weight, bias
 
 
+# ufunc reductions rather than the ``mean``/``max``/``sum`` methods, whose Python wrappers
+# cost more than the arithmetic on these small arrays.
+_add, _maximum = np.add.reduce, np.maximum.reduce
+
+
 def _layer_norm(x: Array, norm: tuple[Array, Array, float]) -> Array:
     gamma, beta, eps = norm
-    mean = x.mean(axis=-1, keepdims=True)
-    centred = x - mean
-    var = (centred * centred).mean(axis=-1, keepdims=True)
-    return centred / np.sqrt(var + eps) * gamma + beta
+    inv_width = 1.0 / x.shape[-1]
+    centred = x - _add(x, axis=-1, keepdims=True) * inv_width
+    var = _add(centred * centred, axis=-1, keepdims=True) * inv_width
+    return centred * (gamma / np.sqrt(var + eps)) + beta
 
 
 def _norm_params(layer: nn.Module) -> tuple[Array, Array, float]:
@@ -207,9 +212,9 @@ class FastScaleActor:
         scores += (self._key_b @ per_head)[:, None, :]
         if self._softmax_scale is not None:
             scores *= np.float32(math.log(max(n, 1))) * self._softmax_scale
-        scores -= scores.max(axis=1, keepdims=True)
+        scores -= _maximum(scores, axis=1, keepdims=True)
         weights = np.exp(scores, out=scores)
-        weights /= weights.sum(axis=1, keepdims=True)
+        weights /= _add(weights, axis=1, keepdims=True)
         pooled = weights.transpose(0, 2, 1) @ basis  # (B, H, d_basis)
         attended = pooled.reshape(batch, -1) @ self._value_out + self._value_out_b
         feature = _layer_norm(t + attended, self._attn_norm)  # type: ignore[arg-type]
@@ -217,6 +222,8 @@ class FastScaleActor:
         logits = (basis @ pointer[:, :-1, None])[..., 0]
         logits += pointer[:, -1:]
         if self._prior_weight is not None:
-            prior = np.nan_to_num(servers[..., self._prior_feature].astype(np.float32), nan=0.0)
+            prior = servers[..., self._prior_feature]
+            if not np.isfinite(prior).all():  # as the network: NaN -> 0, +-inf -> +-max
+                prior = np.nan_to_num(prior.astype(np.float32), nan=0.0)
             logits -= self._prior_weight * prior
         return np.where(mask, logits, np.float32(MASKED_LOGIT))
