@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from scalesched.cluster import get_cluster
+from scalesched.decision.actions import Hedge, Place, as_action
 from scalesched.decision.features import ClusterTables, make_decision
 from scalesched.eval.setup import Scenario, build_jobs
 from scalesched.policies import HEURISTICS, STRONG_HEURISTICS, get_policy
@@ -27,7 +28,10 @@ def test_every_heuristic_places_only_on_feasible_servers(name: str) -> None:
     decision = sim.next_decision()
     while decision is not None:
         choice = policy.select(decision)
-        assert decision.mask[choice]
+        action = as_action(choice)
+        assert isinstance(action, Place | Hedge), action
+        servers = action.servers if isinstance(action, Hedge) else (action.server,)
+        assert all(decision.mask[s] for s in servers)
         sim.apply(choice)
         decision = sim.next_decision()
     assert sim.done

@@ -8,6 +8,7 @@ from pathlib import Path
 from scalesched.decision.scheduler import BaseScheduler, Scheduler
 from scalesched.errors import InputError
 from scalesched.policies.eft import EftScheduler
+from scalesched.policies.hedge import HedgeScheduler
 from scalesched.policies.heft_online import HeftOnlineScheduler
 from scalesched.policies.kv_aware import KvAwareScheduler
 from scalesched.policies.least_loaded import LeastLoadedScheduler
@@ -30,6 +31,7 @@ HEURISTICS: dict[str, tuple[Callable[[], Scheduler], str]] = {
     "soft_eft": (SoftEftScheduler, "eft with sampling near the best estimate (seeded)"),
     "tail": (TailScheduler, "eft at the predicted p90 output length (shipped predictor)"),
     "pred_mean": (PredictedMeanScheduler, "eft at the predicted mean output length"),
+    "hedge": (HedgeScheduler, "tail, hedged on 2-3 servers when Monte-Carlo says it pays"),
 }
 
 STRONG_HEURISTICS: tuple[str, ...] = (
