@@ -50,3 +50,14 @@ def test_layers_import_only_downwards(package: str, forbidden: tuple[str, ...]) 
 
 def test_the_scan_sees_imports() -> None:
     assert "scalesched.decision.features" in imported_modules("sim")["engine.py"]
+
+
+def test_one_llm_engine_model_serves_the_simulator_and_the_runtime() -> None:
+    """Both executors read the batch arithmetic (admission, step times, eviction) from the
+    neutral module, and that module needs nothing above the contract and the cluster."""
+    model = "scalesched.decision.llm_engine"
+    assert model in imported_modules("sim")["engine.py"]
+    assert model in imported_modules("runtime")["agent.py"]
+    allowed = ("scalesched.decision.features", "scalesched.cluster")
+    own = imported_modules("decision")["llm_engine.py"]
+    assert all(name.startswith(allowed) for name in own), sorted(own)

@@ -35,7 +35,7 @@ import os
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -50,6 +50,7 @@ from scalesched.decision.features import (
     MODEL_NAMES,
     ClusterTables,
 )
+from scalesched.decision.llm_engine import EngineBatch, lru_evictions
 
 
 class EmulatedFault(RuntimeError):
@@ -107,25 +108,32 @@ class FaultConfig:
         return draw < self.fail_rate
 
 
-@dataclass
-class _Engine:
-    model: int
-    tp: int
-    klass: int
-    state: int = ENGINE_LOADING
-    users: int = 0
-    """Requests waiting for, admitted to or loading this engine (evictable at 0)."""
-    n_active: int = 0
-    kv_used: int = 0
-    ctx_sum: int = 0
-    last_used: float = 0.0
-    load_start: float = 0.0
-    load_end: float = 0.0
-    load_reported: bool = False
-    """Whether a call has returned the load yet (the first one past it reports it)."""
-    queue: deque[object] = field(default_factory=deque)
-    ready: asyncio.Event = field(default_factory=asyncio.Event)
-    cond: asyncio.Condition = field(default_factory=asyncio.Condition)
+class _Engine(EngineBatch):
+    """One model's engine on this server: the shared batch model (``decision.llm_engine``)
+    plus what queues, loads and wakes its requests here."""
+
+    def __init__(
+        self,
+        tables: ClusterTables,
+        server: int,
+        model: int,
+        tp: int,
+        *,
+        state: int = ENGINE_LOADING,
+        load_reported: bool = False,
+    ) -> None:
+        super().__init__(tables, int(tables.engine_class[server, model]))
+        self.model, self.tp, self.state = model, tp, state
+        self.users = 0
+        """Requests waiting for, admitted to or loading this engine (evictable at 0)."""
+        self.last_used = 0.0
+        self.load_start = 0.0
+        self.load_end = 0.0
+        self.load_reported = load_reported
+        """Whether a call has returned the load yet (the first one past it reports it)."""
+        self.queue: deque[object] = deque()
+        self.ready = asyncio.Event()
+        self.cond = asyncio.Condition()
 
 
 class ServerAgent:
@@ -163,13 +171,8 @@ class ServerAgent:
         self._stop: set[CallKey] = set()
         if t.pinned:  # a deployment: its replicas are resident from the start, never unloaded
             for m in np.flatnonzero(t.feasible[server]):
-                eng = _Engine(
-                    model=int(m),
-                    tp=math.ceil(t.tp[server, m]),
-                    klass=int(t.engine_class[server, m]),
-                    state=ENGINE_READY,
-                    load_reported=True,
-                )
+                tp = math.ceil(t.tp[server, m])
+                eng = _Engine(t, server, int(m), tp, state=ENGINE_READY, load_reported=True)
                 eng.ready.set()
                 self.engines[int(m)] = eng
                 self.free_gpus -= eng.tp
@@ -327,7 +330,7 @@ class ServerAgent:
             t, s = self.tables, self.server
             if not t.feasible[s, m]:
                 raise RuntimeError(f"server {t.names[s]} cannot run model {MODEL_NAMES[m]}")
-            eng = _Engine(model=m, tp=int(t.tp[s, m]), klass=int(t.engine_class[s, m]))
+            eng = _Engine(t, s, m, int(t.tp[s, m]))
             self.engines[m] = eng
             # The load runs as its own task: a cancelled request leaves it going.
             load = asyncio.ensure_future(self._load(eng))
@@ -367,15 +370,11 @@ class ServerAgent:
     def _make_room(self, need: int) -> bool:
         if self.free_gpus >= need:
             return True
-        idle = sorted(
-            (e for e in self.engines.values() if e.state == ENGINE_READY and e.users == 0),
-            key=lambda e: e.last_used,
-        )
-        if self.free_gpus + sum(e.tp for e in idle) < need:
-            return False  # evicting would not make room: keep what is resident
-        for e in idle:
-            if self.free_gpus >= need:
-                break
+        idle = [e for e in self.engines.values() if e.state == ENGINE_READY and e.users == 0]
+        victims = lru_evictions(self.free_gpus, need, idle)
+        if victims is None:
+            return False
+        for e in victims:
             del self.engines[e.model]
             self.free_gpus += e.tp
         return True
@@ -386,16 +385,13 @@ class ServerAgent:
                 self._gpu_cond.notify_all()
 
     async def _decode(self, eng: _Engine, spec: TaskSpec) -> float:
-        t = self.tables
-        perf = t.engines[eng.klass]
-        need = spec.prompt_tokens + spec.output_tokens
-        ctx = spec.prompt_tokens + spec.output_tokens // 2
-        cap, kv_cap = perf.max_batch, perf.kv_capacity_tokens
+        """Wait for admission (FIFO), then hold the slot for the request's time with the
+        batch as it stands at admission."""
+        prompt, output = spec.prompt_tokens, spec.output_tokens
         token = object()
 
         def admissible() -> bool:
-            fits = eng.n_active < cap and eng.kv_used + need <= kv_cap
-            return eng.queue[0] is token and (eng.n_active == 0 or fits)
+            return eng.queue[0] is token and eng.fits(prompt, output)
 
         async with eng.cond:
             eng.queue.append(token)
@@ -406,21 +402,17 @@ class ServerAgent:
                 eng.cond.notify_all()
                 raise
             eng.queue.popleft()
-            eng.n_active += 1
-            eng.kv_used += need
-            eng.ctx_sum += ctx
-            batch = min(eng.n_active, t.decode_lin.shape[1] - 1)
-            step = float(t.decode_lin[eng.klass, batch] + t.decode_attn[eng.klass] * eng.ctx_sum)
+            eng.admit(prompt, output)
+            steps = eng.start_decoding(prompt, output)
+            exec_s = eng.perf.prefill_s(prompt) + steps * eng.step_s()
             eng.cond.notify_all()
         start = self._held_since[spec.key] = time.time()
         try:
-            exec_s = perf.prefill_s(spec.prompt_tokens) + max(1, spec.output_tokens) * step
             await asyncio.sleep(exec_s * self.scale)
         finally:
             async with eng.cond:
-                eng.n_active -= 1
-                eng.kv_used -= need
-                eng.ctx_sum -= ctx
+                eng.stop_decoding(prompt, output)
+                eng.release(prompt, output)
                 eng.cond.notify_all()
         return start
 

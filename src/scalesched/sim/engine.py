@@ -45,6 +45,7 @@ from scalesched.decision.features import (
     make_decision,
 )
 from scalesched.decision.ledger import RunLedger
+from scalesched.decision.llm_engine import EngineBatch, lru_evictions
 from scalesched.decision.metrics import window_bounds
 from scalesched.decision.records import SchedulingError
 from scalesched.decision.scheduler import ReadyOrder
@@ -55,24 +56,18 @@ _ARRIVE, _LAND, _CPU_DONE, _TASK_DONE, _PREFILL_DONE, _DECODE, _LOAD_DONE = rang
 _TOKEN_EPS = 1e-6
 
 
-class _Engine:
-    """One model served on ``tp`` GPUs of a server by continuous batching."""
+class _Engine(EngineBatch):
+    """One model served on ``tp`` GPUs of a server by continuous batching: the shared batch
+    model (``decision.llm_engine``) plus the simulator's queue, loading state and fluid
+    token clock."""
 
     __slots__ = (
         "server",
         "model",
         "tp",
-        "perf",
-        "klass",
         "state",
         "waiting",
-        "n_active",
-        "kv_used",
-        "kv_cap",
-        "max_batch",
         "marks",
-        "n_decoding",
-        "ctx_sum",
         "vclock",
         "last_update",
         "step",
@@ -83,17 +78,11 @@ class _Engine:
     )
 
     def __init__(self, server: int, model: int, tp: float, klass: int, tables: ClusterTables):
-        perf = tables.engines[klass]
-        self.server, self.model, self.tp, self.klass, self.perf = server, model, tp, klass, perf
+        super().__init__(tables, klass)
+        self.server, self.model, self.tp = server, model, tp
         self.state = ENGINE_LOADING
         self.waiting: deque[int] = deque()
-        self.n_active = 0  # prefilling + decoding
-        self.kv_used = 0
-        self.kv_cap = perf.kv_capacity_tokens
-        self.max_batch = perf.max_batch
         self.marks: list[tuple[float, int]] = []
-        self.n_decoding = 0
-        self.ctx_sum = 0
         self.vclock = 0.0
         self.last_update = 0.0
         self.step = 0.0
@@ -411,12 +400,8 @@ class Simulation(RunLedger):
             self.free_gpus[s] -= eng.tp
 
     def _evict_for(self, s: int, need: float) -> None:
-        idle = sorted((e for e in self._engines[s].values() if e.idle), key=lambda e: e.last_used)
-        if self._free_gpus[s] + sum(e.tp for e in idle) < need:
-            return  # evicting would not make room: keep what is resident
-        for e in idle:
-            if self._free_gpus[s] >= need:
-                break
+        idle = [e for e in self._engines[s].values() if e.idle]
+        for e in lru_evictions(self._free_gpus[s], need, idle) or ():
             e.idle = False
             self.idle_gpus[s] -= e.tp
             del self._engines[s][e.model]
@@ -447,15 +432,13 @@ class Simulation(RunLedger):
 
     def _admit(self, eng: _Engine) -> None:
         tasks_of = self._task
-        while eng.waiting and eng.n_active < eng.max_batch:
-            gid = eng.waiting[0]
-            task = tasks_of(gid)
-            need = task.prompt_tokens + task.output_tokens
-            if eng.kv_used + need > eng.kv_cap and eng.n_active > 0:
-                break  # wait for memory; an empty engine takes any request (no deadlock)
-            eng.waiting.popleft()
-            eng.kv_used += need
-            eng.n_active += 1
+        waiting = eng.waiting
+        while waiting:
+            task = tasks_of(waiting[0])
+            if not eng.fits(task.prompt_tokens, task.output_tokens):
+                break  # FIFO: the head waits for a slot or memory
+            gid = waiting.popleft()
+            eng.admit(task.prompt_tokens, task.output_tokens)
             self.started_at[gid] = self.now
             self._push(self.now + eng.perf.prefill_s(task.prompt_tokens), _PREFILL_DONE, gid, 0)
         self._refresh_busy(eng)
@@ -467,9 +450,8 @@ class Simulation(RunLedger):
         s = self.server[gid]
         eng = self._engines[s][MODEL_INDEX[task.model or ""]]
         self._advance(eng)
-        heapq.heappush(eng.marks, (eng.vclock + max(1, task.output_tokens), gid))
-        eng.n_decoding += 1
-        eng.ctx_sum += task.prompt_tokens + task.output_tokens // 2
+        steps = eng.start_decoding(task.prompt_tokens, task.output_tokens)
+        heapq.heappush(eng.marks, (eng.vclock + steps, gid))
         self._reschedule(eng)
 
     def _advance(self, eng: _Engine) -> None:
@@ -481,9 +463,7 @@ class Simulation(RunLedger):
         eng.version = next(self._seq)  # globally unique: stale events never match
         if not eng.n_decoding:
             return
-        t = self.tables
-        b = min(eng.n_decoding, len(t.decode_lin[0]) - 1)
-        eng.step = float(t.decode_lin[eng.klass, b] + t.decode_attn[eng.klass] * eng.ctx_sum)
+        eng.step = eng.step_s()
         left = max(0.0, eng.marks[0][0] - eng.vclock)
         key = eng.server * len(MODEL_NAMES) + eng.model
         self._push(self.now + left * eng.step, _DECODE, key, eng.version)
@@ -506,10 +486,8 @@ class Simulation(RunLedger):
             finished.append(gid)
         for gid in finished:
             task = self._task(gid)
-            eng.n_decoding -= 1
-            eng.n_active -= 1
-            eng.ctx_sum -= task.prompt_tokens + task.output_tokens // 2
-            eng.kv_used -= task.prompt_tokens + task.output_tokens
+            eng.stop_decoding(task.prompt_tokens, task.output_tokens)
+            eng.release(task.prompt_tokens, task.output_tokens)
             eng.last_used = self.now
             self.engine_batch[s, m] -= 1
             self.engine_ctx[s, m] -= task.prompt_tokens + task.output_tokens_est // 2
@@ -602,16 +580,13 @@ class Simulation(RunLedger):
             eng.waiting.remove(y)
         else:
             self.extra_server_seconds += self.now - self.started_at[y]
-            need = task.prompt_tokens + task.output_tokens
             decoding = [i for i, (_, g) in enumerate(eng.marks) if g == y]
             if decoding:
                 self._advance(eng)
                 eng.marks.pop(decoding[0])
                 heapq.heapify(eng.marks)
-                eng.n_decoding -= 1
-                eng.ctx_sum -= task.prompt_tokens + task.output_tokens // 2
-            eng.n_active -= 1
-            eng.kv_used -= need
+                eng.stop_decoding(task.prompt_tokens, task.output_tokens)
+            eng.release(task.prompt_tokens, task.output_tokens)
             self._reschedule(eng)
         eng.last_used = self.now
         self._admit(eng)
