@@ -1,8 +1,8 @@
 """The bookkeeping of one run, kept once for the simulator and the Ray runtime.
 
 A run flattens its jobs' tasks into global ids (``gid = offset[job] + index``; hedged copies
-get ids past the tasks) so per-task state lives in flat lists. ``RunLedger`` owns what both
-executors record the same way:
+get ids past the tasks) so per-task state lives in flat containers. ``RunLedger`` owns what
+both executors record the same way:
 
 * arrivals (lower bounds, parents left to finish), readiness and the queue of tasks waiting
   for a decision (``pending``), the deferred queue with its no-starvation rule;
@@ -15,13 +15,27 @@ executors record the same way:
 What is really theirs stays with them: the simulator's event loop and execution model
 (``sim/engine.py``), the runtime's Ray orchestration and its clock (``runtime/``). Time is
 passed in (``now``): the simulator's clock is a number, the runtime's the wall clock.
+
+Two ways to hold a run's jobs (docs/simulator.md, "Streaming runs"):
+
+* *up front*: a list of realised jobs; per-id state in lists, kept to the end (the runtime,
+  and callers that read every task's record after the run);
+* *streamed*: ``StreamedJobs`` (arrival times known, each job realised only when asked for)
+  given to a ledger whose class allows it (``streams``). A job is realised at its arrival and
+  retired when its last task finishes: its per-id state (dicts) is dropped once its queue
+  delays and response time are folded into the few per-workflow numbers the metrics need
+  (arrival, end, lower bound: 24 bytes) and the measured tasks' queue delays (8 bytes each).
+  Same ids, same event order, same numbers as up front.
 """
 
 from __future__ import annotations
 
 import math
+from abc import abstractmethod
+from array import array
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import ClassVar, TypeAlias, TypeVar, cast, overload
 
 import numpy as np
 
@@ -34,22 +48,109 @@ from scalesched.decision.features import (
     Decision,
     TaskRequest,
     VisibleRanks,
+    mean_task_costs,
     task_request,
+    upward_ranks,
 )
 from scalesched.decision.metrics import RunRecord
 from scalesched.decision.records import SchedulingError, TaskRecord, check_feasible, lower_bound
-from scalesched.workload.instance import Job, TaskInstance
+from scalesched.workload.instance import Job, TaskInstance, WorkflowInstance
+
+V = TypeVar("V")
+PerId: TypeAlias = list[V] | dict[int, V]
+"""Per-id state: a list up front, a dict (entries dropped at retirement) when streamed."""
+
+COPY_BASE = 2**62
+"""Hedged copies of a streamed run get ids from here on: past every task, like up front."""
+
+
+class StreamedJobs(Sequence[Job]):
+    """A run's jobs realised on demand: every arrival time known (non-decreasing, so the
+    index is the arrival order), job ``i`` built only when asked for, the same every time."""
+
+    arrivals: np.ndarray
+
+    @abstractmethod
+    def job(self, i: int) -> Job:
+        """Realise the ``i``-th job (0 <= i < len)."""
+
+    def __len__(self) -> int:
+        return int(self.arrivals.size)
+
+    @overload
+    def __getitem__(self, i: int) -> Job: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[Job]: ...
+
+    def __getitem__(self, i: int | slice) -> Job | list[Job]:
+        n = len(self)
+        if isinstance(i, slice):
+            return [self.job(k) for k in range(*i.indices(n))]
+        k = i + n if i < 0 else i
+        if not 0 <= k < n:
+            raise IndexError(i)
+        return self.job(k)
+
+
+class StreamRanks:
+    """``VisibleRanks`` for a streamed run: the same ranks, cached per job in flight only."""
+
+    def __init__(self, tables: ClusterTables, offsets: dict[int, int], done: dict[int, bool]):
+        self._tables, self._offsets, self._done = tables, offsets, done
+        self._workflows: dict[int, WorkflowInstance] = {}
+        self._deciders: dict[int, frozenset[int]] = {}
+        self._ranks: dict[int, list[float] | None] = {}
+        self._costs: dict[int, list[float] | None] = {}
+
+    def admit(self, job: int, wf: WorkflowInstance) -> None:
+        self._workflows[job] = wf
+        self._deciders[job] = frozenset(
+            t.revealed_by for t in wf.tasks if t.revealed_by is not None
+        )
+        self._ranks[job] = self._costs[job] = None
+
+    def rank(self, job: int, task: int) -> float:
+        ranks = self._ranks[job]
+        if ranks is None:
+            wf, off, done = self._workflows[job], self._offsets[job], self._done
+            costs = self._costs[job]
+            if costs is None:
+                costs = self._costs[job] = mean_task_costs(self._tables, wf)
+            ranks = upward_ranks(self._tables, wf, costs, lambda k: done[off + k])
+            self._ranks[job] = ranks
+        return ranks[task]
+
+    def task_finished(self, job: int, task: int) -> None:
+        if task in self._deciders[job]:
+            self._ranks[job] = None
+
+    def workflow_finished(self, job: int) -> None:
+        for per_job in (self._workflows, self._deciders, self._ranks, self._costs):
+            del per_job[job]
 
 
 class RunTasks:
     """Global task ids over ``jobs`` and the per-task facts every scheduler reads."""
 
-    def __init__(self, tables: ClusterTables, jobs: Sequence[Job]) -> None:
+    def __init__(
+        self, tables: ClusterTables, jobs: Sequence[Job], *, streamed: bool = False
+    ) -> None:
         self.jobs = jobs
-        self.offset: list[int] = []
-        self.job_of: list[int] = []
-        self.local: list[int] = []
+        self.streamed = streamed
+        self.offset: PerId[int] = {} if streamed else []
+        self.job_of: PerId[int] = {} if streamed else []
+        self.local: PerId[int] = {} if streamed else []
         """Index of each id's task inside its workflow (copies share their task's)."""
+        self.ranks: VisibleRanks | StreamRanks
+        if streamed:
+            self.n_tasks = 0
+            self.done: PerId[bool] = {}
+            self._next_copy = COPY_BASE
+            self.ranks = StreamRanks(tables, self.offset, self.done)  # type: ignore[arg-type]
+            return
+        assert isinstance(self.offset, list)
+        assert isinstance(self.job_of, list) and isinstance(self.local, list)
         total = 0
         for ji, job in enumerate(jobs):
             self.offset.append(total)
@@ -62,11 +163,40 @@ class RunTasks:
         """Set by the run when a task finishes; ranks read it to know what is visible."""
         self.ranks = VisibleRanks(tables, [j.workflow for j in jobs], self.offset, self.done)
 
+    def admit(self, ji: int, job: Job) -> range:
+        """Streamed: job ``ji`` arrived; its tasks get the next ids (returned)."""
+        n = len(job.workflow.tasks)
+        ids = range(self.n_tasks, self.n_tasks + n)
+        self.offset[ji] = self.n_tasks
+        for i, gid in enumerate(ids):
+            self.job_of[gid] = ji
+            self.local[gid] = i
+            self.done[gid] = False
+        self.n_tasks += n
+        assert isinstance(self.ranks, StreamRanks)
+        self.ranks.admit(ji, job.workflow)
+        return ids
+
+    def retire(self, ids: Sequence[int], ji: int) -> None:
+        """Streamed: job ``ji`` finished; forget its ids (tasks and copies)."""
+        for gid in ids:
+            del self.job_of[gid], self.local[gid]
+            if gid in self.done:  # copies have no entry
+                del self.done[gid]
+        del self.offset[ji]
+
     def task(self, gid: int) -> TaskInstance:
         return self.jobs[self.job_of[gid]].workflow.tasks[self.local[gid]]
 
     def add_copy(self, gid: int) -> int:
         """A new id for one more copy of task ``gid`` (a hedge); returns it."""
+        if isinstance(self.job_of, dict):
+            x = self._next_copy
+            self._next_copy += 1
+            self.job_of[x] = self.job_of[gid]
+            self.local[x] = self.local[gid]
+            return x
+        assert isinstance(self.local, list)
         self.job_of.append(self.job_of[gid])
         self.local.append(self.local[gid])
         return len(self.job_of) - 1
@@ -75,7 +205,7 @@ class RunTasks:
         ji = self.job_of[gid]
         return self.ranks.rank(ji, gid - self.offset[ji])
 
-    def request(self, gid: int, servers: Sequence[int], now: float) -> TaskRequest:
+    def request(self, gid: int, servers: PerId[int], now: float) -> TaskRequest:
         """The task as a scheduler sees it; ``servers`` holds each placed task's server."""
         ji = self.job_of[gid]
         job = self.jobs[ji]
@@ -95,13 +225,39 @@ class RunLedger:
     """One run's bookkeeping over ``jobs`` on the cluster of ``tables`` (see the module
     docstring). Executors extend it: ``Simulation`` and the runtime's ``RuntimeView``."""
 
+    streams: ClassVar[bool] = False
+    """Whether this executor runs ``StreamedJobs`` streamed (else they are realised first)."""
+
     def __init__(
-        self, tables: ClusterTables, jobs: Sequence[Job], *, record_trace: bool = False
+        self,
+        tables: ClusterTables,
+        jobs: Sequence[Job],
+        *,
+        record_trace: bool = False,
+        trace_sink: Callable[[TaskRecord], None] | None = None,
     ) -> None:
         self.tables = t = tables
-        self.jobs = sorted(jobs, key=lambda j: (j.arrival, j.workflow_id))
-        check_feasible(t, self.jobs)
-        self.record_trace = record_trace
+        self.streamed = self.streams and isinstance(jobs, StreamedJobs)
+        self.jobs: Sequence[Job]
+        """By job index (arrival order); streamed, a dict of the jobs in flight (indexed,
+        never iterated: ``n_jobs`` and ``arrivals`` cover the whole run)."""
+        self._in_flight: dict[int, Job] = {}
+        if isinstance(jobs, StreamedJobs) and self.streamed:
+            self.stream: StreamedJobs | None = jobs
+            self.jobs = cast(Sequence[Job], self._in_flight)  # realised at arrival
+            self._arrivals = np.asarray(jobs.arrivals, dtype=float)
+        else:
+            self.stream = None
+            self.jobs = sorted(jobs, key=lambda j: (j.arrival, j.workflow_id))
+            check_feasible(t, self.jobs)
+            self._arrivals = np.array([j.arrival for j in self.jobs], dtype=float)
+        self.n_jobs = int(self._arrivals.size)
+        self.record_trace = record_trace or trace_sink is not None
+        self._trace_sink = trace_sink
+        """Where each trace row goes as its task finishes (else ``trace`` keeps them all)."""
+        self.window = (0, max(self.n_jobs - 1, 0))
+        """First and last measured job (arrival order); executors that measure a window set
+        it. A streamed run keeps the queue delays of these jobs' tasks only."""
         n, n_models = t.n, len(MODEL_NAMES)
 
         # The per-server state decisions read (the ClusterStateView protocol, less ``now``).
@@ -120,20 +276,25 @@ class RunLedger:
         self._speed = [float(s) for s in t.core_speed]
 
         # Per task (and hedged copy), by global id.
-        self.tasks = RunTasks(t, self.jobs)
+        self.tasks = RunTasks(t, self.jobs, streamed=self.streamed)
         total = self.n_tasks = self.tasks.n_tasks
-        self.server = [-1] * total
+        self._per_id: list[tuple[PerId[object], object, bool]] = []
+        self.server: PerId[int] = self.per_id(-1)
         """Where each id was placed (-1: not yet)."""
-        self.ready_at = [math.nan] * total
-        self.landed_at = [math.nan] * total
-        self.started_at = [math.nan] * total
-        self.ended_at = [math.nan] * total
-        self.missing = [0] * total
+        self.ready_at: PerId[float] = self.per_id(math.nan, copied=True)
+        self.landed_at: PerId[float] = self.per_id(math.nan)
+        self.started_at: PerId[float] = self.per_id(math.nan)
+        self.ended_at: PerId[float] = self.per_id(math.nan)
+        self.missing: PerId[int] = {} if self.streamed else [0] * total
         """Parents of each task not finished yet."""
         self.task_done = self.tasks.done
         """Whether each task has produced its result."""
-        self.origin = list(range(total))
+        self.origin: PerId[int] = {} if self.streamed else list(range(total))
         """The task each id is a copy of (itself for a task)."""
+        self._copies_of: dict[int, list[int]] = {}
+        """Streamed: the hedged copies of each job in flight (retired with it)."""
+        self._queue_delays = array("d")
+        """Streamed: the measured tasks' queue delays, folded in at retirement."""
         self.pending: deque[int] = deque()
         """Ready tasks waiting for a decision."""
         self.deferred: list[int] = []
@@ -142,9 +303,13 @@ class RunLedger:
         self.must_place: set[int] = set()
 
         # Per job, in arrival order.
-        n_jobs = len(self.jobs)
-        self.job_left = [len(j.workflow.tasks) for j in self.jobs]
-        self.job_end = [math.nan] * n_jobs
+        n_jobs = self.n_jobs
+        self.job_left: PerId[int] = (
+            {} if self.streamed else [len(j.workflow.tasks) for j in self.jobs]
+        )
+        self.job_end: list[float] | np.ndarray = (
+            np.full(n_jobs, math.nan) if self.streamed else [math.nan] * n_jobs
+        )
         self.lower_bounds = np.zeros(n_jobs)
 
         # Counters.
@@ -161,8 +326,23 @@ class RunLedger:
         self.trace: list[TaskRecord] = []
 
     # -- arrivals and readiness ----------------------------------------------------------
+    def per_id(self, default: V, *, copied: bool = False, kept: object = None) -> PerId[V]:
+        """A container of per-id state that arrivals, copies and retirement keep the size of
+        the id space: a copy starts at ``default`` (at its task's value if ``copied``); a
+        streamed run drops a retired id's entry unless it equals ``kept``."""
+        box: PerId[V] = {} if self.streamed else [default] * self.n_tasks
+        self._per_id.append((box, default, copied))  # type: ignore[arg-type]
+        if kept is not None:
+            self._kept = (box, kept)
+        return box
+
+    def arrival_time(self, ji: int) -> float:
+        return float(self._arrivals[ji])
+
     def arrive(self, ji: int, now: float) -> None:
         """Job ``ji`` arrived: its lower bound is fixed and its root tasks are ready."""
+        if self.stream is not None:
+            self._admit_job(ji)
         job = self.jobs[ji]
         off = self.tasks.offset[ji]
         self.lower_bounds[ji] = lower_bound(self.tables, job)
@@ -170,6 +350,44 @@ class RunLedger:
             self.missing[off + i] = len(parents)
             if not parents:
                 self.make_ready(off + i, now)
+
+    def _admit_job(self, ji: int) -> None:
+        """Streamed: realise job ``ji`` and give its tasks ids and state."""
+        assert self.stream is not None
+        job = self.stream.job(ji)
+        check_feasible(self.tables, [job])
+        self._in_flight[ji] = job
+        self.job_left[ji] = len(job.workflow.tasks)
+        self._copies_of[ji] = []
+        for gid in self.tasks.admit(ji, job):
+            for box, default, _ in self._per_id:
+                box[gid] = default
+            self.origin[gid] = gid
+        self.n_tasks = self.tasks.n_tasks
+
+    def _retire_job(self, ji: int) -> None:
+        """Streamed: job ``ji`` finished. Its measured queue delays are kept (8 bytes each),
+        its response time is in ``job_end``; every per-id entry of it is dropped."""
+        job = self.jobs[ji]
+        off = self.tasks.offset[ji]
+        ids = [*range(off, off + len(job.workflow.tasks)), *self._copies_of.pop(ji)]
+        first, last = self.window
+        if first <= ji <= last:
+            for x in ids:
+                if not math.isnan(self.started_at[x]):
+                    self._queue_delays.append(self.started_at[x] - self.landed_at[x])
+        kept_box, kept = getattr(self, "_kept", (None, None))
+        for box, _, _ in self._per_id:
+            assert isinstance(box, dict)
+            for x in ids:
+                if box is not kept_box or box[x] != kept:
+                    del box[x]
+        assert isinstance(self.missing, dict)
+        for x in ids:
+            del self.origin[x]
+            self.missing.pop(x, None)  # copies have no entry
+        self.tasks.retire(ids, ji)
+        del self._in_flight[ji], self.job_left[ji]
 
     def make_ready(self, gid: int, now: float) -> None:
         self.ready_at[gid] = now
@@ -234,11 +452,17 @@ class RunLedger:
     def add_copy(self, gid: int) -> int:
         """A new id for one more copy of task ``gid`` (a hedge)."""
         x = self.tasks.add_copy(gid)
-        self.server.append(-1)
-        self.ready_at.append(self.ready_at[gid])
-        for per_id in (self.landed_at, self.started_at, self.ended_at):
-            per_id.append(math.nan)
-        self.origin.append(gid)
+        for box, default, copied in self._per_id:
+            value = box[gid] if copied else default
+            if isinstance(box, dict):
+                box[x] = value
+            else:
+                box.append(value)
+        if isinstance(self.origin, dict):
+            self.origin[x] = gid
+            self._copies_of[self.tasks.job_of[gid]].append(x)
+        else:
+            self.origin.append(gid)
         return x
 
     def book(self, x: int, server: int, est: float) -> None:
@@ -289,7 +513,7 @@ class RunLedger:
         self.tasks_completed += 1
         if self.record_trace:
             task = self.tasks.task(gid)
-            self.trace.append(
+            (self._trace_sink or self.trace.append)(
                 TaskRecord(
                     workflow=self.jobs[self.tasks.job_of[gid]].workflow_id,
                     task=task.id,
@@ -323,12 +547,15 @@ class RunLedger:
         self.job_end[ji] = now
         self.workflows_completed += 1
         tasks.ranks.workflow_finished(ji)
+        if self.stream is not None:
+            self._retire_job(ji)
         return True
 
     # -- results ---------------------------------------------------------------------------
     @property
     def arrivals(self) -> np.ndarray:
-        return np.array([j.arrival for j in self.jobs])
+        """Per job, in arrival order."""
+        return self._arrivals
 
     @property
     def response_times(self) -> np.ndarray:
@@ -337,14 +564,20 @@ class RunLedger:
 
     @property
     def queue_delays(self) -> np.ndarray:
-        """Seconds each started task (or copy) waited on its server (landing to start)."""
+        """Seconds each started task (or copy) waited on its server (landing to start);
+        streamed: those of the measured jobs retired so far, in retirement order."""
+        if self.stream is not None:
+            return np.array(self._queue_delays)
         start = np.array(self.started_at)
         ok = ~np.isnan(start)
         return start[ok] - np.array(self.landed_at)[ok]
 
     @property
-    def queue_delay_jobs(self) -> np.ndarray:
-        """The job index of each entry of ``queue_delays``."""
+    def queue_delay_jobs(self) -> np.ndarray | None:
+        """The job index of each entry of ``queue_delays`` (None streamed: they are the
+        measured jobs' already)."""
+        if self.stream is not None:
+            return None
         ok = ~np.isnan(np.array(self.started_at))
         return np.asarray(self.tasks.job_of)[ok]
 

@@ -14,6 +14,7 @@ too short to leave the cold-start transient.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,7 +35,8 @@ class RunRecord:
     cpu_utilisation: np.ndarray
     has_gpu: np.ndarray
     queue_delays: np.ndarray
-    """Per started task: seconds from landing on its server to starting."""
+    """Per started task: seconds from landing on its server to starting (any order: the
+    metrics depend on the values only)."""
     tasks_completed: int
     model_loads: int
     bytes_moved: float
@@ -126,6 +128,12 @@ def _pct(a: np.ndarray, q: float) -> float:
     return float(np.percentile(a, q)) if a.size else 0.0
 
 
+def _exact_mean(a: np.ndarray) -> float:
+    """The correctly rounded mean: independent of the order of ``a`` (a streamed run
+    collects queue delays as workflows retire, an up-front one by task id)."""
+    return math.fsum(a.tolist()) / a.size if a.size else 0.0
+
+
 def run_metrics(r: RunRecord) -> dict[str, float | int | str]:
     """The JSON object of ``simulate --json`` (see the README for the keys)."""
     done = ~np.isnan(r.response_times)
@@ -176,7 +184,7 @@ def run_metrics(r: RunRecord) -> dict[str, float | int | str]:
         "mean_utilization": float(per_server.mean()) if per_server.size else 0.0,
         "mean_gpu_utilization": float(gpu_u[r.has_gpu].mean()) if r.has_gpu.any() else 0.0,
         "mean_cpu_utilization": float(cpu_u.mean()) if cpu_u.size else 0.0,
-        "mean_queue_delay_s": float(qd.mean()) if qd.size else 0.0,
+        "mean_queue_delay_s": _exact_mean(qd),
         "p95_queue_delay_s": _pct(qd, 95),
         "hedged_tasks": r.hedged_tasks,
         "extra_server_seconds": float(r.extra_server_seconds),

@@ -9,11 +9,16 @@ into ``eval``.
 
 Jobs are always built on the plain cluster's tables; a deployment changes only the tables
 the run uses, so a run with and without one sees the same arrivals.
+
+``prepare`` streams by default: ``RunSetup.jobs`` is a ``JobStream`` (arrival times drawn,
+each workflow realised when read), so a run holds only the workflows in flight; reading
+``setup.jobs[i]`` or iterating it realises the same jobs as ``build_jobs``. ``stream=False``
+realises them all up front (a list), for callers that mutate or hold every job.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,7 +31,15 @@ from scalesched.sim.run import SimResult, simulate
 from scalesched.sim.scenario import Scenario
 from scalesched.workload.instance import Job
 
-__all__ = ["RunSetup", "Scenario", "build_jobs", "prepare", "run", "scenario_capacity"]
+__all__ = [
+    "RunSetup",
+    "Scenario",
+    "build_jobs",
+    "prepare",
+    "run",
+    "scenario_capacity",
+    "stream_jobs",
+]
 
 
 def scenario_capacity(tables: ClusterTables, scenario: Scenario) -> float | None:
@@ -46,6 +59,12 @@ def build_jobs(tables: ClusterTables, scenario: Scenario) -> list[Job]:
     return sim_scenario.build_jobs(tables, scenario, capacity_wps=capacity)
 
 
+def stream_jobs(tables: ClusterTables, scenario: Scenario) -> sim_scenario.JobStream:
+    """:func:`build_jobs`, each job realised only when read (``JobStream``)."""
+    capacity = scenario_capacity(tables, scenario)
+    return sim_scenario.stream_jobs(tables, scenario, capacity_wps=capacity)
+
+
 @dataclass(frozen=True)
 class RunSetup:
     """A cluster and the jobs to run on it: what every policy of a comparison shares."""
@@ -53,7 +72,8 @@ class RunSetup:
     cluster: ClusterSpec
     tables: ClusterTables
     """The tables runs use (under the deployment, if any)."""
-    jobs: list[Job]
+    jobs: Sequence[Job]
+    """A ``JobStream`` (streamed, the default) or a list (``prepare(stream=False)``)."""
     scenario: Scenario
     deployment: Deployment | None = None
 
@@ -63,9 +83,11 @@ def prepare(
     scenario: Scenario,
     *,
     deployment: str | Path | Deployment | None = None,
+    stream: bool = True,
 ) -> RunSetup:
     """Resolve the cluster (a preset, a YAML path, a spec, or tables already built), build
-    the scenario's jobs on it and apply the deployment (a file or a loaded one)."""
+    the scenario's jobs on it (streamed unless ``stream`` is False: see the module
+    docstring) and apply the deployment (a file or a loaded one)."""
     if isinstance(cluster, ClusterTables):
         tables = cluster
     else:
@@ -74,7 +96,7 @@ def prepare(
 
             cluster = get_cluster(cluster)
         tables = ClusterTables(cluster)
-    jobs = build_jobs(tables, scenario)
+    jobs: Sequence[Job] = (stream_jobs if stream else build_jobs)(tables, scenario)
     if deployment is not None:
         if not isinstance(deployment, Deployment):
             from scalesched.cluster.deployment import load_deployment_file
@@ -92,10 +114,12 @@ def run(
     cooldown: int | None = None,
     record_trace: bool = False,
     on_workflow_done: Callable[[int], None] | None = None,
+    trace_path: Path | None = None,
 ) -> SimResult:
     """Simulate the setup's jobs under ``scheduler`` (an instance or a registered name),
     seeded with the scenario's seed. ``warmup``/``cooldown`` default to the study's window
-    (``default_warmup``/``default_cooldown``); pass 0 to measure every workflow."""
+    (``default_warmup``/``default_cooldown``); pass 0 to measure every workflow.
+    ``trace_path`` writes the trace as the run goes (see ``scalesched.sim.run.simulate``)."""
     from scalesched.eval.capacity import default_cooldown, default_warmup
 
     if isinstance(scheduler, str):
@@ -113,4 +137,5 @@ def run(
         on_workflow_done=on_workflow_done,
         warmup=default_warmup(n) if warmup is None else warmup,
         cooldown=default_cooldown(n) if cooldown is None else cooldown,
+        trace_path=trace_path,
     )

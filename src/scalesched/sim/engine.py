@@ -47,7 +47,7 @@ from scalesched.decision.features import (
 from scalesched.decision.ledger import RunLedger
 from scalesched.decision.llm_engine import EngineBatch, lru_evictions
 from scalesched.decision.metrics import window_bounds
-from scalesched.decision.records import SchedulingError
+from scalesched.decision.records import SchedulingError, TaskRecord
 from scalesched.decision.scheduler import ReadyOrder
 from scalesched.workload.instance import Job, TaskInstance
 
@@ -97,11 +97,14 @@ class _Engine(EngineBatch):
 
 
 class Simulation(RunLedger):
-    """One run over a fixed list of jobs. Drive it with ``next_decision`` / ``apply``.
+    """One run over a list of jobs, or ``StreamedJobs`` realised as they arrive and retired
+    when done (``RunLedger``). Drive it with ``next_decision`` / ``apply``.
 
     The run's bookkeeping (arrivals, readiness, completion, trace, the state arrays the
     decisions read, counters) is the ``RunLedger`` it extends, shared with the Ray runtime;
     this class is the event loop and the execution model."""
+
+    streams = True
 
     def __init__(
         self,
@@ -114,11 +117,13 @@ class Simulation(RunLedger):
         on_workflow_done: Callable[[int], None] | None = None,
         warmup: int = 0,
         cooldown: int = 0,
+        trace_sink: Callable[[TaskRecord], None] | None = None,
     ) -> None:
         super().__init__(
             tables if tables is not None else ClusterTables(cluster),
             jobs,
             record_trace=record_trace,
+            trace_sink=trace_sink,
         )
         self.cluster = cluster
         self.ready_order = ready_order
@@ -142,8 +147,8 @@ class Simulation(RunLedger):
 
         self._task = self.tasks.task  # hot: one lookup less than through the ledger
         # Per-id state of the execution; every list grows with hedged copies.
-        self._est = [0.0] * self.n_tasks
-        self._cancelled = [False] * self.n_tasks
+        self._est = self.per_id(0.0)
+        self._cancelled = self.per_id(False, kept=True)  # stale events of cancelled copies
         self._copies: dict[int, list[int]] = {}
         self._cpu_running: set[int] = set()
 
@@ -153,7 +158,7 @@ class Simulation(RunLedger):
         # The measurement window runs from the arrival of the first to that of the last
         # measured job; busy areas and the in-system integral are read at both ends.
         self.warmup, self.cooldown = warmup, cooldown
-        self.window = window_bounds(len(self.jobs), warmup, cooldown)
+        self.window = window_bounds(self.n_jobs, warmup, cooldown)
         """First and last measured job index (arrival order)."""
         self._window_marks: list[tuple[np.ndarray, np.ndarray, float]] = []
 
@@ -161,8 +166,8 @@ class Simulation(RunLedger):
         self._seq = itertools.count()
         self._current: int | None = None
         self._current_decision: Decision | None = None
-        for ji, job in enumerate(self.jobs):
-            self._push(job.arrival, _ARRIVE, ji, 0)
+        if self.n_jobs:
+            self._push_arrival(0)  # each arrival pushes the next (``_on_arrive``)
         self._handlers: list[Callable[[int, int], None]] = [
             self._on_arrive,
             self._on_land,
@@ -246,10 +251,7 @@ class Simulation(RunLedger):
                 self._launch(x, server, decision)
 
     def _new_copy(self, gid: int) -> int:
-        x = self.add_copy(gid)
-        self._est.append(0.0)
-        self._cancelled.append(False)
-        return x
+        return self.add_copy(gid)  # extends ``_est`` and ``_cancelled`` too (``per_id``)
 
     def _launch(self, gid: int, server: int, decision: Decision) -> None:
         """Send task (or copy) ``gid`` to ``server``: its inputs travel, then it lands."""
@@ -264,11 +266,16 @@ class Simulation(RunLedger):
 
     @property
     def done(self) -> bool:
-        return self.workflows_completed == len(self.jobs)
+        return self.workflows_completed == self.n_jobs
 
     # -- helpers ---------------------------------------------------------------------
     def _push(self, time: float, kind: int, a: int, b: int) -> None:
         heapq.heappush(self._heap, (time, next(self._seq), kind, a, b))
+
+    def _push_arrival(self, ji: int) -> None:
+        """Job ``ji``'s arrival; its sequence number (negative, in job order) puts it before
+        any other event of the same instant, as if every arrival had been pushed first."""
+        heapq.heappush(self._heap, (self.arrival_time(ji), ji - self.n_jobs, _ARRIVE, ji, 0))
 
     def _pop_pending(self) -> int:
         pending = self.pending
@@ -297,6 +304,8 @@ class Simulation(RunLedger):
 
     # -- event handlers ---------------------------------------------------------------
     def _on_arrive(self, ji: int, _: int) -> None:
+        if ji + 1 < self.n_jobs:
+            self._push_arrival(ji + 1)
         if ji in self.window:
             self._mark_window()
         self.in_system += 1
@@ -608,7 +617,7 @@ class Simulation(RunLedger):
             return None
         (g0, c0, _), (g1, c1, _) = self._window_marks[0], self._window_marks[-1]
         first, last = self.window
-        span = self.jobs[last].arrival - self.jobs[first].arrival
+        span = self.arrival_time(last) - self.arrival_time(first)
         if span <= 0:
             return None
         t = self.tables

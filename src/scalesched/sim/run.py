@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -14,6 +16,7 @@ from scalesched.decision.metrics import run_metrics
 from scalesched.decision.records import TaskRecord
 from scalesched.decision.scheduler import Scheduler
 from scalesched.sim.engine import Simulation
+from scalesched.sim.trace import TraceWriter
 from scalesched.workload.instance import Job
 
 
@@ -28,6 +31,7 @@ class SimResult:
     cpu_utilisation: np.ndarray
     server_names: list[str]
     trace: list[TaskRecord] = field(default_factory=list)
+    """Every task's record with ``record_trace`` (empty when written to ``trace_path``)."""
 
 
 def simulate(
@@ -41,21 +45,37 @@ def simulate(
     on_workflow_done: Callable[[int], None] | None = None,
     warmup: int = 0,
     cooldown: int = 0,
+    trace_path: Path | None = None,
 ) -> SimResult:
     """Simulate ``jobs`` on ``cluster`` with every ready task placed by ``scheduler``; the
     first ``warmup`` and last ``cooldown`` workflows (in arrival order) are run but left out
-    of the metrics (see ``scalesched.decision.metrics``)."""
-    wall = time.perf_counter()
-    sim = Simulation(
-        cluster,
-        jobs,
-        ready_order=scheduler.ready_order,
-        record_trace=record_trace,
-        tables=tables,
-        on_workflow_done=on_workflow_done,
-        warmup=warmup,
-        cooldown=cooldown,
-    )
+    of the metrics (see ``scalesched.decision.metrics``).
+
+    ``jobs`` given as ``StreamedJobs`` (``scalesched.sim.scenario.stream_jobs``) are realised
+    at arrival and retired when done: same results, memory bounded by what is in flight.
+    ``trace_path`` writes the trace there row by row as tasks finish (nothing kept);
+    ``record_trace`` keeps every record in ``SimResult.trace`` instead."""
+    sink: TraceWriter | None = None
+    with ExitStack() as stack:
+        if trace_path is not None:
+            names = (tables if tables is not None else ClusterTables(cluster)).names
+            sink = stack.enter_context(TraceWriter(trace_path, names))
+        wall = time.perf_counter()
+        sim = Simulation(
+            cluster,
+            jobs,
+            ready_order=scheduler.ready_order,
+            record_trace=record_trace and sink is None,
+            tables=tables,
+            on_workflow_done=on_workflow_done,
+            warmup=warmup,
+            cooldown=cooldown,
+            trace_sink=sink,
+        )
+        return _drive(sim, scheduler, seed, wall)
+
+
+def _drive(sim: Simulation, scheduler: Scheduler, seed: int, wall: float) -> SimResult:
     scheduler.reset(seed)
     select_batch = getattr(scheduler, "select_batch", None)
     if select_batch is not None:  # decides every waiting task of an instant jointly
@@ -75,8 +95,8 @@ def summarise(sim: Simulation, *, policy: str, wall_s: float) -> SimResult:
     sim.close_accounts()
     rt = sim.response_times
     done = ~np.isnan(rt)
-    first = min((j.arrival for j in sim.jobs), default=0.0)
-    makespan = sim.now - first if sim.jobs else 0.0
+    first = sim.arrival_time(0) if sim.n_jobs else 0.0  # arrivals are sorted
+    makespan = sim.now - first if sim.n_jobs else 0.0
     gpu, cpu = sim.utilisation(makespan)
     metrics = run_metrics(
         sim.run_record(

@@ -17,6 +17,7 @@ drawn with a fixed seed.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Literal
@@ -24,15 +25,17 @@ from typing import Literal
 import numpy as np
 
 from scalesched.decision.features import MODEL_INDEX, MODEL_NAMES, ClusterTables
+from scalesched.decision.ledger import StreamedJobs
 from scalesched.errors import InputError
 from scalesched.workload.arrivals import (
     MAX_ARRIVAL_S,
     bursty_arrivals,
     load_arrival_times,
     poisson_arrivals,
+    replay_arrivals,
 )
 from scalesched.workload.instance import Job, TaskInstance
-from scalesched.workload.source import WorkflowSource, get_workload, sample_jobs
+from scalesched.workload.source import WorkflowSource, get_workload, sample_jobs, workflow_rng
 
 REFERENCE_BATCH = 16
 CAPACITY_SAMPLES = 200
@@ -134,6 +137,21 @@ def arrival_times(scenario: Scenario, rate: float) -> np.ndarray:
     )
 
 
+class JobStream(StreamedJobs):
+    """The jobs of a scenario, each realised only when asked for: the same jobs as
+    :func:`build_jobs` (workflow ``i`` comes from its own generator, ``workflow_rng(seed,
+    i)``, whatever order they are asked in), holding 8 bytes per workflow (its arrival)."""
+
+    def __init__(self, source: WorkflowSource, arrivals: np.ndarray, seed: int) -> None:
+        self.source, self.seed = source, int(seed)
+        self.arrivals = replay_arrivals(arrivals)  # checked as ``sample_jobs`` checks them
+
+    def job(self, i: int) -> Job:
+        w = self.source.sample(workflow_rng(self.seed, i))  # as in ``sample_jobs``
+        w = dataclasses.replace(w, name=f"{w.pattern}-{i}")
+        return Job(workflow_id=i, arrival=float(self.arrivals[i]), workflow=w)
+
+
 def build_jobs(
     tables: ClusterTables, scenario: Scenario, *, capacity_wps: float | None = None
 ) -> list[Job]:
@@ -142,6 +160,24 @@ def build_jobs(
     A ``load`` scenario needs the cluster's measured ``capacity_wps``, which the simulator
     does not measure itself (that runs policies): callers resolve it first, as
     :func:`scalesched.eval.setup.build_jobs` does."""
+    source, times = _arrivals_checked(tables, scenario, capacity_wps)
+    return sample_jobs(source, [float(t) for t in times], scenario.seed)
+
+
+def stream_jobs(
+    tables: ClusterTables, scenario: Scenario, *, capacity_wps: float | None = None
+) -> JobStream:
+    """:func:`build_jobs` realised lazily: the simulator builds each job at its arrival and
+    drops it when done, so memory follows the workflows in flight, not the run's length
+    (no cap on the run's total tasks, which exists for memory)."""
+    source, times = _arrivals_checked(tables, scenario, capacity_wps)
+    return JobStream(source, times, scenario.seed)
+
+
+def _arrivals_checked(
+    tables: ClusterTables, scenario: Scenario, capacity_wps: float | None
+) -> tuple[WorkflowSource, np.ndarray]:
+    """The workload and its arrival times, every setting checked (see ``build_jobs``)."""
     source = check_load(tables, scenario)
     if scenario.rate is not None:
         rate = scenario.rate
@@ -163,7 +199,7 @@ def build_jobs(
             f"arrivals would span {times[-1]:.3g} s, beyond {MAX_ARRIVAL_S:g} s: raise the "
             "rate or lower --workflows",
         )
-    return sample_jobs(source, [float(t) for t in times], scenario.seed)
+    return source, times
 
 
 def check_load(tables: ClusterTables, scenario: Scenario) -> WorkflowSource:
@@ -182,7 +218,7 @@ def check_load(tables: ClusterTables, scenario: Scenario) -> WorkflowSource:
 
 
 MAX_WORKFLOWS = 1_000_000
-"""Most workflows of one run (each is realised in memory before the run starts)."""
+"""Most workflows of one run (their arrival times are drawn before the run starts)."""
 MAX_SEED = 2**63 - 1
 
 

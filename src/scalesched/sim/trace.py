@@ -10,6 +10,8 @@ import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from types import TracebackType
+from typing import IO
 
 from scalesched.decision.records import TaskRecord
 from scalesched.errors import InputError
@@ -48,16 +50,54 @@ def write_trace(
     records: Sequence[TaskRecord], server_names: Sequence[str], path: Path, option: str = "--trace"
 ) -> None:
     """One JSON object per task: workflow, task, server (name), ready/landed/start/end (s)."""
-    try:
-        with path.open("w", encoding="utf-8") as fh:
-            for r in records:
-                row = {f: getattr(r, f) for f in TRACE_FIELDS}
-                row["server"] = server_names[r.server]
-                fh.write(json.dumps(row, allow_nan=False) + "\n")
-    except OSError as exc:
-        raise InputError(
-            option, option.lstrip("-"), f"cannot write {path}: {exc.strerror}"
-        ) from None
+    with TraceWriter(path, server_names, option) as write:
+        for r in records:
+            write(r)
+
+
+class TraceWriter:
+    """The trace file of :func:`write_trace`, written a row at a time as tasks finish (a
+    streamed run's ``trace_sink``), so a long run never holds its records."""
+
+    def __init__(self, path: Path, server_names: Sequence[str], option: str = "--trace"):
+        self.path, self.option = path, option
+        self._names = list(server_names)
+        self._fh: IO[str] | None = None
+
+    def __enter__(self) -> TraceWriter:
+        try:
+            self._fh = self.path.open("w", encoding="utf-8")
+        except OSError as exc:
+            raise self._error(exc) from None
+        return self
+
+    def __call__(self, r: TaskRecord) -> None:
+        assert self._fh is not None, "use TraceWriter as a context manager"
+        row = {f: getattr(r, f) for f in TRACE_FIELDS}
+        row["server"] = self._names[r.server]
+        try:
+            self._fh.write(json.dumps(row, allow_nan=False) + "\n")
+        except OSError as exc:
+            raise self._error(exc) from None
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._fh is not None:
+            try:
+                self._fh.close()
+            except OSError as err:
+                if kind is None:
+                    raise self._error(err) from None
+            self._fh = None
+
+    def _error(self, exc: OSError) -> InputError:
+        return InputError(
+            self.option, self.option.lstrip("-"), f"cannot write {self.path}: {exc.strerror}"
+        )
 
 
 MAX_LANES = 8
