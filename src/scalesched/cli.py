@@ -169,19 +169,19 @@ def simulate(
     )
     setup = prepare(spec, scenario, deployment=deployment)
     n_jobs = len(setup.jobs)
-    record = trace is not None or gantt is not None
     show = progress and not as_json and sys.stderr.isatty()
     with _progress(show, n_jobs, f"{policy} on {spec.name}") as tick:
         result = run(
             setup,
             scheduler,
-            record_trace=record,
+            record_trace=gantt is not None,  # the chart needs every record; a trace does not
+            trace_path=trace if gantt is None else None,
             on_workflow_done=tick,
             warmup=_window_size(warmup, n_jobs, "--warmup", default_warmup),
             cooldown=_window_size(cooldown, n_jobs, "--cooldown", default_cooldown),
         )
     require_finite(result.metrics, "simulate")
-    if trace is not None:
+    if trace is not None and gantt is not None:
         write_trace(result.trace, result.server_names, trace)
     if gantt is not None:
         plot_gantt(
@@ -463,6 +463,13 @@ def evaluate(
     nodes: Annotated[
         str, typer.Option(help="Comma-separated cluster sizes N (hetero-N).")
     ] = "16,32,48,64,96,128",
+    clusters: Annotated[
+        str | None,
+        typer.Option(
+            help="Comma-separated named clusters (presets or YAML files) to compare on "
+            "instead of hetero-N; one per size, which replaces --nodes."
+        ),
+    ] = None,
     seeds: Annotated[str, typer.Option(help="Number of seeds (0..K-1) or a comma list.")] = "5",
     workload: WorkloadOpt = "agentic-mix",
     load: Annotated[float, typer.Option(help="Arrival rate as a fraction of capacity.")] = 0.7,
@@ -493,13 +500,20 @@ def evaluate(
     deployment: DeploymentOpt = None,
 ) -> None:
     """Compare policies across cluster sizes and seeds on identical workloads."""
-    from scalesched.eval.study import StudyConfig, parse_int_list, seeds_from
+    from scalesched.eval.study import StudyConfig, named_clusters, parse_int_list, seeds_from
 
-    if deployment is not None and len(parse_int_list(nodes, "--nodes")) != 1:
+    sizes = parse_int_list(nodes, "--nodes")
+    names: tuple[str, ...] = ()
+    if clusters is not None:
+        sizes, names = named_clusters([c.strip() for c in clusters.split(",") if c.strip()])
+        if not sizes:
+            raise InputError("--clusters", "clusters", "give at least one cluster")
+    if deployment is not None and len(sizes) != 1:
         raise InputError("--deployment", "nodes", "a deployment names one cluster: one --nodes")
     cfg = StudyConfig(
         policies=tuple(p.strip() for p in policies.split(",") if p.strip()),
-        nodes=parse_int_list(nodes, "--nodes"),
+        nodes=sizes,
+        clusters=names,
         seeds=seeds_from(seeds),
         workload=workload,
         load=load,

@@ -15,7 +15,7 @@ def test_an_overloaded_run_never_meets_the_slo() -> None:
 
 def test_a_looser_slo_admits_at_least_as_much_load() -> None:
     def max_load(slo: float) -> float:
-        spec = SloSpec("eft", 4, 0, "react", 400, "hetero", slo)
+        spec = SloSpec("eft", 4, 0, "react", 400, "hetero-4", slo)
         row = max_load_one(spec)
         assert row["status"] == "ok"
         return float(row["max_load_at_slo"])

@@ -25,7 +25,7 @@ def gantt_of_one_run(cfg: StudyConfig, out: Path) -> Path:
 
     n, seed, policy = min(cfg.nodes), cfg.seeds[0], cfg.policies[0]
     setup = prepare(
-        f"{cfg.cluster_family}-{n}",
+        cfg.cluster_for(n),
         Scenario(workload=cfg.workload, workflows=min(cfg.workflows, 60), load=cfg.load, seed=seed),
     )
     cluster = setup.cluster
@@ -42,6 +42,12 @@ def gantt_of_one_run(cfg: StudyConfig, out: Path) -> Path:
         title=f"{policy} on {cluster.name}, {cfg.workload}, seed {seed}",
     )
     return path
+
+
+def _clusters_text(cfg: StudyConfig) -> str:
+    if cfg.clusters:
+        return ", ".join(f"`{c}` (N = {n})" for n, c in zip(cfg.nodes, cfg.clusters, strict=True))
+    return f"`{cfg.cluster_family}-N`"
 
 
 def run_and_report(
@@ -63,7 +69,7 @@ def run_and_report(
     summary = summarise(rows, cfg.policies)
     header = (
         f"# {title}\n\nWorkload `{cfg.workload}` at load {cfg.load}, {cfg.workflows} "
-        f"workflows per run, clusters `{cfg.cluster_family}-N`, seeds "
+        f"workflows per run, clusters {_clusters_text(cfg)}, seeds "
         f"{', '.join(map(str, cfg.seeds))}."
     )
     text = summary_markdown(summary, header)

@@ -42,7 +42,7 @@ class SloSpec:
     seed: int
     workload: str
     workflows: int
-    cluster_family: str
+    cluster: str
     slo: float
 
 
@@ -67,7 +67,7 @@ def max_load_one(spec: SloSpec) -> dict[str, Any]:
                 spec.workload,
                 mid,
                 spec.workflows,
-                spec.cluster_family,
+                spec.cluster,
             )
         )
         if run["status"] != STATUS_OK:
@@ -88,7 +88,7 @@ def run_slo_study(
 ) -> list[dict[str, Any]]:
     """Max load at SLO for every policy x N x seed of the study (process pool)."""
     specs = [
-        SloSpec(p, n, s, cfg.workload, cfg.workflows, cfg.cluster_family, slo)
+        SloSpec(p, n, s, cfg.workload, cfg.workflows, cfg.cluster_for(n), slo)
         for n in cfg.nodes
         for s in cfg.seeds
         for p in cfg.policies

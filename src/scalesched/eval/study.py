@@ -36,6 +36,33 @@ class StudyConfig:
     """Clusters are ``<family>-<N>`` presets."""
     deployment: str | None = None
     """A deployment file pinning model replicas (one N only: it names its servers)."""
+    clusters: tuple[str, ...] = ()
+    """Named clusters (presets or YAML files) instead of ``<family>-<N>``; ``nodes`` must be
+    their sizes, one cluster per size (the tables are keyed by N)."""
+
+    def cluster_for(self, n: int) -> str:
+        """The cluster spec the runs of size ``n`` use."""
+        if not self.clusters:
+            return f"{self.cluster_family}-{n}"
+        return self.clusters[self.nodes.index(n)]
+
+
+def named_clusters(specs: Sequence[str]) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """Sizes and specs of named clusters, checked: each loads, and no two share a size."""
+    from scalesched.cluster import get_cluster
+
+    sizes: dict[int, str] = {}
+    for spec in specs:
+        n = len(get_cluster(spec).servers)
+        if n in sizes:
+            raise InputError(
+                "--clusters",
+                "clusters",
+                f"{spec} and {sizes[n]} both have {n} servers; the "
+                "tables are keyed by size, so give one cluster per size",
+            )
+        sizes[n] = spec
+    return tuple(sizes), tuple(sizes.values())
 
 
 @dataclass(frozen=True)
@@ -46,13 +73,14 @@ class RunSpec:
     workload: str
     load: float
     workflows: int
-    cluster_family: str
+    cluster: str
+    """Preset name or YAML path."""
     deployment: str | None = None
 
 
 def run_specs(cfg: StudyConfig) -> list[RunSpec]:
     return [
-        RunSpec(p, n, s, cfg.workload, cfg.load, cfg.workflows, cfg.cluster_family, cfg.deployment)
+        RunSpec(p, n, s, cfg.workload, cfg.load, cfg.workflows, cfg.cluster_for(n), cfg.deployment)
         for n in cfg.nodes
         for s in cfg.seeds
         for p in cfg.policies
@@ -75,7 +103,7 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
         "load": spec.load,
     }
     setup = prepare(
-        f"{spec.cluster_family}-{spec.n}",
+        spec.cluster,
         Scenario(workload=spec.workload, workflows=spec.workflows, load=spec.load, seed=spec.seed),
         deployment=spec.deployment,
     )
@@ -112,7 +140,7 @@ def resolve_capacities(cfg: StudyConfig) -> None:
     from scalesched.eval.capacity import capacity_wps
 
     for n in cfg.nodes:
-        capacity_wps(get_cluster(f"{cfg.cluster_family}-{n}"), cfg.workload)
+        capacity_wps(get_cluster(cfg.cluster_for(n)), cfg.workload)
 
 
 def check_policies(policies: Iterable[str]) -> None:
