@@ -168,10 +168,11 @@ class RunTasks:
         n = len(job.workflow.tasks)
         ids = range(self.n_tasks, self.n_tasks + n)
         self.offset[ji] = self.n_tasks
-        for i, gid in enumerate(ids):
-            self.job_of[gid] = ji
-            self.local[gid] = i
-            self.done[gid] = False
+        assert isinstance(self.job_of, dict) and isinstance(self.local, dict)
+        assert isinstance(self.done, dict)
+        self.job_of.update(dict.fromkeys(ids, ji))
+        self.local.update(zip(ids, range(n), strict=True))
+        self.done.update(dict.fromkeys(ids, False))
         self.n_tasks += n
         assert isinstance(self.ranks, StreamRanks)
         self.ranks.admit(ji, job.workflow)
@@ -359,10 +360,12 @@ class RunLedger:
         self._in_flight[ji] = job
         self.job_left[ji] = len(job.workflow.tasks)
         self._copies_of[ji] = []
-        for gid in self.tasks.admit(ji, job):
-            for box, default, _ in self._per_id:
-                box[gid] = default
-            self.origin[gid] = gid
+        ids = self.tasks.admit(ji, job)
+        for box, default, _ in self._per_id:
+            assert isinstance(box, dict)
+            box.update(dict.fromkeys(ids, default))
+        assert isinstance(self.origin, dict)
+        self.origin.update(zip(ids, ids, strict=True))
         self.n_tasks = self.tasks.n_tasks
 
     def _retire_job(self, ji: int) -> None:
@@ -379,8 +382,12 @@ class RunLedger:
         kept_box, kept = getattr(self, "_kept", (None, None))
         for box, _, _ in self._per_id:
             assert isinstance(box, dict)
-            for x in ids:
-                if box is not kept_box or box[x] != kept:
+            if box is kept_box:
+                for x in ids:
+                    if box[x] != kept:
+                        del box[x]
+            else:
+                for x in ids:
                     del box[x]
         assert isinstance(self.missing, dict)
         for x in ids:
