@@ -8,21 +8,32 @@ for tools). The busy server time in the same units is, over the whole run (as th
 is), every finished LLM call's start-to-end seconds plus every tool's CPU seconds (its
 external latency holds nothing), plus the charge itself. Prints one row per seed with the
 response-time percentiles, so they can be matched against ``scalesched eval``'s.
+
+For ``hedge`` it also checks the Monte-Carlo model: over the hedged tasks, how often a copy
+other than the serial choice finished first, against the mean predicted probability of that
+(``HedgeOption.p_switch``), and the predicted gain and extra time per hedge. It reads which
+task a decision is about from the simulator (``decision.view`` is the ``Simulation``): a
+diagnostic, not something a policy may do.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 
 import numpy as np
 
+from scalesched.decision.actions import Hedge
+from scalesched.decision.features import Decision
 from scalesched.eval.setup import Scenario, prepare, run
+from scalesched.policies import get_policy
+from scalesched.policies.hedge import HedgeOption, HedgeScheduler
 from scalesched.sim.run import SimResult
 from scalesched.workload.instance import Job
 
 
-def busy_server_seconds(result: SimResult, jobs: list[Job], core_speed: np.ndarray) -> float:
+def busy_server_seconds(result: SimResult, jobs: Sequence[Job], core_speed: np.ndarray) -> float:
     """Request-seconds of finished LLM calls plus core-seconds of tools (no hedge copies)."""
     tasks = {(j.workflow_id, t.id): t for j in jobs for t in j.workflow.tasks}
     total = 0.0
@@ -32,6 +43,37 @@ def busy_server_seconds(result: SimResult, jobs: list[Job], core_speed: np.ndarr
         else:
             total += tasks[(rec.workflow, rec.task)].cpu_work / float(core_speed[rec.server])
     return total
+
+
+class Recorder(HedgeScheduler):
+    """``hedge`` that remembers, per hedged task, its option and its first server."""
+
+    def reset(self, seed: int) -> None:
+        super().reset(seed)
+        self.hedges: dict[tuple[int, str], tuple[HedgeOption, int]] = {}
+
+    def select(self, decision: Decision) -> int | Hedge:
+        answer = super().select(decision)
+        if isinstance(answer, Hedge) and self.last_hedge is not None:
+            sim = decision.view
+            gid = sim._current  # type: ignore[attr-defined]
+            key = (sim.jobs[sim.tasks.job_of[gid]].workflow_id, sim.tasks.task(gid).id)  # type: ignore[attr-defined]
+            self.hedges[key] = (self.last_hedge, answer.servers[0])
+        return answer
+
+
+def calibration(result: SimResult, policy: Recorder) -> dict[str, float]:
+    won = {(r.workflow, r.task): r.server for r in result.trace}
+    rows = [(o, won[key] != first) for key, (o, first) in policy.hedges.items() if key in won]
+    if not rows:
+        return {}
+    return {
+        "switched": float(np.mean([s for _, s in rows])),
+        "p_switch_predicted": float(np.mean([o.p_switch for o, _ in rows])),
+        "gain_s_predicted": float(np.mean([o.gain_s for o, _ in rows])),
+        "extra_s_predicted": float(np.mean([o.extra_s for o, _ in rows])),
+        "three_copies": float(np.mean([len(o.servers) == 3 for o, _ in rows])),
+    }
 
 
 def main() -> None:
@@ -48,7 +90,8 @@ def main() -> None:
             workload=args.workload, workflows=args.workflows, load=args.load, seed=seed
         )
         setup = prepare(args.cluster, scenario)
-        result = run(setup, args.policy, record_trace=True)
+        policy = Recorder() if args.policy == "hedge" else get_policy(args.policy)
+        result = run(setup, policy, record_trace=True)
         m = result.metrics
         extra = float(m["extra_server_seconds"])
         busy = busy_server_seconds(result, setup.jobs, setup.tables.core_speed) + extra
@@ -66,6 +109,8 @@ def main() -> None:
             "extra_share": extra / busy if busy > 0 else 0.0,
             "steady_state": m["steady_state"],
         }
+        if isinstance(policy, Recorder):
+            row |= calibration(result, policy)
         print(json.dumps(row))
 
 

@@ -93,6 +93,8 @@ class HedgeOption:
     """Expected delay the losing copies impose on the requests in their batches."""
     extra_s: float
     """Expected server-seconds of the losing copies (start to cancellation)."""
+    p_switch: float
+    """Probability that a copy other than the first (the serial choice) finishes first."""
 
     def value(self, price: float) -> float:
         return self.gain_s - self.harm_s - price * self.extra_s
@@ -134,6 +136,8 @@ class HedgeScheduler(BaseScheduler):
         self.extra_s = 0.0
         """Expected extra server-seconds of every hedge so far."""
         self._projected: deque[float] = deque(maxlen=FOCUS_WINDOW)
+        self.last_hedge: HedgeOption | None = None
+        """The option behind the latest ``Hedge`` answer (for diagnostics)."""
 
     def in_focus(self, decision: Decision) -> bool:
         """Whether the task's workflow projects into the tail of recent workflows."""
@@ -176,6 +180,7 @@ class HedgeScheduler(BaseScheduler):
             return best
         pick = max(affordable, key=lambda o: o.value(self.price))
         self.extra_s += pick.extra_s
+        self.last_hedge = pick
         return Hedge(pick.servers)
 
     def options(
@@ -207,6 +212,7 @@ class HedgeScheduler(BaseScheduler):
                         gain_s=serial - float(first.mean()),
                         harm_s=float((share * imposed[cols]).sum(axis=1).mean()),
                         extra_s=float(held.sum(axis=1).mean()),
+                        p_switch=float((winner != 0).mean()),
                     )
                 )
         return options
