@@ -16,7 +16,8 @@ functions, a Ray task pinned to the same node, see ``python_tool``). An agent ex
     for GPUs; requests are admitted FIFO while the batch cap and KV memory allow, then
     take ``prefill(prompt) + output x decode_step(batch, contexts)`` with the batch and
     contexts **taken at admission** (the simulator re-times the batch at every event:
-    see docs/runtime.md for this gap);
+    see docs/runtime.md for this gap); admission, step times and eviction are
+    ``decision.llm_engine``'s, the simulator's own code;
 
 * LLM requests sent to a real OpenAI-compatible endpoint (``backends.OpenAIClient``);
 * Python LLM tasks of the decorator API (the function builds the prompt, the backend
