@@ -12,7 +12,14 @@ import pytest
 from scalesched.decision.actions import Action, Defer, Hedge
 from scalesched.decision.features import Decision
 from scalesched.decision.scheduler import BaseScheduler
-from scalesched.eval.setup import RunSetup, Scenario, prepare, run
+from scalesched.eval.setup import (
+    STREAM_FROM,
+    RunSetup,
+    Scenario,
+    prepare,
+    run,
+    streams_by_default,
+)
 from scalesched.policies import get_policy
 from scalesched.sim.engine import Simulation
 from scalesched.sim.scenario import JobStream
@@ -41,7 +48,7 @@ class HedgeAndDefer(BaseScheduler):
 
 
 def setups(scenario: Scenario) -> tuple[RunSetup, RunSetup]:
-    streamed = prepare(CLUSTER, scenario)
+    streamed = prepare(CLUSTER, scenario, stream=True)
     up_front = prepare(CLUSTER, scenario, stream=False)
     assert isinstance(streamed.jobs, JobStream) and isinstance(up_front.jobs, list)
     return streamed, up_front
@@ -96,7 +103,7 @@ def test_a_stream_realises_the_jobs_of_build_jobs_in_any_order() -> None:
 
 
 def test_a_streamed_run_keeps_only_the_workflows_in_flight() -> None:
-    setup = prepare(CLUSTER, Scenario(workflows=150, rate=2.0, seed=1))
+    setup = prepare(CLUSTER, Scenario(workflows=150, rate=2.0, seed=1), stream=True)
     peak = [0]
 
     class Watched(Simulation):
@@ -119,6 +126,13 @@ def test_a_streamed_run_keeps_only_the_workflows_in_flight() -> None:
     assert isinstance(sim._cancelled, dict) and sim._cancelled
     assert all(sim._cancelled.values())
     assert np.isfinite(sim.response_times).all()
+
+
+def test_long_runs_stream_by_default() -> None:
+    assert isinstance(prepare(CLUSTER, Scenario(workflows=20, rate=1.0)).jobs, list)
+    long = prepare(CLUSTER, Scenario(workflows=STREAM_FROM, rate=50.0))
+    assert isinstance(long.jobs, JobStream) and len(long.jobs) == STREAM_FROM
+    assert not streams_by_default(Scenario(workflows=STREAM_FROM - 1))
 
 
 def test_a_requested_trace_is_written_as_the_run_goes(tmp_path: Path) -> None:

@@ -64,6 +64,11 @@ COPY_BASE = 2**62
 """Hedged copies of a streamed run get ids from here on: past every task, like up front."""
 
 
+def _drop(box: dict[int, V], keys: Sequence[int]) -> None:
+    """Delete ``keys`` from ``box`` (a C-level loop: retirement runs once per job)."""
+    deque(map(box.__delitem__, keys), maxlen=0)
+
+
 class StreamedJobs(Sequence[Job]):
     """A run's jobs realised on demand: every arrival time known (non-decreasing, so the
     index is the arrival order), job ``i`` built only when asked for, the same every time."""
@@ -178,12 +183,13 @@ class RunTasks:
         self.ranks.admit(ji, job.workflow)
         return ids
 
-    def retire(self, ids: Sequence[int], ji: int) -> None:
-        """Streamed: job ``ji`` finished; forget its ids (tasks and copies)."""
-        for gid in ids:
-            del self.job_of[gid], self.local[gid]
-            if gid in self.done:  # copies have no entry
-                del self.done[gid]
+    def retire(self, ids: Sequence[int], n: int, ji: int) -> None:
+        """Streamed: job ``ji`` finished; forget its ids (its ``n`` tasks, then copies)."""
+        assert isinstance(self.job_of, dict) and isinstance(self.local, dict)
+        assert isinstance(self.done, dict)
+        _drop(self.job_of, ids)
+        _drop(self.local, ids)
+        _drop(self.done, ids[:n])  # copies have no entry
         del self.offset[ji]
 
     def task(self, gid: int) -> TaskInstance:
@@ -373,27 +379,28 @@ class RunLedger:
         its response time is in ``job_end``; every per-id entry of it is dropped."""
         job = self.jobs[ji]
         off = self.tasks.offset[ji]
-        ids = [*range(off, off + len(job.workflow.tasks)), *self._copies_of.pop(ji)]
+        n = len(job.workflow.tasks)
+        copies = self._copies_of.pop(ji)
+        ids = [*range(off, off + n), *copies]
         first, last = self.window
         if first <= ji <= last:
-            for x in ids:
-                if not math.isnan(self.started_at[x]):
-                    self._queue_delays.append(self.started_at[x] - self.landed_at[x])
+            started, landed = self.started_at, self.landed_at
+            self._queue_delays.extend(
+                started[x] - landed[x]
+                for x in ids
+                if started[x] == started[x]  # not NaN
+            )
         kept_box, kept = getattr(self, "_kept", (None, None))
         for box, _, _ in self._per_id:
             assert isinstance(box, dict)
             if box is kept_box:
-                for x in ids:
-                    if box[x] != kept:
-                        del box[x]
+                _drop(box, [x for x in ids if box[x] != kept])
             else:
-                for x in ids:
-                    del box[x]
-        assert isinstance(self.missing, dict)
-        for x in ids:
-            del self.origin[x]
-            self.missing.pop(x, None)  # copies have no entry
-        self.tasks.retire(ids, ji)
+                _drop(box, ids)
+        assert isinstance(self.missing, dict) and isinstance(self.origin, dict)
+        _drop(self.origin, ids)
+        _drop(self.missing, ids[:n])  # copies have no entry
+        self.tasks.retire(ids, n, ji)
         del self._in_flight[ji], self.job_left[ji]
 
     def make_ready(self, gid: int, now: float) -> None:
