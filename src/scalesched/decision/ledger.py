@@ -286,6 +286,8 @@ class RunLedger:
         self.tasks = RunTasks(t, self.jobs, streamed=self.streamed)
         total = self.n_tasks = self.tasks.n_tasks
         self._per_id: list[tuple[PerId[object], object, bool]] = []
+        self._kept: tuple[PerId[object] | None, object] = (None, None)
+        """The one per-id container whose entries equal to a value outlive retirement."""
         self.server: PerId[int] = self.per_id(-1)
         """Where each id was placed (-1: not yet)."""
         self.ready_at: PerId[float] = self.per_id(math.nan, copied=True)
@@ -340,7 +342,7 @@ class RunLedger:
         box: PerId[V] = {} if self.streamed else [default] * self.n_tasks
         self._per_id.append((box, default, copied))  # type: ignore[arg-type]
         if kept is not None:
-            self._kept = (box, kept)
+            self._kept = (cast("PerId[object]", box), kept)
         return box
 
     def arrival_time(self, ji: int) -> float:
@@ -390,7 +392,7 @@ class RunLedger:
                 for x in ids
                 if started[x] == started[x]  # not NaN
             )
-        kept_box, kept = getattr(self, "_kept", (None, None))
+        kept_box, kept = self._kept
         for box, _, _ in self._per_id:
             assert isinstance(box, dict)
             if box is kept_box:
