@@ -155,3 +155,11 @@ def test_a_requested_trace_is_written_as_the_run_goes(tmp_path: Path) -> None:
         {k: row[k] for k in ("workflow", "task", "ready", "end", "server")} for row in rows
     ] == (expect)
     assert all(not math.isnan(row["start"]) for row in rows)
+
+
+def test_a_trace_that_cannot_be_written_is_a_one_line_error(tmp_path: Path) -> None:
+    from scalesched.errors import InputError
+
+    setup = prepare(CLUSTER, Scenario(workflows=5, rate=1.0), stream=True)
+    with pytest.raises(InputError, match="--trace.*cannot write"):
+        run(setup, "eft", trace_path=tmp_path)  # a folder
