@@ -51,9 +51,14 @@ class EngineBatch:
         self.n_decoding = 0
         self.ctx_sum = 0
         """Sum of the mean contexts of the decoding requests."""
+        self.reload_step_tables(tables)
+
+    def reload_step_tables(self, tables: ClusterTables) -> None:
+        """Re-read the decode-step tables (after a caller changed them mid-run, e.g. an
+        injected slowdown); they are copied here because the hot path indexes them."""
         # Python floats, not numpy scalars: the same doubles, indexed several times faster.
-        self._lin: list[float] = tables.decode_lin[klass].tolist()
-        self._attn = float(tables.decode_attn[klass])
+        self._lin: list[float] = tables.decode_lin[self.klass].tolist()
+        self._attn = float(tables.decode_attn[self.klass])
         self._top = len(self._lin) - 1
 
     def fits(self, prompt: int, output: int) -> bool:

@@ -145,6 +145,7 @@ def drift_study(
     while decision is not None:
         if not applied and sim.now >= drift.at:
             apply_drift(sim_tables, drift)
+            sim.tables_changed()
             applied = True
         for rec in sim.trace[seen:]:  # tasks finished since the last decision
             t, g, q_static, q_adapt = pending.pop((rec.workflow, rec.task))

@@ -368,6 +368,13 @@ class Simulation(RunLedger):
         if not self._cancelled[gid]:
             self._finish(gid)
 
+    def tables_changed(self) -> None:
+        """The decode tables were changed mid-run (``predict.drift``): every live engine
+        re-reads them, so the change takes effect from its next step."""
+        for engines in self._engines:
+            for engine in engines.values():
+                engine.reload_step_tables(self.tables)
+
     # LLM engines
     def _llm_arrive(self, gid: int, s: int, task: TaskInstance) -> None:
         m = MODEL_INDEX[task.model or ""]
