@@ -34,12 +34,6 @@ def test_drift_scales_only_that_gpu_type() -> None:
     np.testing.assert_array_equal(tables.decode_lin[~np.array(hit)], before[~np.array(hit)])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known regression since the engine model moved to decision/llm_engine.py and runs "
-    "stream: the injected slowdown no longer reaches the simulator's decode steps (open in "
-    "issue 13's notes); strict, so the fix turns this red until the mark is removed",
-)
 def test_recalibration_restores_coverage_after_a_slowdown() -> None:
     report = drift_study(
         default_predictor(),
