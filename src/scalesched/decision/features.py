@@ -17,7 +17,7 @@ output length and external latency are never visible here.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -435,31 +435,37 @@ def upward_ranks(
     return ranks
 
 
+def deciders(wf: WorkflowInstance) -> frozenset[int]:
+    """The tasks whose completion reveals more of ``wf`` (its ranks must be recomputed)."""
+    return frozenset(t.revealed_by for t in wf.tasks if t.revealed_by is not None)
+
+
 class VisibleRanks:
     """Per-workflow cache of upward ranks over the visible DAG, for a whole run.
 
     Ranks of a workflow are computed when first asked for and dropped when one of its
     deciding tasks finishes (new tasks became visible) or the workflow completes. ``done``
-    is the run's per-task finished flags, indexed like ``offsets[job] + task``.
+    is the run's per-task finished flags, indexed like ``offsets[job] + task``. The caches
+    are keyed by job, so a streamed run (``decision.ledger.StreamRanks``) keeps only the
+    jobs in flight with the same code.
     """
 
     def __init__(
         self,
         tables: ClusterTables,
         workflows: Sequence[WorkflowInstance],
-        offsets: Sequence[int],
-        done: Sequence[bool],
+        offsets: Sequence[int] | Mapping[int, int],
+        done: Sequence[bool] | Mapping[int, bool],
     ) -> None:
         self._tables = tables
-        self._workflows = workflows
         self._offsets = offsets
         self._done = done
-        self._ranks: list[list[float] | None] = [None] * len(workflows)
-        self._costs: list[list[float] | None] = [None] * len(workflows)
-        self._deciders = [
-            frozenset(t.revealed_by for t in wf.tasks if t.revealed_by is not None)
-            for wf in workflows
-        ]
+        self._workflows: dict[int, WorkflowInstance] = dict(enumerate(workflows))
+        self._ranks: dict[int, list[float] | None] = dict.fromkeys(self._workflows)
+        self._costs: dict[int, list[float] | None] = dict.fromkeys(self._workflows)
+        self._deciders: dict[int, frozenset[int]] = {
+            job: deciders(wf) for job, wf in self._workflows.items()
+        }
 
     def rank(self, job: int, task: int) -> float:
         ranks = self._ranks[job]

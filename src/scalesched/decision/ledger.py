@@ -48,9 +48,8 @@ from scalesched.decision.features import (
     Decision,
     TaskRequest,
     VisibleRanks,
-    mean_task_costs,
+    deciders,
     task_request,
-    upward_ranks,
 )
 from scalesched.decision.metrics import RunRecord
 from scalesched.decision.records import SchedulingError, TaskRecord, check_feasible, lower_bound
@@ -98,37 +97,16 @@ class StreamedJobs(Sequence[Job]):
         return self.job(k)
 
 
-class StreamRanks:
+class StreamRanks(VisibleRanks):
     """``VisibleRanks`` for a streamed run: the same ranks, cached per job in flight only."""
 
     def __init__(self, tables: ClusterTables, offsets: dict[int, int], done: dict[int, bool]):
-        self._tables, self._offsets, self._done = tables, offsets, done
-        self._workflows: dict[int, WorkflowInstance] = {}
-        self._deciders: dict[int, frozenset[int]] = {}
-        self._ranks: dict[int, list[float] | None] = {}
-        self._costs: dict[int, list[float] | None] = {}
+        super().__init__(tables, [], offsets, done)
 
     def admit(self, job: int, wf: WorkflowInstance) -> None:
         self._workflows[job] = wf
-        self._deciders[job] = frozenset(
-            t.revealed_by for t in wf.tasks if t.revealed_by is not None
-        )
+        self._deciders[job] = deciders(wf)
         self._ranks[job] = self._costs[job] = None
-
-    def rank(self, job: int, task: int) -> float:
-        ranks = self._ranks[job]
-        if ranks is None:
-            wf, off, done = self._workflows[job], self._offsets[job], self._done
-            costs = self._costs[job]
-            if costs is None:
-                costs = self._costs[job] = mean_task_costs(self._tables, wf)
-            ranks = upward_ranks(self._tables, wf, costs, lambda k: done[off + k])
-            self._ranks[job] = ranks
-        return ranks[task]
-
-    def task_finished(self, job: int, task: int) -> None:
-        if task in self._deciders[job]:
-            self._ranks[job] = None
 
     def workflow_finished(self, job: int) -> None:
         for per_job in (self._workflows, self._deciders, self._ranks, self._costs):

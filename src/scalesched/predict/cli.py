@@ -21,6 +21,7 @@ predict_app = typer.Typer(
 
 Cluster = Annotated[str, typer.Option(help="Cluster preset or YAML file the traces run on.")]
 Workload = Annotated[str, typer.Option(help="Workload preset or WfFormat JSON.")]
+ModelFile = Annotated[str, typer.Option(help="Predictor file, or 'default' for the shipped one.")]
 Workflows = Annotated[int, typer.Option(help="Workflows simulated for the traces.")]
 Load = Annotated[
     float, typer.Option(help="Arrival rate as a fraction of the cluster's measured capacity.")
@@ -67,9 +68,7 @@ def fit(
 
 @predict_app.command("eval")
 def evaluate(
-    model: Annotated[
-        str, typer.Option(help="Predictor file, or 'default' for the shipped one.")
-    ] = "default",
+    model: ModelFile = "default",
     cluster: Cluster = "hetero-16",
     workload: Workload = "agentic-mix",
     workflows: Workflows = 1500,
@@ -116,9 +115,7 @@ def drift(
             "decode FACTOR times slower; schedulers and the predictor are not told."
         ),
     ],
-    model: Annotated[
-        str, typer.Option(help="Predictor file, or 'default' for the shipped one.")
-    ] = "default",
+    model: ModelFile = "default",
     cluster: Cluster = "hetero-16",
     workload: Workload = "agentic-mix",
     workflows: Workflows = 1500,
