@@ -265,6 +265,12 @@ class Simulation(RunLedger):
             self._on_land(gid, 0)
 
     @property
+    def current_task(self) -> int | None:
+        """Id of the task the last ``next_decision`` asked about, until ``apply``; None
+        otherwise. Read-only, for tools that join decisions to the trace (``predict``)."""
+        return self._current
+
+    @property
     def done(self) -> bool:
         return self.workflows_completed == self.n_jobs
 
