@@ -75,10 +75,19 @@ def evaluate(
     seed: Annotated[int, typer.Option(help="Seed of the evaluation traces (unseen).")] = 9001,
     load: Load = 0.8,
     policy: Policy = "soft_eft",
+    plot: Annotated[
+        Path | None,
+        typer.Option(
+            help="Also draw the calibration plot (predicted quantile level against the "
+            "observed share below it, per head, model and static per-role spread) to this "
+            "image file (.png, .svg, .pdf, ...)."
+        ),
+    ] = None,
     as_json: AsJson = False,
 ) -> None:
     """coverage_80, coverage_90, pinball_loss and crps of the model, the static per-role
-    spread and the static point estimate, per head, on fresh traces."""
+    spread and the static point estimate, per head, on fresh traces; with ``--plot``, the
+    calibration plot too (the JSON carries its table under each head's ``calibration``)."""
     from scalesched.errors import clean_errors
 
     @clean_errors
@@ -87,10 +96,23 @@ def evaluate(
         from scalesched.predict.model import default_predictor
         from scalesched.predict.model import load as load_model
 
+        if plot is not None:
+            from scalesched.sim.trace import check_gantt_file
+
+            check_gantt_file(plot, "--plot")
         predictor = default_predictor() if model == "default" else load_model(model)
         report = evaluate_on_traces(
             predictor, cluster, workload, workflows=workflows, seed=seed, load=load, policy=policy
         )
+        if plot is not None:
+            from scalesched.predict.plot import plot_calibration
+
+            plot_calibration(
+                report["heads"],
+                plot,
+                title=f"{report['cluster']}, {workload}, load {load}, seed {seed}, "
+                f"placed by {policy}",
+            )
         if as_json:
             print(json.dumps(report))
             return

@@ -66,13 +66,24 @@ def scores(y: np.ndarray, q: np.ndarray) -> dict[str, float]:
     }
 
 
-def evaluate(
-    predictor: QuantilePredictor, samples: Samples
-) -> dict[str, dict[str, dict[str, float]]]:
+def calibration(y: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The levels of ``QUANTILES`` and, per level, the share of truths ``y`` (n,) at or
+    below the forecast's quantile at that level ``q`` (n, Q): a calibrated forecast's
+    shares equal its levels (the calibration plot's points). NaN shares when ``y`` is
+    empty."""
+    if q.ndim != 2 or q.shape != (y.size, len(QUANTILES)):
+        raise ValueError(f"need q of shape ({y.size}, {len(QUANTILES)}), got {q.shape}")
+    if y.size == 0:
+        return _LEVELS.copy(), np.full(len(QUANTILES), np.nan)
+    return _LEVELS.copy(), (y[:, None] <= q).mean(axis=0)
+
+
+def evaluate(predictor: QuantilePredictor, samples: Samples) -> dict[str, dict[str, Any]]:
     """Scores per head (``duration``, ``finish``, ``tokens``) for the model, the static
     per-role spread (``static_role``) and the static estimate as a point forecast
-    (``static_point``)."""
-    out: dict[str, dict[str, dict[str, float]]] = {}
+    (``static_point``), and the calibration table of the first two (``calibration``:
+    ``levels`` and the observed share below each level's quantile, per forecast)."""
+    out: dict[str, dict[str, Any]] = {}
     heads = (
         (
             "duration",
@@ -113,6 +124,11 @@ def evaluate(
             "static_role": scores(y, static_q),
             "static_point": scores(y, point_q),
             "samples": {"n": float(y.size)},
+            "calibration": {
+                "levels": list(QUANTILES),
+                "model": calibration(y, model_q)[1].tolist(),
+                "static_role": calibration(y, static_q)[1].tolist(),
+            },
         }
     return out
 
