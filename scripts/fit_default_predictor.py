@@ -15,7 +15,7 @@ from pathlib import Path
 
 from scalesched.cluster import get_cluster
 from scalesched.predict.model import DEFAULT_FILE, save
-from scalesched.predict.traces import Samples, collect
+from scalesched.predict.traces import Samples, TraceRun, collect
 from scalesched.predict.train import fit
 
 WORKLOAD = "agentic-mix"
@@ -32,9 +32,7 @@ def main() -> None:
     start = time.perf_counter()
     parts = []
     for cluster, seed, load in RUNS:
-        parts.append(
-            collect(get_cluster(cluster), WORKLOAD, workflows=WORKFLOWS, seed=seed, load=load)
-        )
+        parts.append(collect(TraceRun(get_cluster(cluster), WORKLOAD, WORKFLOWS, seed, load)))
         print(f"{cluster} seed {seed} load {load}: {parts[-1].dur_y.size} tasks")
     meta = {
         "workload": WORKLOAD,

@@ -29,6 +29,8 @@ from scalesched.decision.features import Decision
 from scalesched.eval.setup import Scenario, prepare, run
 from scalesched.policies import get_policy
 from scalesched.policies.hedge import HedgeOption, HedgeScheduler
+from scalesched.predict.traces import decided_task
+from scalesched.sim.engine import Simulation
 from scalesched.sim.run import SimResult
 from scalesched.workload.instance import Job
 
@@ -55,9 +57,8 @@ class Recorder(HedgeScheduler):
     def select(self, decision: Decision) -> int | Hedge:
         answer = super().select(decision)
         if isinstance(answer, Hedge) and self.last_hedge is not None:
-            sim = decision.view
-            gid = sim._current  # type: ignore[attr-defined]
-            key = (sim.jobs[sim.tasks.job_of[gid]].workflow_id, sim.tasks.task(gid).id)  # type: ignore[attr-defined]
+            assert isinstance(decision.view, Simulation)
+            key, _ = decided_task(decision.view)
             self.hedges[key] = (self.last_hedge, answer.servers[0])
         return answer
 

@@ -12,7 +12,7 @@ from scalesched.cluster import get_cluster
 from scalesched.decision.actions import Hedge
 from scalesched.decision.features import ClusterTables
 from scalesched.policies import get_policy
-from scalesched.policies.hedge import HedgeScheduler, _at_length
+from scalesched.policies.hedge import Candidates, HedgeScheduler, _at_length
 from scalesched.predict.features import token_baseline, token_inputs
 from scalesched.predict.metrics import predicted_mean
 from scalesched.predict.model import QUANTILES
@@ -57,7 +57,7 @@ def test_options_are_hedges_of_the_best_server_with_sane_estimates() -> None:
             t_hi = max(2, round(float(q[0, QUANTILES.index(0.9)])))
             d_med, d_hi = _at_length(decision, t_hi // 2), _at_length(decision, t_hi)
             cands = np.flatnonzero(decision.mask)[:3]
-            options = policy.options(decision, q, d_med, d_hi, cands)
+            options = policy.options(Candidates(decision, q, d_med, d_hi, cands))
             assert {len(o.servers) for o in options} == {2, 3}
             for o in options:
                 assert o.servers[0] == cands[0] and len(set(o.servers)) == len(o.servers)

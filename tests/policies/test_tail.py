@@ -57,6 +57,37 @@ def test_tail_reads_the_hint() -> None:
     assert long > 3 * policy.output_tokens(decision)
 
 
+def test_exec_scale_slows_only_the_scaled_servers() -> None:
+    """Adaptation's factor: 1 everywhere is the cost model as is; a slower server scores
+    later, the others do not move, tools ignore it, and reset clears it."""
+    sim = Simulation(SPEC, JOBS, tables=TABLES)
+    policy = TailScheduler()
+    decision = sim.next_decision()
+    checked = {"llm": 0, "tool": 0}
+    while decision is not None:
+        ok = decision.mask
+        policy.exec_scale = None
+        plain = policy.scores(decision)
+        policy.exec_scale = np.ones(decision.n_servers)
+        np.testing.assert_allclose(policy.scores(decision)[ok], plain[ok], rtol=1e-12)
+        slowed = int(np.argmin(plain))
+        policy.exec_scale[slowed] = 3.0
+        scaled = policy.scores(decision)
+        others = ok.copy()
+        others[slowed] = False
+        np.testing.assert_array_equal(scaled[others], plain[others])
+        if decision.task.kind == "llm":
+            assert scaled[slowed] > plain[slowed]
+        else:
+            assert scaled[slowed] == plain[slowed]
+        checked[decision.task.kind] += 1
+        sim.apply(slowed)
+        decision = sim.next_decision()
+    assert min(checked.values()) > 20
+    policy.reset(0)
+    assert policy.exec_scale is None
+
+
 def test_tail_never_imports_torch() -> None:
     code = (
         "import sys\n"

@@ -12,6 +12,7 @@ from scalesched.decision.features import ClusterTables
 from scalesched.errors import InputError
 from scalesched.predict import default_predictor
 from scalesched.predict.drift import apply_drift, drift_study, parse_drift
+from scalesched.predict.traces import TraceRun
 
 TABLES = ClusterTables(get_cluster("hetero-8"))
 
@@ -35,15 +36,9 @@ def test_drift_scales_only_that_gpu_type() -> None:
 
 
 def test_recalibration_restores_coverage_after_a_slowdown() -> None:
-    report = drift_study(
-        default_predictor(),
-        "hetero-8",
-        "agentic-mix",
-        "H100-80G:3@40",
-        workflows=240,
-        seed=9005,
-        window=200,
-    )
+    run = TraceRun(get_cluster("hetero-8"), "agentic-mix", workflows=240, seed=9005)
+    report = drift_study(default_predictor(), run, "H100-80G:3@40", window=200)
+    assert "routing_adapted" not in report  # soft_eft does not read the predictor
     cov = report["coverage"]["drifted"]  # 240 workflows: "before" is the cold start
     assert cov["before"]["static"]["coverage_90"] > 0.7
     assert cov["during"]["static"]["coverage_90"] < 0.5  # the simulator slowed down
@@ -56,3 +51,16 @@ def test_cli_drift_bad_input_is_one_line() -> None:
     r = CliRunner().invoke(app, ["predict", "drift", "--drift", "nope"])
     assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1
     assert "GPU_TYPE:FACTOR@TIME" in r.output
+
+
+def test_tail_routing_on_recalibrated_durations_avoids_the_slowed_type() -> None:
+    """With adaptation, tail learns that the H100s slowed down and sends them fewer calls."""
+    run = TraceRun(get_cluster("hetero-8"), "agentic-mix", workflows=200, seed=9005, policy="tail")
+    report = drift_study(default_predictor(), run, "H100-80G:3@40", window=100)
+    trained, adapted = (
+        report["coverage"]["drifted"],
+        report["routing_adapted"]["coverage"]["drifted"],
+    )
+    after = trained["during"]["n"] + trained["after"]["n"]
+    assert adapted["during"]["n"] + adapted["after"]["n"] < 0.8 * after
+    assert set(report["routing_adapted"]["p99_response_s"]) == {"before", "during", "after"}

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from scalesched.cluster import get_cluster
 from scalesched.predict import train
 from scalesched.predict.metrics import evaluate
-from scalesched.predict.traces import collect
+from scalesched.predict.traces import TraceRun, collect
 
 
 @pytest.fixture(autouse=True)
@@ -21,7 +21,7 @@ def short_fit(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_traces_join_every_task_to_its_truth() -> None:
-    s = collect(get_cluster("hetero-8"), "agentic-mix", workflows=30, seed=5)
+    s = collect(TraceRun(get_cluster("hetero-8"), "agentic-mix", workflows=30, seed=5))
     assert s.dur_y.size == s.dur_x.shape[0] == s.dur_base.size > s.tok_y.size > 0
     assert (s.dur_y > 0).all() and np.isfinite(s.dur_x).all()
     assert (s.tok_y >= 1).all()
@@ -29,8 +29,8 @@ def test_traces_join_every_task_to_its_truth() -> None:
 
 def test_fit_beats_the_static_estimate_on_an_unseen_seed() -> None:
     spec = get_cluster("hetero-8")
-    fitted = train.fit(collect(spec, "agentic-mix", workflows=150, seed=5), seed=0)
-    report = evaluate(fitted, collect(spec, "agentic-mix", workflows=80, seed=6))
+    fitted = train.fit(collect(TraceRun(spec, "agentic-mix", workflows=150, seed=5)), seed=0)
+    report = evaluate(fitted, collect(TraceRun(spec, "agentic-mix", workflows=80, seed=6)))
     for head in ("duration", "finish", "tokens"):
         model, static = report[head]["model"], report[head]["static_role"]
         assert model["pinball_loss"] < static["pinball_loss"]

@@ -100,6 +100,19 @@ class HedgeOption:
         return self.gain_s - self.harm_s - price * self.extra_s
 
 
+@dataclass(frozen=True)
+class Candidates:
+    """An LLM call's decision, its output-token quantiles ``q_tok`` (1, Q), the cost model's
+    decisions at the predicted median and p90 lengths, and the servers a hedge may use
+    (``servers[0]``: the serial choice)."""
+
+    decision: Decision
+    q_tok: np.ndarray
+    d_med: Decision
+    d_hi: Decision
+    servers: np.ndarray
+
+
 class HedgeScheduler(BaseScheduler):
     """``tail``'s placement, hedged on 2 or 3 servers when the Monte-Carlo gain is worth
     the extra server time and the online budget allows."""
@@ -170,7 +183,7 @@ class HedgeScheduler(BaseScheduler):
         cands = np.concatenate(([best], order[copyable[order]][: self.candidates - 1]))
         if not focused or cands.size < 2 or self.extra_s >= self.budget * self.work_s:
             return best
-        options = self.options(decision, q_tok, d_med, d_hi, cands)
+        options = self.options(Candidates(decision, q_tok, d_med, d_hi, cands))
         affordable = [
             o
             for o in options
@@ -183,19 +196,13 @@ class HedgeScheduler(BaseScheduler):
         self.last_hedge = pick
         return Hedge(pick.servers)
 
-    def options(
-        self,
-        decision: Decision,
-        q_tok: np.ndarray,
-        d_med: Decision,
-        d_hi: Decision,
-        cands: np.ndarray,
-    ) -> list[HedgeOption]:
-        """Every hedge of the best candidate (``cands[0]``) with 1 .. max_copies - 1 of the
-        others, with Monte-Carlo estimates of its gain, harm and extra server time."""
-        finish, start, run_len = self.finish_samples(decision, q_tok, d_med, d_hi, cands)
+    def options(self, c: Candidates) -> list[HedgeOption]:
+        """Every hedge of the best candidate (``c.servers[0]``) with 1 .. max_copies - 1 of
+        the others, with Monte-Carlo estimates of its gain, harm and extra server time."""
+        cands = c.servers
+        finish, start, run_len = self.finish_samples(c)
         serial = float(finish[:, 0].mean())
-        imposed = d_med.imposed_s[cands]
+        imposed = c.d_med.imposed_s[cands]
         options = []
         for k in range(1, self.max_copies):
             for rest in itertools.combinations(range(1, cands.size), k):
@@ -217,16 +224,10 @@ class HedgeScheduler(BaseScheduler):
                 )
         return options
 
-    def finish_samples(
-        self,
-        decision: Decision,
-        q_tok: np.ndarray,
-        d_med: Decision,
-        d_hi: Decision,
-        cands: np.ndarray,
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def finish_samples(self, c: Candidates) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(S, k) sampled seconds from now to each candidate's finish, (k,) the cost model's
         start on each, and (S, k) the run lengths (finish - start)."""
+        decision, q_tok, d_med, d_hi, cands = c.decision, c.q_tok, c.d_med, c.d_hi, c.servers
         t_med, t_hi = d_med.task.output_tokens_est, d_hi.task.output_tokens_est
         f_med, f_hi = d_med.finish_s[cands], d_hi.finish_s[cands]
         slope = (f_hi - f_med) / max(t_hi - t_med, 1)  # 0 when both lengths are 1 token

@@ -56,6 +56,13 @@ class TailScheduler(BaseScheduler):
         self.level = level
         self.via = via
         self.predictor = predictor or default_predictor()
+        self.exec_scale: np.ndarray | None = None
+        """(N,) factor on each server's predicted execution, queueing and imposed delay for
+        LLM calls, or None (the cost model as is). Online adaptation sets it from the
+        recalibrated duration quantiles (``predict drift``'s ``routing_adapted`` arm)."""
+
+    def reset(self, seed: int) -> None:
+        self.exec_scale = None  # a new run starts from the cost model as is
 
     def _pick(self, q: np.ndarray) -> np.ndarray:
         """(k,) the chosen statistic of (k, Q) quantiles: the level's, or the mean."""
@@ -82,10 +89,21 @@ class TailScheduler(BaseScheduler):
                 decision.task, output_tokens_est=self.output_tokens(decision)
             )
             decision = make_decision(decision.tables, decision.view, task)
+            if self.exec_scale is not None:
+                return np.where(mask, scaled_score(decision, self.exec_scale), np.inf)
         return np.where(mask, decision.finish_s + decision.imposed_s, np.inf)
 
     def select(self, decision: Decision) -> int:
         return int(np.argmin(self.scores(decision)))
+
+
+def scaled_score(decision: Decision, scale: np.ndarray) -> np.ndarray:
+    """(N,) finish + imposed delay of an LLM call with each server's execution, queueing
+    behind its engine and imposed delay ``scale`` times the cost model's (model loading and
+    transfers unchanged): the cost model told that a server runs slower than its tables say."""
+    queue = (decision.wait_s - decision.load_s) * scale + decision.load_s
+    finish = np.maximum(decision.transfer_s, queue) + decision.exec_s * scale
+    return finish + decision.imposed_s * scale
 
 
 class PredictedMeanScheduler(TailScheduler):

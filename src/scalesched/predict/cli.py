@@ -92,18 +92,19 @@ def evaluate(
 
     @clean_errors
     def go() -> None:
+        from scalesched.cluster import get_cluster
         from scalesched.predict.metrics import evaluate_on_traces
         from scalesched.predict.model import default_predictor
         from scalesched.predict.model import load as load_model
+        from scalesched.predict.traces import TraceRun
 
         if plot is not None:
             from scalesched.sim.trace import check_gantt_file
 
             check_gantt_file(plot, "--plot")
         predictor = default_predictor() if model == "default" else load_model(model)
-        report = evaluate_on_traces(
-            predictor, cluster, workload, workflows=workflows, seed=seed, load=load, policy=policy
-        )
+        run = TraceRun(get_cluster(cluster), workload, workflows, seed, load, policy)
+        report = evaluate_on_traces(predictor, run)
         if plot is not None:
             from scalesched.predict.plot import plot_calibration
 
@@ -150,40 +151,45 @@ def drift(
     as_json: AsJson = False,
 ) -> None:
     """Coverage of the duration head before, during and after an injected slowdown, as
-    trained and with sliding-window recalibration; p99 response per phase."""
+    trained and with sliding-window recalibration; p99 response per phase. A policy that
+    routes on durations (tail, pred_mean) runs twice: routing as trained, and routing on
+    the recalibrated durations."""
     from scalesched.errors import clean_errors
 
     @clean_errors
     def go() -> None:
+        from scalesched.cluster import get_cluster
         from scalesched.predict.drift import drift_study
         from scalesched.predict.model import default_predictor
         from scalesched.predict.model import load as load_model
+        from scalesched.predict.traces import TraceRun
 
         predictor = default_predictor() if model == "default" else load_model(model)
-        report = drift_study(
-            predictor,
-            cluster,
-            workload,
-            drift,
-            workflows=workflows,
-            seed=seed,
-            load=load,
-            policy=policy,
-            window=window,
-        )
+        run = TraceRun(get_cluster(cluster), workload, workflows, seed, load, policy)
+        report = drift_study(predictor, run, drift, window=window)
         if as_json:
             print(json.dumps(report))
             return
-        for scope, phases in report["coverage"].items():
-            for name, e in phases.items():
-                st, ad = e["static"], e["adaptive"]
+        arms = [("", report)]
+        if "routing_adapted" in report:
+            arms = [
+                ("routing as trained: ", report),
+                ("routing adapted: ", report["routing_adapted"]),
+            ]
+        for arm, r in arms:
+            for scope, phases in r["coverage"].items():
+                for name, e in phases.items():
+                    st, ad = e["static"], e["adaptive"]
+                    print(
+                        f"{arm}{scope:8s} {name:7s} n={e['n']:6d}  coverage_90 as trained "
+                        f"{st['coverage_90']:.3f} adaptive {ad['coverage_90']:.3f}  pinball "
+                        f"{st['pinball_loss']:.3g} / {ad['pinball_loss']:.3g}"
+                    )
+            for name, v in r["p99_response_s"].items():
+                mean = r["mean_response_s"][name]
                 print(
-                    f"{scope:8s} {name:7s} n={e['n']:6d}  coverage_90 as trained "
-                    f"{st['coverage_90']:.3f} adaptive {ad['coverage_90']:.3f}  pinball "
-                    f"{st['pinball_loss']:.3g} / {ad['pinball_loss']:.3g}"
+                    f"{arm}p99 response of workflows arriving {name}: {v:.1f} s (mean {mean:.1f} s)"
                 )
-        for name, v in report["p99_response_s"].items():
-            print(f"p99 response of workflows arriving {name}: {v:.1f} s")
 
     go()
 

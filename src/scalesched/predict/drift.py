@@ -17,15 +17,22 @@ before its decision). With fewer than 50 tasks in a type's window the offsets ar
 
 Coverage is reported before the drift, during (the first third of the time after it) and
 after (the rest), for the predictor as trained (``static``) and with adaptation
-(``adaptive``), over all tasks and over tasks placed on the drifted type, by decision time;
-the p99 response of the workflows arriving in each phase is reported once: adaptation
-changes the predictions, not the placements (the data policy does not read them).
+(``adaptive``), over all tasks and over tasks placed on the drifted type, by decision time,
+with the p99 and mean response of the workflows arriving in each phase.
+
+**Routing on the recalibrated durations.** A data policy such as ``soft_eft`` does not read
+the predictor, so adaptation changes the predictions, not the placements. ``tail`` and
+``pred_mean`` (:mod:`scalesched.policies.tail`) route on the cost model, which is as blind
+to the drift as the trained predictor; for them the study runs a second arm,
+``routing_adapted``, in which before each decision the router's ``exec_scale`` is set, per
+server, to the recalibrated median over the trained median of the duration head on that
+server's GPU type (``exp`` of the median-level offset of a window fed by LLM calls only:
+tools do not slow down), so it sees the slowed type as slower.
 """
 
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
@@ -37,8 +44,10 @@ from scalesched.errors import InputError
 from scalesched.predict.features import duration_baseline, duration_inputs
 from scalesched.predict.metrics import scores
 from scalesched.predict.model import QUANTILES, QuantilePredictor
+from scalesched.predict.traces import TraceRun, decided_task, placement
 
 MIN_WINDOW = 50
+_I50 = QUANTILES.index(0.5)
 _DRIFT = re.compile(r"^(?P<gpu>[^:@]+):(?P<factor>[0-9.eE+-]+)@(?P<at>[0-9.eE+-]+)$")
 
 
@@ -84,60 +93,58 @@ class Recalibrator:
     def __init__(self, groups: int, window: int) -> None:
         self._windows: list[deque[np.ndarray]] = [deque(maxlen=window) for _ in range(groups)]
         self._levels = np.array(QUANTILES)
+        self._offsets: dict[int, np.ndarray] = {}  # per group, until its window changes
 
     def add(self, group: int, residual: np.ndarray) -> None:
         self._windows[group].append(residual)
+        self._offsets.pop(group, None)
 
     def offsets(self, group: int) -> np.ndarray:
+        cached = self._offsets.get(group)
+        if cached is not None:
+            return cached
         w = self._windows[group]
         if len(w) < MIN_WINDOW:
-            return np.zeros(len(QUANTILES))
-        r = np.array(w)
-        return np.array([np.quantile(r[:, i], lv) for i, lv in enumerate(self._levels)])
+            out = np.zeros(len(QUANTILES))
+        else:
+            r = np.array(w)
+            out = np.array([np.quantile(r[:, i], lv) for i, lv in enumerate(self._levels)])
+        self._offsets[group] = out
+        return out
 
 
-def drift_study(
-    predictor: QuantilePredictor,
-    cluster: str,
-    workload: str,
-    drift_text: str,
-    *,
-    workflows: int,
-    seed: int,
-    load: float = 0.8,
-    policy: str = "soft_eft",
-    window: int = 1000,
-) -> dict[str, Any]:
-    """One run with the drift injected; coverage of the duration head before, during and
-    after it, as trained and with sliding-window recalibration."""
-    from scalesched.cluster import get_cluster
-    from scalesched.eval.capacity import capacity_wps
-    from scalesched.policies import get_policy
-    from scalesched.sim.engine import Simulation
-    from scalesched.sim.scenario import Scenario, build_jobs
+@dataclass
+class _Arm:
+    """What one run of the study leaves: per finished task (decision time, group, forecast
+    as trained, recalibrated forecast, truth), and the workflows' arrivals and responses."""
 
-    if window < MIN_WINDOW:
-        raise InputError("--window", "window", f"must be at least {MIN_WINDOW}")
-    if not 0.0 < load <= 2.0:
-        raise InputError("--load", "load", f"must be in (0, 2], got {load!r}")
-    spec = get_cluster(cluster)
-    view_tables = ClusterTables(spec)  # what schedulers and the predictor read
-    sim_tables = ClusterTables(spec)  # what the simulator runs on (drifted)
-    drift = parse_drift(drift_text, view_tables)
-    rate = load * capacity_wps(spec, workload)
-    scenario = Scenario(workload=workload, workflows=workflows, rate=rate, seed=seed)
-    jobs = build_jobs(view_tables, scenario)
-    scheduler = get_policy(policy)
-    sim = Simulation(
-        spec, jobs, ready_order=scheduler.ready_order, record_trace=True, tables=sim_tables
-    )
-    scheduler.reset(seed)
-    types = sorted({s.gpu_type or "cpu" for s in spec.servers})
-    group_of = np.array([types.index(s.gpu_type or "cpu") for s in spec.servers])
-    drifted_group = types.index(drift.gpu_type)
+    done: list[tuple[float, int, np.ndarray, np.ndarray, float]]
+    arrivals: np.ndarray
+    response: np.ndarray
+
+
+def routes_on_durations(scheduler: object) -> bool:
+    """Whether a policy can route on recalibrated durations (``tail``, ``pred_mean``)."""
+    from scalesched.policies.tail import TailScheduler
+
+    return isinstance(scheduler, TailScheduler) and scheduler.via == "tokens"
+
+
+def _run_arm(
+    predictor: QuantilePredictor, run: TraceRun, drift: Drift, window: int, *, adapt: bool
+) -> _Arm:
+    """One run with the drift injected. With ``adapt`` the policy (a ``TailScheduler``)
+    scales each server's execution and queueing times by the recalibrated median over the
+    trained median of the duration head on its GPU type (LLM calls' residuals only)."""
+    from scalesched.policies.tail import TailScheduler
+
+    sim_tables = ClusterTables(run.spec)  # what the simulator runs on (drifted)
+    view_tables, jobs, scheduler, sim = run.start(sim_tables)
+    types = sorted({s.gpu_type or "cpu" for s in run.spec.servers})
+    group_of = np.array([types.index(s.gpu_type or "cpu") for s in run.spec.servers])
     recal = Recalibrator(len(types), window)
-    offsets = np.cumsum([0] + [len(j.workflow.tasks) for j in jobs]).tolist()
-    pending: dict[tuple[int, str], tuple[float, int, np.ndarray, np.ndarray]] = {}
+    route_recal = Recalibrator(len(types), window)
+    pending: dict[tuple[int, str], tuple[float, int, np.ndarray, np.ndarray, bool]] = {}
     done: list[tuple[float, int, np.ndarray, np.ndarray, float]] = []
     seen = 0
     applied = False
@@ -148,58 +155,53 @@ def drift_study(
             sim.tables_changed()
             applied = True
         for rec in sim.trace[seen:]:  # tasks finished since the last decision
-            t, g, q_static, q_adapt = pending.pop((rec.workflow, rec.task))
+            t, g, q_static, q_adapt, llm = pending.pop((rec.workflow, rec.task))
             y = max(rec.end - rec.start, 1e-6)
-            recal.add(g, np.log(y) - np.log(q_static))
+            residual = np.log(y) - np.log(q_static)
+            recal.add(g, residual)
+            if llm:
+                route_recal.add(g, residual)
             done.append((t, g, q_static, q_adapt, y))
         seen = len(sim.trace)
-        gid = sim._current  # the task being decided (the simulator has no public accessor)
-        assert gid is not None
+        key, _ = decided_task(sim)
         pristine = make_decision(view_tables, sim, decision.task)
-        answer = scheduler.select(pristine)
-        if not isinstance(answer, int | np.integer):
-            raise InputError("--policy", "policy", f"{policy!r} answers with actions")
-        server = np.array([int(answer)])
+        if adapt:
+            assert isinstance(scheduler, TailScheduler)
+            median = np.array([route_recal.offsets(g)[_I50] for g in range(len(types))])
+            scheduler.exec_scale = np.exp(median)[group_of]
+        answer = placement(scheduler.select(pristine), run.policy)
+        server = np.array([answer])
         q = np.exp(
             predictor.duration(duration_inputs(pristine, server))[0]
             + duration_baseline(pristine, server)[0]
         )
-        g = int(group_of[int(answer)])
+        g = int(group_of[answer])
         q_adapt = np.sort(q * np.exp(recal.offsets(g)))
-        ji = bisect_right(offsets, gid) - 1
-        task = jobs[ji].workflow.tasks[gid - offsets[ji]]
-        pending[(jobs[ji].workflow_id, task.id)] = (sim.now, g, q, q_adapt)
-        sim.apply(int(answer))
+        pending[key] = (sim.now, g, q, q_adapt, decision.task.kind == "llm")
+        sim.apply(answer)
         decision = sim.next_decision()
     for rec in sim.trace[seen:]:
-        t, g, q_static, q_adapt = pending.pop((rec.workflow, rec.task))
+        t, g, q_static, q_adapt, _ = pending.pop((rec.workflow, rec.task))
         done.append((t, g, q_static, q_adapt, max(rec.end - rec.start, 1e-6)))
-    end = max(t for t, *_ in done)
-    third = drift.at + (end - drift.at) / 3
-    phases = {"before": (0.0, drift.at), "during": (drift.at, third), "after": (third, np.inf)}
-    report: dict[str, Any] = {
-        "cluster": spec.name,
-        "workload": workload,
-        "workflows": workflows,
-        "seed": seed,
-        "load": load,
-        "policy": policy,
-        "drift": {"gpu_type": drift.gpu_type, "factor": drift.factor, "at_s": drift.at},
-        "window": window,
-        "phases_s": {k: [float(lo), float(min(hi, end))] for k, (lo, hi) in phases.items()},
-        "p99_response_s": {},
-        "coverage": {},
-    }
     arrivals = np.array([j.arrival for j in jobs])
-    response = np.asarray(sim.response_times, dtype=float)
+    return _Arm(done, arrivals, np.asarray(sim.response_times, dtype=float))
+
+
+def _summary(
+    arm: _Arm, phases: dict[str, tuple[float, float]], drifted_group: int
+) -> dict[str, Any]:
+    """Per phase: p99 and mean response of the workflows arriving in it, and coverage of the
+    tasks decided in it (all, and those placed on the drifted type)."""
+    out: dict[str, Any] = {"p99_response_s": {}, "mean_response_s": {}, "coverage": {}}
     for name, (lo, hi) in phases.items():
-        sel = (arrivals >= lo) & (arrivals < hi) & np.isfinite(response)
+        sel = (arm.arrivals >= lo) & (arm.arrivals < hi) & np.isfinite(arm.response)
         if sel.any():
-            report["p99_response_s"][name] = float(np.percentile(response[sel], 99))
+            out["p99_response_s"][name] = float(np.percentile(arm.response[sel], 99))
+            out["mean_response_s"][name] = float(arm.response[sel].mean())
     for scope in ("all", "drifted"):
         for name, (lo, hi) in phases.items():
             rows = [
-                r for r in done if lo <= r[0] < hi and (scope == "all" or r[1] == drifted_group)
+                r for r in arm.done if lo <= r[0] < hi and (scope == "all" or r[1] == drifted_group)
             ]
             if not rows:
                 continue
@@ -212,5 +214,37 @@ def drift_study(
             for label, q in forecasts.items():
                 sc = scores(truth, q)
                 entry[label] = {k: sc[k] for k in ("coverage_80", "coverage_90", "pinball_loss")}
-            report["coverage"].setdefault(scope, {})[name] = entry
+            out["coverage"].setdefault(scope, {})[name] = entry
+    return out
+
+
+def drift_study(
+    predictor: QuantilePredictor, run: TraceRun, drift_text: str, *, window: int = 1000
+) -> dict[str, Any]:
+    """``run`` with the drift injected; coverage of the duration head before, during and
+    after it, as trained and with sliding-window recalibration, and the p99 response per
+    phase. A policy that routes on durations (``tail``, ``pred_mean``) runs twice: as
+    trained, and routing on the recalibrated durations (``routing_adapted``)."""
+    if window < MIN_WINDOW:
+        raise InputError("--window", "window", f"must be at least {MIN_WINDOW}")
+    drift = parse_drift(drift_text, ClusterTables(run.spec))
+    from scalesched.policies import get_policy
+
+    arms = {"as_trained": _run_arm(predictor, run, drift, window, adapt=False)}
+    if routes_on_durations(get_policy(run.policy)):
+        arms["routing_adapted"] = _run_arm(predictor, run, drift, window, adapt=True)
+    end = max(t for t, *_ in arms["as_trained"].done)
+    third = drift.at + (end - drift.at) / 3
+    phases = {"before": (0.0, drift.at), "during": (drift.at, third), "after": (third, np.inf)}
+    types = sorted({s.gpu_type or "cpu" for s in run.spec.servers})
+    drifted_group = types.index(drift.gpu_type)
+    report: dict[str, Any] = {
+        **run.describe(),
+        "drift": {"gpu_type": drift.gpu_type, "factor": drift.factor, "at_s": drift.at},
+        "window": window,
+        "phases_s": {k: [float(lo), float(min(hi, end))] for k, (lo, hi) in phases.items()},
+        **_summary(arms["as_trained"], phases, drifted_group),
+    }
+    if "routing_adapted" in arms:
+        report["routing_adapted"] = _summary(arms["routing_adapted"], phases, drifted_group)
     return report

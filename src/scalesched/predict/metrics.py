@@ -19,7 +19,7 @@ import numpy as np
 from scalesched.predict.model import QUANTILES, QuantilePredictor
 
 if TYPE_CHECKING:
-    from scalesched.predict.traces import Samples
+    from scalesched.predict.traces import Samples, TraceRun
 
 GRID = (np.arange(100) + 0.5) / 100
 _LEVELS = np.array(QUANTILES)
@@ -133,30 +133,12 @@ def evaluate(predictor: QuantilePredictor, samples: Samples) -> dict[str, dict[s
     return out
 
 
-def evaluate_on_traces(
-    predictor: QuantilePredictor,
-    cluster: str,
-    workload: str,
-    *,
-    workflows: int,
-    seed: int,
-    load: float = 0.8,
-    policy: str = "soft_eft",
-) -> dict[str, Any]:
+def evaluate_on_traces(predictor: QuantilePredictor, run: TraceRun) -> dict[str, Any]:
     """Record fresh traces and score the predictor on them (``predict eval --json``)."""
-    from scalesched.cluster import get_cluster
     from scalesched.predict.traces import collect
 
-    spec = get_cluster(cluster)
-    samples = collect(spec, workload, workflows=workflows, seed=seed, load=load, policy=policy)
-    trained_on = predictor.meta.get("trace_seeds", [])
     return {
-        "cluster": spec.name,
-        "workload": workload,
-        "workflows": workflows,
-        "seed": seed,
-        "load": load,
-        "policy": policy,
-        "seed_seen_in_training": seed in trained_on,
-        "heads": evaluate(predictor, samples),
+        **run.describe(),
+        "seed_seen_in_training": run.seed in predictor.meta.get("trace_seeds", []),
+        "heads": evaluate(predictor, collect(run)),
     }

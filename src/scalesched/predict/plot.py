@@ -54,5 +54,5 @@ def plot_calibration(heads: dict[str, dict[str, Any]], path: Path, *, title: str
     axes[0][0].legend(fontsize=7, loc="upper left")
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)

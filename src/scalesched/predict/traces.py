@@ -9,13 +9,14 @@ server. Runs are at a steady arrival rate, ``load`` x the cluster's measured cap
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from scalesched.cluster.model import ClusterSpec
 from scalesched.decision.features import ClusterTables
+from scalesched.decision.records import SchedulingError
 from scalesched.errors import InputError
 from scalesched.predict.features import (
     TASK_INPUTS,
@@ -26,6 +27,11 @@ from scalesched.predict.features import (
     token_baseline,
     token_inputs,
 )
+
+if TYPE_CHECKING:
+    from scalesched.decision.scheduler import Scheduler
+    from scalesched.sim.engine import Simulation
+    from scalesched.workload.instance import Job, TaskInstance
 
 
 @dataclass(frozen=True)
@@ -54,51 +60,93 @@ class Samples:
         )
 
 
-def collect(
-    spec: ClusterSpec,
-    workload: str,
-    *,
-    workflows: int,
-    seed: int,
-    load: float = 0.8,
-    policy: str = "soft_eft",
-) -> Samples:
-    """Simulate ``workflows`` workflows of ``workload`` on ``spec`` at ``load`` with the
-    data ``policy`` (seeded by ``seed``) and return one sample per executed task."""
-    from scalesched.eval.capacity import capacity_wps
-    from scalesched.policies import get_policy
-    from scalesched.sim.engine import Simulation
-    from scalesched.sim.scenario import Scenario, build_jobs
+@dataclass(frozen=True)
+class TraceRun:
+    """One recorded run: ``workflows`` workflows of ``workload`` on ``spec`` arriving at
+    ``load`` x the cluster's measured capacity, placed by the data ``policy`` (seeded by
+    ``seed``). ``predict fit``, ``eval`` and ``drift`` all describe their runs with it."""
 
-    if not (isinstance(load, float | int) and 0.0 < load <= 2.0):
-        raise InputError("--load", "load", f"must be in (0, 2], got {load!r}")
-    tables = ClusterTables(spec)
-    rate = load * capacity_wps(spec, workload)
-    jobs = build_jobs(
-        tables, Scenario(workload=workload, workflows=workflows, rate=rate, seed=seed)
-    )
-    scheduler = get_policy(policy)
-    sim = Simulation(
-        spec, jobs, ready_order=scheduler.ready_order, record_trace=True, tables=tables
-    )
-    scheduler.reset(seed)
-    offsets = np.cumsum([0] + [len(j.workflow.tasks) for j in jobs]).tolist()
+    spec: ClusterSpec
+    workload: str
+    workflows: int
+    seed: int
+    load: float = 0.8
+    policy: str = "soft_eft"
+
+    def start(
+        self, sim_tables: ClusterTables | None = None
+    ) -> tuple[ClusterTables, list[Job], Scheduler, Simulation]:
+        """The tables schedulers read, the jobs, the reset policy and a trace-recording
+        simulation on ``sim_tables`` (default: the same tables; ``predict drift`` hands it
+        a copy it changes mid-run)."""
+        from scalesched.eval.capacity import capacity_wps
+        from scalesched.policies import get_policy
+        from scalesched.sim.engine import Simulation
+        from scalesched.sim.scenario import Scenario, build_jobs
+
+        if not (isinstance(self.load, float | int) and 0.0 < self.load <= 2.0):
+            raise InputError("--load", "load", f"must be in (0, 2], got {self.load!r}")
+        tables = ClusterTables(self.spec)
+        rate = self.load * capacity_wps(self.spec, self.workload)
+        scenario = Scenario(
+            workload=self.workload, workflows=self.workflows, rate=rate, seed=self.seed
+        )
+        jobs = build_jobs(tables, scenario)
+        scheduler = get_policy(self.policy)
+        sim = Simulation(
+            self.spec,
+            jobs,
+            ready_order=scheduler.ready_order,
+            record_trace=True,
+            tables=sim_tables or tables,
+        )
+        scheduler.reset(self.seed)
+        return tables, jobs, scheduler, sim
+
+    def describe(self) -> dict[str, Any]:
+        """The run's settings as the JSON reports name them."""
+        return {
+            "cluster": self.spec.name,
+            "workload": self.workload,
+            "workflows": self.workflows,
+            "seed": self.seed,
+            "load": self.load,
+            "policy": self.policy,
+        }
+
+
+def decided_task(sim: Simulation) -> tuple[tuple[int, str], TaskInstance]:
+    """The task the simulation's pending decision is about, keyed as its trace records are
+    (workflow id, task id), with its hidden truths: for joining decisions to outcomes."""
+    gid = sim.current_task
+    if gid is None:
+        raise SchedulingError("no pending decision")
+    job = sim.jobs[sim.tasks.job_of[gid]]
+    task = sim.tasks.task(gid)
+    return (job.workflow_id, task.id), task
+
+
+def placement(answer: object, policy: str) -> int:
+    """A data policy's answer as a server index; hedges and deferrals are not placements."""
+    if not isinstance(answer, int | np.integer):
+        raise InputError(
+            "--policy", "policy", f"{policy!r} answers with actions; need plain placements"
+        )
+    return int(answer)
+
+
+def collect(run: TraceRun) -> Samples:
+    """Simulate ``run`` and return one sample per executed task."""
+    _, _, scheduler, sim = run.start()
     keys: list[tuple[int, str]] = []
     tok_x, tok_base, tok_truth, tok_group = [], [], [], []
     dur_x, dur_base, dur_group, fin_base, decided_at = [], [], [], [], []
     decision = sim.next_decision()
     while decision is not None:
-        gid = sim._current  # the task being decided (the simulator has no public accessor)
-        assert gid is not None
-        answer = scheduler.select(decision)
-        if not isinstance(answer, int | np.integer):
-            raise InputError(
-                "--policy", "policy", f"{policy!r} answers with actions; need plain placements"
-            )
-        server = np.array([int(answer)])
-        ji = bisect_right(offsets, gid) - 1
-        task = jobs[ji].workflow.tasks[gid - offsets[ji]]
-        keys.append((jobs[ji].workflow_id, task.id))
+        key, task = decided_task(sim)
+        answer = placement(scheduler.select(decision), run.policy)
+        server = np.array([answer])
+        keys.append(key)
         req = decision.task
         dur_x.append(duration_inputs(decision, server)[0])
         dur_base.append(float(duration_baseline(decision, server)[0]))
@@ -110,7 +158,7 @@ def collect(
             tok_base.append(token_baseline(req))
             tok_truth.append(float(max(task.output_tokens, 1)))
             tok_group.append(static_group(req))
-        sim.apply(int(answer))
+        sim.apply(answer)
         decision = sim.next_decision()
     ends = {(r.workflow, r.task): (r.start, r.end) for r in sim.trace}
     dur_y = np.array([max(ends[k][1] - ends[k][0], 1e-6) for k in keys])

@@ -42,16 +42,14 @@ def fit_on_traces(
     """Record traces (one run per seed and load) and fit on them; the first seed seeds the
     fit. Provenance goes into the predictor's ``meta``."""
     from scalesched.cluster import get_cluster
-    from scalesched.predict.traces import collect
+    from scalesched.predict.traces import TraceRun, collect
 
     if not seeds:
         raise InputError("--seed", "seed", "give at least one seed")
     spec = get_cluster(cluster)
     loads = load if isinstance(load, list) else [load]
     parts = [
-        collect(spec, workload, workflows=workflows, seed=s, load=lv, policy=policy)
-        for s in seeds
-        for lv in loads
+        collect(TraceRun(spec, workload, workflows, s, lv, policy)) for s in seeds for lv in loads
     ]
     meta = {
         "cluster": spec.name,
