@@ -130,6 +130,28 @@ DeploymentOpt = Annotated[
     ),
 ]
 
+KvPolicyOpt = Annotated[
+    str,
+    typer.Option(
+        help="KV state across LLM calls: off (engines keep nothing between calls), or keep "
+        "sessions and prefix caches and evict by lru, ttl (protected for the predicted tool "
+        "time) or agent-aware (weighted by the agent's re-entries and the tasks waiting on "
+        "it); see docs/cache.md. Adds the cache metrics to the output."
+    ),
+]
+
+
+def _kv_policy(value: str) -> str | None:
+    """``--kv-policy`` checked: None for off."""
+    from scalesched.cache.kv import KV_POLICIES
+
+    if value == "off":
+        return None
+    if value not in KV_POLICIES:
+        known = ", ".join(("off", *KV_POLICIES))
+        raise InputError("--kv-policy", "kv-policy", f"unknown policy {value!r}; known: {known}")
+    return value
+
 
 @app.command()
 @clean_errors
@@ -153,6 +175,7 @@ def simulate(
     gantt: Annotated[Path | None, typer.Option(help="Write a Gantt chart PNG here.")] = None,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
     deployment: DeploymentOpt = None,
+    kv_policy: KvPolicyOpt = "off",
 ) -> None:
     """Simulate one workload on one cluster with one policy and report response times."""
     from scalesched.cluster import get_cluster
@@ -161,6 +184,7 @@ def simulate(
     from scalesched.sim.trace import plot_gantt, write_trace
 
     _check_outputs(trace, gantt)
+    kv = _kv_policy(kv_policy)
     spec = get_cluster(cluster)
     scheduler = get_policy(policy)
     _check_policy_fits(scheduler, policy, spec)
@@ -179,6 +203,7 @@ def simulate(
             on_workflow_done=tick,
             warmup=_window_size(warmup, n_jobs, "--warmup", default_warmup),
             cooldown=_window_size(cooldown, n_jobs, "--cooldown", default_cooldown),
+            kv_policy=kv,
         )
     require_finite(result.metrics, "simulate")
     if trace is not None and gantt is not None:
@@ -498,6 +523,7 @@ def evaluate(
         bool, typer.Option(help="Spread the runs over a Ray instance started on this machine.")
     ] = False,
     deployment: DeploymentOpt = None,
+    kv_policy: KvPolicyOpt = "off",
 ) -> None:
     """Compare policies across cluster sizes and seeds on identical workloads."""
     from scalesched.eval.study import StudyConfig, named_clusters, parse_int_list, seeds_from
@@ -519,6 +545,7 @@ def evaluate(
         load=load,
         workflows=workflows,
         deployment=str(deployment) if deployment is not None else None,
+        kv_policy=_kv_policy(kv_policy),
     )
     if slo is not None and not (math.isfinite(slo) and slo >= 1):
         raise InputError("--slo", "slo", "must be a finite multiple >= 1 of the lower bound")

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from scalesched.errors import InputError
+from scalesched.workload.agent_patterns import AGENT_PATTERNS
 from scalesched.workload.instance import Job, WorkflowInstance
 from scalesched.workload.patterns import MIX_WEIGHTS, PATTERNS
 from scalesched.workload.source import get_workload, list_workloads, sample_jobs, workflow_rng
@@ -115,7 +116,8 @@ def test_agentic_mix_weights() -> None:
 
 def test_list_and_get_workload() -> None:
     names = [n for n, _ in list_workloads()]
-    assert names == [*SIX, "agentic-mix"] == list(PATTERNS)
+    assert [*SIX, "agentic-mix"] == list(PATTERNS)
+    assert names == [*PATTERNS, *AGENT_PATTERNS]  # the KV presets (agent_patterns.py) follow
     assert all(desc for _, desc in list_workloads())
     assert get_workload("debate").name == "debate"
     with pytest.raises(InputError) as ei:

@@ -21,6 +21,63 @@ import numpy as np
 
 
 @dataclass(frozen=True, slots=True)
+class KVRecord:
+    """What a run with KV state (``--kv-policy``) measured of its LLM calls; the per-call
+    arrays run in admission order, each call with the index of its workflow."""
+
+    policy: str
+    call_jobs: np.ndarray
+    prompt_tokens: np.ndarray
+    cached_tokens: np.ndarray
+    """Per call: prompt tokens whose prefill the prefix cache skipped."""
+    ttft_jobs: np.ndarray
+    ttft_s: np.ndarray
+    """Per call that finished its prefill: seconds from landing on its server to the first
+    token (admission wait + prefill)."""
+    reentry_agents: np.ndarray
+    """Per re-entry (a call that extends an earlier call's context): its agent's id."""
+    reentry_jobs: np.ndarray
+    reentry_miss: np.ndarray
+    """Per re-entry: whether the context it extends was not in its engine's cache."""
+    evicted_tokens: int
+    """Tokens the run evicted from prefix caches (and lost with unloaded engines)."""
+
+
+HOTSPOT_QUANTILE = 0.9
+"""Hotspot agents: re-entered agents whose re-entry count is at least this quantile of the
+re-entered agents' counts (the top decile; ties at the boundary are all in)."""
+
+
+def kv_metrics(kv: KVRecord, measured: np.ndarray) -> dict[str, float | int | str]:
+    """The cache keys of ``simulate --json`` over the measured workflows (``measured``:
+    bool per workflow); see docs/cache.md for the definitions."""
+    calls = measured[kv.call_jobs] if kv.call_jobs.size else np.zeros(0, dtype=bool)
+    prompt = float(kv.prompt_tokens[calls].sum())
+    ttft = kv.ttft_s[measured[kv.ttft_jobs]] if kv.ttft_jobs.size else np.zeros(0)
+    re = measured[kv.reentry_jobs] if kv.reentry_jobs.size else np.zeros(0, dtype=bool)
+    agents, miss = kv.reentry_agents[re], kv.reentry_miss[re]
+    hot_rate = 0.0
+    n_hot = 0
+    if agents.size:
+        ids, inverse, counts = np.unique(agents, return_inverse=True, return_counts=True)
+        threshold = float(np.quantile(counts, HOTSPOT_QUANTILE, method="higher"))
+        hot = counts >= threshold
+        n_hot = int(hot.sum())
+        hot_calls = hot[inverse]
+        hot_rate = float(miss[hot_calls].mean()) if hot_calls.any() else 0.0
+    return {
+        "kv_policy": kv.policy,
+        "prefix_hit_rate": float(kv.cached_tokens[calls].sum()) / prompt if prompt > 0 else 0.0,
+        "ttft_mean_s": _exact_mean(ttft),
+        "ttft_p95_s": _pct(ttft, 95),
+        "evicted_tokens": int(kv.evicted_tokens),
+        "reentry_miss_rate": float(miss.mean()) if miss.size else 0.0,
+        "hotspot_agents": n_hot,
+        "hotspot_miss_rate": hot_rate,
+    }
+
+
+@dataclass(frozen=True, slots=True)
 class RunRecord:
     """What a run measured; every array is per workflow, per task or per server."""
 
@@ -61,6 +118,8 @@ class RunRecord:
     """Server time of cancelled hedge copies (see ``Simulation.extra_server_seconds``)."""
     deferrals: int = 0
     """Times a scheduler answered ``Defer``."""
+    kv: KVRecord | None = None
+    """The KV-cache measurements of a run with ``--kv-policy`` (None: engines kept no KV)."""
 
 
 STEADY_THROUGHPUT_RATIO = 0.95
@@ -156,7 +215,7 @@ def run_metrics(r: RunRecord) -> dict[str, float | int | str]:
         throughput = window.throughput
     else:
         throughput = float(done.sum() / r.makespan_s) if r.makespan_s > 0 else 0.0
-    return {
+    metrics: dict[str, float | int | str] = {
         "policy": r.policy,
         "cluster": r.cluster,
         "n_servers": int(r.has_gpu.size),
@@ -197,6 +256,9 @@ def run_metrics(r: RunRecord) -> dict[str, float | int | str]:
         "lower_bound_ratio": mean_rt / mean_lb if mean_lb > 0 else 0.0,
         "sim_wall_time_s": r.wall_s,
     }
+    if r.kv is not None:
+        metrics.update(kv_metrics(r.kv, measured))
+    return metrics
 
 
 def steady_state_note(metrics: dict[str, float | int | str]) -> str:

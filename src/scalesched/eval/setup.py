@@ -131,6 +131,7 @@ def run(
     record_trace: bool = False,
     on_workflow_done: Callable[[int], None] | None = None,
     trace_path: Path | None = None,
+    kv_policy: str | None = None,
 ) -> SimResult:
     """Simulate the setup's jobs under ``scheduler`` (an instance or a registered name),
     seeded with the scenario's seed. ``warmup``/``cooldown`` default to the study's window
@@ -154,4 +155,5 @@ def run(
         warmup=default_warmup(n) if warmup is None else warmup,
         cooldown=default_cooldown(n) if cooldown is None else cooldown,
         trace_path=trace_path,
+        kv_policy=kv_policy,
     )

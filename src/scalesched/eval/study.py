@@ -39,6 +39,8 @@ class StudyConfig:
     clusters: tuple[str, ...] = ()
     """Named clusters (presets or YAML files) instead of ``<family>-<N>``; ``nodes`` must be
     their sizes, one cluster per size (the tables are keyed by N)."""
+    kv_policy: str | None = None
+    """KV state across LLM calls (``scalesched.cache.kv``); None: memoryless engines."""
 
     def cluster_for(self, n: int) -> str:
         """The cluster spec the runs of size ``n`` use."""
@@ -76,11 +78,22 @@ class RunSpec:
     cluster: str
     """Preset name or YAML path."""
     deployment: str | None = None
+    kv_policy: str | None = None
 
 
 def run_specs(cfg: StudyConfig) -> list[RunSpec]:
     return [
-        RunSpec(p, n, s, cfg.workload, cfg.load, cfg.workflows, cfg.cluster_for(n), cfg.deployment)
+        RunSpec(
+            p,
+            n,
+            s,
+            cfg.workload,
+            cfg.load,
+            cfg.workflows,
+            cfg.cluster_for(n),
+            cfg.deployment,
+            cfg.kv_policy,
+        )
         for n in cfg.nodes
         for s in cfg.seeds
         for p in cfg.policies
@@ -116,7 +129,7 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
         reason = str(scheduler.unsupported_reason(spec.n))
         row.update(status=STATUS_UNSUPPORTED, note=reason.replace(scheduler.name, spec.policy, 1))
         return row
-    result = run(setup, scheduler)
+    result = run(setup, scheduler, kv_policy=spec.kv_policy)
     metrics = dict(result.metrics)
     metrics.pop("policy", None)
     metrics.pop("n_servers", None)

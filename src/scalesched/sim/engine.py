@@ -24,14 +24,17 @@ Execution model (see docs/simulator.md for the why of each choice):
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import itertools
 import math
+from array import array
 from collections import deque
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from scalesched.cache.kv import PrefixCache, Segment, cached_prefill, ttl_expiry
 from scalesched.cluster.model import ClusterSpec
 from scalesched.decision.actions import Action
 from scalesched.decision.features import (
@@ -46,7 +49,7 @@ from scalesched.decision.features import (
 )
 from scalesched.decision.ledger import RunLedger
 from scalesched.decision.llm_engine import EngineBatch, lru_evictions
-from scalesched.decision.metrics import window_bounds
+from scalesched.decision.metrics import KVRecord, RunRecord, window_bounds
 from scalesched.decision.records import SchedulingError, TaskRecord
 from scalesched.decision.scheduler import ReadyOrder
 from scalesched.workload.instance import Job, TaskInstance
@@ -75,6 +78,7 @@ class _Engine(EngineBatch):
         "last_used",
         "busy",
         "idle",
+        "kv",
     )
 
     def __init__(self, server: int, model: int, tp: float, klass: int, tables: ClusterTables):
@@ -90,6 +94,8 @@ class _Engine(EngineBatch):
         self.last_used = 0.0
         self.busy = False
         self.idle = False
+        self.kv: PrefixCache | None = None
+        """The engine's prefix cache (``--kv-policy``); None: no KV kept between calls."""
 
     @property
     def n_requests(self) -> int:
@@ -118,6 +124,7 @@ class Simulation(RunLedger):
         warmup: int = 0,
         cooldown: int = 0,
         trace_sink: Callable[[TaskRecord], None] | None = None,
+        kv_policy: str | None = None,
     ) -> None:
         super().__init__(
             tables if tables is not None else ClusterTables(cluster),
@@ -151,6 +158,8 @@ class Simulation(RunLedger):
         self._cancelled = self.per_id(False, kept=True)  # stale events of cancelled copies
         self._copies: dict[int, list[int]] = {}
         self._cpu_running: set[int] = set()
+        self._kv = _KVRun(kv_policy) if kv_policy is not None else None
+        """KV state across calls (``--kv-policy``): None keeps the engines memoryless."""
 
         self.in_system = 0
         self.in_system_area = 0.0
@@ -389,6 +398,8 @@ class Simulation(RunLedger):
         if eng is None:
             t = self.tables
             eng = _Engine(s, m, int(t.tp[s, m]), int(t.engine_class[s, m]), t)
+            if self._kv is not None:
+                eng.kv = PrefixCache(self._kv.policy)
             engines[m] = eng
             self.engine_state[s, m] = ENGINE_LOADING
             self._request_gpus(eng)
@@ -415,6 +426,8 @@ class Simulation(RunLedger):
         t = self.tables
         for s, m in zip(*np.nonzero(t.feasible), strict=True):
             eng = _Engine(int(s), int(m), float(t.tp[s, m]), int(t.engine_class[s, m]), t)
+            if self._kv is not None:
+                eng.kv = PrefixCache(self._kv.policy)
             eng.state = ENGINE_READY
             self._engines[int(s)][int(m)] = eng
             self.engine_state[s, m] = ENGINE_READY
@@ -424,6 +437,8 @@ class Simulation(RunLedger):
     def _evict_for(self, s: int, need: float) -> None:
         idle = [e for e in self._engines[s].values() if e.idle]
         for e in lru_evictions(self._free_gpus[s], need, idle) or ():
+            if e.kv is not None and self._kv is not None:
+                self._kv.lost += e.kv.resident  # the cache goes with the engine
             e.idle = False
             self.idle_gpus[s] -= e.tp
             del self._engines[s][e.model]
@@ -453,6 +468,9 @@ class Simulation(RunLedger):
         self.release_deferred()
 
     def _admit(self, eng: _Engine) -> None:
+        if eng.kv is not None:
+            self._admit_kv(eng, eng.kv)
+            return
         tasks_of = self._task
         waiting = eng.waiting
         while waiting:
@@ -465,12 +483,171 @@ class Simulation(RunLedger):
             self._push(self.now + eng.perf.prefill_s(task.prompt_tokens), _PREFILL_DONE, gid, 0)
         self._refresh_busy(eng)
 
+    # KV state across calls (``--kv-policy``; cache/kv.py has the model)
+    def _admit_kv(self, eng: _Engine, kv: PrefixCache) -> None:
+        """``_admit`` with a prefix cache: a request reserves only the KV its cached prefix
+        does not cover, evicts cached segments to make room (never those it reuses), and
+        prefills only its uncached tokens."""
+        run = self._kv
+        assert run is not None
+        tasks_of = self._task
+        waiting = eng.waiting
+        now = self.now
+        while waiting and eng.n_active < eng.max_batch:
+            gid = waiting[0]
+            task = tasks_of(gid)
+            prompt, output = task.prompt_tokens, task.output_tokens
+            chain = self._kv_chain(gid, task)
+            seg = _deepest(kv, chain)
+            base = seg.end if seg is not None else 0
+            private = prompt + output - base
+            kv.hold(seg)
+            room = eng.kv_cap - eng.kv_used
+            if private > room:
+                if eng.n_active and private > room + kv.evictable:
+                    kv.release(seg)
+                    break  # FIFO: the head waits for memory
+                eng.kv_used -= kv.evict(private - room, now)
+            waiting.popleft()
+            kv.touch(seg, now)
+            eng.admit(private, 0)
+            run.held[gid] = (private, seg)
+            hit = cached_prefill(prompt, base)
+            ji = self.tasks.job_of[gid]
+            run.calls(ji, prompt, hit)
+            if task.context_of is not None:
+                miss = seg is None or seg.key != chain[0][0]
+                run.reentry(_agent(chain), ji, miss)
+            self.started_at[gid] = now
+            self._push(now + eng.perf.prefill_s(prompt - hit), _PREFILL_DONE, gid, 0)
+        self._refresh_busy(eng)
+
+    def _kv_chain(self, gid: int, task: TaskInstance) -> list[tuple[object, int]]:
+        """The cache segments call ``gid``'s prompt starts with, deepest first, as (key,
+        end): the calls of its session context (keyed by task id), then its application
+        prompt (keyed by prefix id). Empty for a call with no prefix identity."""
+        if task.prefix_id is None:
+            return []
+        chain: list[tuple[object, int]] = []
+        c = task.context_of
+        if c is not None:
+            ji = self.tasks.job_of[gid]
+            off = self.tasks.offset[ji]
+            tasks = self.jobs[ji].workflow.tasks
+            while c is not None:
+                t = tasks[c]
+                chain.append((off + c, t.prompt_tokens + t.output_tokens))
+                c = t.context_of
+        if task.prefix_tokens > 0:
+            chain.append((task.prefix_id, task.prefix_tokens))
+        return chain
+
+    def _kv_prefilled(self, kv: PrefixCache, gid: int, task: TaskInstance) -> None:
+        """The prompt is computed: its prefix segments are cached (held by the request
+        until it ends), taken out of what the request reserves for itself."""
+        run = self._kv
+        assert run is not None
+        run.ttft(self.tasks.job_of[gid], self.now - self.landed_at[gid])
+        chain = self._kv_chain(gid, task)
+        if not chain:
+            return
+        private, seg = run.held[gid]
+        base = seg.end if seg is not None else 0
+        top = _deepest(kv, chain)
+        already = (top.end if top is not None else 0) - base  # cached by others meanwhile
+        leaf = top
+        keys = [key for key, _ in chain]
+        missing = keys.index(top.key) if top is not None else len(chain)
+        for key, end in reversed(chain[:missing]):
+            leaf = kv.insert(key, leaf, end, self.now)
+        kv.hold(leaf)
+        kv.release(seg)
+        engine = self._engines[self.server[gid]][MODEL_INDEX[task.model or ""]]
+        engine.kv_used -= already
+        run.held[gid] = (private - (chain[0][1] - base), leaf)
+
+    def _kv_finished(self, eng: _Engine, kv: PrefixCache, gid: int, task: TaskInstance) -> None:
+        """The call ends: its context (prompt + output) stays cached for the session's next
+        turn unless evicted; the rest of its reservation is freed."""
+        run = self._kv
+        assert run is not None
+        private, seg = run.held.pop(gid)
+        if task.prefix_id is not None:
+            key = self.origin[gid]
+            end = task.prompt_tokens + task.output_tokens
+            tokens = end - (seg.end if seg is not None else 0)
+            if kv.get(key) is None:
+                expiry, credit = self._kv_terms(kv.policy, key, task)
+                kv.insert(key, seg, end, self.now, expiry=expiry, credit=credit)
+            else:
+                eng.kv_used -= tokens  # a hedged copy cached it first
+            private -= tokens
+        kv.release(seg)
+        eng.release(private, 0)
+
+    def _kv_terms(self, policy: str, gid: int, task: TaskInstance) -> tuple[float, float]:
+        """(TTL expiry, agent-aware credit) of a finished call's segment, from what the
+        engine can observe: the workflow's visible structure, estimates and counts."""
+        if policy == "lru":
+            return -math.inf, 0.0
+        ji = self.tasks.job_of[gid]
+        off = self.tasks.offset[ji]
+        wf = self.jobs[ji].workflow
+        i = gid - off
+        if policy == "ttl":
+            tool_s: float | None = None
+            continues = False
+            speed = self.tables.mean_core_speed
+            for c in wf.children[i]:
+                child = wf.tasks[c]
+                if child.kind == "tool":
+                    est = child.cpu_work / speed + child.ext_latency_est
+                    tool_s = est if tool_s is None else max(tool_s, est)
+                elif child.context_of == i:
+                    continues = True
+            return ttl_expiry(self.now, tool_s, continues), 0.0
+        assert self._kv is not None
+        agent = _agent(self._kv_chain(gid, task)) if task.context_of is not None else gid
+        waiting = self._waiting_on(ji, i)
+        return -math.inf, float(waiting * (1 + self._kv.reentries.get(agent, 0)))
+
+    def _waiting_on(self, ji: int, i: int) -> int:
+        """Unfinished tasks of job ``ji`` downstream of task ``i`` that exist already (not
+        hidden behind a decision still to be made)."""
+        wf = self.jobs[ji].workflow
+        off = self.tasks.offset[ji]
+        done = self.task_done
+        seen: set[int] = set()
+        stack = list(wf.children[i])
+        while stack:
+            c = stack.pop()
+            if c in seen or done[off + c]:
+                continue
+            rb = wf.tasks[c].revealed_by
+            if rb is not None and rb != i and not done[off + rb]:
+                continue
+            seen.add(c)
+            stack.extend(wf.children[c])
+        return len(seen)
+
+    def run_record(self, **kwargs: object) -> RunRecord:  # type: ignore[override]
+        """The ledger's record plus the KV measurements of a ``--kv-policy`` run."""
+        record = super().run_record(**kwargs)  # type: ignore[arg-type]
+        if self._kv is None:
+            return record
+        evicted = self._kv.lost + sum(
+            e.kv.evicted for engines in self._engines for e in engines.values() if e.kv
+        )
+        return dataclasses.replace(record, kv=self._kv.record(evicted))
+
     def _on_prefill_done(self, gid: int, _: int) -> None:
         if self._cancelled[gid]:
             return
         task = self._task(gid)
         s = self.server[gid]
         eng = self._engines[s][MODEL_INDEX[task.model or ""]]
+        if eng.kv is not None:
+            self._kv_prefilled(eng.kv, gid, task)
         self._advance(eng)
         steps = eng.start_decoding(task.prompt_tokens, task.output_tokens)
         heapq.heappush(eng.marks, (eng.vclock + steps, gid))
@@ -509,7 +686,10 @@ class Simulation(RunLedger):
         for gid in finished:
             task = self._task(gid)
             eng.stop_decoding(task.prompt_tokens, task.output_tokens)
-            eng.release(task.prompt_tokens, task.output_tokens)
+            if eng.kv is None:
+                eng.release(task.prompt_tokens, task.output_tokens)
+            else:
+                self._kv_finished(eng, eng.kv, gid, task)
             eng.last_used = self.now
             self.engine_batch[s, m] -= 1
             self.engine_ctx[s, m] -= task.prompt_tokens + task.output_tokens_est // 2
@@ -608,7 +788,12 @@ class Simulation(RunLedger):
                 eng.marks.pop(decoding[0])
                 heapq.heapify(eng.marks)
                 eng.stop_decoding(task.prompt_tokens, task.output_tokens)
-            eng.release(task.prompt_tokens, task.output_tokens)
+            if eng.kv is None or self._kv is None:
+                eng.release(task.prompt_tokens, task.output_tokens)
+            else:
+                private, seg = self._kv.held.pop(y)
+                eng.kv.release(seg)
+                eng.release(private, 0)
             self._reschedule(eng)
         eng.last_used = self.now
         self._admit(eng)
@@ -656,3 +841,67 @@ class Simulation(RunLedger):
         gpu = np.array(self._gpu_area) / (np.maximum(t.gpus, 1) * h)
         cpu = np.array(self._cpu_area) / (t.cores * h)
         return gpu, cpu
+
+
+def _deepest(kv: PrefixCache, chain: list[tuple[object, int]]) -> Segment | None:
+    """The deepest segment of ``chain`` (deepest first) the cache holds."""
+    for key, _ in chain:
+        seg = kv.get(key)
+        if seg is not None:
+            return seg
+    return None
+
+
+def _agent(chain: list[tuple[object, int]]) -> int:
+    """The agent of a call that continues a session: the session's first call (the last
+    task id of its chain)."""
+    return next(k for k, _ in reversed(chain) if isinstance(k, int))
+
+
+class _KVRun:
+    """A ``--kv-policy`` run's KV bookkeeping: what each admitted call holds, and the
+    measurements ``KVRecord`` carries."""
+
+    def __init__(self, policy: str) -> None:
+        PrefixCache(policy)  # unknown policies fail here, before the run starts
+        self.policy = policy
+        self.held: dict[int, tuple[int, Segment | None]] = {}
+        """Per admitted call: (KV tokens it reserves for itself, the deepest segment held)."""
+        self.reentries: dict[int, int] = {}
+        """Re-entries of each agent so far (observable: the engine counts them)."""
+        self.lost = 0
+        self._call_jobs, self._prompt, self._cached = array("q"), array("q"), array("q")
+        self._ttft_jobs, self._ttft = array("q"), array("d")
+        self._re_agents, self._re_jobs, self._re_miss = array("q"), array("q"), array("b")
+
+    def calls(self, ji: int, prompt: int, cached: int) -> None:
+        self._call_jobs.append(ji)
+        self._prompt.append(prompt)
+        self._cached.append(cached)
+
+    def ttft(self, ji: int, seconds: float) -> None:
+        self._ttft_jobs.append(ji)
+        self._ttft.append(seconds)
+
+    def reentry(self, agent: int, ji: int, miss: bool) -> None:
+        self.reentries[agent] = self.reentries.get(agent, 0) + 1
+        self._re_agents.append(agent)
+        self._re_jobs.append(ji)
+        self._re_miss.append(miss)
+
+    def record(self, evicted: int) -> KVRecord:
+        def a(x: array, dtype: type) -> np.ndarray:  # type: ignore[type-arg]
+            return np.frombuffer(x, dtype=dtype).copy() if len(x) else np.zeros(0, dtype=dtype)
+
+        return KVRecord(
+            policy=self.policy,
+            call_jobs=a(self._call_jobs, np.int64),
+            prompt_tokens=a(self._prompt, np.int64),
+            cached_tokens=a(self._cached, np.int64),
+            ttft_jobs=a(self._ttft_jobs, np.int64),
+            ttft_s=a(self._ttft, np.float64),
+            reentry_agents=a(self._re_agents, np.int64),
+            reentry_jobs=a(self._re_jobs, np.int64),
+            reentry_miss=a(self._re_miss, np.int8).astype(bool),
+            evicted_tokens=int(evicted),
+        )

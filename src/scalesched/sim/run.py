@@ -46,6 +46,7 @@ def simulate(
     warmup: int = 0,
     cooldown: int = 0,
     trace_path: Path | None = None,
+    kv_policy: str | None = None,
 ) -> SimResult:
     """Simulate ``jobs`` on ``cluster`` with every ready task placed by ``scheduler``; the
     first ``warmup`` and last ``cooldown`` workflows (in arrival order) are run but left out
@@ -54,7 +55,8 @@ def simulate(
     ``jobs`` given as ``StreamedJobs`` (``scalesched.sim.scenario.stream_jobs``) are realised
     at arrival and retired when done: same results, memory bounded by what is in flight.
     ``trace_path`` writes the trace there row by row as tasks finish (nothing kept);
-    ``record_trace`` keeps every record in ``SimResult.trace`` instead."""
+    ``record_trace`` keeps every record in ``SimResult.trace`` instead. ``kv_policy``
+    (``scalesched.cache.kv``) keeps KV state across calls; None: memoryless engines."""
     sink: TraceWriter | None = None
     with ExitStack() as stack:
         if trace_path is not None:
@@ -71,6 +73,7 @@ def simulate(
             warmup=warmup,
             cooldown=cooldown,
             trace_sink=sink,
+            kv_policy=kv_policy,
         )
         return _drive(sim, scheduler, seed, wall)
 

@@ -45,6 +45,15 @@ class TaskInstance:
     """The LLM role the task was sized by (:mod:`scalesched.workload.roles`), if any."""
     difficulty_hint: float = 0.0
     """Observable, noisy signal of the hidden truth (:mod:`scalesched.workload.hints`)."""
+    prefix_id: str | None = None
+    """The application prompt this LLM call starts with (system prompt and tool schema,
+    shared by every workflow of the application); None: no shared prefix, no caching
+    (:mod:`scalesched.workload.sessions`)."""
+    prefix_tokens: int = 0
+    """Tokens of that shared application prompt (the first ``prefix_tokens`` of the prompt)."""
+    context_of: int | None = None
+    """Index of the earlier call of the same session whose whole context (prompt + output)
+    this call's prompt begins with; None: the call opens its session."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from scalesched.errors import InputError
+from scalesched.workload.agent_patterns import AGENT_DESCRIPTIONS, AGENT_PATTERNS
 from scalesched.workload.arrivals import replay_arrivals
 from scalesched.workload.instance import Job, WorkflowInstance
 from scalesched.workload.patterns import DESCRIPTIONS, PATTERNS
@@ -59,6 +60,7 @@ class TemplateSource:
 def list_workloads(*, families: bool = False) -> list[tuple[str, str]]:
     """Preset names with a one-line description each (``families``: and the spec forms)."""
     rows = [(name, DESCRIPTIONS[name]) for name in PATTERNS]
+    rows += [(name, AGENT_DESCRIPTIONS[name]) for name in AGENT_PATTERNS]
     if families:
         rows.append(
             (
@@ -75,6 +77,8 @@ def get_workload(spec: str) -> WorkflowSource:
     ``wfcommons:RECIPE:TASKS[:SEED]`` (see :mod:`scalesched.workload.wfcommons_gen`)."""
     if spec in PATTERNS:
         return PatternSource(spec, PATTERNS[spec], DESCRIPTIONS[spec])
+    if spec in AGENT_PATTERNS:  # the presets with prefix identities (agent_patterns.py)
+        return PatternSource(spec, AGENT_PATTERNS[spec], AGENT_DESCRIPTIONS[spec])
     if spec.startswith("wfcommons:"):
         from scalesched.workload.wfcommons_gen import wfcommons_source
 
@@ -88,8 +92,8 @@ def get_workload(spec: str) -> WorkflowSource:
     raise InputError(
         "--workload",
         "name",
-        f"unknown workload {spec!r}; presets: {', '.join(PATTERNS)}; or give the path of a "
-        "WfFormat .json file, or wfcommons:RECIPE:TASKS[:SEED]",
+        f"unknown workload {spec!r}; presets: {', '.join([*PATTERNS, *AGENT_PATTERNS])}; or "
+        "give the path of a WfFormat .json file, or wfcommons:RECIPE:TASKS[:SEED]",
     )
 
 

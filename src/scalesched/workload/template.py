@@ -234,6 +234,14 @@ class TaskTemplate:
     """Static reveal (static tasks only); rule bodies get theirs from the rule."""
     difficulty_hint: float | None = None
     """Fixed difficulty hint (a saved instance); None: drawn at each realisation."""
+    prefix_id: str | None = None
+    """LLM tasks: the application prompt the call starts with (shared across workflows)."""
+    prefix_tokens: int = 0
+    """Tokens of that application prompt, prepended to the drawn prompt."""
+    session: str | None = None
+    """LLM tasks: the agent session the call belongs to; a call's prompt extends the context
+    of the nearest earlier call of its session among its ancestors
+    (:mod:`scalesched.workload.sessions`)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "cpu_work", _num(self.cpu_work))
@@ -375,6 +383,9 @@ class _TaskPlan:
     ext_est: float
     role: str | None = None
     hint: float | None = None
+    prefix_id: str | None = None
+    prefix_tokens: int = 0
+    session: str | None = None
 
 
 @dataclass(slots=True)
@@ -391,6 +402,7 @@ class _Plan:
     rules: list[tuple[Any, ...]]
     loop_entries: dict[int, tuple[int, ...]]
     orphan_dec: list[tuple[int, int]]  # (task, decider) for tasks whose parents are all in branches
+    has_sessions: bool = False  # some task carries a prefix or a session (sessions.py)
 
 
 # --------------------------------------------------------------------------- limits
@@ -525,6 +537,25 @@ def _check_probs(t: WorkflowTemplate, fld: str, probs: Sequence[float]) -> None:
         raise _err(t, fld, f"probabilities must sum to 1, got {sum(probs):.6g}")
 
 
+def _check_session_fields(t: WorkflowTemplate, f: str, task: TaskTemplate) -> None:
+    """Prefix identity and session label: LLM tasks only, a prefix needs an id."""
+    p = task.prefix_tokens
+    if isinstance(p, bool) or not isinstance(p, int) or not 0 <= p <= MAX_TOKENS:
+        raise _err(t, f + ".prefix_tokens", f"must be an integer in [0, {MAX_TOKENS}], got {p!r}")
+    for name in ("prefix_id", "session"):
+        v = getattr(task, name)
+        if v is None:
+            continue
+        if task.kind != "llm":
+            raise _err(t, f"{f}.{name}", "only llm tasks carry a prefix or a session")
+        if not isinstance(v, str) or not v:
+            raise _err(t, f"{f}.{name}", f"must be a non-empty string, got {v!r}")
+    if task.prefix_id is None and (p or task.session is not None):
+        raise _err(
+            t, f + ".prefix_id", "prefix_tokens and session need a prefix_id (the application)"
+        )
+
+
 def _compile(t: WorkflowTemplate) -> _Plan:
     import networkx as nx
 
@@ -577,6 +608,7 @@ def _compile(t: WorkflowTemplate) -> _Plan:
                         _check_num(t, of + ".ext_latency", opt.ext_latency)
             elif not isinstance(task.tool, str):
                 raise _err(t, f + ".tool", f"expected a tool name or ToolChoice, got {task.tool!r}")
+        _check_session_fields(t, f, task)
         _check_num(t, f + ".cpu_work", task.cpu_work)
         _check_num(t, f + ".ext_latency", task.ext_latency)
         if task.ext_latency_est is not None:
@@ -824,6 +856,7 @@ def _compile(t: WorkflowTemplate) -> _Plan:
         rules=rules_plan,
         loop_entries=loop_entries,
         orphan_dec=orphan_dec,
+        has_sessions=any(p.prefix_id is not None or p.session is not None for p in tplans),
     )
 
 
@@ -932,6 +965,9 @@ def _task_plan(task: TaskTemplate) -> _TaskPlan:
         ext_est=ext_est,
         role=task.role,
         hint=task.difficulty_hint,
+        prefix_id=task.prefix_id,
+        prefix_tokens=task.prefix_tokens,
+        session=task.session,
     )
 
 
@@ -1014,6 +1050,15 @@ def draw_loop_iterations(max_iter: int, continue_prob: float, rng: np.random.Gen
     while k < max_iter and float(rng.random()) < continue_prob:
         k += 1
     return k
+
+
+def _template_of(copies: list[list[int]], n_out: int) -> list[int]:
+    """The template task each realised task is a copy of."""
+    of = [0] * n_out
+    for t, cs in enumerate(copies):
+        for c in cs:
+            of[c] = t
+    return of
 
 
 def realize(
@@ -1131,11 +1176,16 @@ def realize(
                 parents[b].append(a)
                 children[a].append(b)
 
+    parent_lists = tuple(tuple(sorted(p)) for p in parents)
+    if plan.has_sessions:  # 4. prefixes and session contexts (no draws)
+        from scalesched.workload.sessions import link_sessions
+
+        out = link_sessions(out, parent_lists, [tplans[t] for t in _template_of(copies, n_out)])
     return WorkflowInstance(
         name=name if name is not None else template.name,
         pattern=template.pattern,
         tasks=tuple(out),
-        parents=tuple(tuple(sorted(p)) for p in parents),
+        parents=parent_lists,
         children=tuple(tuple(sorted(c)) for c in children),
         edge_bytes=edge_bytes,
     )

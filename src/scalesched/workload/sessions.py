@@ -1,0 +1,100 @@
+"""Prefix identities and agent sessions: what an engine's prefix cache can reuse.
+
+An agent's LLM calls are not independent prompts. Two kinds of shared prefix are modelled,
+both as facts about the prompt text that a real router or engine can observe:
+
+* **Application prompt** (``prefix_id``, ``prefix_tokens``): every call of an application
+  starts with the same system prompt and tool schema, shared by all its workflows. A task
+  template with ``prefix_id`` gets ``prefix_tokens`` prepended to its drawn prompt.
+* **Session context** (``session`` label on the template, ``context_of`` on the instance):
+  an agent's next turn re-sends its whole conversation so far. A call whose template names
+  a session extends the context (prompt + output) of the *nearest earlier call of the same
+  session among its ancestors* (the largest index, i.e. the latest in topological order):
+  its prompt is that context plus its own drawn tokens (the tool result, the new
+  instruction). Fan-out copies of a session call each extend the same context: the
+  branches of best-of-n or tree-of-thought re-sample from a common point.
+
+A call whose context would not fit its model's context window (:data:`CONTEXT_WINDOW`)
+is *compacted*: it starts a fresh context (application prompt plus its own tokens, no
+``context_of``), as agent frameworks summarise or truncate long histories. A session's
+calls must use one model (a context on another model is not reusable; such a call opens a
+new context).
+
+Linking draws nothing, so every other draw of a realisation is unchanged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Protocol
+
+from scalesched.workload.instance import TaskInstance
+
+CONTEXT_WINDOW: dict[str, int] = {
+    "phi-2": 2048,
+    "llama-2-7b": 4096,
+    "llama-2-70b": 4096,
+    "codellama-34b": 16384,
+}
+"""Context window (prompt + output tokens) of each catalog model; unknown models: 4096."""
+DEFAULT_CONTEXT_WINDOW = 4096
+
+
+class _SessionPlan(Protocol):
+    """The template fields linking reads (``template._TaskPlan``)."""
+
+    prefix_id: str | None
+    prefix_tokens: int
+    session: str | None
+
+
+def link_sessions(
+    tasks: list[TaskInstance],
+    parents: Sequence[Sequence[int]],
+    plans: Sequence[_SessionPlan],
+) -> list[TaskInstance]:
+    """Tasks (topological order) with prefixes prepended and session contexts linked;
+    ``plans[i]`` is the template plan of task ``i``."""
+    out = list(tasks)
+    # nearest[i][label]: the latest call of session ``label`` that is ``i`` or its ancestor.
+    nearest: list[dict[str, int]] = []
+    for i, task in enumerate(out):
+        seen: dict[str, int] = {}
+        for p in parents[i]:
+            for label, j in nearest[p].items():
+                if seen.get(label, -1) < j:
+                    seen[label] = j
+        plan = plans[i]
+        if task.kind == "llm" and (plan.prefix_id is not None or plan.session is not None):
+            ctx = seen.get(plan.session, -1) if plan.session is not None else -1
+            out[i] = _linked(task, plan, out[ctx] if ctx >= 0 else None, ctx)
+            if plan.session is not None:
+                seen = dict(seen)
+                seen[plan.session] = i
+        nearest.append(seen)
+    return out
+
+
+def _linked(
+    task: TaskInstance, plan: _SessionPlan, ctx: TaskInstance | None, ctx_index: int
+) -> TaskInstance:
+    window = CONTEXT_WINDOW.get(task.model or "", DEFAULT_CONTEXT_WINDOW)
+    own = task.prompt_tokens
+    if ctx is not None and ctx.model == task.model:
+        prompt = ctx.prompt_tokens + ctx.output_tokens + own
+        if prompt + task.output_tokens <= window:
+            return dataclasses.replace(
+                task,
+                prompt_tokens=prompt,
+                prefix_id=ctx.prefix_id,
+                prefix_tokens=ctx.prefix_tokens,
+                context_of=ctx_index,
+            )
+    prefix = plan.prefix_tokens if plan.prefix_id is not None else 0
+    return dataclasses.replace(
+        task,
+        prompt_tokens=prefix + own,
+        prefix_id=plan.prefix_id,
+        prefix_tokens=prefix,
+    )
