@@ -109,3 +109,15 @@ def test_ttl_expiry() -> None:
     assert ttl_expiry(10.0, 1e6, False) == 10.0 + TTL_MAX_S
     assert ttl_expiry(10.0, None, True) == 10.5
     assert ttl_expiry(10.0, None, False) == -math.inf
+
+
+def test_a_finished_session_loses_its_credit() -> None:
+    cache = PrefixCache("agent-aware")
+    app = cache.insert("app", None, 100, 0.0)
+    done = cache.insert(1, app, 200, 0.0, credit=6.0)  # credit from when it was live
+    cache.insert(2, app, 250, 1.0)
+    cache.hold(done)
+    cache.drop_credit(done)  # its session ended
+    cache.release(done)
+    assert cache.evict(1, now=2.0) == 100  # now plain recency: the older one goes
+    assert cache.get(2) is not None

@@ -31,9 +31,10 @@ goes first is the policy's:
 ``agent-aware``
     Hive-style: a segment's priority is its last use plus ``AGENT_HORIZON_S x
     ln(1 + credit)``, with credit = (tasks of its workflow waiting on the call) x (1 +
-    the agent's re-entries so far): a coordinator others wait on, a hotspot agent
-    re-entered often, keeps its KV longer than a one-off call used as recently, and an
-    agent whose work is over (nothing waits on it) gets no credit; lowest first.
+    the agent's re-entries so far) when a visible later call continues its session, else
+    0: a coordinator others wait on, a hotspot agent re-entered often, keeps its KV longer
+    than a one-off call used as recently; a session that ends takes the credit off its
+    whole chain (``drop_credit``); lowest first.
 """
 
 from __future__ import annotations
@@ -129,6 +130,15 @@ class PrefixCache:
             if seg.refs == 0:
                 self.held -= seg.tokens
                 self._offer(seg)
+            seg = seg.parent
+
+    def drop_credit(self, seg: Segment | None) -> None:
+        """The agent of this held chain is done: its segments keep no credit (``agent-aware``:
+        a finished session must not outrank live ones)."""
+        while seg is not None:
+            if seg.bonus:
+                seg.bonus = 0.0
+                seg.prio = seg.last
             seg = seg.parent
 
     def touch(self, seg: Segment | None, now: float) -> None:

@@ -16,6 +16,7 @@ output length and external latency are never visible here.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -32,7 +33,7 @@ from scalesched.cluster.perf import (
     engine_perf,
     tensor_parallel_degree,
 )
-from scalesched.workload.instance import WorkflowInstance
+from scalesched.workload.instance import TaskInstance, WorkflowInstance
 
 MODEL_NAMES: tuple[str, ...] = tuple(sorted(MODELS))
 """Column order of every per-model array."""
@@ -76,6 +77,15 @@ class TaskRequest:
     difficulty_hint: float = 0.0
     """Observable, noisy signal of the true output length (LLM) or external latency (tool):
     ``ln(truth / estimate)`` plus noise, see :mod:`scalesched.workload.hints`."""
+    prefix_id: str | None = None
+    """The application prompt the call starts with (:mod:`scalesched.workload.sessions`):
+    what a prefix-matching router reads off the prompt text. None for tools and for calls
+    without a prefix identity (the rest of the prefix fields are then empty too)."""
+    prefix_tokens: int = 0
+    call_key: tuple[str, int] | None = None
+    """(workflow name, task index): names this call's context for the calls that extend it."""
+    context_key: tuple[str, int] | None = None
+    """The ``call_key`` of the call whose context this prompt begins with, if any."""
 
     @property
     def context_tokens(self) -> int:
@@ -388,7 +398,7 @@ def task_request(
     """What a scheduler may see of task ``i`` of ``wf``: estimates, never the truth."""
     task = wf.tasks[i]
     parents = wf.parents[i]
-    return TaskRequest(
+    request = TaskRequest(
         kind=task.kind,
         model=MODEL_INDEX[task.model] if task.kind == "llm" and task.model else -1,
         prompt_tokens=task.prompt_tokens,
@@ -402,6 +412,21 @@ def task_request(
         role=task.role,
         pattern=wf.pattern,
         difficulty_hint=task.difficulty_hint,
+    )
+    return request if task.prefix_id is None else _with_prefix(request, wf, i, task)
+
+
+def _with_prefix(
+    request: TaskRequest, wf: WorkflowInstance, i: int, task: TaskInstance
+) -> TaskRequest:
+    """The request with the call's prefix identity, as a router reads it off the prompt."""
+    ctx = task.context_of
+    return dataclasses.replace(
+        request,
+        prefix_id=task.prefix_id,
+        prefix_tokens=task.prefix_tokens,
+        call_key=(wf.name, i),
+        context_key=(wf.name, ctx) if ctx is not None else None,
     )
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from scalesched.decision.scheduler import BaseScheduler, Scheduler
 from scalesched.errors import InputError
+from scalesched.policies.cache_aware import CacheAwareScheduler
 from scalesched.policies.eft import EftScheduler
 from scalesched.policies.hedge import HedgeScheduler
 from scalesched.policies.heft_online import HeftOnlineScheduler
@@ -32,6 +33,7 @@ HEURISTICS: dict[str, tuple[Callable[[], Scheduler], str]] = {
     "tail": (TailScheduler, "eft at the predicted p90 output length (shipped predictor)"),
     "pred_mean": (PredictedMeanScheduler, "eft at the predicted mean output length"),
     "hedge": (HedgeScheduler, "tail, hedged on 2-3 servers when Monte-Carlo says it pays"),
+    "cache_aware": (CacheAwareScheduler, "SGLang router: prefix match over 0.5, else balance"),
 }
 
 STRONG_HEURISTICS: tuple[str, ...] = (

@@ -578,6 +578,8 @@ class Simulation(RunLedger):
             tokens = end - (seg.end if seg is not None else 0)
             if kv.get(key) is None:
                 expiry, credit = self._kv_terms(kv.policy, key, task)
+                if credit == 0.0 and kv.policy == "agent-aware":
+                    kv.drop_credit(seg)  # the session ends here: its chain keeps no credit
                 kv.insert(key, seg, end, self.now, expiry=expiry, credit=credit)
             else:
                 eng.kv_used -= tokens  # a hedged copy cached it first
@@ -608,16 +610,20 @@ class Simulation(RunLedger):
             return ttl_expiry(self.now, tool_s, continues), 0.0
         assert self._kv is not None
         agent = _agent(self._kv_chain(gid, task)) if task.context_of is not None else gid
-        waiting = self._waiting_on(ji, i)
+        waiting, continues = self._waiting_on(ji, i)
+        if not continues:
+            return -math.inf, 0.0
         return -math.inf, float(waiting * (1 + self._kv.reentries.get(agent, 0)))
 
-    def _waiting_on(self, ji: int, i: int) -> int:
+    def _waiting_on(self, ji: int, i: int) -> tuple[int, bool]:
         """Unfinished tasks of job ``ji`` downstream of task ``i`` that exist already (not
-        hidden behind a decision still to be made)."""
+        hidden behind a decision still to be made), and whether one of them continues
+        ``i``'s context (its session goes on)."""
         wf = self.jobs[ji].workflow
         off = self.tasks.offset[ji]
         done = self.task_done
         seen: set[int] = set()
+        continues = False
         stack = list(wf.children[i])
         while stack:
             c = stack.pop()
@@ -627,8 +633,9 @@ class Simulation(RunLedger):
             if rb is not None and rb != i and not done[off + rb]:
                 continue
             seen.add(c)
+            continues = continues or wf.tasks[c].context_of == i
             stack.extend(wf.children[c])
-        return len(seen)
+        return len(seen), continues
 
     def run_record(self, **kwargs: object) -> RunRecord:  # type: ignore[override]
         """The ledger's record plus the KV measurements of a ``--kv-policy`` run."""
