@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from scalesched.cluster.model import ClusterSpec
 from scalesched.decision.features import ClusterTables, make_decision
 from scalesched.errors import InputError
 from scalesched.predict.features import duration_baseline, duration_inputs
@@ -123,6 +124,12 @@ class _Arm:
     response: np.ndarray
 
 
+def gpu_groups(spec: ClusterSpec) -> tuple[list[str], np.ndarray]:
+    """The recalibration's groups: GPU types (and ``cpu``), sorted, and each server's."""
+    types = sorted({s.gpu_type or "cpu" for s in spec.servers})
+    return types, np.array([types.index(s.gpu_type or "cpu") for s in spec.servers])
+
+
 def routes_on_durations(scheduler: object) -> bool:
     """Whether a policy can route on recalibrated durations (``tail``, ``pred_mean``)."""
     from scalesched.policies.tail import TailScheduler
@@ -140,8 +147,7 @@ def _run_arm(
 
     sim_tables = ClusterTables(run.spec)  # what the simulator runs on (drifted)
     view_tables, jobs, scheduler, sim = run.start(sim_tables)
-    types = sorted({s.gpu_type or "cpu" for s in run.spec.servers})
-    group_of = np.array([types.index(s.gpu_type or "cpu") for s in run.spec.servers])
+    types, group_of = gpu_groups(run.spec)
     recal = Recalibrator(len(types), window)
     route_recal = Recalibrator(len(types), window)
     pending: dict[tuple[int, str], tuple[float, int, np.ndarray, np.ndarray, bool]] = {}
@@ -225,19 +231,18 @@ def drift_study(
     after it, as trained and with sliding-window recalibration, and the p99 response per
     phase. A policy that routes on durations (``tail``, ``pred_mean``) runs twice: as
     trained, and routing on the recalibrated durations (``routing_adapted``)."""
+    from scalesched.policies import get_policy
+
     if window < MIN_WINDOW:
         raise InputError("--window", "window", f"must be at least {MIN_WINDOW}")
     drift = parse_drift(drift_text, ClusterTables(run.spec))
-    from scalesched.policies import get_policy
-
     arms = {"as_trained": _run_arm(predictor, run, drift, window, adapt=False)}
     if routes_on_durations(get_policy(run.policy)):
         arms["routing_adapted"] = _run_arm(predictor, run, drift, window, adapt=True)
     end = max(t for t, *_ in arms["as_trained"].done)
     third = drift.at + (end - drift.at) / 3
     phases = {"before": (0.0, drift.at), "during": (drift.at, third), "after": (third, np.inf)}
-    types = sorted({s.gpu_type or "cpu" for s in run.spec.servers})
-    drifted_group = types.index(drift.gpu_type)
+    drifted_group = gpu_groups(run.spec)[0].index(drift.gpu_type)
     report: dict[str, Any] = {
         **run.describe(),
         "drift": {"gpu_type": drift.gpu_type, "factor": drift.factor, "at_s": drift.at},
