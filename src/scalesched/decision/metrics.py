@@ -39,13 +39,17 @@ class KVRecord:
     reentry_jobs: np.ndarray
     reentry_miss: np.ndarray
     """Per re-entry: whether the context it extends was not in its engine's cache."""
+    reentry_moved: np.ndarray
+    """Per re-entry: whether it was placed on another server than its context (a miss no
+    eviction policy can prevent)."""
     evicted_tokens: int
     """Tokens the run evicted from prefix caches (and lost with unloaded engines)."""
 
 
-HOTSPOT_QUANTILE = 0.9
-"""Hotspot agents: re-entered agents whose re-entry count is at least this quantile of the
-re-entered agents' counts (the top decile; ties at the boundary are all in)."""
+HOTSPOT_SHARE = 0.9
+"""Hotspot agents: re-entered agents that were re-entered more often than at least this
+share of the re-entered agents (the top decile; agents with equal counts share a verdict,
+so there may be fewer than a tenth, or none when most agents tie at the top)."""
 
 
 def kv_metrics(kv: KVRecord, measured: np.ndarray) -> dict[str, float | int | str]:
@@ -55,16 +59,18 @@ def kv_metrics(kv: KVRecord, measured: np.ndarray) -> dict[str, float | int | st
     prompt = float(kv.prompt_tokens[calls].sum())
     ttft = kv.ttft_s[measured[kv.ttft_jobs]] if kv.ttft_jobs.size else np.zeros(0)
     re = measured[kv.reentry_jobs] if kv.reentry_jobs.size else np.zeros(0, dtype=bool)
-    agents, miss = kv.reentry_agents[re], kv.reentry_miss[re]
-    hot_rate = 0.0
+    agents, miss, moved = kv.reentry_agents[re], kv.reentry_miss[re], kv.reentry_moved[re]
+    hot_rate = hot_kept = 0.0
     n_hot = 0
     if agents.size:
-        ids, inverse, counts = np.unique(agents, return_inverse=True, return_counts=True)
-        threshold = float(np.quantile(counts, HOTSPOT_QUANTILE, method="higher"))
-        hot = counts >= threshold
+        _, inverse, counts = np.unique(agents, return_inverse=True, return_counts=True)
+        fewer = np.searchsorted(np.sort(counts), counts, side="left")  # agents re-entered less
+        hot = fewer >= HOTSPOT_SHARE * counts.size
         n_hot = int(hot.sum())
         hot_calls = hot[inverse]
         hot_rate = float(miss[hot_calls].mean()) if hot_calls.any() else 0.0
+        stayed = hot_calls & ~moved
+        hot_kept = float(miss[stayed].mean()) if stayed.any() else 0.0
     return {
         "kv_policy": kv.policy,
         "prefix_hit_rate": float(kv.cached_tokens[calls].sum()) / prompt if prompt > 0 else 0.0,
@@ -72,8 +78,10 @@ def kv_metrics(kv: KVRecord, measured: np.ndarray) -> dict[str, float | int | st
         "ttft_p95_s": _pct(ttft, 95),
         "evicted_tokens": int(kv.evicted_tokens),
         "reentry_miss_rate": float(miss.mean()) if miss.size else 0.0,
+        "reentry_moved_rate": float(moved.mean()) if moved.size else 0.0,
         "hotspot_agents": n_hot,
         "hotspot_miss_rate": hot_rate,
+        "hotspot_stay_miss_rate": hot_kept,
     }
 
 

@@ -517,7 +517,10 @@ class Simulation(RunLedger):
             run.calls(ji, prompt, hit)
             if task.context_of is not None:
                 miss = seg is None or seg.key != chain[0][0]
-                run.reentry(_agent(chain), ji, miss)
+                ctx = chain[0][0]
+                assert isinstance(ctx, int)
+                moved = self.server[ctx] != eng.server  # placed away from its context
+                run.reentry(_agent(chain), ji, miss, moved)
             self.started_at[gid] = now
             self._push(now + eng.perf.prefill_s(prompt - hit), _PREFILL_DONE, gid, 0)
         self._refresh_busy(eng)
@@ -879,7 +882,8 @@ class _KVRun:
         self.lost = 0
         self._call_jobs, self._prompt, self._cached = array("q"), array("q"), array("q")
         self._ttft_jobs, self._ttft = array("q"), array("d")
-        self._re_agents, self._re_jobs, self._re_miss = array("q"), array("q"), array("b")
+        self._re_agents, self._re_jobs = array("q"), array("q")
+        self._re_miss, self._re_moved = array("b"), array("b")
 
     def calls(self, ji: int, prompt: int, cached: int) -> None:
         self._call_jobs.append(ji)
@@ -890,11 +894,12 @@ class _KVRun:
         self._ttft_jobs.append(ji)
         self._ttft.append(seconds)
 
-    def reentry(self, agent: int, ji: int, miss: bool) -> None:
+    def reentry(self, agent: int, ji: int, miss: bool, moved: bool) -> None:
         self.reentries[agent] = self.reentries.get(agent, 0) + 1
         self._re_agents.append(agent)
         self._re_jobs.append(ji)
         self._re_miss.append(miss)
+        self._re_moved.append(moved)
 
     def record(self, evicted: int) -> KVRecord:
         def a(x: array, dtype: type) -> np.ndarray:  # type: ignore[type-arg]
@@ -910,5 +915,6 @@ class _KVRun:
             reentry_agents=a(self._re_agents, np.int64),
             reentry_jobs=a(self._re_jobs, np.int64),
             reentry_miss=a(self._re_miss, np.int8).astype(bool),
+            reentry_moved=a(self._re_moved, np.int8).astype(bool),
             evicted_tokens=int(evicted),
         )
