@@ -67,9 +67,13 @@ def assert_same_logits(want: np.ndarray, got: np.ndarray, mask: np.ndarray) -> N
     assert got.dtype == np.float32 and got.shape == want.shape
     # float32 rounding of two summation orders: about 1e-6 of the logits' scale
     scale = float(np.abs(want[mask]).max())
-    np.testing.assert_allclose(got[mask], want[mask], rtol=0, atol=1e-5 * max(scale, 1.0))
+    atol = 1e-5 * max(scale, 1.0)
+    np.testing.assert_allclose(got[mask], want[mask], rtol=0, atol=atol)
     assert (got[~mask] == MASKED_LOGIT).all()
-    assert (got.argmax(axis=-1) == want.argmax(axis=-1)).all()
+    # Greedy picks agree up to exact ties: identical servers have equal logits, and
+    # rounding may break such a tie either way.
+    picked = np.take_along_axis(want, got.argmax(axis=-1)[..., None], axis=-1)[..., 0]
+    assert (picked >= want.max(axis=-1) - 2 * atol).all()
 
 
 @pytest.mark.parametrize("cfg", VARIANTS, ids=lambda c: ",".join(c) or "paper")
@@ -120,7 +124,9 @@ def test_shipped_policies_act_the_same_on_real_decisions(name: str) -> None:
         want = reference.forward(d).logits[0].numpy()
         got = scheduler.actor.logits(d.task_features, d.server_features, d.mask)
         assert_same_logits(want, got, d.mask)
-        assert scheduler.select(d) == reference.select(d)
+        ours, theirs = scheduler.select(d), reference.select(d)
+        tie = 1e-5 * float(np.abs(want[d.mask]).max())  # identical servers: equal logits
+        assert ours == theirs or abs(want[int(ours)] - want[int(theirs)]) <= tie
 
 
 def test_exponential_race_draws_what_torch_multinomial_draws() -> None:

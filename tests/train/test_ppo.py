@@ -234,3 +234,31 @@ def test_checkpoints_are_fsynced_before_the_rename(
     save_checkpoint(tmp_path / "c.pt", {"network": "scale", "network_config": {}, "state_dict": {}})
     assert events == ["fsync", "replace", "fsync"]  # the file, the rename, the folder
     assert load_checkpoint(tmp_path / "c.pt")["network"] == "scale"
+
+
+@pytest.mark.parametrize("critic", ["detached", "own"])
+def test_a_separate_critic_trains_and_round_trips(tmp_path: Path, critic: str) -> None:
+    cfg = load_config(
+        None,
+        total_steps=128,
+        num_envs=2,
+        num_steps=32,
+        workflows=2,
+        cluster="hetero-4",
+        validate_every=0,
+        validation_sizes=[],
+        critic_encoder=critic,
+    )
+    trainer = Trainer(cfg, tmp_path / "run")
+    groups = trainer._clip_groups()
+    assert len(groups) == 2 and sum(len(g) for g in groups) == len(list(trainer.net.parameters()))
+    trainer.train()
+    net = network_from_checkpoint(load_checkpoint(tmp_path / "run" / "last.pt"))
+    env = SchedulingEnv(EnvConfig(cluster="hetero-4", workflows=2))
+    obs, _ = env.reset(seed=0)
+    t = obs_to_tensors({k: v[None] for k, v in obs.items()})
+    assert torch.equal(net(*t).value, trainer.net(*t).value)
+    with pytest.raises(InputError, match="critic_encoder"):
+        load_config(None, critic_encoder="twin")
+    with pytest.raises(InputError, match="critic_encoder"):
+        load_config(None, critic_encoder="own", network="mlp16")

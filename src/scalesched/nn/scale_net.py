@@ -12,7 +12,7 @@ Layout (d = ``d_model``)::
     [servers | feasible] (B,N,S+1) --MLP--> h (B,N,d) [--self-attn-->] --keys/values--> MHA
     f = LayerNorm(t + W_o MHA(t; h))                     attention feature (B,d), SRR acts here
     logits_i = (W_p f) . (W_r h_i) / sqrt(d)             pointer head, masked to feasible servers
-    value = MLP([f, mean_{i < n} h_i])                   critic
+    value = MLP([f, mean_{i < n} h_i])                   critic (``critic_encoder``: shared)
 
 Every reduction over servers (attention, pooled mean) runs over the *real* servers (index <
 ``n_servers``), not only the feasible ones: an infeasible server is still part of the cluster
@@ -44,6 +44,8 @@ __all__ = ["PolicyOutput", "ScaleNet", "ScaleNetConfig", "masked_multihead_atten
 _REFERENCE_N = 16
 """Cluster size at which scalable softmax starts as plain softmax (s * log(16) = 1)."""
 
+CRITIC_ENCODERS = ("shared", "detached", "own")
+
 
 @dataclass(frozen=True)
 class ScaleNetConfig:
@@ -71,6 +73,13 @@ class ScaleNetConfig:
     uniform swing between 1x and 10x eft on long validation runs)."""
     prior_feature: int = RELATIVE_FINISH_FEATURE
     """Index of the relative-finish feature among the server features."""
+    critic_encoder: str = "shared"
+    """What the critic reads: ``shared`` (the actor's attention feature and server
+    embeddings, trained by both heads: the paper's network), ``detached`` (the same, but the
+    value loss does not train them) or ``own`` (its own task and server encoders, pooled by
+    mean: a DeepSets critic). Measured on steady-state episodes the value gradient is 30-60x
+    the policy gradient, so with a shared encoder the critic, not the policy loss, moves
+    the actor's embeddings (docs/training.md, "Why fine-tuning drifted")."""
 
     def __post_init__(self) -> None:
         if self.task_dim < 1 or self.server_dim < 1:
@@ -85,6 +94,10 @@ class ScaleNetConfig:
             raise ValueError(f"heuristic_prior must be finite and >= 0, got {self.heuristic_prior}")
         if self.heuristic_prior > 0 and not 0 <= self.prior_feature < self.server_dim:
             raise ValueError(f"prior_feature must index a server feature, got {self.prior_feature}")
+        if self.critic_encoder not in CRITIC_ENCODERS:
+            raise ValueError(
+                f"critic_encoder must be one of {CRITIC_ENCODERS}, got {self.critic_encoder!r}"
+            )
 
 
 def masked_multihead_attention(
@@ -196,6 +209,19 @@ class ScaleNet(nn.Module):
             if cfg.heuristic_prior > 0
             else None
         )
+        # The critic's own encoders (critic_encoder="own"): same shapes as the actor's, so
+        # its input [t', mean h'] has the width of the shared critic's [f, mean h].
+        self.critic_task_encoder: nn.Module | None = None
+        self.critic_server_encoder: nn.Module | None = None
+        if cfg.critic_encoder == "own":
+            self.critic_task_encoder = nn.Sequential(
+                layer_init(nn.Linear(cfg.task_dim, d)), nn.Tanh(), layer_init(nn.Linear(d, d))
+            )
+            self.critic_server_encoder = nn.Sequential(
+                layer_init(nn.Linear(cfg.server_dim + 1, d)),
+                nn.Tanh(),
+                layer_init(nn.Linear(d, d)),
+            )
         self.critic = nn.Sequential(
             layer_init(nn.Linear(2 * d, cfg.critic_hidden)),
             nn.Tanh(),
@@ -268,7 +294,26 @@ class ScaleNet(nn.Module):
             return PolicyOutput(
                 logits=logits, value=logits.new_zeros(logits.shape[0]), attn_feature=feature
             )
-        count = n_servers.clamp(min=1).to(h.dtype)[:, None]
+        value = self.critic(self._critic_input(task, servers, mask, feature, h, real))
+        return PolicyOutput(logits=logits, value=value.squeeze(-1), attn_feature=feature)
+
+    def critic_parameters(self) -> list[nn.Parameter]:
+        """Parameters only the value loss trains (all of the critic's unless it is shared)."""
+        if self.cfg.critic_encoder == "shared":
+            return []
+        return [p for name, p in self.named_parameters() if name.startswith("critic")]
+
+    def _critic_input(
+        self, task: Tensor, servers: Tensor, mask: Tensor, feature: Tensor, h: Tensor, real: Tensor
+    ) -> Tensor:
+        """[task summary, mean over real servers of their embeddings], per critic_encoder."""
+        if self.critic_server_encoder is not None and self.critic_task_encoder is not None:
+            clean = servers.masked_fill(~real[..., None], 0.0)
+            server_in = torch.cat([clean, (mask & real)[..., None].to(servers.dtype)], dim=-1)
+            h = self.critic_server_encoder(server_in) * real[..., None].to(servers.dtype)
+            feature = self.critic_task_encoder(task)
+        elif self.cfg.critic_encoder == "detached":
+            feature, h = feature.detach(), h.detach()
+        count = real.sum(dim=1).clamp(min=1).to(h.dtype)[:, None]
         pooled = h.sum(dim=1) / count  # h is zero on padding, so this is the real-server mean
-        value = self.critic(torch.cat([feature, pooled], dim=-1)).squeeze(-1)
-        return PolicyOutput(logits=logits, value=value, attn_feature=feature)
+        return torch.cat([feature, pooled], dim=-1)

@@ -90,7 +90,7 @@ class NetworkScheduler(BaseScheduler):
     def _choose(self, logits: torch.Tensor | np.ndarray) -> int:
         """Argmax when greedy, else a draw from the softmax, from this scheduler's generator."""
         if self.greedy:
-            return int(logits.argmax())
+            return greedy_pick(logits)
         if isinstance(logits, np.ndarray):
             return exponential_race(logits, self._generator)
         probs = torch.softmax(logits.double(), dim=-1)
@@ -106,6 +106,20 @@ class NetworkScheduler(BaseScheduler):
             for n, feats in sorted(self.features.items())
             if len(feats) > 1
         }
+
+
+GREEDY_TIE_RTOL = 1e-5
+"""Logits this close (relative to the largest, at least 1) are a tie for greedy placement:
+identical servers get equal logits up to float32 rounding, which differs between the numpy
+and PyTorch paths and between CPUs (about 1e-7 relative)."""
+
+
+def greedy_pick(logits: torch.Tensor | np.ndarray) -> int:
+    """The lowest-index server among the near-ties for the largest logit, so a greedy run is
+    the same through either acting path and on any machine."""
+    values = logits.numpy() if isinstance(logits, torch.Tensor) else logits
+    top = float(values.max())
+    return int(np.argmax(values >= top - GREEDY_TIE_RTOL * max(1.0, abs(top))))
 
 
 def exponential_race(logits: np.ndarray, generator: torch.Generator) -> int:

@@ -33,6 +33,7 @@ from scalesched.errors import InputError, parse_yaml
 from scalesched.nn import PolicyNetwork, build_network
 from scalesched.nn.checkpoint import load_checkpoint, save_checkpoint
 from scalesched.nn.common import obs_to_tensors
+from scalesched.nn.scale_net import CRITIC_ENCODERS
 from scalesched.nn.srr import SrrConfig, feature_stats, srr_losses
 from scalesched.train.envsched import (
     EnvSchedSampler,
@@ -94,6 +95,11 @@ class PPOConfig:
     """Multiply cross-attention logits by s*log(N) with learned s (scale)."""
     heuristic_prior: float = 0.0
     """Initial weight of the learned eft prior on the pointer logits (scale; 0: none)."""
+    critic_encoder: str = "shared"
+    """What SCALE's critic reads (scale): ``shared`` (the actor's embeddings, trained by
+    both losses: the paper), ``detached`` (the same, untouched by the value loss) or ``own``
+    (its own encoders). Unless shared, the actor's and the critic's gradients are clipped
+    separately, so the far larger value gradient no longer shrinks the policy's step."""
     env_sampler: str = "none"
     """Per-episode environment settings (pattern x load x 16-server mix x warm-up):
     ``none`` (the config's cluster, workload and loads), ``uniform`` or ``envsched``
@@ -201,6 +207,8 @@ class PPOConfig:
             )
             if self.heuristic_prior > 0:  # older checkpoints have no such key
                 base["heuristic_prior"] = self.heuristic_prior
+            if self.critic_encoder != "shared":
+                base["critic_encoder"] = self.critic_encoder
         return base
 
 
@@ -229,6 +237,10 @@ def load_config(path: str | Path | None, **overrides: Any) -> PPOConfig:
         raise InputError(source, loc, err["msg"]) from None
     if cfg.network not in ("scale", "mlp16"):
         raise InputError(source, "network", "must be 'scale' or 'mlp16'")
+    if cfg.critic_encoder not in CRITIC_ENCODERS:
+        raise InputError(source, "critic_encoder", f"must be one of {', '.join(CRITIC_ENCODERS)}")
+    if cfg.critic_encoder != "shared" and cfg.network != "scale":
+        raise InputError(source, "critic_encoder", "only the scale network has a choice of critic")
     if cfg.env_sampler not in ("none", "uniform", "envsched"):
         raise InputError(source, "env_sampler", "must be 'none', 'uniform' or 'envsched'")
     if cfg.env_sampler != "none" and cfg.network == "mlp16":
@@ -392,7 +404,14 @@ class Trainer:
     def _restore(self, path: Path) -> None:
         data = load_checkpoint(path)
         saved = data.get("config", {})
-        for key in ("network", "d_model", "n_heads", "server_self_attention", "scalable_softmax"):
+        for key in (
+            "network",
+            "d_model",
+            "n_heads",
+            "server_self_attention",
+            "scalable_softmax",
+            "critic_encoder",
+        ):
             if key in saved and saved[key] != getattr(self.cfg, key):
                 raise InputError(
                     str(path),
@@ -590,6 +609,7 @@ class Trainer:
             stats: dict[str, float] = {}
             grad_norms: dict[str, float] = {}
             params = [p for p in net.parameters() if p.requires_grad]
+            clip_groups = self._clip_groups()
             approx_kl = torch.tensor(0.0)
             for _epoch in range(cfg.update_epochs):
                 np.random.shuffle(idx)
@@ -640,7 +660,8 @@ class Trainer:
                         )
                     self.optimizer.zero_grad()
                     loss.backward()
-                    nn.utils.clip_grad_norm_(net.parameters(), cfg.max_grad_norm)
+                    for group in clip_groups:
+                        nn.utils.clip_grad_norm_(group, cfg.max_grad_norm)
                     self.optimizer.step()
                     stats = {
                         "policy_loss": pg_loss.item(),
@@ -688,6 +709,15 @@ class Trainer:
         if not (self.out / "best.pt").exists():
             save_checkpoint(self.out / "best.pt", self.checkpoint_payload())
         return self.state
+
+    def _clip_groups(self) -> list[list[nn.Parameter]]:
+        """Parameter sets whose gradient norms are clipped each on its own: the whole
+        network, or the actor and a critic that does not share the actor's encoder."""
+        critic: list[nn.Parameter] = getattr(self.net, "critic_parameters", list)()
+        if not critic:
+            return [list(self.net.parameters())]
+        critic_ids = {id(p) for p in critic}
+        return [[p for p in self.net.parameters() if id(p) not in critic_ids], critic]
 
     # -- validation ------------------------------------------------------------------
     def validate(self) -> dict[str, float]:
