@@ -133,22 +133,23 @@ DeploymentOpt = Annotated[
 KvPolicyOpt = Annotated[
     str,
     typer.Option(
-        help="KV state across LLM calls: off (engines keep nothing between calls), or keep "
-        "sessions and prefix caches and evict by lru, ttl (protected for the predicted tool "
-        "time) or agent-aware (weighted by the agent's re-entries and the tasks waiting on "
-        "it); see docs/cache.md. Adds the cache metrics to the output."
+        help="KV state across LLM calls: off (engines keep nothing between calls), nocache "
+        "(the same, with the cache metrics measured), or keep sessions and prefix caches "
+        "and evict by lru, ttl (protected for the predicted tool time) or agent-aware "
+        "(weighted by the agent's re-entries and the tasks waiting on it); see "
+        "docs/cache.md. Adds the cache metrics to the output."
     ),
 ]
 
 
 def _kv_policy(value: str) -> str | None:
     """``--kv-policy`` checked: None for off."""
-    from scalesched.cache.kv import KV_POLICIES
+    from scalesched.cache.kv import KV_MODES
 
     if value == "off":
         return None
-    if value not in KV_POLICIES:
-        known = ", ".join(("off", *KV_POLICIES))
+    if value not in KV_MODES:
+        known = ", ".join(("off", *KV_MODES))
         raise InputError("--kv-policy", "kv-policy", f"unknown policy {value!r}; known: {known}")
     return value
 

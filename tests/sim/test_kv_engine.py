@@ -110,3 +110,17 @@ def test_calls_without_prefix_identity_run_as_before_under_a_policy() -> None:
     b = simulate(cluster, toy_jobs(30), get_policy("eft"), warmup=5, kv_policy="lru")
     assert (a.response_times == b.response_times).all()
     assert b.metrics["prefix_hit_rate"] == 0.0 and b.metrics["evicted_tokens"] == 0
+
+
+def test_nocache_measures_the_memoryless_engine() -> None:
+    """nocache runs the cache path with nothing reused: the response times of the cache off,
+    every re-entry a miss."""
+    cluster = get_cluster("hetero-8")
+    tables = ClusterTables(cluster)
+    jobs = build_jobs(tables, Scenario(workload="agent-mix", workflows=40, rate=1.0, seed=4))
+    off = simulate(cluster, jobs, get_policy("eft"), warmup=5)
+    measured = simulate(cluster, jobs, get_policy("eft"), warmup=5, kv_policy="nocache")
+    assert (off.response_times == measured.response_times).all()
+    m = measured.metrics
+    assert m["prefix_hit_rate"] == 0.0 and m["evicted_tokens"] == 0
+    assert m["reentry_miss_rate"] == 1.0 and float(m["ttft_mean_s"]) > 0

@@ -49,6 +49,10 @@ BLOCK_TOKENS = 16
 
 KVPolicy = Literal["lru", "ttl", "agent-aware"]
 KV_POLICIES: tuple[str, ...] = ("lru", "ttl", "agent-aware")
+NO_CACHE = "nocache"
+"""``--kv-policy nocache``: engines keep nothing between calls (as with the cache off) but
+the cache metrics are measured: the memoryless baseline's TTFT."""
+KV_MODES: tuple[str, ...] = (NO_CACHE, *KV_POLICIES)
 
 TTL_MARGIN = 1.5
 """Protection lasts this multiple of the predicted tool time (tools overrun estimates)."""

@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from scalesched.cache.kv import PrefixCache, Segment, cached_prefill, ttl_expiry
+from scalesched.cache.kv import NO_CACHE, PrefixCache, Segment, cached_prefill, ttl_expiry
 from scalesched.cluster.model import ClusterSpec
 from scalesched.decision.actions import Action
 from scalesched.decision.features import (
@@ -399,7 +399,7 @@ class Simulation(RunLedger):
             t = self.tables
             eng = _Engine(s, m, int(t.tp[s, m]), int(t.engine_class[s, m]), t)
             if self._kv is not None:
-                eng.kv = PrefixCache(self._kv.policy)
+                eng.kv = PrefixCache(self._kv.eviction)
             engines[m] = eng
             self.engine_state[s, m] = ENGINE_LOADING
             self._request_gpus(eng)
@@ -427,7 +427,7 @@ class Simulation(RunLedger):
         for s, m in zip(*np.nonzero(t.feasible), strict=True):
             eng = _Engine(int(s), int(m), float(t.tp[s, m]), int(t.engine_class[s, m]), t)
             if self._kv is not None:
-                eng.kv = PrefixCache(self._kv.policy)
+                eng.kv = PrefixCache(self._kv.eviction)
             eng.state = ENGINE_READY
             self._engines[int(s)][int(m)] = eng
             self.engine_state[s, m] = ENGINE_READY
@@ -498,7 +498,7 @@ class Simulation(RunLedger):
             task = tasks_of(gid)
             prompt, output = task.prompt_tokens, task.output_tokens
             chain = self._kv_chain(gid, task)
-            seg = _deepest(kv, chain)
+            seg = _deepest(kv, chain) if run.reuse else None
             base = seg.end if seg is not None else 0
             private = prompt + output - base
             kv.hold(seg)
@@ -552,7 +552,7 @@ class Simulation(RunLedger):
         assert run is not None
         run.ttft(self.tasks.job_of[gid], self.now - self.landed_at[gid])
         chain = self._kv_chain(gid, task)
-        if not chain:
+        if not chain or not run.reuse:
             return
         private, seg = run.held[gid]
         base = seg.end if seg is not None else 0
@@ -575,7 +575,7 @@ class Simulation(RunLedger):
         run = self._kv
         assert run is not None
         private, seg = run.held.pop(gid)
-        if task.prefix_id is not None:
+        if task.prefix_id is not None and run.reuse:
             key = self.origin[gid]
             end = task.prompt_tokens + task.output_tokens
             tokens = end - (seg.end if seg is not None else 0)
@@ -873,8 +873,11 @@ class _KVRun:
     measurements ``KVRecord`` carries."""
 
     def __init__(self, policy: str) -> None:
-        PrefixCache(policy)  # unknown policies fail here, before the run starts
+        self.reuse = policy != NO_CACHE
+        """False: measure only, cache nothing (``nocache``)."""
         self.policy = policy
+        self.eviction = policy if self.reuse else "lru"
+        PrefixCache(self.eviction)  # unknown policies fail here, before the run starts
         self.held: dict[int, tuple[int, Segment | None]] = {}
         """Per admitted call: (KV tokens it reserves for itself, the deepest segment held)."""
         self.reentries: dict[int, int] = {}
