@@ -124,3 +124,17 @@ def test_nocache_measures_the_memoryless_engine() -> None:
     m = measured.metrics
     assert m["prefix_hit_rate"] == 0.0 and m["evicted_tokens"] == 0
     assert m["reentry_miss_rate"] == 1.0 and float(m["ttft_mean_s"]) > 0
+
+
+def test_streamed_and_up_front_runs_agree_with_a_cache() -> None:
+    from scalesched.sim.scenario import stream_jobs
+
+    cluster = get_cluster("hetero-8")
+    tables = ClusterTables(cluster)
+    scenario = Scenario(workload="agent-mix", workflows=40, rate=1.0, seed=5)
+    a = simulate(cluster, build_jobs(tables, scenario), get_policy("eft"), kv_policy="ttl")
+    b = simulate(cluster, stream_jobs(tables, scenario), get_policy("eft"), kv_policy="ttl")
+    drop = {"sim_wall_time_s"}
+    assert {k: v for k, v in a.metrics.items() if k not in drop} == {
+        k: v for k, v in b.metrics.items() if k not in drop
+    }
