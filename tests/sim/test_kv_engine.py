@@ -138,3 +138,17 @@ def test_streamed_and_up_front_runs_agree_with_a_cache() -> None:
     assert {k: v for k, v in a.metrics.items() if k not in drop} == {
         k: v for k, v in b.metrics.items() if k not in drop
     }
+
+
+def test_hedged_copies_give_back_what_they_hold() -> None:
+    """Cancelled hedge copies release their reservation and the segments they held."""
+    cluster = get_cluster("hetero-8")
+    tables = ClusterTables(cluster)
+    jobs = build_jobs(tables, Scenario(workload="agent-mix", workflows=40, rate=1.5, seed=2))
+    sim = _run(jobs, cluster, "lru", policy="hedge")
+    assert sim.workflows_completed == 40 and sim.hedged_tasks > 0
+    for engines in sim._engines:
+        for e in engines.values():
+            assert e.kv is not None
+            assert e.n_active == 0 and e.kv.held == 0 and e.kv_used == e.kv.resident
+    assert not sim._kv.held  # type: ignore[union-attr]
