@@ -152,3 +152,23 @@ def test_hedged_copies_give_back_what_they_hold() -> None:
             assert e.kv is not None
             assert e.n_active == 0 and e.kv.held == 0 and e.kv_used == e.kv.resident
     assert not sim._kv.held  # type: ignore[union-attr]
+
+
+def test_policy_terms_read_the_visible_session() -> None:
+    """TTL protects a call for its tool's predicted time; agent-aware credits a call whose
+    session continues by the tasks waiting on it, and a session's last call not at all."""
+    a = dataclasses.replace(llm("a", prompt=APP + 300, out=100), prefix_id="app", prefix_tokens=APP)
+    b = dataclasses.replace(
+        llm("b", prompt=APP + 600, out=50), prefix_id="app", prefix_tokens=APP, context_of=0
+    )
+    c = dataclasses.replace(
+        llm("c", prompt=APP + 700, out=50), prefix_id="app", prefix_tokens=APP, context_of=2
+    )
+    tasks = [a, tool("t1", cpu=0.0, ext=2.0), b, tool("t2", cpu=0.0, ext=4.0), c]
+    job = Job(0, 0.0, workflow(tasks, {(0, 1): 0, (1, 2): 0, (2, 3): 0, (3, 4): 0}))
+    sim = Simulation(_one_gpu(), [job], kv_policy="agent-aware")
+    assert sim._kv_terms("ttl", 0, a) == (1.5 * 2.0 + 0.5, 0.0)
+    assert sim._kv_terms("agent-aware", 0, a) == (float("-inf"), 4.0)  # t1, b, t2, c wait
+    assert sim._kv_terms("agent-aware", 2, b) == (float("-inf"), 2.0)
+    assert sim._kv_terms("agent-aware", 4, c) == (float("-inf"), 0.0)  # the session ends
+    assert sim._kv_terms("ttl", 4, c)[0] == float("-inf")
