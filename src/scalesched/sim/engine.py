@@ -515,10 +515,10 @@ class Simulation(RunLedger):
             hit = cached_prefill(prompt, base)
             ji = self.tasks.job_of[gid]
             run.calls(ji, prompt, hit)
-            if task.context_of is not None:
-                miss = seg is None or seg.key != chain[0][0]
+            if task.context_of is not None and chain:
                 ctx = chain[0][0]
                 assert isinstance(ctx, int)
+                miss = seg is None or seg.key != ctx
                 moved = self.server[ctx] != eng.server  # placed away from its context
                 run.reentry(_agent(chain), ji, miss, moved)
             self.started_at[gid] = now
