@@ -446,11 +446,21 @@ def train(
     ] = None,
     resume: Annotated[bool, typer.Option(help="Continue from OUT/last.pt if it exists.")] = False,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            help="Override one config field, FIELD=VALUE with a YAML value "
+            "(e.g. --set critic_encoder=own --set 'validation_baselines=[eft, soft_eft]'); "
+            "repeatable, applied after the config file.",
+        ),
+    ] = None,
 ) -> None:
-    """Train a placement policy with PPO; best.pt is kept by validation against eft."""
-    from scalesched.train.ppo import Trainer, load_config
+    """Train a placement policy with PPO; best.pt is kept by validation against the best of
+    the config's baseline heuristics at the training size."""
+    from scalesched.train.ppo import Trainer, load_config, parse_overrides
 
-    cfg = load_config(config, total_steps=steps, seed=seed)
+    cfg = load_config(config, set_fields=parse_overrides(set_ or []), total_steps=steps, seed=seed)
     if out.exists() and (out / "last.pt").exists() and not resume:
         raise InputError(str(out), "--out", "holds a run already; pass --resume or a new folder")
     show = progress and sys.stderr.isatty()
@@ -473,7 +483,8 @@ def train(
         state = Trainer(cfg, out, resume=resume).train()
     console.print(
         f"done: {state.global_step} steps, {state.episodes} episodes; best validation ratio "
-        f"to eft {state.best_score:.3f}; checkpoints in {out}/best.pt and {out}/last.pt"
+        f"to the best baseline {state.best_score:.3f}; checkpoints in {out}/best.pt and "
+        f"{out}/last.pt"
     )
 
 

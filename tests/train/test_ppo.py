@@ -262,3 +262,20 @@ def test_a_separate_critic_trains_and_round_trips(tmp_path: Path, critic: str) -
         load_config(None, critic_encoder="twin")
     with pytest.raises(InputError, match="critic_encoder"):
         load_config(None, critic_encoder="own", network="mlp16")
+
+
+def test_set_overrides_any_field_and_names_a_bad_one(tmp_path: Path) -> None:
+    from scalesched.train.ppo import parse_overrides
+
+    fields = parse_overrides(
+        ["critic_encoder=own", "validation_baselines=[eft, soft_eft]", "target_kl=null"]
+    )
+    cfg = load_config(None, set_fields=fields, seed=4)
+    assert cfg.critic_encoder == "own" and cfg.target_kl is None and cfg.seed == 4
+    assert cfg.validation_baselines == ["eft", "soft_eft"]
+    with pytest.raises(InputError, match="FIELD=VALUE"):
+        parse_overrides(["critic_encoder"])
+    with pytest.raises(InputError, match="not a training config field"):
+        parse_overrides(["critic=own"])
+    with pytest.raises(InputError, match="num_envs"):
+        load_config(None, set_fields=parse_overrides(["num_envs=many"]))

@@ -212,8 +212,11 @@ class PPOConfig:
         return base
 
 
-def load_config(path: str | Path | None, **overrides: Any) -> PPOConfig:
-    """A validated config from YAML (unknown or ill-typed keys are InputErrors)."""
+def load_config(
+    path: str | Path | None, *, set_fields: dict[str, Any] | None = None, **overrides: Any
+) -> PPOConfig:
+    """A validated config from YAML (unknown or ill-typed keys are InputErrors), then
+    ``set_fields`` (as given, None included), then ``overrides`` that are not None."""
     data: dict[str, Any] = {}
     source = str(path) if path is not None else "config"
     if path is not None:
@@ -228,6 +231,7 @@ def load_config(path: str | Path | None, **overrides: Any) -> PPOConfig:
         if not isinstance(loaded, dict):
             raise InputError(source, "file", "expected a mapping of config fields")
         data.update(loaded)
+    data.update(set_fields or {})
     data.update({k: v for k, v in overrides.items() if v is not None})
     try:
         cfg = TypeAdapter(PPOConfig).validate_python(data)
@@ -263,6 +267,22 @@ def load_config(path: str | Path | None, **overrides: Any) -> PPOConfig:
         raise InputError(source, "validation_baselines", "name at least one heuristic")
     cfg.env_config().check(source)
     return cfg
+
+
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    """``FIELD=VALUE`` strings (the CLI's ``--set``) as config fields, each value read as
+    YAML; a malformed item or unknown field is an InputError naming it."""
+    known = set(config_fields())
+    overrides: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise InputError("--set", item, "expected FIELD=VALUE")
+        if key not in known:
+            raise InputError("--set", key, "not a training config field")
+        overrides[key] = parse_yaml(value, f"--set {key}")
+    return overrides
 
 
 def seed_everything(seed: int) -> None:
