@@ -213,7 +213,7 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     head = (
         "| policy | N | workflows | rate (wps) | tasks | events | decisions | run CPU s "
         "| run wall s | events / CPU s | decisions / CPU s | events / wall s | peak RSS MB "
-        "| steady |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+        "| mean in system | steady |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     )
     out = [head]
     for r in rows:
@@ -221,7 +221,7 @@ def markdown(rows: list[dict[str, Any]]) -> str:
             out.append(
                 f"| {r['policy']} | {r['n_servers']} | {num(r['workflows'])} | "
                 f"{r['status']} | | | | | {num(r.get('process_wall_s'), '.0f')} | | | | "
-                f"{num(r.get('peak_rss_mb'), '.0f')} | |"
+                f"{num(r.get('peak_rss_mb'), '.0f')} | | |"
             )
             continue
         out.append(
@@ -230,7 +230,8 @@ def markdown(rows: list[dict[str, Any]]) -> str:
             f"{num(r['decisions'])} | {num(r['run_cpu_s'], '.1f')} | "
             f"{num(r['run_wall_s'], '.1f')} | {num(r['events_per_cpu_s'])} | "
             f"{num(r['decisions_per_cpu_s'])} | {num(r['events_per_wall_s'])} | "
-            f"{num(r['peak_rss_mb'], '.0f')} | {r['steady_state']} |"
+            f"{num(r['peak_rss_mb'], '.0f')} | {num(r['mean_in_system'])} | "
+            f"{r['steady_state']} |"
         )
     return "\n".join(out)
 
