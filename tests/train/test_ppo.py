@@ -91,6 +91,12 @@ def test_ppo_learns_to_pick_the_fast_server(tmp_path: Path) -> None:
     assert np.mean(fast) > 0.9
 
 
+def first_observation() -> tuple[torch.Tensor, ...]:
+    """The first observation of a small hetero-4 episode, as a batch of one."""
+    obs, _ = SchedulingEnv(EnvConfig(cluster="hetero-4", workflows=2)).reset(seed=0)
+    return obs_to_tensors({k: v[None] for k, v in obs.items()})
+
+
 def test_checkpoint_round_trip_and_bad_files(tmp_path: Path) -> None:
     cfg = load_config(
         None,
@@ -106,9 +112,7 @@ def test_checkpoint_round_trip_and_bad_files(tmp_path: Path) -> None:
     path = tmp_path / "c.pt"
     save_checkpoint(path, trainer.checkpoint_payload())
     net = network_from_checkpoint(load_checkpoint(path))
-    env = SchedulingEnv(EnvConfig(cluster="hetero-4", workflows=2))
-    obs, _ = env.reset(seed=0)
-    t = obs_to_tensors({k: v[None] for k, v in obs.items()})
+    t = first_observation()
     assert torch.equal(net(*t).logits, trainer.net(*t).logits)
     # a local checkpoint is named by its path, never by its config's (shipped) name
     assert load_scheduler(path).name == str(path) != cfg.name
@@ -254,9 +258,7 @@ def test_a_separate_critic_trains_and_round_trips(tmp_path: Path, critic: str) -
     assert len(groups) == 2 and sum(len(g) for g in groups) == len(list(trainer.net.parameters()))
     trainer.train()
     net = network_from_checkpoint(load_checkpoint(tmp_path / "run" / "last.pt"))
-    env = SchedulingEnv(EnvConfig(cluster="hetero-4", workflows=2))
-    obs, _ = env.reset(seed=0)
-    t = obs_to_tensors({k: v[None] for k, v in obs.items()})
+    t = first_observation()
     assert torch.equal(net(*t).value, trainer.net(*t).value)
     with pytest.raises(InputError, match="critic_encoder"):
         load_config(None, critic_encoder="twin")
