@@ -6,6 +6,9 @@
     done; done
     python scripts/envsched_compare.py runs/envsched-cmp [--json]
 
+Any two arms trained side by side compare the same way, e.g. the critic comparison of
+docs/training.md: ``python scripts/envsched_compare.py runs/critic --arms own,shared``.
+
 Both configs validate at N = 16 only (hetero-16, agentic-mix, load 0.7, 600 workflows with
 100 of warm-up, seeds 1000-1002) against the best of eft, least_loaded and soft_eft, so
 ``val_ratio`` <= 1 means the policy has reached the best heuristic's steady-state mean
@@ -56,18 +59,23 @@ def run_summary(points: list[tuple[int, float]], level: float = 1.0) -> dict[str
     }
 
 
-def compare(root: Path) -> dict[str, Any]:
-    runs: dict[str, dict[int, dict[str, float]]] = {s: {} for s in SAMPLERS}
+def compare(root: Path, arms: tuple[str, str] = SAMPLERS) -> dict[str, Any]:
+    """Per-run summaries of ``<arm>-s<seed>/`` folders and the seed-paired first - second."""
+    first, second = arms
+    runs: dict[str, dict[int, dict[str, float]]] = {a: {} for a in arms}
+    curves: dict[str, list[float]] = {}
+    pattern = "|".join(re.escape(a) for a in arms)
     for path in sorted(root.iterdir()):
-        match = re.fullmatch(r"(envsched|uniform)-s(\d+)", path.name)
+        match = re.fullmatch(rf"({pattern})-s(\d+)", path.name)
         if match and (path / "train.csv").is_file():
             points = curve(path)
             if points:
                 runs[match.group(1)][int(match.group(2))] = run_summary(points)
-    seeds = sorted(set(runs["envsched"]) & set(runs["uniform"]))
+                curves[path.name] = [r for _, r in points]
+    seeds = sorted(set(runs[first]) & set(runs[second]))
     paired: dict[str, dict[str, float]] = {}
     for metric in METRICS:
-        diffs = [runs["envsched"][s][metric] - runs["uniform"][s][metric] for s in seeds]
+        diffs = [runs[first][s][metric] - runs[second][s][metric] for s in seeds]
         finite = [d for d in diffs if math.isfinite(d)]
         mean, ci = mean_ci(finite) if len(finite) == len(diffs) and diffs else (math.nan, math.nan)
         paired[metric] = {"mean_diff": mean, "ci95": ci}
@@ -79,16 +87,18 @@ def compare(root: Path) -> dict[str, Any]:
         if by_seed
     }
     return {
+        "arms": list(arms),
         "runs": runs,
+        "curves": curves,
         "paired_seeds": seeds,
         "mean": means,
-        "paired_envsched_minus_uniform": paired,
+        "paired_difference": paired,
     }
 
 
 def markdown(result: dict[str, Any]) -> str:
     lines = [
-        "| sampler | seed | steps to best heuristic | best val ratio | last | mean (AUC) |",
+        "| arm | seed | steps to best heuristic | best val ratio | last | mean (AUC) |",
         "|---|---|---|---|---|---|",
     ]
     for sampler, by_seed in result["runs"].items():
@@ -102,10 +112,15 @@ def markdown(result: dict[str, Any]) -> str:
                 f"| {sampler} | {seed} | {steps} | {r['best_val_ratio']:.3f} | "
                 f"{r['last_val_ratio']:.3f} | {r['mean_val_ratio']:.3f} |"
             )
+    lines += ["", "| run | validation ratio at each validation |", "|---|---|"]
+    lines += [
+        f"| {name} | {' '.join(f'{r:.3f}' for r in rs)} |" for name, rs in result["curves"].items()
+    ]
     lines.append("")
-    for metric, d in result["paired_envsched_minus_uniform"].items():
+    first, second = result["arms"]
+    for metric, d in result["paired_difference"].items():
         lines.append(
-            f"- {metric}: envsched - uniform = {d['mean_diff']:.4g} +/- {d['ci95']:.3g} "
+            f"- {metric}: {first} - {second} = {d['mean_diff']:.4g} +/- {d['ci95']:.3g} "
             f"(95% CI, seeds {result['paired_seeds']})"
         )
     return "\n".join(lines)
@@ -115,12 +130,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
+    parser.add_argument("root", type=Path, help="folder holding <arm>-s<seed>/ run folders")
     parser.add_argument(
-        "root", type=Path, help="folder holding envsched-s<seed>/ and uniform-s<seed>/"
+        "--arms",
+        default=",".join(SAMPLERS),
+        help="the two run-name prefixes to compare, FIRST,SECOND (paired difference is "
+        "first - second; default envsched,uniform)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
-    result = compare(args.root)
+    arms = tuple(a.strip() for a in args.arms.split(","))
+    if len(arms) != 2 or not all(arms):
+        parser.error("--arms takes exactly two names, FIRST,SECOND")
+    result = compare(args.root, (arms[0], arms[1]))
     if args.json:
         print(json.dumps(result, default=lambda x: None if not math.isfinite(x) else x))
     else:
