@@ -142,6 +142,32 @@ KvPolicyOpt = Annotated[
 ]
 
 
+ToolRepeatOpt = Annotated[
+    float,
+    typer.Option(
+        help="Probability that a tool task repeats an earlier identical call (same tool, "
+        "same inputs) of its workflow, drawn on a stream of its own; 0 (default): no "
+        "repeats, the workload unchanged. See docs/tail.md."
+    ),
+]
+ToolCacheOpt = Annotated[
+    str,
+    typer.Option(
+        help="on: a repeated tool call whose original has finished returns the cached result "
+        "(1 ms, no core, no external wait) and tool_cache_hits / tool_cache_saved_s are "
+        "reported; a repeat whose original is still running runs normally. off: every call "
+        "runs."
+    ),
+]
+
+
+def _tool_cache(value: str) -> bool:
+    """``--tool-cache`` checked."""
+    if value not in ("on", "off"):
+        raise InputError("--tool-cache", "tool-cache", f"must be on or off, got {value!r}")
+    return value == "on"
+
+
 def _kv_policy(value: str) -> str | None:
     """``--kv-policy`` checked: None for off."""
     from scalesched.cache.kv import KV_MODES
@@ -177,20 +203,31 @@ def simulate(
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
     deployment: DeploymentOpt = None,
     kv_policy: KvPolicyOpt = "off",
+    tool_repeat: ToolRepeatOpt = 0.0,
+    tool_cache: ToolCacheOpt = "off",
 ) -> None:
     """Simulate one workload on one cluster with one policy and report response times."""
     from scalesched.cluster import get_cluster
     from scalesched.eval.setup import Scenario, prepare, run
     from scalesched.policies import get_policy
     from scalesched.sim.trace import plot_gantt, write_trace
+    from scalesched.workload.repeats import check_repeat_probability
 
     _check_outputs(trace, gantt)
     kv = _kv_policy(kv_policy)
+    cache_on = _tool_cache(tool_cache)
+    check_repeat_probability(tool_repeat)
     spec = get_cluster(cluster)
     scheduler = get_policy(policy)
     _check_policy_fits(scheduler, policy, spec)
     scenario = Scenario(
-        workload=workload, workflows=workflows, load=load, rate=rate, arrivals=arrivals, seed=seed
+        workload=workload,
+        workflows=workflows,
+        load=load,
+        rate=rate,
+        arrivals=arrivals,
+        seed=seed,
+        tool_repeat=tool_repeat,
     )
     setup = prepare(spec, scenario, deployment=deployment)
     n_jobs = len(setup.jobs)
@@ -205,6 +242,7 @@ def simulate(
             warmup=_window_size(warmup, n_jobs, "--warmup", default_warmup),
             cooldown=_window_size(cooldown, n_jobs, "--cooldown", default_cooldown),
             kv_policy=kv,
+            tool_cache=cache_on,
         )
     require_finite(result.metrics, "simulate")
     if trace is not None and gantt is not None:

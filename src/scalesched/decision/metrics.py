@@ -128,6 +128,9 @@ class RunRecord:
     """Times a scheduler answered ``Defer``."""
     kv: KVRecord | None = None
     """The KV-cache measurements of a run with ``--kv-policy`` (None: engines kept no KV)."""
+    tool_cache: tuple[np.ndarray, np.ndarray] | None = None
+    """A ``--tool-cache on`` run's hits: (job index, tool-seconds saved) per hit
+    (``scalesched.sim.tool_cache``); None: no tool cache."""
 
 
 STEADY_THROUGHPUT_RATIO = 0.95
@@ -266,6 +269,11 @@ def run_metrics(r: RunRecord) -> dict[str, float | int | str]:
     }
     if r.kv is not None:
         metrics.update(kv_metrics(r.kv, measured))
+    if r.tool_cache is not None:  # hits of the measured workflows only, like every figure
+        jobs, saved = r.tool_cache
+        hit = measured[jobs] if jobs.size else np.zeros(0, dtype=bool)
+        metrics["tool_cache_hits"] = int(hit.sum())
+        metrics["tool_cache_saved_s"] = float(saved[hit].sum())
     return metrics
 
 

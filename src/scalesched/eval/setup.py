@@ -132,11 +132,13 @@ def run(
     on_workflow_done: Callable[[int], None] | None = None,
     trace_path: Path | None = None,
     kv_policy: str | None = None,
+    tool_cache: bool = False,
 ) -> SimResult:
     """Simulate the setup's jobs under ``scheduler`` (an instance or a registered name),
     seeded with the scenario's seed. ``warmup``/``cooldown`` default to the study's window
     (``default_warmup``/``default_cooldown``); pass 0 to measure every workflow.
-    ``trace_path`` writes the trace as the run goes (see ``scalesched.sim.run.simulate``)."""
+    ``trace_path`` writes the trace as the run goes (see ``scalesched.sim.run.simulate``);
+    ``tool_cache``: repeated tool calls reuse results (``scalesched.sim.tool_cache``)."""
     from scalesched.eval.capacity import default_cooldown, default_warmup
 
     if isinstance(scheduler, str):
@@ -156,4 +158,5 @@ def run(
         cooldown=default_cooldown(n) if cooldown is None else cooldown,
         trace_path=trace_path,
         kv_policy=kv_policy,
+        tool_cache=tool_cache,
     )

@@ -52,6 +52,7 @@ from scalesched.decision.llm_engine import EngineBatch, lru_evictions
 from scalesched.decision.metrics import KVRecord, RunRecord, window_bounds
 from scalesched.decision.records import SchedulingError, TaskRecord
 from scalesched.decision.scheduler import ReadyOrder
+from scalesched.sim.tool_cache import LOOKUP_S, ToolCache
 from scalesched.workload.instance import Job, TaskInstance
 
 # Event kinds; the heap holds (time, seq, kind, a, b).
@@ -125,6 +126,7 @@ class Simulation(RunLedger):
         cooldown: int = 0,
         trace_sink: Callable[[TaskRecord], None] | None = None,
         kv_policy: str | None = None,
+        tool_cache: bool = False,
     ) -> None:
         super().__init__(
             tables if tables is not None else ClusterTables(cluster),
@@ -160,6 +162,8 @@ class Simulation(RunLedger):
         self._cpu_running: set[int] = set()
         self._kv = _KVRun(kv_policy) if kv_policy is not None else None
         """KV state across calls (``--kv-policy``): None keeps the engines memoryless."""
+        self._tool_cache = ToolCache() if tool_cache else None
+        """Repeated tool calls reuse their original's result (``--tool-cache on``)."""
 
         self.in_system = 0
         self.in_system_area = 0.0
@@ -334,6 +338,8 @@ class Simulation(RunLedger):
         task = self._task(gid)
         if task.kind == "llm":
             self._llm_arrive(gid, s, task)
+        elif task.repeat_of is not None and self._tool_cache is not None and self._cache_hit(gid):
+            return
         elif task.cpu_work <= 0:
             self.started_at[gid] = self.now
             self._after_cpu(gid, task)
@@ -346,6 +352,23 @@ class Simulation(RunLedger):
     def _cpu_account(self, s: int) -> None:
         self._cpu_area[s] += self._busy_cores[s] * (self.now - self._cpu_mark[s])
         self._cpu_mark[s] = self.now
+
+    def _cache_hit(self, gid: int) -> bool:
+        """A repeated tool call whose original has finished takes its result: done after
+        ``LOOKUP_S``, holding no core (``scalesched.sim.tool_cache``). False: run it."""
+        task, tasks = self._task(gid), self.tasks
+        ji = tasks.job_of[gid]
+        if task.repeat_of is None or not self.task_done[tasks.offset[ji] + task.repeat_of]:
+            return False
+        s = self.server[gid]
+        speed = self._speed[s]
+        self.started_at[gid] = self.now
+        self.cpu_backlog[s] = max(0.0, self.cpu_backlog[s] - task.cpu_work / speed)
+        self.tools_in_flight[s] -= 1
+        assert self._tool_cache is not None
+        self._tool_cache.hit(ji, task.cpu_work / speed + task.ext_latency - LOOKUP_S)
+        self._push(self.now + LOOKUP_S, _TASK_DONE, gid, 0)
+        return True
 
     def _tool_start(self, gid: int, s: int, task: TaskInstance) -> None:
         self._cpu_account(s)
@@ -643,6 +666,8 @@ class Simulation(RunLedger):
     def run_record(self, **kwargs: object) -> RunRecord:  # type: ignore[override]
         """The ledger's record plus the KV measurements of a ``--kv-policy`` run."""
         record = super().run_record(**kwargs)  # type: ignore[arg-type]
+        if self._tool_cache is not None:
+            record = dataclasses.replace(record, tool_cache=self._tool_cache.record())
         if self._kv is None:
             return record
         evicted = self._kv.lost + sum(

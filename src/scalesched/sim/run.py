@@ -47,6 +47,7 @@ def simulate(
     cooldown: int = 0,
     trace_path: Path | None = None,
     kv_policy: str | None = None,
+    tool_cache: bool = False,
 ) -> SimResult:
     """Simulate ``jobs`` on ``cluster`` with every ready task placed by ``scheduler``; the
     first ``warmup`` and last ``cooldown`` workflows (in arrival order) are run but left out
@@ -56,7 +57,9 @@ def simulate(
     at arrival and retired when done: same results, memory bounded by what is in flight.
     ``trace_path`` writes the trace there row by row as tasks finish (nothing kept);
     ``record_trace`` keeps every record in ``SimResult.trace`` instead. ``kv_policy``
-    (``scalesched.cache.kv``) keeps KV state across calls; None: memoryless engines."""
+    (``scalesched.cache.kv``) keeps KV state across calls; None: memoryless engines.
+    ``tool_cache`` lets repeated tool calls reuse their original's result
+    (``scalesched.sim.tool_cache``)."""
     sink: TraceWriter | None = None
     with ExitStack() as stack:
         if trace_path is not None:
@@ -74,6 +77,7 @@ def simulate(
             cooldown=cooldown,
             trace_sink=sink,
             kv_policy=kv_policy,
+            tool_cache=tool_cache,
         )
         return _drive(sim, scheduler, seed, wall)
 

@@ -57,6 +57,9 @@ class Scenario:
     arrivals: str = "poisson"
     """``poisson``, ``bursty`` or ``replay:PATH`` (a file of arrival times)."""
     seed: int = 0
+    tool_repeat: float = 0.0
+    """Probability that a tool task repeats an earlier identical call of its workflow
+    (``scalesched.workload.repeats``); 0: no repeats, the workload as before."""
 
 
 def workflow_demand(tables: ClusterTables, source: WorkflowSource) -> tuple[float, float]:
@@ -207,6 +210,10 @@ def check_load(tables: ClusterTables, scenario: Scenario) -> WorkflowSource:
     somewhere (else capacity is undefined); returns the workload."""
     _check_counts(scenario)
     source = get_workload(scenario.workload)
+    if scenario.tool_repeat != 0:  # the plain workload otherwise: not even a wrapper
+        from scalesched.workload.repeats import RepeatSource
+
+        source = RepeatSource(source, scenario.tool_repeat)
     if scenario.rate is not None:
         if scenario.rate <= 0:
             raise InputError("--rate", "rate", "must be positive")

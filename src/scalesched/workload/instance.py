@@ -54,6 +54,10 @@ class TaskInstance:
     context_of: int | None = None
     """Index of the earlier call of the same session whose whole context (prompt + output)
     this call's prompt begins with; None: the call opens its session."""
+    repeat_of: int | None = None
+    """Index of an earlier tool task of the same workflow this one repeats exactly (same
+    tool, same inputs, so the same result); None: not a repeat
+    (:mod:`scalesched.workload.repeats`)."""
 
 
 @dataclass(frozen=True, slots=True)
