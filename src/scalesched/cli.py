@@ -574,9 +574,12 @@ def evaluate(
     ] = False,
     deployment: DeploymentOpt = None,
     kv_policy: KvPolicyOpt = "off",
+    tool_repeat: ToolRepeatOpt = 0.0,
+    tool_cache: ToolCacheOpt = "off",
 ) -> None:
     """Compare policies across cluster sizes and seeds on identical workloads."""
     from scalesched.eval.study import StudyConfig, named_clusters, parse_int_list, seeds_from
+    from scalesched.workload.repeats import check_repeat_probability
 
     sizes = parse_int_list(nodes, "--nodes")
     names: tuple[str, ...] = ()
@@ -596,6 +599,8 @@ def evaluate(
         workflows=workflows,
         deployment=str(deployment) if deployment is not None else None,
         kv_policy=_kv_policy(kv_policy),
+        tool_repeat=check_repeat_probability(tool_repeat),
+        tool_cache=_tool_cache(tool_cache),
     )
     if slo is not None and not (math.isfinite(slo) and slo >= 1):
         raise InputError("--slo", "slo", "must be a finite multiple >= 1 of the lower bound")

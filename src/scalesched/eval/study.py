@@ -41,6 +41,10 @@ class StudyConfig:
     their sizes, one cluster per size (the tables are keyed by N)."""
     kv_policy: str | None = None
     """KV state across LLM calls (``scalesched.cache.kv``); None: memoryless engines."""
+    tool_repeat: float = 0.0
+    """Probability a tool call repeats an earlier identical one (``workload.repeats``)."""
+    tool_cache: bool = False
+    """Repeated tool calls reuse their finished original's result (``sim.tool_cache``)."""
 
     def cluster_for(self, n: int) -> str:
         """The cluster spec the runs of size ``n`` use."""
@@ -79,6 +83,8 @@ class RunSpec:
     """Preset name or YAML path."""
     deployment: str | None = None
     kv_policy: str | None = None
+    tool_repeat: float = 0.0
+    tool_cache: bool = False
 
 
 def run_specs(cfg: StudyConfig) -> list[RunSpec]:
@@ -93,6 +99,8 @@ def run_specs(cfg: StudyConfig) -> list[RunSpec]:
             cfg.cluster_for(n),
             cfg.deployment,
             cfg.kv_policy,
+            cfg.tool_repeat,
+            cfg.tool_cache,
         )
         for n in cfg.nodes
         for s in cfg.seeds
@@ -117,7 +125,13 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
     }
     setup = prepare(
         spec.cluster,
-        Scenario(workload=spec.workload, workflows=spec.workflows, load=spec.load, seed=spec.seed),
+        Scenario(
+            workload=spec.workload,
+            workflows=spec.workflows,
+            load=spec.load,
+            seed=spec.seed,
+            tool_repeat=spec.tool_repeat,
+        ),
         deployment=spec.deployment,
     )
     scheduler = get_policy(spec.policy)
@@ -129,7 +143,7 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
         reason = str(scheduler.unsupported_reason(spec.n))
         row.update(status=STATUS_UNSUPPORTED, note=reason.replace(scheduler.name, spec.policy, 1))
         return row
-    result = run(setup, scheduler, kv_policy=spec.kv_policy)
+    result = run(setup, scheduler, kv_policy=spec.kv_policy, tool_cache=spec.tool_cache)
     metrics = dict(result.metrics)
     metrics.pop("policy", None)
     metrics.pop("n_servers", None)
