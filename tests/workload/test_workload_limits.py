@@ -78,7 +78,7 @@ def test_sizes_beyond_the_limits_name_the_field(
     start = time.perf_counter()
     with pytest.raises(InputError) as info:
         load(tmp_path, mutated(path, value))
-    assert time.perf_counter() - start < 5
+    assert time.perf_counter() - start < 30  # guard: fails before building it
     text = str(info.value)
     assert str(tmp_path / "wf.json") in text and field in text, text
     assert "\n" not in text and len(text) < 400, text
@@ -96,7 +96,7 @@ def test_the_largest_realisation_is_bounded(tmp_path: Path) -> None:
     start = time.perf_counter()
     with pytest.raises(InputError, match=r"rules: a realisation may have 122881 tasks"):
         load(tmp_path, doc)
-    assert time.perf_counter() - start < 5
+    assert time.perf_counter() - start < 30  # guard: fails before building it
     # a loop fed by a wide fan-out: every copy feeds every iteration
     doc = mutated(f"{RULES}[0].width", 4000)
     doc["workflow"]["scalesched"]["rules"][1]["maxIter"] = 4000
@@ -204,10 +204,18 @@ def test_a_run_holds_at_most_a_million_tasks(tmp_path: Path) -> None:
     path = tmp_path / "wide.json"
     path.write_text(json.dumps(doc_with(tasks, rules)))
     source = get_workload(str(path))
-    start = time.perf_counter()
+    realised = 0
+    sample = source.sample
+
+    def counting(rng: np.random.Generator) -> Any:
+        nonlocal realised
+        realised += 1
+        return sample(rng)
+
+    source.sample = counting  # type: ignore[method-assign]
     with pytest.raises(InputError, match=r"--workflows: 200 workflows of 'wide' would hold"):
         sample_jobs(source, [float(i) for i in range(200)], 0)
-    assert time.perf_counter() - start < 10  # one workflow realised, not two hundred
+    assert realised == 1  # one workflow realised, not two hundred
     assert MAX_RUN_TASKS == 1_000_000
     # a small workload is far from the cap
     assert len(sample_jobs(get_workload("react"), [0.0] * 50, 0)) == 50

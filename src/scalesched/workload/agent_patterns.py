@@ -44,7 +44,7 @@ from functools import cache
 
 import numpy as np
 
-from scalesched.workload.patterns import QUERY, TEXT, TOOL_RESULT, Generator
+from scalesched.workload.patterns import QUERY, TEXT, TOOL_RESULT, Generator, weighted_mix
 from scalesched.workload.roles import TOOL_PROFILES, choice_task
 from scalesched.workload.template import (
     Edge,
@@ -269,22 +269,8 @@ def _gen_single(name: str) -> Generator:
     return gen
 
 
-def _gen_mix(weights: dict[str, float]) -> Generator:
-    names = tuple(weights)
-    cum = tuple(np.cumsum([weights[k] for k in names]).tolist())
-
-    def gen(rng: np.random.Generator) -> WorkflowTemplate:
-        u = float(rng.random())
-        for c, name in zip(cum, names, strict=True):
-            if u < c:
-                return AGENT_PATTERNS[name](rng)
-        return AGENT_PATTERNS[names[-1]](rng)
-
-    return gen
-
-
 AGENT_PATTERNS: dict[str, Generator] = {name: _gen_single(name) for name in _BUILDERS}
-AGENT_PATTERNS.update({name: _gen_mix(w) for name, w in _MIXES.items()})
+AGENT_PATTERNS.update({name: weighted_mix(w, AGENT_PATTERNS) for name, w in _MIXES.items()})
 
 AGENT_DESCRIPTIONS: dict[str, str] = {
     "tool-heavy": "one agent session (70b) alternating thoughts and slow, variable tool calls "

@@ -276,17 +276,24 @@ PATTERNS: dict[str, Generator] = {
     "deep-research": _gen_single(deep_research),
 }
 
-_MIX_NAMES = tuple(MIX_WEIGHTS)
-_MIX_CUM = tuple(np.cumsum([MIX_WEIGHTS[k] for k in _MIX_NAMES]).tolist())
+
+def weighted_mix(weights: dict[str, float], patterns: dict[str, Generator]) -> Generator:
+    """A generator that draws one of ``patterns`` by ``weights`` (one uniform per workflow),
+    then lets it build the workflow from the same stream."""
+    names = tuple(weights)
+    cum = tuple(np.cumsum([weights[k] for k in names]).tolist())
+
+    def gen(rng: np.random.Generator) -> WorkflowTemplate:
+        u = float(rng.random())
+        for c, name in zip(cum, names, strict=True):
+            if u < c:
+                return patterns[name](rng)
+        return patterns[names[-1]](rng)
+
+    return gen
 
 
-def _gen_mix(rng: np.random.Generator) -> WorkflowTemplate:
-    u = float(rng.random())
-    for c, name in zip(_MIX_CUM, _MIX_NAMES, strict=True):
-        if u < c:
-            return PATTERNS[name](rng)
-    return PATTERNS[_MIX_NAMES[-1]](rng)
-
+_gen_mix = weighted_mix(MIX_WEIGHTS, PATTERNS)
 
 PATTERNS["agentic-mix"] = _gen_mix
 
