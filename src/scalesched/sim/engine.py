@@ -362,14 +362,14 @@ class Simulation(RunLedger):
         ``LOOKUP_S``, holding no core (``scalesched.sim.tool_cache``). False: run it."""
         task, tasks = self._task(gid), self.tasks
         ji = tasks.job_of[gid]
-        if task.repeat_of is None or not self.task_done[tasks.offset[ji] + task.repeat_of]:
+        assert task.repeat_of is not None and self._tool_cache is not None  # see _on_land
+        if not self.task_done[tasks.offset[ji] + task.repeat_of]:
             return False
         s = self.server[gid]
         speed = self._speed[s]
         self.started_at[gid] = self.now
         self.cpu_backlog[s] = max(0.0, self.cpu_backlog[s] - task.cpu_work / speed)
         self.tools_in_flight[s] -= 1
-        assert self._tool_cache is not None
         self._tool_cache.hit(ji, task.cpu_work / speed + task.ext_latency - LOOKUP_S)
         self._push(self.now + LOOKUP_S, _TASK_DONE, gid, 0)
         return True

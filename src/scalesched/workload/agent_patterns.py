@@ -40,11 +40,14 @@ finds them here.
 
 from __future__ import annotations
 
-from functools import cache
-
-import numpy as np
-
-from scalesched.workload.patterns import QUERY, TEXT, TOOL_RESULT, Generator, weighted_mix
+from scalesched.workload.patterns import (
+    QUERY,
+    TEXT,
+    TOOL_RESULT,
+    Generator,
+    fixed_pattern,
+    weighted_mix,
+)
 from scalesched.workload.roles import TOOL_PROFILES, choice_task
 from scalesched.workload.template import (
     Edge,
@@ -243,11 +246,6 @@ def tree_of_thought(lo: int = 2, hi: int = 4) -> WorkflowTemplate:
 # --------------------------------------------------------------------------- registry
 
 
-@cache
-def _template(name: str) -> WorkflowTemplate:
-    return _BUILDERS[name]()
-
-
 _BUILDERS = {
     "tool-heavy": tool_heavy,
     "coordinator": coordinator,
@@ -262,14 +260,9 @@ _MIXES: dict[str, dict[str, float]] = {
 }
 
 
-def _gen_single(name: str) -> Generator:
-    def gen(rng: np.random.Generator) -> WorkflowTemplate:
-        return _template(name)
-
-    return gen
-
-
-AGENT_PATTERNS: dict[str, Generator] = {name: _gen_single(name) for name in _BUILDERS}
+AGENT_PATTERNS: dict[str, Generator] = {
+    name: fixed_pattern(builder) for name, builder in _BUILDERS.items()
+}
 AGENT_PATTERNS.update({name: weighted_mix(w, AGENT_PATTERNS) for name, w in _MIXES.items()})
 
 AGENT_DESCRIPTIONS: dict[str, str] = {

@@ -241,7 +241,9 @@ def _debate_variants() -> tuple[tuple[float, ...], tuple[WorkflowTemplate, ...]]
     return (0.3, 0.7, 1.0), (debate(2), debate(3), debate(4))
 
 
-def _gen_single(builder: Callable[[], WorkflowTemplate]) -> Generator:
+def fixed_pattern(builder: Callable[[], WorkflowTemplate]) -> Generator:
+    """A generator of one fixed template (its dynamic rules draw at realisation)."""
+
     def gen(rng: np.random.Generator) -> WorkflowTemplate:
         return _single(builder)
 
@@ -268,12 +270,12 @@ MIX_WEIGHTS: dict[str, float] = {
 """Share of each pattern in ``agentic-mix``."""
 
 PATTERNS: dict[str, Generator] = {
-    "react": _gen_single(react),
-    "plan-execute": _gen_single(plan_execute),
-    "map-reduce": _gen_single(map_reduce),
+    "react": fixed_pattern(react),
+    "plan-execute": fixed_pattern(plan_execute),
+    "map-reduce": fixed_pattern(map_reduce),
     "debate": _gen_debate,
-    "codegen": _gen_single(codegen),
-    "deep-research": _gen_single(deep_research),
+    "codegen": fixed_pattern(codegen),
+    "deep-research": fixed_pattern(deep_research),
 }
 
 
