@@ -122,6 +122,27 @@ class ClusterStateView(Protocol):
     """Sum of the context tokens of those requests."""
 
 
+_CACHE_LIMIT = 1 << 16
+"""Entries a per-key cache of ``ClusterTables`` holds before it starts over."""
+
+
+@dataclass(frozen=True, slots=True)
+class _ModelColumns:
+    """One model's per-server columns of the static tables (see ``make_decision``)."""
+
+    mask: np.ndarray
+    """(N,) bool, read-only: servers that can run the model."""
+    masked_out: np.ndarray | None
+    """``~mask``, None when every server can run it."""
+    kk: np.ndarray
+    """(N,) engine class per server (0 where infeasible)."""
+    base: np.ndarray
+    """``kk`` times the decode tables' row width: flat index of each server's row."""
+    load: np.ndarray
+    tp: np.ndarray
+    classes: list[tuple[int, EnginePerf | ReplicaGroupPerf]]
+
+
 class ClusterTables:
     """Static arrays of one cluster, built once and shared by every decision."""
 
@@ -221,6 +242,76 @@ class ClusterTables:
             ]
             for mi, model in enumerate(MODEL_NAMES)
         ]
+        self._init_decision_columns()
+
+    def _init_decision_columns(self) -> None:
+        """Per model, the columns ``make_decision`` reads, kept contiguous so a decision
+        takes them without slicing; and the flat views of the decode tables it gathers
+        from (views: an in-place change of the tables, ``predict.drift``, shows through)."""
+        width = self.decode_lin.shape[1]
+        self._lin_flat = self.decode_lin.reshape(-1)
+        self._increase_flat = self.decode_step_increase.reshape(-1)
+        assert np.shares_memory(self._lin_flat, self.decode_lin)
+        assert np.shares_memory(self._increase_flat, self.decode_step_increase)
+        self._model_cols: list[_ModelColumns] = []
+        for mi in range(len(MODEL_NAMES)):
+            kk = np.ascontiguousarray(self.class_or_zero[:, mi])
+            mask = np.ascontiguousarray(self.feasible[:, mi])
+            mask.setflags(write=False)
+            self._model_cols.append(
+                _ModelColumns(
+                    mask=mask,
+                    masked_out=None if mask.all() else ~mask,
+                    kk=kk,
+                    base=kk * width,
+                    load=np.ascontiguousarray(self.load_s[:, mi]),
+                    tp=np.ascontiguousarray(self.tp[:, mi]),
+                    classes=[(k, eng) for k, eng, *_ in self.model_classes[mi]],
+                )
+            )
+        self._prefill_cache: dict[tuple[int, int], np.ndarray] = {}
+        self._slots_cache: dict[int, np.ndarray] = {}
+        self._bandwidth: dict[int, np.ndarray] = {}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        """Unpickled (or deep-copied): the flat views must view this copy's tables."""
+        self.__dict__.update(state)
+        self._init_decision_columns()
+
+    def bandwidth_from(self, src: int) -> np.ndarray:
+        """(N,) bytes/s from server ``src`` to each server: the slower NIC of the two."""
+        bw = self._bandwidth.get(src)
+        if bw is None:
+            bw = np.minimum(self.nic_bytes_per_s, self.nic_bytes_per_s[src])
+            bw.setflags(write=False)
+            self._bandwidth[src] = bw
+        return bw
+
+    def prefill_by_class(self, model: int, prompt: int) -> np.ndarray:
+        """Seconds to prefill ``prompt`` tokens alone, per engine class (0 for the classes
+        that do not serve ``model``). Cached: the same doubles as calling ``prefill_s``."""
+        key = (model, prompt)
+        out = self._prefill_cache.get(key)
+        if out is None:
+            if len(self._prefill_cache) >= _CACHE_LIMIT:
+                self._prefill_cache.clear()  # bounded: a long run's memory stays flat
+            out = np.zeros(max(1, len(self.engines)))
+            for k, eng in self._model_cols[model].classes:
+                out[k] = eng.prefill_s(prompt)
+            out.setflags(write=False)
+            self._prefill_cache[key] = out
+        return out
+
+    def slots_by_class(self, need_tokens: int) -> np.ndarray:
+        """``admission_slots`` cached per ``need_tokens``."""
+        out = self._slots_cache.get(need_tokens)
+        if out is None:
+            if len(self._slots_cache) >= _CACHE_LIMIT:
+                self._slots_cache.clear()
+            out = admission_slots(self, need_tokens)
+            out.setflags(write=False)
+            self._slots_cache[need_tokens] = out
+        return out
 
     # -- costs with no contention: used for ranks, lower bounds and capacity ------------
     def llm_class_times(self, model: int, prompt: int, output: int) -> list[tuple[float, int]]:
@@ -513,17 +604,17 @@ class VisibleRanks:
 
 def transfer_times(tables: ClusterTables, task: TaskRequest) -> np.ndarray:
     """Seconds for the task's inputs to reach each server (0 on the parents' own server)."""
-    out = np.zeros(tables.n)
-    if not task.parent_servers:
-        return out
+    out: np.ndarray | None = None
     for src, nbytes in zip(task.parent_servers, task.parent_bytes, strict=True):
         if nbytes <= 0:
             continue
-        bw = np.minimum(tables.nic_bytes_per_s, tables.nic_bytes_per_s[src])
-        t = tables.latency_s + nbytes / bw
+        t = tables.latency_s + nbytes / tables.bandwidth_from(src)
         t[src] = 0.0
-        np.maximum(out, t, out=out)
-    return out
+        if out is None:
+            out = t  # the max of zeros and t (t >= 0): t itself, bit for bit
+        else:
+            np.maximum(out, t, out=out)
+    return np.zeros(tables.n) if out is None else out
 
 
 def relative_excess(values: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -540,44 +631,50 @@ def admission_slots(tables: ClusterTables, need_tokens: int) -> np.ndarray:
 
 
 def make_decision(tables: ClusterTables, view: ClusterStateView, task: TaskRequest) -> Decision:
-    """Estimate, for every server at once, when the task could start and finish there."""
+    """Estimate, for every server at once, when the task could start and finish there.
+
+    Hot: one call per placement. The per-model columns and the per-class prefill and
+    admission figures come precomputed or cached from ``tables``; every array is the same,
+    bit for bit, as computing them here (the same operations on the same doubles)."""
     transfer = transfer_times(tables, task)
     if task.kind == "llm":
         m = task.model
-        mask = tables.feasible[:, m]
-        kk = tables.class_or_zero[:, m]
+        cols = tables._model_cols[m]
+        mask, kk = cols.mask, cols.kk
         state = view.engine_state[:, m]
         batch = view.engine_batch[:, m]
         # Requests an engine runs at once: the batch cap or the KV memory, whichever binds
         # first for requests like this one; the rest queue for admission.
-        need = max(task.prompt_tokens + task.output_tokens_est, 1)
-        slots = admission_slots(tables, need)[kk]
-        running = np.minimum(batch + 1, slots).astype(np.int64)
-        ctx = view.engine_ctx[:, m] / np.maximum(batch, 1) * (running - 1) + task.context_tokens
-        step = tables.decode_lin[kk, running] + tables.decode_attn[kk] * ctx
+        need = task.prompt_tokens + task.output_tokens_est
+        slots = tables.slots_by_class(need if need > 1 else 1).take(kk)
+        batch1 = batch + 1
+        running = np.minimum(batch1, slots).astype(np.int64)
+        others = running - 1
+        context = task.context_tokens
+        ctx = view.engine_ctx[:, m] / np.maximum(batch, 1) * others + context
+        attn = tables.decode_attn.take(kk)
+        row = cols.base + running
+        step = tables._lin_flat.take(row) + attn * ctx
         # Joining a running batch slows each of its (running - 1) requests by the step-time
         # increase, over about half of the newcomer's output (they overlap that long on
         # average); a request that queues for admission slows no running one.
-        others = running - 1
-        increase = tables.decode_step_increase[kk, running] + tables.decode_attn[kk] * (
-            task.context_tokens
-        )
-        imposed = (others * (batch < slots)) * increase * (task.output_tokens_est / 2)
-        prefill_by_class = np.zeros(max(1, len(tables.engines)))
-        for k, eng, *_ in tables.model_classes[m]:
-            prefill_by_class[k] = eng.prefill_s(task.prompt_tokens)
-        exec_s = prefill_by_class[kk] + task.output_tokens_est * step
+        increase = tables._increase_flat.take(row) + attn * context
+        out_est = task.output_tokens_est
+        imposed = (others * (batch < slots)) * increase * (out_est / 2)
+        exec_s = tables.prefill_by_class(m, task.prompt_tokens).take(kk) + out_est * step
         # Behind a full engine the request waits about one batch time per `slots` ahead.
-        wait = np.maximum(batch + 1 - slots, 0) / slots * exec_s
-        load = np.where(state == ENGINE_ABSENT, tables.load_s[:, m], 0.0)
+        wait = np.maximum(batch1 - slots, 0) / slots * exec_s
+        absent = state == ENGINE_ABSENT
+        load = np.where(absent, cols.load, 0.0)
         loading = state == ENGINE_LOADING
         if loading.any():
             load[loading] = np.maximum(view.engine_ready_at[loading, m] - view.now, 0.0)
         wait += load
-        no_gpus = (state == ENGINE_ABSENT) & (view.free_gpus + view.idle_gpus < tables.tp[:, m])
+        no_gpus = absent & (view.free_gpus + view.idle_gpus < cols.tp)
         if no_gpus.any():
             wait[no_gpus] += view.est_work[no_gpus] / np.maximum(view.n_assigned[no_gpus], 1)
-        exec_s[~mask] = np.inf
+        if cols.masked_out is not None:
+            exec_s[cols.masked_out] = np.inf
         resident = (state == ENGINE_READY).astype(np.float64)
     else:
         mask = tables.all_servers
