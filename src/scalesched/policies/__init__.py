@@ -19,6 +19,7 @@ from scalesched.policies.round_robin import RoundRobinScheduler
 from scalesched.policies.shortest_queue import ShortestQueueScheduler
 from scalesched.policies.soft_eft import SoftEftScheduler
 from scalesched.policies.tail import PredictedMeanScheduler, TailScheduler
+from scalesched.policies.tao import TaoScheduler
 
 HEURISTICS: dict[str, tuple[Callable[[], Scheduler], str]] = {
     "random": (RandomScheduler, "uniformly random feasible server"),
@@ -34,6 +35,7 @@ HEURISTICS: dict[str, tuple[Callable[[], Scheduler], str]] = {
     "pred_mean": (PredictedMeanScheduler, "eft at the predicted mean output length"),
     "hedge": (HedgeScheduler, "tail, hedged on 2-3 servers when Monte-Carlo says it pays"),
     "cache_aware": (CacheAwareScheduler, "SGLang router: prefix match over 0.5, else balance"),
+    "tao": (TaoScheduler, "TAO: joint admission/placement by DP (readiness, cache credit, KV)"),
 }
 
 STRONG_HEURISTICS: tuple[str, ...] = (
