@@ -99,12 +99,70 @@ def run_once(n: int, workflows: int, seed: int) -> dict[str, float]:
     }
 
 
+def paired(other: str, n: int, workflows: int, seed: int, pairs: int) -> None:
+    """Before/after in one process: the same eft run with this checkout's package and with
+    ``other`` (an older checkout's ``scalesched`` copied under another name, see
+    docs/benchmarks.md), alternated ``pairs`` times, CPU time each; on a shared machine a
+    paired ratio is steadier than two separate series."""
+    import importlib
+    import statistics
+
+    def runner(pkg: str) -> tuple[object, object]:
+        setup = importlib.import_module(f"{pkg}.eval.setup")
+        prepared = setup.prepare(
+            f"hetero-{n}",
+            setup.Scenario(workflows=workflows, rate=RATE_PER_SERVER * n, seed=seed),
+            stream=False,
+        )
+        return setup.run, prepared
+
+    runs = {"after": runner("scalesched"), "before": runner(other)}
+    times: dict[str, list[float]] = {"after": [], "before": []}
+    events: dict[str, int] = {}
+    for i in range(pairs):
+        for name in ("before", "after") if i % 2 == 0 else ("after", "before"):
+            run, prepared = runs[name]
+            t0 = time.process_time()
+            result = run(prepared, "eft")  # type: ignore[operator]
+            times[name].append(time.process_time() - t0)
+            events[name] = int(result.metrics["events"])
+    ratios = [a / b for a, b in zip(times["after"], times["before"], strict=True)]
+    floor = bare_heap_loop(100_000, 1024)
+    print(f"hetero-{n}, {workflows} workflows, eft, seed {seed}, {pairs} pairs (CPU s)")
+    for name in ("before", "after"):
+        best = min(times[name])
+        print(
+            f"{name}: {events[name]:,} events, best {best:.3f} s, median "
+            f"{statistics.median(times[name]):.3f} s; best per event of before: "
+            f"{1e6 * best / events['before']:.1f} us = {best / events['before'] / floor:.0f}x "
+            f"the floor ({1e6 * floor:.2f} us)"
+        )
+    print(
+        f"paired ratio after/before: median {statistics.median(ratios):.3f} "
+        f"(range {min(ratios):.3f}-{max(ratios):.3f})"
+    )
+
+
+RATE_PER_SERVER = 6.2 / 48
+"""Workflows/s per server of the paired runs: about load 0.7 of agentic-mix on hetero-48
+(given as a rate, so no capacity measurement runs first)."""
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", default="16,48,256,1024")
     parser.add_argument("--workflows-per-server", type=int, default=25)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--against",
+        help="package name of an older checkout (paired before/after runs, see paired())",
+    )
+    parser.add_argument("--pairs", type=int, default=10)
     args = parser.parse_args()
+    if args.against:
+        for n in (int(x) for x in args.sizes.split(",")):
+            paired(args.against, n, max(200, args.workflows_per_server * n), args.seed, args.pairs)
+        return
     rows = []
     for n in (int(x) for x in args.sizes.split(",")):
         rows.append(run_once(n, max(200, args.workflows_per_server * n), args.seed))

@@ -101,8 +101,9 @@ def run_case(case: dict[str, Any]) -> dict[str, Any]:
     )
     digest = hashlib.sha256()
     for r in result.trace:
-        row = (r.workflow, r.task, r.kind, r.model, r.server, r.ready, r.landed, r.start, r.end)
-        digest.update(repr(row).encode())
+        times = (float(r.ready).hex(), float(r.landed).hex(), float(r.start).hex())
+        row = (int(r.workflow), r.task, r.kind, r.model, int(r.server), *times)
+        digest.update(repr((*row, float(r.end).hex())).encode())  # bit-exact, type-blind
     metrics = {k: v for k, v in result.metrics.items() if k not in WALL_FIELDS}
     return {"metrics": metrics, "trace_rows": len(result.trace), "trace": digest.hexdigest()}
 

@@ -270,6 +270,7 @@ class ClusterTables:
                 )
             )
         self._prefill_cache: dict[tuple[int, int], np.ndarray] = {}
+        self._prefill_floats: dict[tuple[int, int], tuple[float, ...]] = {}
         self._slots_cache: dict[int, np.ndarray] = {}
         self._bandwidth: dict[int, np.ndarray] = {}
 
@@ -296,10 +297,24 @@ class ClusterTables:
             if len(self._prefill_cache) >= _CACHE_LIMIT:
                 self._prefill_cache.clear()  # bounded: a long run's memory stays flat
             out = np.zeros(max(1, len(self.engines)))
-            for k, eng in self._model_cols[model].classes:
-                out[k] = eng.prefill_s(prompt)
+            for (k, _), seconds in zip(
+                self._model_cols[model].classes, self.prefill_floats(model, prompt), strict=True
+            ):
+                out[k] = seconds
             out.setflags(write=False)
             self._prefill_cache[key] = out
+        return out
+
+    def prefill_floats(self, model: int, prompt: int) -> tuple[float, ...]:
+        """``prefill_s(prompt)`` of each engine class of ``model`` (``model_classes``
+        order), cached as Python floats."""
+        key = (model, prompt)
+        out = self._prefill_floats.get(key)
+        if out is None:
+            if len(self._prefill_floats) >= _CACHE_LIMIT:
+                self._prefill_floats.clear()
+            out = tuple(eng.prefill_s(prompt) for _, eng in self._model_cols[model].classes)
+            self._prefill_floats[key] = out
         return out
 
     def slots_by_class(self, need_tokens: int) -> np.ndarray:
@@ -318,8 +333,10 @@ class ClusterTables:
         """(seconds alone, server count) per engine class that can run the model."""
         ctx = prompt + output // 2
         return [
-            (eng.prefill_s(prompt) + output * (lin1 + attn * ctx), count)
-            for _, eng, count, lin1, attn in self.model_classes[model]
+            (pre + output * (lin1 + attn * ctx), count)
+            for pre, (_, _, count, lin1, attn) in zip(
+                self.prefill_floats(model, prompt), self.model_classes[model], strict=True
+            )
         ]
 
     def fastest_llm_time(self, model: int, prompt: int, output: int) -> float:
@@ -539,14 +556,18 @@ def upward_ranks(
 ) -> list[float]:
     """HEFT upward ranks over the *visible* DAG: a child whose revealing task has not
     ``finished`` does not exist yet for any scheduler."""
-    ranks = [0.0] * len(wf.tasks)
-    for i in range(len(wf.tasks) - 1, -1, -1):
+    tasks, children, edge_bytes = wf.tasks, wf.children, wf.edge_bytes.get
+    transfer = tables.mean_transfer_s
+    ranks = [0.0] * len(tasks)
+    for i in range(len(tasks) - 1, -1, -1):
         best = 0.0
-        for c in wf.children[i]:
-            rb = wf.tasks[c].revealed_by
+        for c in children[i]:
+            rb = tasks[c].revealed_by
             if rb is not None and not finished(rb):
                 continue
-            best = max(best, tables.mean_transfer_s(wf.edge_bytes.get((i, c), 0.0)) + ranks[c])
+            x = transfer(edge_bytes((i, c), 0.0)) + ranks[c]
+            if x > best:  # max(best, x), without the builtin's call
+                best = x
         ranks[i] = costs[i] + best
     return ranks
 

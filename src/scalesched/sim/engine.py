@@ -173,7 +173,8 @@ class Simulation(RunLedger):
         self._gpu_mark = [0.0] * n
         self._cpu_mark = [0.0] * n
 
-        self._task = self.tasks.task  # hot: one lookup less than through the ledger
+        self._task = self.tasks.of.__getitem__  # hot: a C-level lookup by id
+        self._nic: list[float] = t.nic_bytes_per_s.tolist()  # the same doubles, as floats
         # Per-id state of the execution; every list grows with hedged copies.
         self._est = self.per_id(0.0)
         self._cancelled = self.per_id(False, kept=True)  # stale events of cancelled copies
@@ -221,9 +222,9 @@ class Simulation(RunLedger):
     # -- the driving interface -------------------------------------------------------
     def next_decision(self) -> Decision | None:
         """Run events until a ready task needs a server; None when everything has finished."""
-        heap = self._heap
+        heap, pending, handlers, pop = self._heap, self.pending, self._handlers, heapq.heappop
         while True:
-            if self.pending and (not heap or heap[0][0] > self.now):
+            if pending and (not heap or heap[0][0] > self.now):
                 gid = self._pop_pending()
                 self._current = gid
                 decision = make_decision(self.tables, self, self.request(gid, self.now))
@@ -236,14 +237,14 @@ class Simulation(RunLedger):
                     continue
                 self._current = None
                 return None
-            time, _, kind, a, b = heapq.heappop(heap)
+            time, _, kind, a, b = pop(heap)
             if kind == _DECODE and not self._decode_live(a, b):
                 continue  # nothing happens at this instant: the clock does not stop here
             if time > self.now:
                 self.in_system_area += self.in_system * (time - self.now)
                 self.now = time
             self.events += 1
-            self._handlers[kind](a, b)
+            handlers[kind](a, b)
 
     def next_decisions(self) -> list[Decision]:
         """Every task waiting for a server at the next decision instant, each with its
@@ -336,16 +337,18 @@ class Simulation(RunLedger):
         wf = self.jobs[ji].workflow
         off = self.tasks.offset[ji]
         i = gid - off
-        t = self.tables
+        nic, latency, server = self._nic, self.tables.latency_s, self.server
         delay = 0.0
         for p in wf.parents[i]:
-            src = self.server[off + p]
+            src = server[off + p]
             nbytes = wf.edge_bytes.get((p, i), 0.0)
             if src == dst or nbytes <= 0:
                 continue
-            bw = min(t.nic_bytes_per_s[src], t.nic_bytes_per_s[dst])
+            bw = min(nic[src], nic[dst])
             self.bytes_moved += nbytes
-            delay = max(delay, t.latency_s + nbytes / bw)
+            x = latency + nbytes / bw
+            if x > delay:  # max(delay, x), without the builtin's call
+                delay = x
         return delay
 
     # -- event handlers ---------------------------------------------------------------
