@@ -13,6 +13,11 @@ seed (Student-t half-widths, ``scripts/paired_ratios.py``). Besides the engine's
 of the LLM calls, from the trace, which counts the time a deferred call spends in the
 deferred queue (TTFT does not: a deferred call has not landed). Writes rows.csv and
 prints the tables.
+
+``--bounds`` runs no policy: per preset and seed it prints the mean, over the measured
+workflows, of the contention-free lower bound (``decision.records.lower_bound``: every task
+alone on its fastest server) and of the same bound with every prefill free (what no
+placement or cache can beat: a call's cached prefix at best skips its whole prefill).
 """
 
 from __future__ import annotations
@@ -26,15 +31,18 @@ from typing import Any
 
 import numpy as np
 
+from scalesched.decision.features import MODEL_INDEX, ClusterTables
+from scalesched.decision.records import lower_bound
 from scalesched.eval.capacity import default_cooldown, default_warmup
 from scalesched.eval.setup import Scenario, prepare, run
 from scalesched.policies import get_policy
+from scalesched.workload.instance import Job
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from paired_ratios import half_width  # noqa: E402  (the shared paired-CI helper)
 
 HEURISTICS = "eft,least_loaded,kv_aware,p2c,cache_aware,soft_eft"
-RATIO_KEYS = ("avg_response_time_s", "p95_response_time_s", "ttft_p95_s", "llm_admit_wait_p95_s")
+RATIO_KEYS = ("avg_response_time_s", "p95_response_time_s", "ttft_mean_s", "ttft_p95_s")
 SHOWN = (
     ("avg_response_time_s", "mean response s"),
     ("p95_response_time_s", "p95 response s"),
@@ -60,6 +68,42 @@ def admit_waits(trace: list[Any], first: int, last: int) -> dict[str, float]:
     }
 
 
+def prefill_free_bound(tables: ClusterTables, job: Job) -> float:
+    """``lower_bound`` with every LLM call's prefill free: decode alone, on its fastest
+    engine class."""
+    wf = job.workflow
+    finish = [0.0] * len(wf.tasks)
+    for i, task in enumerate(wf.tasks):
+        if task.kind == "llm" and task.model:
+            out = max(1, task.output_tokens)
+            ctx = task.prompt_tokens + out // 2
+            cost = min(
+                out * (lin1 + attn * ctx)
+                for _, _, _, lin1, attn in tables.model_classes[MODEL_INDEX[task.model]]
+            )
+        else:
+            cost = task.cpu_work / tables.max_core_speed + task.ext_latency
+        finish[i] = max((finish[p] for p in wf.parents[i]), default=0.0) + cost
+    return max(finish, default=0.0)
+
+
+def bounds(args: argparse.Namespace) -> None:
+    """Mean lower bounds of the measured workflows per preset and seed (no policy run)."""
+    n = args.workflows
+    first, last = default_warmup(n), n - default_cooldown(n) - 1
+    print("| preset | load | seed | lower bound s | prefill-free bound s |")
+    print("|---|---|---|---|---|")
+    for preset_load in args.presets.split(","):
+        preset, load = preset_load.split(":")
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
+            scenario = Scenario(workload=preset, workflows=n, load=float(load), seed=seed)
+            setup = prepare(args.cluster, scenario, stream=False)
+            jobs = list(setup.jobs)[first : last + 1]
+            lb = statistics.fmean(lower_bound(setup.tables, j) for j in jobs)
+            free = statistics.fmean(prefill_free_bound(setup.tables, j) for j in jobs)
+            print(f"| {preset} | {load} | {seed} | {lb:.3f} | {free:.3f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--cluster", default="hetero-16")
@@ -70,7 +114,11 @@ def main() -> None:
     parser.add_argument("--heuristics", default=HEURISTICS)
     parser.add_argument("--kv", default="lru")
     parser.add_argument("--out", type=Path, default=Path("results/tao_study"))
+    parser.add_argument("--bounds", action="store_true", help="print the lower bounds only")
     args = parser.parse_args()
+    if args.bounds:
+        bounds(args)
+        return
     args.out.mkdir(parents=True, exist_ok=True)
     policies = ["tao", *args.heuristics.split(",")]
     rows: list[dict[str, Any]] = []

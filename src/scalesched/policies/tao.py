@@ -14,12 +14,14 @@ What TAO does, and how it is done here:
   - *cache credit*: the prefill seconds the node's cache saves the call, time-decayed:
     ``(prefill(prompt) - prefill(prompt - hit)) x exp(-age / CREDIT_TAU_S)``, where
     ``hit`` is the longest prefix of the call (its session context, else its application
-    prompt) the policy sent to that node, in whole KV blocks, and ``age`` the time since
-    that prefix was last used there (estimated: placement plus estimated finish). Its
-    weight (``CREDIT_WEIGHT`` = 10) counts what a hit saves beyond the call's own
-    prefill: KV memory the engine need not reserve and prefill compute its batch need not
-    wait for; it was chosen on validation seeds (1000-1002): 3, 10 and 30 gave mean
-    responses within 0.3% of each other on tool-heavy, the TTFT p95 falling with it.
+    prompt) the policy sent to that node, in whole KV blocks, ``age`` the time since that
+    prefix was last used there (estimated: placement plus estimated finish), and the
+    prefill is timed on the model's fastest engine class for every node (a slow node's
+    slower prefill must not make its cache worth more). Its weight (``CREDIT_WEIGHT`` = 3)
+    counts what a hit saves beyond the call's own prefill: KV memory the engine need not
+    reserve and prefill compute its batch need not wait for. Chosen on validation seeds
+    (docs/cache.md): 10 kept sessions with their cache more often but, on some seeds,
+    kept the 70b traffic on three engines where eft loads a fourth (TTFT p95 x3-8).
   - *token footprint*: the share of an engine's KV the call reserves, times its slack: a
     property of the session that orders admission under contention (large sessions
     later) and never changes the choice of node.
@@ -91,7 +93,7 @@ FOOTPRINT_WEIGHT = 1.0
 """Seconds of slack a call that would fill a node's free KV gives up (times its slack)."""
 MAX_WAIT_FACTOR = 1.0
 """A call deferred this many times its best execution time is placed, not deferred again."""
-CREDIT_WEIGHT = 10.0
+CREDIT_WEIGHT = 3.0
 """Multiplier of the cache credit in the value (module docstring)."""
 DEFER_WHEN = "all"
 """Defer a call not admitted when no node has room for it (``all``), or as soon as its
@@ -242,7 +244,7 @@ class TaoScheduler(BaseScheduler):
         # session property: it orders admission, never the choice of node).
         penalty = FOOTPRINT_WEIGHT * slack * min(footprint / kv_cap, 1.0)
         delay = score - float(score[mask].min())
-        saved, hit = self._credit(d, k)
+        saved, hit = self._credit(d)
         value = np.where(mask, slack + waited + CREDIT_WEIGHT * saved - delay - penalty, -np.inf)
         return _Row(key, value, footprint - hit, best_exec, waited)
 
@@ -335,7 +337,7 @@ class TaoScheduler(BaseScheduler):
         node_of[cand[placed]] = nodes[result.node_of[placed]]
         return node_of
 
-    def _credit(self, d: Decision, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _credit(self, d: Decision) -> tuple[np.ndarray, np.ndarray]:
         """(N,) decayed prefill seconds each node's remembered cache saves the call, and
         (N,) the prefix tokens it is expected to find there (decayed the same way)."""
         task = d.task
@@ -346,7 +348,12 @@ class TaoScheduler(BaseScheduler):
         keys: tuple[object, ...] = (
             (task.context_key, task.prefix_id) if task.context_key else (task.prefix_id,)
         )
-        engines = d.tables.engines
+        # One yardstick for every node, the model's fastest engine class: a slow node's
+        # slower prefill must not make its cache worth more.
+        fastest = min(
+            (entry[1] for entry in d.tables.model_classes[task.model]),
+            key=lambda e: e.prefill_s(task.prompt_tokens),
+        )
         for s in np.flatnonzero(d.mask).tolist():
             memory = self._memory.get((s, task.model))
             if memory is None:
@@ -355,8 +362,9 @@ class TaoScheduler(BaseScheduler):
             hit = min(hit, task.prompt_tokens - 1) // BLOCK_TOKENS * BLOCK_TOKENS
             if hit <= 0:
                 continue
-            eng = engines[int(k[s])]
-            saved = eng.prefill_s(task.prompt_tokens) - eng.prefill_s(task.prompt_tokens - hit)
+            saved = fastest.prefill_s(task.prompt_tokens) - fastest.prefill_s(
+                task.prompt_tokens - hit
+            )
             survive = math.exp(-max(d.now - used_at, 0.0) / CREDIT_TAU_S)
             out[s] = saved * survive
             tokens[s] = hit * survive
