@@ -505,7 +505,7 @@ def task_request(
 ) -> TaskRequest:
     """What a scheduler may see of task ``i`` of ``wf``: estimates, never the truth."""
     task = wf.tasks[i]
-    parents = wf.parents[i]
+    edge_bytes = wf.edge_bytes.get
     request = TaskRequest(
         kind=task.kind,
         model=MODEL_INDEX[task.model] if task.kind == "llm" and task.model else -1,
@@ -514,7 +514,7 @@ def task_request(
         cpu_work=task.cpu_work,
         ext_latency_est=task.ext_latency_est,
         parent_servers=tuple(parent_servers),
-        parent_bytes=tuple(wf.edge_bytes.get((p, i), 0.0) for p in parents),
+        parent_bytes=tuple([edge_bytes((p, i), 0.0) for p in wf.parents[i]]),
         rank=rank,
         workflow_age=workflow_age,
         role=task.role,

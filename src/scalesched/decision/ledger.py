@@ -211,7 +211,7 @@ class RunTasks:
             job.workflow,
             i,
             [servers[off + p] for p in parents],
-            self.rank(gid),
+            self.ranks.rank(ji, i),  # ``rank(gid)`` without finding the job again
             now - job.arrival,
         )
 
