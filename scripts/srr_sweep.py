@@ -31,7 +31,7 @@ import torch
 from scalesched.cluster import get_cluster
 from scalesched.eval.setup import Scenario, prepare, run
 from scalesched.nn.checkpoint import load_checkpoint
-from scalesched.nn.scheduler import NetworkScheduler, load_scheduler
+from scalesched.nn.scheduler import load_scheduler
 from scalesched.train.ppo import PPOConfig, Trainer, load_config
 
 DRIFT_SEED = 2000
@@ -52,9 +52,7 @@ def feature_drift(
     checkpoint: Path, sizes: list[int], cfg: PPOConfig, workflows: int
 ) -> dict[int, dict[str, float]]:
     """Attention-feature statistics of a trained policy on hetero-N, per N."""
-    scheduler = load_scheduler(checkpoint)
-    assert isinstance(scheduler, NetworkScheduler)
-    scheduler.record_features = True
+    scheduler = load_scheduler(checkpoint, record_features=True)
     for n in sizes:
         scenario = Scenario(
             workload=cfg.workload, workflows=workflows, load=0.7, seed=DRIFT_SEED + n

@@ -187,3 +187,16 @@ def test_the_torch_path_is_kept_where_the_actor_cannot_serve() -> None:
     mlp = build_network("mlp16", TASK_FEATURES, SERVER_FEATURES)
     assert NetworkScheduler(mlp).actor is None
     assert load_scheduler(shipped_policies()["scale"]).actor is not None
+
+
+def test_recording_switched_on_after_construction_records() -> None:
+    # scripts/srr_sweep.py once set the flag on a built scheduler, and the numpy actor
+    # kept acting without recording: every drift figure of the sweep came back empty.
+    scheduler = load_scheduler(shipped_policies()["scale"])
+    scheduler.record_features = True
+    assert scheduler.actor is None
+    spec = get_cluster("hetero-16")
+    tables = ClusterTables(spec)
+    jobs = build_jobs(tables, Scenario(workflows=5, rate=2.0, seed=3))
+    simulate(spec, jobs, scheduler, seed=0, tables=tables)
+    assert 16 in scheduler.feature_stats()

@@ -52,16 +52,19 @@ class NetworkScheduler(BaseScheduler):
         self.network = network.eval()
         self.name = name
         self.greedy = greedy
-        self.record_features = record_features
-        self.actor: FastScaleActor | None = (
-            FastScaleActor(network)
-            if fast and not record_features and isinstance(network, ScaleNet)
-            else None
+        self._fast_actor: FastScaleActor | None = (
+            FastScaleActor(network) if fast and isinstance(network, ScaleNet) else None
         )
-        """The numpy acting path, when it applies; None: the PyTorch network acts."""
+        self.record_features = record_features
         self._generator = torch.Generator().manual_seed(0)
         self.features: dict[int, list[np.ndarray]] = defaultdict(list)
         """Attention features seen, by cluster size (when ``record_features``)."""
+
+    @property
+    def actor(self) -> FastScaleActor | None:
+        """The numpy acting path, when it applies; None: the PyTorch network acts (always
+        while ``record_features`` is on, which may be switched on after construction)."""
+        return None if self.record_features else self._fast_actor
 
     def unsupported_reason(self, n_servers: int) -> str | None:
         fixed = getattr(self.network, "n_servers", None)  # set by fixed-size networks only
