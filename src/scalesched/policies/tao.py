@@ -19,9 +19,10 @@ What TAO does, and how it is done here:
     prefill is timed on the model's fastest engine class for every node (a slow node's
     slower prefill must not make its cache worth more). Its weight (``CREDIT_WEIGHT`` = 3)
     counts what a hit saves beyond the call's own prefill: KV memory the engine need not
-    reserve and prefill compute its batch need not wait for. Chosen on validation seeds
-    (docs/cache.md): 10 kept sessions with their cache more often but, on some seeds,
-    kept the 70b traffic on three engines where eft loads a fourth (TTFT p95 x3-8).
+    reserve and prefill compute its batch need not wait for. A first configuration with
+    weight 10 (timed on the node's own class), measured on seeds 0-9, ran tool-heavy on
+    three 70b engines in 7 runs of 10 where eft loaded a fourth in 7 (a worse TTFT p95);
+    weight 3 did so in 4 of 10 on seeds 10-19, as eft did (docs/cache.md).
   - *token footprint*: the share of an engine's KV the call reserves, times its slack: a
     property of the session that orders admission under contention (large sessions
     later) and never changes the choice of node.
@@ -40,7 +41,7 @@ What TAO does, and how it is done here:
   credit). Tools and other non-LLM tasks are placed by eft (estimated finish plus
   imposed delay). Deferring a call as soon as its *best* node is full (``DEFER_WHEN =
   "best"``: late binding) was tried on the validation seeds and is kept as an option:
-  it deferred 4,000-12,000 times per run without a gain on the mean.
+  it deferred 3,700-12,000 times per run without a gain on the mean.
 * Calls decided together see each other: each decision after the first of an instant is
   re-estimated on a copy of the state with the instant's earlier placements booked (as
   the ledger books a placement), as eft's one-at-a-time decisions would see them.
