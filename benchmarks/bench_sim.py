@@ -143,6 +143,52 @@ def paired(other: str, n: int, workflows: int, seed: int, pairs: int) -> None:
     )
 
 
+def paired_decisions(other: str, n: int, passes: int) -> None:
+    """``make_decision`` of this checkout against ``other``'s on the same recorded requests
+    and state (hetero-``n``, 400 requests of an eft run), the arrays checked byte for byte,
+    then timed a pass of all requests each, alternated ``passes`` times."""
+    import importlib
+    import statistics
+
+    old = importlib.import_module(f"{other}.decision.features")
+    spec = get_cluster(f"hetero-{n}")
+    tables, old_tables = ClusterTables(spec), old.ClusterTables(spec)
+    scenario = Scenario(workflows=max(200, 3 * n), rate=RATE_PER_SERVER * n, seed=0)
+    jobs = build_jobs(tables, scenario)
+    policy = get_policy("eft")
+    policy.reset(0)
+    probe = Simulation(spec, jobs[: len(jobs) // 2], tables=tables)
+    d = probe.next_decision()
+    requests = []
+    while d is not None and len(requests) < 400:
+        requests.append(d.task)
+        probe.apply(policy.select(d))
+        d = probe.next_decision()
+    fields = ("mask", "transfer_s", "wait_s", "load_s", "exec_s", "finish_s", "imposed_s")
+    for req in requests:
+        a, b = make_decision(tables, probe, req), old.make_decision(old_tables, probe, req)
+        for f in fields:
+            x, y = getattr(a, f), getattr(b, f)
+            assert x.dtype == y.dtype and x.tobytes() == y.tobytes(), f"{f} differs"
+    sides = {"after": (make_decision, tables), "before": (old.make_decision, old_tables)}
+    times: dict[str, list[float]] = {"after": [], "before": []}
+    for i in range(passes):
+        for name in ("before", "after") if i % 2 == 0 else ("after", "before"):
+            fn, t = sides[name]
+            t0 = time.perf_counter()
+            for req in requests:
+                fn(t, probe, req)
+            times[name].append((time.perf_counter() - t0) / len(requests))
+    ratios = [a / b for a, b in zip(times["after"], times["before"], strict=True)]
+    q1, _, q3 = statistics.quantiles(ratios, n=4)
+    print(
+        f"make_decision, hetero-{n}, {len(requests)} requests, arrays identical; best "
+        f"{1e6 * min(times['before']):.1f} us before, {1e6 * min(times['after']):.1f} us after; "
+        f"paired ratio after/before median {statistics.median(ratios):.2f} "
+        f"(quartiles {q1:.2f}-{q3:.2f}) over {passes} passes"
+    )
+
+
 RATE_PER_SERVER = 6.2 / 48
 """Workflows/s per server of the paired runs: about load 0.7 of agentic-mix on hetero-48
 (given as a rate, so no capacity measurement runs first)."""
@@ -162,6 +208,7 @@ def main() -> None:
     if args.against:
         for n in (int(x) for x in args.sizes.split(",")):
             paired(args.against, n, max(200, args.workflows_per_server * n), args.seed, args.pairs)
+            paired_decisions(args.against, n, 4 * args.pairs)
         return
     rows = []
     for n in (int(x) for x in args.sizes.split(",")):
