@@ -32,6 +32,17 @@ KEYS = (
 )
 
 
+def write_rows(path: Path, rows: list[dict[str, Any]]) -> None:
+    """One CSV row per run; the columns are the union of every row's keys, in first-seen order."""
+    keys: list[str] = []
+    for row in rows:
+        keys += [k for k in row if k not in keys]
+    with path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=keys, restval="")
+        writer.writeheader()
+        writer.writerows(rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--cluster", default="hetero-16")
@@ -61,13 +72,7 @@ def main() -> None:
                         f"mean {m['avg_response_time_s']:.2f} s, steady {m['steady_state']}",
                         flush=True,
                     )
-    keys: list[str] = []
-    for row in rows:
-        keys += [k for k in row if k not in keys]
-    with (args.out / "rows.csv").open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=keys, restval="")
-        writer.writeheader()
-        writer.writerows(rows)
+    write_rows(args.out / "rows.csv", rows)
     print(table(rows))
     print(hotspot_ratios(rows, "hotspot_miss_rate"))
     print(hotspot_ratios(rows, "hotspot_stay_miss_rate"))

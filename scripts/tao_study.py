@@ -23,7 +23,6 @@ placement or cache can beat: a call's cached prefix at best skips its whole pref
 from __future__ import annotations
 
 import argparse
-import csv
 import statistics
 import sys
 from pathlib import Path
@@ -39,6 +38,7 @@ from scalesched.policies import get_policy
 from scalesched.workload.instance import Job
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from kv_study import write_rows  # noqa: E402  (one CSV layout for the cache studies)
 from paired_ratios import half_width  # noqa: E402  (the shared paired-CI helper)
 
 HEURISTICS = "eft,least_loaded,kv_aware,p2c,cache_aware,soft_eft"
@@ -143,13 +143,7 @@ def main() -> None:
                         f"measured {m['measured_workflows']}, steady {m['steady_state']}",
                         flush=True,
                     )
-    keys: list[str] = []
-    for row in rows:
-        keys += [k for k in row if k not in keys]
-    with (args.out / "rows.csv").open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=keys, restval="")
-        writer.writeheader()
-        writer.writerows(rows)
+    write_rows(args.out / "rows.csv", rows)
     print(tables(rows, args.heuristics.split(",")))
 
 
