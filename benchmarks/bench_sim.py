@@ -12,6 +12,7 @@ import os
 import platform
 import random
 import time
+from typing import Any
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -36,6 +37,18 @@ def bare_heap_loop(events: int, heap_size: int) -> float:
         seq += 1
         heapq.heappush(heap, (t + rng.random(), seq, kind, a, b))
     return (time.perf_counter() - start) / events
+
+
+def recorded_requests(probe: Simulation, policy: Any, count: int) -> list[Any]:
+    """The first ``count`` requests ``policy`` places in ``probe`` (which it advances), to
+    time the decision build on real states."""
+    requests: list[Any] = []
+    d = probe.next_decision()
+    while d is not None and len(requests) < count:
+        requests.append(d.task)
+        probe.apply(policy.select(d))
+        d = probe.next_decision()
+    return requests
 
 
 def run_once(n: int, workflows: int, seed: int) -> dict[str, float]:
@@ -72,12 +85,7 @@ def run_once(n: int, workflows: int, seed: int) -> dict[str, float]:
     wall = time.perf_counter() - start
     # Decision cost alone: rebuild the last kinds of decision on the final state.
     probe = Simulation(spec, jobs[:50], tables=tables)
-    d = probe.next_decision()
-    requests = []
-    while d is not None and len(requests) < 200:
-        requests.append(d.task)
-        probe.apply(policy.select(d))
-        d = probe.next_decision()
+    requests = recorded_requests(probe, policy, 200)
     reps = max(1, 4000 // len(requests))
     t0 = time.perf_counter()
     for _ in range(reps):
@@ -158,12 +166,7 @@ def paired_decisions(other: str, n: int, passes: int) -> None:
     policy = get_policy("eft")
     policy.reset(0)
     probe = Simulation(spec, jobs[: len(jobs) // 2], tables=tables)
-    d = probe.next_decision()
-    requests = []
-    while d is not None and len(requests) < 400:
-        requests.append(d.task)
-        probe.apply(policy.select(d))
-        d = probe.next_decision()
+    requests = recorded_requests(probe, policy, 400)
     fields = ("mask", "transfer_s", "wait_s", "load_s", "exec_s", "finish_s", "imposed_s")
     for req in requests:
         a, b = make_decision(tables, probe, req), old.make_decision(old_tables, probe, req)

@@ -6,7 +6,7 @@ import dataclasses
 
 from scalesched.cluster.model import ClusterSpec, ServerSpec
 from scalesched.policies import get_policy
-from scalesched.policies.cache_aware import _RouterTree
+from scalesched.policies.cache_aware import RouterTree
 from scalesched.sim.engine import Simulation
 from scalesched.sim.run import _drive
 from scalesched.workload.instance import Job, TaskInstance, WorkflowInstance
@@ -71,7 +71,7 @@ def _strip(wf: WorkflowInstance) -> WorkflowInstance:
 
 
 def test_router_tree_forgets_least_recent_beyond_capacity() -> None:
-    tree = _RouterTree(capacity=3000)
+    tree = RouterTree(capacity=3000)
     tree.add("app", 1000, 0)
     tree.add(("w", 0), 2000, 1000)
     assert tree.match((("w", 0), "app")) == 2000

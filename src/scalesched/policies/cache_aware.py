@@ -33,36 +33,44 @@ BALANCE_ABS = 32
 BALANCE_REL = 1.0001
 
 
-class _RouterTree:
-    """What the router believes one engine caches: key -> tokens, in routing order."""
+class RouterTree:
+    """What a router believes one engine caches: key -> tokens, in routing order, with the
+    time each key was last used (``tao`` decays its cache credit by it)."""
 
     __slots__ = ("entries", "tokens", "capacity")
 
     def __init__(self, capacity: int) -> None:
-        self.entries: OrderedDict[object, tuple[int, int]] = OrderedDict()
-        """key -> (end, own tokens above its base)."""
+        self.entries: OrderedDict[object, tuple[int, int, float]] = OrderedDict()
+        """key -> (end, own tokens above its base, last use)."""
         self.tokens = 0
         self.capacity = capacity
 
     def match(self, keys: tuple[object, ...]) -> int:
         """Tokens of the longest cached prefix among ``keys`` (deepest first)."""
+        return self.match_with_use(keys)[0]
+
+    def match_with_use(self, keys: tuple[object, ...]) -> tuple[int, float]:
+        """(tokens, last use) of the longest cached prefix among ``keys``; (0, 0.0) if none
+        is held."""
         for key in keys:
             entry = self.entries.get(key)
             if entry is not None:
-                return entry[0]
-        return 0
+                return entry[0], entry[2]
+        return 0, 0.0
 
-    def add(self, key: object, end: int, base: int) -> None:
+    def add(self, key: object, end: int, base: int, used_at: float = 0.0) -> None:
         """Record ``key`` (ending at ``end`` tokens, its own part above ``base``) as most
-        recent; forget the least recent beyond capacity."""
-        if key in self.entries:
+        recent, used at ``used_at``; forget the least recent beyond capacity."""
+        entry = self.entries.get(key)
+        if entry is not None:
+            self.entries[key] = (entry[0], entry[1], max(entry[2], used_at))
             self.entries.move_to_end(key)
             return
         own = max(end - base, 0)
-        self.entries[key] = (end, own)
+        self.entries[key] = (end, own, used_at)
         self.tokens += own
         while self.tokens > self.capacity and len(self.entries) > 1:
-            _, (_, old_own) = self.entries.popitem(last=False)
+            _, (_, old_own, _) = self.entries.popitem(last=False)
             self.tokens -= old_own
 
 
@@ -70,7 +78,7 @@ class CacheAwareScheduler(BaseScheduler):
     name = "cache_aware"
 
     def __init__(self) -> None:
-        self._trees: dict[tuple[int, int], _RouterTree] = {}
+        self._trees: dict[tuple[int, int], RouterTree] = {}
 
     def reset(self, seed: int) -> None:
         super().reset(seed)
@@ -108,7 +116,7 @@ class CacheAwareScheduler(BaseScheduler):
         if tree is None:
             tables = decision.tables
             capacity = int(tables.kv_capacity[tables.class_or_zero[s, task.model]])
-            tree = self._trees[(s, task.model)] = _RouterTree(capacity)
+            tree = self._trees[(s, task.model)] = RouterTree(capacity)
         tree.add(task.prefix_id, task.prefix_tokens, 0)
         end = task.prompt_tokens + task.output_tokens_est
         base = tree.match((task.context_key, task.prefix_id))  # context, else the app prompt

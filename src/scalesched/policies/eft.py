@@ -14,9 +14,15 @@ from scalesched.decision.features import Decision
 from scalesched.decision.scheduler import BaseScheduler
 
 
+def eft_choice(decision: Decision) -> int:
+    """The feasible server with the earliest finish plus imposed delay (lowest index on
+    ties): eft's answer, for policies that fall back on it."""
+    score = decision.finish_s + decision.imposed_s
+    return int(np.argmin(np.where(decision.mask, score, np.inf)))
+
+
 class EftScheduler(BaseScheduler):
     name = "eft"
 
     def select(self, decision: Decision) -> int:
-        score = decision.finish_s + decision.imposed_s
-        return int(np.argmin(np.where(decision.mask, score, np.inf)))
+        return eft_choice(decision)

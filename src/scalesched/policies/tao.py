@@ -39,9 +39,9 @@ What TAO does, and how it is done here:
   some and re-offer it) and it has waited less than ``MAX_WAIT_FACTOR`` x its best
   execution time; otherwise it goes to its best node by value (eft plus the cache
   credit). Tools and other non-LLM tasks are placed by eft (estimated finish plus
-  imposed delay). Deferring a call as soon as its *best* node is full (``DEFER_WHEN =
-  "best"``: late binding) was tried on the validation seeds and is kept as an option:
-  it deferred 3,700-12,000 times per run without a gain on the mean.
+  imposed delay). Deferring a call as soon as its *best* node is full (late binding)
+  was tried on the validation seeds: it deferred 3,700-12,000 times per run without a
+  gain on the mean, so it was dropped.
 * Calls decided together see each other: each decision after the first of an instant is
   re-estimated on a copy of the state with the instant's earlier placements booked (as
   the ledger books a placement), as eft's one-at-a-time decisions would see them.
@@ -73,7 +73,6 @@ What is approximated, and why:
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -83,6 +82,8 @@ from scalesched.cache.kv import BLOCK_TOKENS
 from scalesched.decision.actions import Action, Defer
 from scalesched.decision.features import ClusterStateView, Decision, make_decision
 from scalesched.decision.scheduler import BaseScheduler
+from scalesched.policies.cache_aware import RouterTree
+from scalesched.policies.eft import eft_choice
 
 CREDIT_TAU_S = 30.0
 """E-folding time of the cache credit (seconds since the prefix was last used there):
@@ -96,47 +97,12 @@ MAX_WAIT_FACTOR = 1.0
 """A call deferred this many times its best execution time is placed, not deferred again."""
 CREDIT_WEIGHT = 3.0
 """Multiplier of the cache credit in the value (module docstring)."""
-DEFER_WHEN = "all"
-"""Defer a call not admitted when no node has room for it (``all``), or as soon as its
-best node has none (``best``)."""
 RESERVED_WINDOW = 64
 """Calls the running mean of an engine's private reservation spans (about)."""
 MAX_DP_CALLS = 24
 DP_UNITS = 64
 DP_ITERATIONS = 10
 DP_ROUNDS = 10
-
-
-class _Memory:
-    """What the policy sent to one engine: key -> (end tokens, own tokens, last use)."""
-
-    __slots__ = ("entries", "tokens", "capacity")
-
-    def __init__(self, capacity: int) -> None:
-        self.entries: OrderedDict[object, tuple[int, int, float]] = OrderedDict()
-        self.tokens = 0
-        self.capacity = capacity
-
-    def match(self, keys: tuple[object, ...]) -> tuple[int, float]:
-        """(tokens, last use) of the deepest of ``keys`` held; (0, 0.0) if none."""
-        for key in keys:
-            entry = self.entries.get(key)
-            if entry is not None:
-                return entry[0], entry[2]
-        return 0, 0.0
-
-    def add(self, key: object, end: int, base: int, used_at: float) -> None:
-        """Record ``key`` as used at ``used_at``; forget the least recent beyond capacity."""
-        old = self.entries.pop(key, None)
-        if old is not None:
-            self.entries[key] = (old[0], old[1], max(old[2], used_at))
-            return
-        own = max(end - base, 0)
-        self.entries[key] = (end, own, used_at)
-        self.tokens += own
-        while self.tokens > self.capacity and len(self.entries) > 1:
-            _, (_, old_own, _) = self.entries.popitem(last=False)
-            self.tokens -= old_own
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,7 +153,7 @@ class TaoScheduler(BaseScheduler):
     name = "tao"
 
     def __init__(self) -> None:
-        self._memory: dict[tuple[int, int], _Memory] = {}
+        self._memory: dict[tuple[int, int], RouterTree] = {}
         self._first_seen: dict[object, float] = {}
         self._reserved: dict[tuple[int, int], tuple[float, int]] = {}
         """(server, model) -> running mean of the private KV tokens of the calls routed
@@ -222,7 +188,7 @@ class TaoScheduler(BaseScheduler):
                 rows.setdefault(d.task.model, []).append((i, d, row))
                 j = int(np.argmax(row.value))
             else:
-                j = answers[i] = _eft(d)
+                j = answers[i] = eft_choice(d)
             if shadow is not None:
                 shadow.book(d, j)
         for group in rows.values():
@@ -280,10 +246,7 @@ class TaoScheduler(BaseScheduler):
         for (_, d, row), j in zip(group, node_of.tolist(), strict=True):
             if j == UNPLACED:
                 fits = row.private <= left  # by this policy's estimate of free KV
-                if DEFER_WHEN == "all":
-                    full = not bool(fits[d.mask].any())  # no room anywhere
-                else:
-                    full = not bool(fits[int(np.argmax(row.value))])
+                full = not bool(fits[d.mask].any())  # no room anywhere
                 if d.can_defer and full and row.waited < MAX_WAIT_FACTOR * row.best_exec:
                     self.deferrals += 1
                     answers.append(Defer())
@@ -359,7 +322,7 @@ class TaoScheduler(BaseScheduler):
             memory = self._memory.get((s, task.model))
             if memory is None:
                 continue
-            hit, used_at = memory.match(keys)
+            hit, used_at = memory.match_with_use(keys)
             hit = min(hit, task.prompt_tokens - 1) // BLOCK_TOKENS * BLOCK_TOKENS
             if hit <= 0:
                 continue
@@ -378,15 +341,13 @@ class TaoScheduler(BaseScheduler):
             return
         memory = self._memory.get((s, task.model))
         if memory is None:
-            memory = self._memory[(s, task.model)] = _Memory(int(d.tables.kv_capacity[int(k[s])]))
+            memory = self._memory[(s, task.model)] = RouterTree(
+                int(d.tables.kv_capacity[int(k[s])])
+            )
         used_at = d.now + float(d.finish_s[s])
         memory.add(task.prefix_id, task.prefix_tokens, 0, used_at)
-        base, _ = memory.match((task.context_key, task.prefix_id))
+        base = memory.match((task.context_key, task.prefix_id))
         memory.add(task.call_key, task.prompt_tokens + task.output_tokens_est, base, used_at)
-
-
-def _eft(d: Decision) -> int:
-    return int(np.argmin(np.where(d.mask, d.finish_s + d.imposed_s, np.inf)))
 
 
 def _key(d: Decision) -> object:
