@@ -55,3 +55,36 @@ def test_constructor_rejects_other_sizes_and_count_is_fixed() -> None:
     in_dim = TASK_DIM + 16 * (SERVER_DIM + 1)
     expected = in_dim * hidden + hidden + hidden * hidden + hidden + hidden * 17 + 17
     assert count_parameters(Mlp16Net(TASK_DIM, SERVER_DIM)) == expected
+
+
+def test_the_eft_prior_steers_an_untrained_mlp16_to_the_lowest_finish() -> None:
+    """With heuristic_prior the untrained MLP is a soft eft, as ScaleNet is (one parameter)."""
+    from scalesched.decision.features import RELATIVE_FINISH_FEATURE, SERVER_FEATURES
+    from scalesched.train.ppo import load_config
+
+    torch.manual_seed(0)
+    plain = build_network("mlp16", TASK_DIM, SERVER_FEATURES)
+    prior = build_network("mlp16", TASK_DIM, SERVER_FEATURES, heuristic_prior=20.0)
+    assert count_parameters(prior) == count_parameters(plain) + 1
+    g = torch.Generator().manual_seed(1)
+    servers = torch.randn(64, 16, SERVER_FEATURES, generator=g)
+    finish = torch.rand(64, 16, generator=g)  # relative finish: 0 at eft's pick, larger worse
+    finish -= finish.min(dim=1, keepdim=True).values
+    servers[..., RELATIVE_FINISH_FEATURE] = finish
+    task, mask, n = (
+        torch.randn(64, TASK_DIM, generator=g),
+        torch.ones(64, 16, dtype=torch.bool),
+        torch.full((64,), 16),
+    )
+    with torch.no_grad():
+        pick = {
+            k: net(task, servers, mask, n).logits.argmax(1)
+            for k, net in (("plain", plain), ("prior", prior))
+        }
+    eft = finish.argmin(1)
+    assert bool((pick["prior"] == eft).all())
+    assert int((pick["plain"] == eft).sum()) < 32
+    with pytest.raises(ValueError, match="heuristic_prior"):
+        Mlp16Net(TASK_DIM, SERVER_FEATURES, heuristic_prior=-1.0)
+    cfg = load_config(None, network="mlp16", heuristic_prior=5.0)
+    assert cfg.network_config()["heuristic_prior"] == 5.0

@@ -7,9 +7,12 @@ without a size-agnostic design; asking it about any other cluster size is an err
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor, nn
 
+from scalesched.decision.features import RELATIVE_FINISH_FEATURE
 from scalesched.nn.common import MASKED_LOGIT, PolicyOutput, check_observation, layer_init
 
 __all__ = ["Mlp16Net"]
@@ -24,12 +27,24 @@ class Mlp16Net(nn.Module):
     how constrained the decision is.
     """
 
-    def __init__(self, task_dim: int, server_dim: int, n_servers: int = 16, hidden: int = 256):
+    def __init__(
+        self,
+        task_dim: int,
+        server_dim: int,
+        n_servers: int = 16,
+        hidden: int = 256,
+        heuristic_prior: float = 0.0,
+        prior_feature: int = RELATIVE_FINISH_FEATURE,
+    ):
         super().__init__()
         if n_servers != 16:
             raise ValueError(f"mlp-16 policy accepts exactly 16 servers, got {n_servers}")
         if task_dim < 1 or server_dim < 1 or hidden < 1:
             raise ValueError("task_dim, server_dim and hidden must be >= 1")
+        if not (math.isfinite(heuristic_prior) and heuristic_prior >= 0):
+            raise ValueError(f"heuristic_prior must be finite and >= 0, got {heuristic_prior}")
+        if heuristic_prior > 0 and not 0 <= prior_feature < server_dim:
+            raise ValueError(f"prior_feature must index a server feature, got {prior_feature}")
         self.n_servers = n_servers
         self.task_dim = task_dim
         self.server_dim = server_dim
@@ -42,6 +57,12 @@ class Mlp16Net(nn.Module):
         )
         self.actor = layer_init(nn.Linear(hidden, n_servers), gain=0.01)
         self.critic = layer_init(nn.Linear(hidden, 1), gain=1.0)
+        # The same learned eft prior as ScaleNet's (heuristic_prior), so the steady-state
+        # baseline starts from the same soft eft as SCALE and the comparison is of networks.
+        self.prior_feature = prior_feature
+        self.prior_log_weight: nn.Parameter | None = (
+            nn.Parameter(torch.tensor(math.log(heuristic_prior))) if heuristic_prior > 0 else None
+        )
 
     def forward(
         self,
@@ -71,7 +92,11 @@ class Mlp16Net(nn.Module):
             dim=-1,
         )
         feature = self.trunk(x)
-        logits = self.actor(feature).masked_fill(~feasible, MASKED_LOGIT)
+        scores = self.actor(feature)
+        if self.prior_log_weight is not None:
+            prior = servers[:, :n, self.prior_feature]
+            scores = scores - self.prior_log_weight.exp() * prior.nan_to_num(0.0)
+        logits = scores.masked_fill(~feasible, MASKED_LOGIT)
         if width > n:
             logits = torch.nn.functional.pad(logits, (0, width - n), value=MASKED_LOGIT)
         if not need_value:  # acting only: skip the critic

@@ -94,7 +94,7 @@ class PPOConfig:
     scalable_softmax: bool = False
     """Multiply cross-attention logits by s*log(N) with learned s (scale)."""
     heuristic_prior: float = 0.0
-    """Initial weight of the learned eft prior on the pointer logits (scale; 0: none)."""
+    """Initial weight of the learned eft prior on the pointer logits (scale and mlp16; 0: none)."""
     critic_encoder: str = "shared"
     """What SCALE's critic reads (scale): ``shared`` (the actor's embeddings, trained by
     both losses: the paper), ``detached`` (the same, untouched by the value loss) or ``own``
@@ -209,6 +209,8 @@ class PPOConfig:
                 base["heuristic_prior"] = self.heuristic_prior
             if self.critic_encoder != "shared":
                 base["critic_encoder"] = self.critic_encoder
+        elif self.heuristic_prior > 0:  # mlp16: the same eft prior on its logits
+            base["heuristic_prior"] = self.heuristic_prior
         return base
 
 
