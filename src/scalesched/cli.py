@@ -161,6 +161,29 @@ ToolCacheOpt = Annotated[
 ]
 
 
+LogitsCacheOpt = Annotated[
+    str,
+    typer.Option(
+        help="on: branches of a test-time-scaling fan-out (best-of-n, self-consistency, "
+        "tree-of-thought presets) take the tokens they repeat from their group's first path "
+        "out of the engine's stored logits, and ride a running sibling instead of decoding "
+        "them; the stored rows are charged to KV memory. measure: nothing is reused but the "
+        "same branch figures are reported (branch_service_mean_s, branch_reused_frac, ...), "
+        "for a paired comparison. off: neither. See docs/cache.md."
+    ),
+]
+
+
+def _logits_cache(value: str) -> bool | None:
+    """``--logits-cache`` checked: True (on), False (measure), None (off)."""
+    modes = {"on": True, "measure": False, "off": None}
+    if value not in modes:
+        raise InputError(
+            "--logits-cache", "logits-cache", f"must be on, measure or off, got {value!r}"
+        )
+    return modes[value]
+
+
 def _tool_cache(value: str) -> bool:
     """``--tool-cache`` checked."""
     if value not in ("on", "off"):
@@ -205,6 +228,7 @@ def simulate(
     kv_policy: KvPolicyOpt = "off",
     tool_repeat: ToolRepeatOpt = 0.0,
     tool_cache: ToolCacheOpt = "off",
+    logits_cache: LogitsCacheOpt = "off",
 ) -> None:
     """Simulate one workload on one cluster with one policy and report response times."""
     from scalesched.cluster import get_cluster
@@ -216,6 +240,7 @@ def simulate(
     _check_outputs(trace, gantt)
     kv = _kv_policy(kv_policy)
     cache_on = _tool_cache(tool_cache)
+    logits_mode = _logits_cache(logits_cache)
     check_repeat_probability(tool_repeat)
     spec = get_cluster(cluster)
     scheduler = get_policy(policy)
@@ -243,6 +268,7 @@ def simulate(
             cooldown=_window_size(cooldown, n_jobs, "--cooldown", default_cooldown),
             kv_policy=kv,
             tool_cache=cache_on,
+            logits_cache=logits_mode,
         )
     require_finite(result.metrics, "simulate")
     if trace is not None and gantt is not None:
@@ -576,6 +602,7 @@ def evaluate(
     kv_policy: KvPolicyOpt = "off",
     tool_repeat: ToolRepeatOpt = 0.0,
     tool_cache: ToolCacheOpt = "off",
+    logits_cache: LogitsCacheOpt = "off",
 ) -> None:
     """Compare policies across cluster sizes and seeds on identical workloads."""
     from scalesched.eval.study import StudyConfig, named_clusters, parse_int_list, seeds_from
@@ -601,6 +628,7 @@ def evaluate(
         kv_policy=_kv_policy(kv_policy),
         tool_repeat=check_repeat_probability(tool_repeat),
         tool_cache=_tool_cache(tool_cache),
+        logits_cache=_logits_cache(logits_cache),
     )
     if slo is not None and not (math.isfinite(slo) and slo >= 1):
         raise InputError("--slo", "slo", "must be a finite multiple >= 1 of the lower bound")

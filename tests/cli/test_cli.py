@@ -175,3 +175,16 @@ def test_bad_inputs_fail_cleanly(tmp_path: Path) -> None:
     one_line_exit_2(["simulate", "--cluster", str(small), "--workflows", "5"], "no server can run")
     one_line_exit_2(["simulate", "--policy", str(tmp_path / "missing.pt")], "missing.pt")
     one_line_exit_2(["validate", str(tmp_path / "nothing.txt")], "nothing.txt")
+
+
+def test_simulate_logits_cache_reports_branches() -> None:
+    base = ("simulate", "--cluster", "hetero-8", "--workload", "best-of-n", "--rate", "0.5")
+    base += ("--workflows", "20", "--warmup", "0", "--cooldown", "0", "--json")
+    code, out, _ = run(*base, "--logits-cache", "on")
+    assert code == 0, out
+    on = json.loads(out)
+    assert on["branch_calls"] > 0 and 0 < on["branch_reused_frac"] <= on["branch_repeat_frac"]
+    measured = json.loads(run(*base, "--logits-cache", "measure")[1])
+    assert measured["branch_reused_frac"] == 0.0
+    assert measured["branch_repeat_frac"] == on["branch_repeat_frac"]
+    assert "branch_calls" not in json.loads(run(*base)[1])

@@ -145,3 +145,8 @@ def test_readme_lists_every_key_of_simulate_json() -> None:
             expanded.add(name)
     assert keys <= expanded, f"not in the README: {sorted(keys - expanded)}"
     assert expanded <= keys, f"in the README, not printed: {sorted(expanded - keys)}"
+
+
+def test_bad_logits_cache_mode_is_one_line() -> None:
+    line = one_line_exit_2("simulate", "--workflows", "5", "--logits-cache", "maybe")
+    assert "--logits-cache" in line and "on, measure or off" in line

@@ -46,6 +46,46 @@ class KVRecord:
     """Tokens the run evicted from prefix caches (and lost with unloaded engines)."""
 
 
+@dataclass(frozen=True, slots=True)
+class LogitsRecord:
+    """What a run measured of its re-sampled branches (``--logits-cache``, module
+    ``scalesched.sim.logits_cache``); the per-branch arrays run in finishing order."""
+
+    reuse: bool
+    """False: measured only (the cache off), nothing was reused."""
+    jobs: np.ndarray
+    first: np.ndarray
+    """Per branch: index of its group's first path in its workflow (the group's key)."""
+    output_tokens: np.ndarray
+    repeat_tokens: np.ndarray
+    """Per branch: tokens it repeats of its group's first path (0 for the first path)."""
+    reused_tokens: np.ndarray
+    """Per branch: tokens it did not decode itself (taken from stored logits or ridden)."""
+    admitted_s: np.ndarray
+    """Per branch: when it was admitted to its engine's batch."""
+    finished_s: np.ndarray
+    """Per branch: when it produced its last token."""
+    peak_tokens: int
+    """Most KV tokens the stored logits took at once, all engines together."""
+    dropped: int
+    """Rows not stored for want of free KV memory."""
+
+
+def logits_metrics(lg: LogitsRecord, measured: np.ndarray) -> dict[str, float | int]:
+    """Branch figures over the measured workflows."""
+    keep = measured[lg.jobs] if lg.jobs.size else np.zeros(0, dtype=bool)
+    out = float(lg.output_tokens[keep].sum())
+    service = lg.finished_s[keep] - lg.admitted_s[keep]
+    return {
+        "branch_calls": int(keep.sum()),
+        "branch_repeat_frac": float(lg.repeat_tokens[keep].sum()) / out if out else 0.0,
+        "branch_reused_frac": float(lg.reused_tokens[keep].sum()) / out if out else 0.0,
+        "branch_service_mean_s": float(service.mean()) if service.size else 0.0,
+        "logits_peak_kv_tokens": int(lg.peak_tokens),
+        "logits_dropped": int(lg.dropped),
+    }
+
+
 HOTSPOT_SHARE = 0.9
 """Hotspot agents: re-entered agents that were re-entered more often than at least this
 share of the re-entered agents (the top decile; agents with equal counts share a verdict,
@@ -131,6 +171,8 @@ class RunRecord:
     tool_cache: tuple[np.ndarray, np.ndarray] | None = None
     """A ``--tool-cache on`` run's hits: (job index, tool-seconds saved) per hit
     (``scalesched.sim.tool_cache``); None: no tool cache."""
+    logits: LogitsRecord | None = None
+    """The re-sampled branches of a run with ``--logits-cache`` (None: not measured)."""
 
 
 STEADY_THROUGHPUT_RATIO = 0.95
@@ -274,6 +316,8 @@ def run_metrics(r: RunRecord) -> dict[str, float | int | str]:
         hit = measured[jobs] if jobs.size else np.zeros(0, dtype=bool)
         metrics["tool_cache_hits"] = int(hit.sum())
         metrics["tool_cache_saved_s"] = float(saved[hit].sum())
+    if r.logits is not None:
+        metrics.update(logits_metrics(r.logits, measured))
     return metrics
 
 

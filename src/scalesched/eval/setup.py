@@ -133,12 +133,15 @@ def run(
     trace_path: Path | None = None,
     kv_policy: str | None = None,
     tool_cache: bool = False,
+    logits_cache: bool | None = None,
 ) -> SimResult:
     """Simulate the setup's jobs under ``scheduler`` (an instance or a registered name),
     seeded with the scenario's seed. ``warmup``/``cooldown`` default to the study's window
     (``default_warmup``/``default_cooldown``); pass 0 to measure every workflow.
     ``trace_path`` writes the trace as the run goes (see ``scalesched.sim.run.simulate``);
-    ``tool_cache``: repeated tool calls reuse results (``scalesched.sim.tool_cache``)."""
+    ``tool_cache``: repeated tool calls reuse results (``scalesched.sim.tool_cache``);
+    ``logits_cache``: re-sampled branches reuse logits (True) or are measured only (False;
+    ``scalesched.sim.logits_cache``)."""
     from scalesched.eval.capacity import default_cooldown, default_warmup
 
     if isinstance(scheduler, str):
@@ -159,4 +162,5 @@ def run(
         trace_path=trace_path,
         kv_policy=kv_policy,
         tool_cache=tool_cache,
+        logits_cache=logits_cache,
     )

@@ -45,6 +45,9 @@ class StudyConfig:
     """Probability a tool call repeats an earlier identical one (``workload.repeats``)."""
     tool_cache: bool = False
     """Repeated tool calls reuse their finished original's result (``sim.tool_cache``)."""
+    logits_cache: bool | None = None
+    """Re-sampled branches reuse logits (True) or are measured only (False); None: neither
+    (``sim.logits_cache``)."""
 
     def cluster_for(self, n: int) -> str:
         """The cluster spec the runs of size ``n`` use."""
@@ -85,6 +88,7 @@ class RunSpec:
     kv_policy: str | None = None
     tool_repeat: float = 0.0
     tool_cache: bool = False
+    logits_cache: bool | None = None
 
 
 def run_specs(cfg: StudyConfig) -> list[RunSpec]:
@@ -101,6 +105,7 @@ def run_specs(cfg: StudyConfig) -> list[RunSpec]:
             cfg.kv_policy,
             cfg.tool_repeat,
             cfg.tool_cache,
+            cfg.logits_cache,
         )
         for n in cfg.nodes
         for s in cfg.seeds
@@ -143,7 +148,13 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
         reason = str(scheduler.unsupported_reason(spec.n))
         row.update(status=STATUS_UNSUPPORTED, note=reason.replace(scheduler.name, spec.policy, 1))
         return row
-    result = run(setup, scheduler, kv_policy=spec.kv_policy, tool_cache=spec.tool_cache)
+    result = run(
+        setup,
+        scheduler,
+        kv_policy=spec.kv_policy,
+        tool_cache=spec.tool_cache,
+        logits_cache=spec.logits_cache,
+    )
     metrics = dict(result.metrics)
     metrics.pop("policy", None)
     metrics.pop("n_servers", None)

@@ -56,6 +56,7 @@ from scalesched.decision.llm_engine import EngineBatch, lru_evictions
 from scalesched.decision.metrics import KVRecord, RunRecord, window_bounds
 from scalesched.decision.records import SchedulingError, TaskRecord
 from scalesched.decision.scheduler import ReadyOrder
+from scalesched.sim.logits_cache import LogitsCache, logits_row_tokens
 from scalesched.sim.tool_cache import LOOKUP_S, ToolCache
 from scalesched.workload.instance import Job, TaskInstance
 
@@ -146,6 +147,7 @@ class Simulation(RunLedger):
         trace_sink: Callable[[TaskRecord], None] | None = None,
         kv_policy: str | None = None,
         tool_cache: bool = False,
+        logits_cache: bool | None = None,
     ) -> None:
         super().__init__(
             tables if tables is not None else ClusterTables(cluster),
@@ -184,6 +186,11 @@ class Simulation(RunLedger):
         """KV state across calls (``--kv-policy``): None keeps the engines memoryless."""
         self._tool_cache = ToolCache() if tool_cache else None
         """Repeated tool calls reuse their original's result (``--tool-cache on``)."""
+        self._logits = LogitsCache(logits_cache) if logits_cache is not None else None
+        """Re-sampled branches reuse their group's logits (``--logits-cache on``: True;
+        False measures the branches without caching); None: branches are plain calls."""
+        self._ride_steps: dict[int, int] = {}
+        """Decode steps each branch riding a sibling runs itself once the ride ends."""
 
         self.in_system = 0
         self.in_system_area = 0.0
@@ -533,7 +540,10 @@ class Simulation(RunLedger):
             gid = waiting.popleft()
             eng.admit(task.prompt_tokens, task.output_tokens)
             self.started_at[gid] = self.now
-            self._push(self.now + eng.perf.prefill_s(task.prompt_tokens), _PREFILL_DONE, gid, 0)
+            prefill = task.prompt_tokens
+            if task.resample_of is not None and self._logits is not None:
+                prefill += self._logits_admit(eng, gid, task)
+            self._push(self.now + eng.perf.prefill_s(prefill), _PREFILL_DONE, gid, 0)
         self._refresh_busy(eng)
 
     # KV state across calls (``--kv-policy``; cache/kv.py has the model)
@@ -575,7 +585,10 @@ class Simulation(RunLedger):
                 moved = self.server[ctx] != eng.server  # placed away from its context
                 run.reentry(_agent(chain), ji, miss, moved)
             self.started_at[gid] = now
-            self._push(now + eng.perf.prefill_s(prompt - hit), _PREFILL_DONE, gid, 0)
+            prefill = prompt - hit
+            if task.resample_of is not None and self._logits is not None:
+                prefill += self._logits_admit(eng, gid, task)
+            self._push(now + eng.perf.prefill_s(prefill), _PREFILL_DONE, gid, 0)
         self._refresh_busy(eng)
 
     def _kv_chain(self, gid: int, task: TaskInstance) -> list[tuple[object, int]]:
@@ -693,11 +706,77 @@ class Simulation(RunLedger):
             stack.extend(wf.children[c])
         return len(seen), continues
 
+    # Re-sampled branches (``--logits-cache``; sim/logits_cache.py has the model)
+    def _branch_group(self, gid: int, task: TaskInstance) -> tuple[tuple[int, int], int, int]:
+        """(group key (job, first path's index), group size, the branch's own index)."""
+        ji = self.tasks.job_of[gid]
+        first = task.resample_of
+        assert first is not None
+        tasks = self.jobs[ji].workflow.tasks
+        size = sum(1 for t in tasks if t.resample_of == first)
+        return (ji, first), size, self.origin[gid] - self.tasks.offset[ji]
+
+    def _logits_admit(self, eng: _Engine, gid: int, task: TaskInstance) -> int:
+        """Branch ``gid`` is admitted: the tokens it takes from the logits cache now."""
+        assert self._logits is not None
+        key, size, index = self._branch_group(gid, task)
+        vclock = eng.vclock  # read as of now, not advanced: the clock's rounding stays as is
+        if eng.n_decoding:
+            vclock += (self.now - eng.last_update) / eng.step
+        return self._logits.admit(
+            gid, key, size, index, task.output_tokens, task.replay_tokens, eng, vclock, self.now
+        )
+
+    def _start_own_decode(self, eng: _Engine, gid: int) -> None:
+        """A riding branch joins the decode batch for the tokens after its ride."""
+        task = self._task(gid)
+        eng.start_decoding(task.prompt_tokens, task.output_tokens)
+        heapq.heappush(eng.marks, (eng.vclock + self._ride_steps.pop(gid), gid))
+
+    def _wake_riders(self, eng: _Engine) -> None:
+        """Every riding branch of ``eng`` decodes on its own from now (the sibling it rode
+        was cancelled: nothing would move its ride on)."""
+        riders = [-g - 1 for _, g in eng.marks if g < 0]
+        eng.marks = [m for m in eng.marks if m[1] >= 0]
+        heapq.heapify(eng.marks)
+        for gid in riders:
+            self._start_own_decode(eng, gid)
+        self._reschedule(eng)
+
+    def _logits_finished(self, eng: _Engine, gid: int, task: TaskInstance) -> None:
+        """Branch ``gid`` finished: its first-path rows are stored (charged to KV memory)
+        and a group's rows freed with its last branch."""
+        assert self._logits is not None
+        now = self.now
+
+        def make_room(tokens: int) -> bool:  # free memory, or evictable prefix segments
+            free = eng.kv_cap - eng.kv_used
+            if tokens <= free:
+                return True
+            if eng.kv is None or tokens > free + eng.kv.evictable:
+                return False
+            eng.kv_used -= eng.kv.evict(tokens - free, now)
+            return True
+
+        changes = self._logits.finished(
+            gid, eng, logits_row_tokens(task.model or ""), make_room, now
+        )
+        for other, tokens in changes:
+            assert isinstance(other, _Engine)
+            other.kv_used += tokens
+            live = self._engines[other.server].get(other.model) is other
+            if tokens < 0 and other is not eng and live and other.state == ENGINE_READY:
+                self._admit(other)  # memory freed there: its queue may move
+                self._refresh_busy(other)
+                self._set_idle(other)
+
     def run_record(self, **kwargs: object) -> RunRecord:  # type: ignore[override]
         """The ledger's record plus the KV measurements of a ``--kv-policy`` run."""
         record = super().run_record(**kwargs)  # type: ignore[arg-type]
         if self._tool_cache is not None:
             record = dataclasses.replace(record, tool_cache=self._tool_cache.record())
+        if self._logits is not None:
+            record = dataclasses.replace(record, logits=self._logits.record())
         if self._kv is None:
             return record
         evicted = self._kv.lost + sum(
@@ -714,7 +793,16 @@ class Simulation(RunLedger):
         if eng.kv is not None:
             self._kv_prefilled(eng.kv, gid, task)
         self._advance(eng)
-        steps = eng.start_decoding(task.prompt_tokens, task.output_tokens)
+        if task.resample_of is not None and self._logits is not None:
+            steps, ride_end = self._logits.start_decoding(gid, eng, eng.vclock)
+            if ride_end is not None:  # it rides a sibling: out of the batch until ride_end
+                self._ride_steps[gid] = steps
+                heapq.heappush(eng.marks, (ride_end, -gid - 1))
+                self._reschedule(eng)
+                return
+            eng.start_decoding(task.prompt_tokens, task.output_tokens)
+        else:
+            steps = eng.start_decoding(task.prompt_tokens, task.output_tokens)
         heapq.heappush(eng.marks, (eng.vclock + steps, gid))
         self._reschedule(eng)
 
@@ -732,6 +820,8 @@ class Simulation(RunLedger):
         per reschedule (which left about half of all decode events superseded)."""
         version = eng.version = next(self._seq)  # globally unique: stale events never match
         if not eng.n_decoding:
+            if eng.marks:  # branches riding a sibling that stopped: they decode on their own
+                self._wake_riders(eng)  # (and reschedule)
             return
         eng.step = eng.step_s()
         left = max(0.0, eng.marks[0][0] - eng.vclock)
@@ -776,7 +866,10 @@ class Simulation(RunLedger):
         finished = []
         while marks and marks[0][0] <= eng.vclock + _TOKEN_EPS:
             _, gid = heapq.heappop(marks)
-            finished.append(gid)
+            if gid < 0:  # a branch's ride ends: it decodes its own tokens from here
+                self._start_own_decode(eng, -gid - 1)
+            else:
+                finished.append(gid)
         for gid in finished:
             task = self._task(gid)
             eng.stop_decoding(task.prompt_tokens, task.output_tokens)
@@ -784,6 +877,8 @@ class Simulation(RunLedger):
                 eng.release(task.prompt_tokens, task.output_tokens)
             else:
                 self._kv_finished(eng, eng.kv, gid, task)
+            if task.resample_of is not None and self._logits is not None:
+                self._logits_finished(eng, gid, task)
             eng.last_used = self.now
             self.engine_batch[s, m] -= 1
             self.engine_ctx[s, m] -= task.prompt_tokens + task.output_tokens_est // 2
@@ -876,6 +971,13 @@ class Simulation(RunLedger):
             eng.waiting.remove(y)
         else:
             self.extra_server_seconds += self.now - self.started_at[y]
+            if self._logits is not None and task.resample_of is not None:
+                self._logits.cancelled(y)
+            riding = [i for i, (_, g) in enumerate(eng.marks) if g == -y - 1]
+            if riding:
+                eng.marks.pop(riding[0])
+                heapq.heapify(eng.marks)
+                del self._ride_steps[y]
             decoding = [i for i, (_, g) in enumerate(eng.marks) if g == y]
             if decoding:
                 self._advance(eng)

@@ -48,6 +48,7 @@ def simulate(
     trace_path: Path | None = None,
     kv_policy: str | None = None,
     tool_cache: bool = False,
+    logits_cache: bool | None = None,
 ) -> SimResult:
     """Simulate ``jobs`` on ``cluster`` with every ready task placed by ``scheduler``; the
     first ``warmup`` and last ``cooldown`` workflows (in arrival order) are run but left out
@@ -59,7 +60,8 @@ def simulate(
     ``record_trace`` keeps every record in ``SimResult.trace`` instead. ``kv_policy``
     (``scalesched.cache.kv``) keeps KV state across calls; None: memoryless engines.
     ``tool_cache`` lets repeated tool calls reuse their original's result
-    (``scalesched.sim.tool_cache``)."""
+    (``scalesched.sim.tool_cache``). ``logits_cache`` True lets re-sampled branches reuse
+    their group's logits, False only measures them (``scalesched.sim.logits_cache``)."""
     sink: TraceWriter | None = None
     with ExitStack() as stack:
         if trace_path is not None:
@@ -78,6 +80,7 @@ def simulate(
             trace_sink=sink,
             kv_policy=kv_policy,
             tool_cache=tool_cache,
+            logits_cache=logits_cache,
         )
         return _drive(sim, scheduler, seed, wall)
 

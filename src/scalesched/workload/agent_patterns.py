@@ -40,6 +40,8 @@ finds them here.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from scalesched.workload.patterns import (
     QUERY,
     TEXT,
@@ -73,6 +75,7 @@ def _call(
     prefix: tuple[str, int],
     session: str | None = None,
     role: str = "reasoner",
+    agreement: float | None = None,
 ) -> TaskTemplate:
     """An LLM call drawing ``own`` prompt tokens after its application prompt or context."""
     return TaskTemplate(
@@ -85,6 +88,7 @@ def _call(
         prefix_id=prefix[0],
         prefix_tokens=prefix[1],
         session=session,
+        agreement=agreement,
     )
 
 
@@ -173,16 +177,34 @@ def coordinator(max_rounds: int = 12, continue_prob: float = 0.8) -> WorkflowTem
     )
 
 
+BRANCH_AGREEMENT = 0.9
+"""Per-token probability that a branch keeps to its group's first path (``agreement`` of the
+sample, path and expand calls): an assumption, not a measurement. Two samples from one
+point pick the same token with the distribution's collision probability (sum of p^2): near
+1 on formulaic tokens, low at real choices. 0.9 makes the mean shared run 9 tokens; the
+logits-cache study varies it (docs/cache.md, "Logits cache")."""
+
 PROBLEM = TokenSpec("conv_prompt", 1.0, 64, 2048)
 STEM = TokenSpec("conv_output", 0.1, 1, 32)
 
 
-def best_of_n(lo: int = 4, hi: int = 16) -> WorkflowTemplate:
+def best_of_n(
+    lo: int = 4, hi: int = 16, agreement: float | None = BRANCH_AGREEMENT
+) -> WorkflowTemplate:
     """n samples continue one posed problem; a large model picks the best."""
     app = ("tts/solver", 1024)
     tasks = (
         _call("pose", SMALL, PROBLEM, STEM, app, "s"),
-        _call("sample", SMALL, 8, TokenSpec("conv_output", 1.5, 32, 1024), app, "s", "answer"),
+        _call(
+            "sample",
+            SMALL,
+            8,
+            TokenSpec("conv_output", 1.5, 32, 1024),
+            app,
+            "s",
+            "answer",
+            agreement,
+        ),
         _call(
             "verify",
             BIG,
@@ -197,12 +219,22 @@ def best_of_n(lo: int = 4, hi: int = 16) -> WorkflowTemplate:
     return WorkflowTemplate("best-of-n", tasks, edges, rules, description="best-of-n sampling")
 
 
-def self_consistency(lo: int = 5, hi: int = 20) -> WorkflowTemplate:
+def self_consistency(
+    lo: int = 5, hi: int = 20, agreement: float | None = BRANCH_AGREEMENT
+) -> WorkflowTemplate:
     """n reasoning paths continue one posed problem; a small model tallies the answers."""
     app = ("tts/solver", 1024)
     tasks = (
         _call("pose", SMALL, PROBLEM, STEM, app, "s"),
-        _call("path", SMALL, 8, TokenSpec("conv_output", 2.0, 32, 1024), app, "s"),
+        _call(
+            "path",
+            SMALL,
+            8,
+            TokenSpec("conv_output", 2.0, 32, 1024),
+            app,
+            "s",
+            agreement=agreement,
+        ),
         _call(
             "vote",
             TINY,
@@ -219,15 +251,17 @@ def self_consistency(lo: int = 5, hi: int = 20) -> WorkflowTemplate:
     )
 
 
-def tree_of_thought(lo: int = 2, hi: int = 4) -> WorkflowTemplate:
+def tree_of_thought(
+    lo: int = 2, hi: int = 4, agreement: float | None = BRANCH_AGREEMENT
+) -> WorkflowTemplate:
     """Two levels of thoughts on a large model, each level continuing the evaluated one."""
     app = ("tts/tot", 1024)
     thought = TokenSpec("conv_output", 1.0, 16, 512)
     tasks = (
         _call("root", BIG, PROBLEM, THOUGHT, app, "s"),
-        _call("expand", BIG, 16, thought, app, "s"),
+        _call("expand", BIG, 16, thought, app, "s", agreement=agreement),
         _call("evaluate", BIG, 64, TokenSpec("conv_output", 0.3, 8, 128), app, "s", "judge"),
-        _call("expand2", BIG, 16, thought, app, "s"),
+        _call("expand2", BIG, 16, thought, app, "s", agreement=agreement),
         _call("final", BIG, 32, TokenSpec("conv_output", 1.0, 16, 512), app, "s", "answer"),
     )
     edges = (
@@ -246,7 +280,7 @@ def tree_of_thought(lo: int = 2, hi: int = 4) -> WorkflowTemplate:
 # --------------------------------------------------------------------------- registry
 
 
-_BUILDERS = {
+_BUILDERS: dict[str, Callable[[], WorkflowTemplate]] = {
     "tool-heavy": tool_heavy,
     "coordinator": coordinator,
     "best-of-n": best_of_n,

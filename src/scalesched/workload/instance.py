@@ -58,6 +58,14 @@ class TaskInstance:
     """Index of an earlier tool task of the same workflow this one repeats exactly (same
     tool, same inputs, so the same result); None: not a repeat
     (:mod:`scalesched.workload.repeats`)."""
+    resample_of: int | None = None
+    """Index of the first path of this call's branch group (the copies of one template
+    call that continue the same context; the first path's own index for itself): the path
+    whose logits a re-sampled branch can replay; None: not a branch
+    (:func:`scalesched.workload.sessions.mark_replays`)."""
+    replay_tokens: int = 0
+    """Truth, hidden from schedulers like the output length: the leading output tokens this
+    branch shares with its group's first path before it diverges (0 for the first path)."""
 
 
 @dataclass(frozen=True, slots=True)

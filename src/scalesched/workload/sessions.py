@@ -26,8 +26,11 @@ Linking draws nothing, so every other draw of a realisation is unchanged.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import Sequence
 from typing import Protocol
+
+import numpy as np
 
 from scalesched.workload.instance import TaskInstance
 
@@ -98,3 +101,60 @@ def _linked(
         prefix_id=plan.prefix_id,
         prefix_tokens=prefix,
     )
+
+
+# --------------------------------------------------------------------------- re-sampled branches
+
+REPLAY_KEY = 2**32 - 1
+"""Spawn key of the replay generator: a child index ``SeedSequence.spawn`` never reaches, so
+the hints' and repeats' spawned generators are the ones they were before replays existed."""
+
+
+def replay_rng(rng: np.random.Generator) -> np.random.Generator:
+    """A generator for the replay marks of one realisation, independent of ``rng``'s stream
+    (and of every generator spawned from it) and leaving its state untouched."""
+    seq = getattr(rng.bit_generator, "seed_seq", None)
+    if isinstance(seq, np.random.SeedSequence):
+        return np.random.default_rng(
+            np.random.SeedSequence(seq.entropy, spawn_key=(*seq.spawn_key, REPLAY_KEY))
+        )
+    text = "replays:" + repr(rng.bit_generator.state)  # not seeded through a SeedSequence
+    digest = hashlib.blake2b(text.encode(), digest_size=8)
+    return np.random.default_rng(int.from_bytes(digest.digest(), "little"))
+
+
+def mark_replays(
+    tasks: Sequence[TaskInstance],
+    groups: Sequence[tuple[float, Sequence[int]]],
+    rng: np.random.Generator,
+) -> list[TaskInstance]:
+    """Tasks with their re-sampled branches marked: ``groups`` holds, per template call
+    with an ``agreement`` a, the indices of its copies.
+
+    Copies that continue the same context form a branch group; its first copy is the
+    *first path*. Every other branch samples the same distribution from the same point, so
+    its tokens agree with the first path's token by token, each with probability a, until
+    the first disagreement: it repeats the first ``G ~ Geometric(1 - a) - 1`` tokens of the
+    first path (mean ``a / (1 - a)``), capped by the first path's length and by its own
+    length less one (the token where it diverges is its own). One draw per branch after
+    the first, in index order (none when a = 0). A copy that opens a new context
+    (compacted) is no branch.
+    """
+    out = list(tasks)
+    for a, copies in groups:
+        by_context: dict[int, list[int]] = {}
+        for i in copies:
+            ctx = out[i].context_of
+            if ctx is not None:
+                by_context.setdefault(ctx, []).append(i)
+        for members in by_context.values():
+            if len(members) < 2:
+                continue
+            first = members[0]
+            spine = out[first].output_tokens
+            out[first] = dataclasses.replace(out[first], resample_of=first)
+            for i in members[1:]:
+                run = int(rng.geometric(1.0 - a)) - 1 if a > 0 else 0
+                shared = max(0, min(run, spine, out[i].output_tokens - 1))
+                out[i] = dataclasses.replace(out[i], resample_of=first, replay_tokens=shared)
+    return out

@@ -242,6 +242,11 @@ class TaskTemplate:
     """LLM tasks: the agent session the call belongs to; a call's prompt extends the context
     of the nearest earlier call of its session among its ancestors
     (:mod:`scalesched.workload.sessions`)."""
+    agreement: float | None = None
+    """Session calls copied by a rule (fan-out branches): per-token probability that a
+    branch keeps to its group's first path, so its output repeats that path up to the
+    first disagreement (:func:`scalesched.workload.sessions.mark_replays`); None: the
+    branches are not marked."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "cpu_work", _num(self.cpu_work))
@@ -386,6 +391,7 @@ class _TaskPlan:
     prefix_id: str | None = None
     prefix_tokens: int = 0
     session: str | None = None
+    agreement: float | None = None
 
 
 @dataclass(slots=True)
@@ -403,6 +409,7 @@ class _Plan:
     loop_entries: dict[int, tuple[int, ...]]
     orphan_dec: list[tuple[int, int]]  # (task, decider) for tasks whose parents are all in branches
     has_sessions: bool = False  # some task carries a prefix or a session (sessions.py)
+    has_replays: bool = False  # some task carries an agreement (sessions.mark_replays)
 
 
 # --------------------------------------------------------------------------- limits
@@ -554,6 +561,18 @@ def _check_session_fields(t: WorkflowTemplate, f: str, task: TaskTemplate) -> No
         raise _err(
             t, f + ".prefix_id", "prefix_tokens and session need a prefix_id (the application)"
         )
+    a = task.agreement
+    if a is not None:
+        if isinstance(a, bool) or not isinstance(a, int | float) or not 0 <= a < 1:
+            raise _err(t, f + ".agreement", f"must be a probability in [0, 1), got {a!r}")
+        if task.session is None:
+            raise _err(t, f + ".agreement", "only session calls re-sample from a shared context")
+        if not isinstance(task.prompt_tokens, int) or isinstance(task.prompt_tokens, bool):
+            raise _err(
+                t,
+                f + ".agreement",
+                "branches replay a shared prompt: prompt_tokens must be a fixed count",
+            )
 
 
 def _compile(t: WorkflowTemplate) -> _Plan:
@@ -857,6 +876,7 @@ def _compile(t: WorkflowTemplate) -> _Plan:
         loop_entries=loop_entries,
         orphan_dec=orphan_dec,
         has_sessions=any(p.prefix_id is not None or p.session is not None for p in tplans),
+        has_replays=any(p.agreement is not None for p in tplans),
     )
 
 
@@ -968,6 +988,7 @@ def _task_plan(task: TaskTemplate) -> _TaskPlan:
         prefix_id=task.prefix_id,
         prefix_tokens=task.prefix_tokens,
         session=task.session,
+        agreement=task.agreement,
     )
 
 
@@ -1068,8 +1089,9 @@ def realize(
 
     Draw order (fixed, so a seed fixes the instance): rule outcomes in rule order, then
     task attributes in output order, then edge payloads in template edge order. Difficulty
-    hints draw from a generator spawned from ``rng`` (:mod:`scalesched.workload.hints`), so
-    they change none of these draws.
+    hints draw from a generator spawned from ``rng`` (:mod:`scalesched.workload.hints`), and
+    the replay marks of re-sampled branches from one keyed off it
+    (:func:`scalesched.workload.sessions.replay_rng`), so they change none of these draws.
     """
     plan = template._plan
     hints = hint_rng(rng)
@@ -1181,6 +1203,11 @@ def realize(
         from scalesched.workload.sessions import link_sessions
 
         out = link_sessions(out, parent_lists, [tplans[t] for t in _template_of(copies, n_out)])
+    if plan.has_replays:  # 5. re-sampled branches (a generator of their own)
+        from scalesched.workload.sessions import mark_replays, replay_rng
+
+        groups = [(p.agreement, copies[t]) for t, p in enumerate(tplans) if p.agreement is not None]
+        out = mark_replays(out, groups, replay_rng(rng))
     return WorkflowInstance(
         name=name if name is not None else template.name,
         pattern=template.pattern,
