@@ -15,9 +15,16 @@ too short to leave the cold-start transient.
 from __future__ import annotations
 
 import math
+from array import array
 from dataclasses import dataclass
 
 import numpy as np
+
+
+def packed(buf: array, dtype: type) -> np.ndarray:  # type: ignore[type-arg]
+    """A copy of a run's ``array.array`` of measurements as numpy (empty when nothing was
+    measured): the simulator collects per-event figures in compact arrays."""
+    return np.frombuffer(buf, dtype=dtype).copy() if len(buf) else np.zeros(0, dtype=dtype)
 
 
 @dataclass(frozen=True, slots=True)

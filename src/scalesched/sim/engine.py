@@ -24,6 +24,10 @@ Execution model (see docs/simulator.md for the why of each choice):
   one token per step, where a step takes ``decode_step_s(batch, sum of contexts)``. Between
   events the batch is constant, so decode progress is a fluid: a virtual token clock per
   engine advances by ``dt / step`` and each request finishes when the clock passes its mark.
+* Optional state across calls: prefix caches of KV (``--kv-policy``, ``cache.kv``), the
+  tool-result cache (``--tool-cache``, ``sim.tool_cache``) and the logits cache of
+  re-sampled branches (``--logits-cache``, ``sim.logits_cache``: a branch riding a sibling
+  leaves the decode batch until its ride ends, a mark of its own on the token clock).
 """
 
 from __future__ import annotations
@@ -53,7 +57,7 @@ from scalesched.decision.features import (
 )
 from scalesched.decision.ledger import RunLedger
 from scalesched.decision.llm_engine import EngineBatch, lru_evictions
-from scalesched.decision.metrics import KVRecord, RunRecord, window_bounds
+from scalesched.decision.metrics import KVRecord, RunRecord, packed, window_bounds
 from scalesched.decision.records import SchedulingError, TaskRecord
 from scalesched.decision.scheduler import ReadyOrder
 from scalesched.sim.logits_cache import LogitsCache, logits_row_tokens
@@ -1091,9 +1095,7 @@ class _KVRun:
         self._re_moved.append(moved)
 
     def record(self, evicted: int) -> KVRecord:
-        def a(x: array, dtype: type) -> np.ndarray:  # type: ignore[type-arg]
-            return np.frombuffer(x, dtype=dtype).copy() if len(x) else np.zeros(0, dtype=dtype)
-
+        a = packed
         return KVRecord(
             policy=self.policy,
             call_jobs=a(self._call_jobs, np.int64),

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from scalesched.cluster.perf import MODELS
-from scalesched.decision.metrics import LogitsRecord
+from scalesched.decision.metrics import LogitsRecord, packed
 
 VOCAB: dict[str, int] = {
     "phi-2": 51200,
@@ -211,9 +211,7 @@ class LogitsCache:
             self._groups[b.key].running.pop(gid, None)
 
     def record(self) -> LogitsRecord:
-        def a(x: array, dtype: type) -> np.ndarray:  # type: ignore[type-arg]
-            return np.frombuffer(x, dtype=dtype).copy() if len(x) else np.zeros(0, dtype=dtype)
-
+        a = packed
         return LogitsRecord(
             reuse=self.reuse,
             jobs=a(self._jobs, np.int64),

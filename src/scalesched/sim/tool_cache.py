@@ -24,6 +24,8 @@ from array import array
 
 import numpy as np
 
+from scalesched.decision.metrics import packed
+
 LOOKUP_S = 0.001
 """Seconds a cache hit takes (a key lookup and a copy of the result in memory)."""
 
@@ -41,9 +43,4 @@ class ToolCache:
 
     def record(self) -> tuple[np.ndarray, np.ndarray]:
         """(job index per hit, seconds saved per hit) for ``RunRecord.tool_cache``."""
-        jobs = np.frombuffer(self._jobs, dtype=np.int64).copy() if len(self._jobs) else None
-        saved = np.frombuffer(self._saved, dtype=np.float64).copy() if len(self._saved) else None
-        return (
-            jobs if jobs is not None else np.zeros(0, dtype=np.int64),
-            saved if saved is not None else np.zeros(0),
-        )
+        return packed(self._jobs, np.int64), packed(self._saved, np.float64)
