@@ -10,7 +10,7 @@ import torch
 
 from scalesched.cluster import get_cluster
 from scalesched.decision.features import (
-    SERVER_FEATURES,
+    BASE_SERVER_FEATURES,
     TASK_FEATURES,
     ClusterTables,
     Decision,
@@ -42,7 +42,7 @@ VARIANTS: list[dict[str, Any]] = [
 def trained_like(seed: int, **cfg: Any) -> ScaleNet:
     """A network with weights far from the near-uniform initialisation (as after training)."""
     torch.manual_seed(seed)
-    net = build_network("scale", TASK_FEATURES, SERVER_FEATURES, **cfg)
+    net = build_network("scale", TASK_FEATURES, BASE_SERVER_FEATURES, **cfg)
     assert isinstance(net, ScaleNet)
     with torch.no_grad():
         for p in net.parameters():
@@ -83,7 +83,7 @@ def test_actor_logits_equal_the_network(cfg: dict[str, Any], n: int) -> None:
     rng = np.random.default_rng(n)
     batch = 4
     task = rng.normal(size=(batch, TASK_FEATURES))
-    servers = rng.normal(size=(batch, n, SERVER_FEATURES))
+    servers = rng.normal(size=(batch, n, BASE_SERVER_FEATURES))
     mask = rng.random((batch, n)) < 0.7
     mask[:, 0] = True
     actor = FastScaleActor(net)
@@ -95,7 +95,9 @@ def test_actor_logits_equal_the_network(cfg: dict[str, Any], n: int) -> None:
 def test_actor_rejects_a_wrong_width() -> None:
     actor = FastScaleActor(trained_like(0))
     with pytest.raises(ValueError, match="expected task"):
-        actor.logits(np.zeros(TASK_FEATURES), np.zeros((3, SERVER_FEATURES - 1)), np.ones(3, bool))
+        actor.logits(
+            np.zeros(TASK_FEATURES), np.zeros((3, BASE_SERVER_FEATURES - 1)), np.ones(3, bool)
+        )
 
 
 def real_decisions(n: int, count: int) -> list[Decision]:
@@ -122,7 +124,9 @@ def test_shipped_policies_act_the_same_on_real_decisions(name: str) -> None:
     assert scheduler.actor is not None and reference.actor is None
     for d in real_decisions(16, 60):
         want = reference.forward(d).logits[0].numpy()
-        got = scheduler.actor.logits(d.task_features, d.server_features, d.mask)
+        # a shipped network reads the first 18 server features (the cache ones follow)
+        servers = d.server_features[:, : scheduler.server_dim]
+        got = scheduler.actor.logits(d.task_features, servers, d.mask)
         assert_same_logits(want, got, d.mask)
         ours, theirs = scheduler.select(d), reference.select(d)
         tie = 1e-5 * float(np.abs(want[d.mask]).max())  # identical servers: equal logits
@@ -184,7 +188,7 @@ def test_batched_scheduler_runs_through_the_simulator() -> None:
 def test_the_torch_path_is_kept_where_the_actor_cannot_serve() -> None:
     net = trained_like(0)
     assert NetworkScheduler(net, record_features=True).actor is None  # needs the feature
-    mlp = build_network("mlp16", TASK_FEATURES, SERVER_FEATURES)
+    mlp = build_network("mlp16", TASK_FEATURES, BASE_SERVER_FEATURES)
     assert NetworkScheduler(mlp).actor is None
     assert load_scheduler(shipped_policies()["scale"]).actor is not None
 

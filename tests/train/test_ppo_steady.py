@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from scalesched.decision.features import SERVER_FEATURES, TASK_FEATURES
+from scalesched.decision.features import BASE_SERVER_FEATURES, TASK_FEATURES
 from scalesched.env import EnvConfig, SchedulingEnv
 from scalesched.errors import InputError
 from scalesched.nn import build_network
@@ -62,7 +62,7 @@ def test_final_values_read_the_final_observation_not_the_reset_one() -> None:
         [lambda: SchedulingEnv(EnvConfig(**STEADY)) for _ in range(2)],  # type: ignore[arg-type]
         autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
     )
-    net = build_network("scale", TASK_FEATURES, SERVER_FEATURES)
+    net = build_network("scale", TASK_FEATURES, BASE_SERVER_FEATURES)
     obs, _ = envs.reset(seed=3)
     for _ in range(2000):
         actions = [int(np.flatnonzero(m)[0]) for m in obs["mask"]]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -46,7 +47,19 @@ MAX_BATCH_TABLE = 1024
 """Decode tables cover batch sizes 0..MAX_BATCH_TABLE (engines cap their batch below it)."""
 
 TASK_FEATURES = 8 + len(MODEL_NAMES)
-SERVER_FEATURES = 18
+BASE_SERVER_FEATURES = 18
+"""Server features of every network trained before the cache features (the shipped
+checkpoints' ``server_dim``): a network reads the first ``server_dim`` columns."""
+CACHED_SHARE_FEATURE = 18
+"""Server feature: the share of the task's prompt a router expects cached there (see
+:class:`RouteMemory`)."""
+SESSION_RESIDENT_FEATURE = 19
+"""Server feature: 1 where the call this prompt extends (its session's previous call) was
+routed and is still in the router's memory, else 0."""
+SERVER_FEATURES = 20
+"""Columns of ``Decision.server_features``: the base ones, then the two cache features."""
+SERVER_DIMS = (BASE_SERVER_FEATURES, SERVER_FEATURES)
+"""The ``server_dim`` a network may have: without or with the cache features."""
 RELATIVE_FINISH_FEATURE = 16
 """Server feature: log1p of the estimated finish's excess over the best feasible server's,
 relative to it (0 at eft's choice); learned policies may use it as a prior."""
@@ -120,6 +133,98 @@ class ClusterStateView(Protocol):
     prefilling or decoding."""
     engine_ctx: np.ndarray
     """Sum of the context tokens of those requests."""
+
+
+class RouteMemory:
+    """What a router has sent to each engine, so that decisions can estimate what is cached
+    where without reading any engine's cache (which a real router cannot see).
+
+    The same bookkeeping as the ``cache_aware`` router's ``RouterTree`` (SGLang's), kept
+    by the run ledger for every placement whoever made it: per engine (server, model), the
+    application prompts (``prefix_id``, its tokens) and the calls (``call_key``, ending at
+    prompt + estimated output) routed there, least recently routed forgotten first beyond
+    the engine's KV capacity in tokens, and a server's whole memory forgotten when it dies.
+    Only calls with a prefix identity are recorded; runs without any cost nothing.
+    """
+
+    __slots__ = ("_capacity", "_engines", "_where")
+
+    def __init__(self, tables: ClusterTables) -> None:
+        self._capacity = tables.kv_capacity.take(tables.class_or_zero)
+        """(N, models) KV tokens of each engine (meaningful where feasible)."""
+        self._engines: dict[tuple[int, int], tuple[OrderedDict[object, int], list[int]]] = {}
+        """(server, model) -> (key -> own tokens, in routing order; [tokens held])."""
+        self._where: dict[tuple[int, object], dict[int, int]] = {}
+        """(model, key) -> {server: tokens the key's prefix ends at}."""
+
+    def route(
+        self,
+        server: int,
+        model: int,
+        prefix_id: str,
+        prefix_tokens: int,
+        call_key: object,
+        context_key: object | None,
+        end_tokens: int,
+    ) -> None:
+        """A call was sent to ``server``: its application prompt and its own context (up to
+        ``end_tokens`` = prompt + estimated output) are now expected cached there."""
+        self._add(server, model, prefix_id, prefix_tokens, 0)
+        where = self._where
+        base = 0
+        if context_key is not None:
+            base = where.get((model, context_key), {}).get(server, 0)
+        if not base:
+            base = prefix_tokens
+        self._add(server, model, call_key, end_tokens, base)
+
+    def _add(self, server: int, model: int, key: object, end: int, base: int) -> None:
+        engine = self._engines.get((server, model))
+        if engine is None:
+            engine = self._engines[(server, model)] = (OrderedDict(), [0])
+        entries, held = engine
+        if key in entries:
+            entries.move_to_end(key)
+            return
+        own = max(end - base, 1)  # at least a token: the memory stays bounded by capacity
+        entries[key] = own
+        held[0] += own
+        self._where.setdefault((model, key), {})[server] = end
+        capacity = int(self._capacity[server, model])
+        while held[0] > capacity and len(entries) > 1:
+            old, old_own = entries.popitem(last=False)
+            held[0] -= old_own
+            self._forget(model, old, server)
+
+    def _forget(self, model: int, key: object, server: int) -> None:
+        servers = self._where.get((model, key))
+        if servers is not None:
+            servers.pop(server, None)
+            if not servers:
+                del self._where[(model, key)]
+
+    def forget_server(self, server: int) -> None:
+        """``server`` is gone and its caches with it."""
+        for s, m in [k for k in self._engines if k[0] == server]:
+            for key in self._engines.pop((s, m))[0]:
+                self._forget(m, key, s)
+
+    def cached(self, task: TaskRequest, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """(N,) tokens of ``task``'s prompt expected cached on each server (its context
+        where the session's previous call went, else its application prompt where one was
+        routed), capped at the prompt; and (N,) 1.0 where that context is."""
+        tokens, resident = np.zeros(n), np.zeros(n)
+        if task.prefix_id is None:
+            return tokens, resident
+        m = task.model
+        for s, end in self._where.get((m, task.prefix_id), {}).items():
+            tokens[s] = end
+        if task.context_key is not None:
+            for s, end in self._where.get((m, task.context_key), {}).items():
+                tokens[s] = max(tokens[s], end)
+                resident[s] = 1.0
+        np.minimum(tokens, task.prompt_tokens, out=tokens)
+        return tokens, resident
 
 
 _CACHE_LIMIT = 1 << 16
@@ -477,6 +582,7 @@ class Decision:
     def _build_server_features(self) -> np.ndarray:
         t, v, mask = self._tables, self._view, self.mask
         f = np.empty((t.n, SERVER_FEATURES))
+        self._cache_features(f)
         f[:, :6] = t.server_static
         f[:, 6] = np.log1p(v.est_work) / 5
         f[:, 7] = np.log1p(v.n_assigned) / 5
@@ -494,6 +600,29 @@ class Decision:
         f[:, RELATIVE_FINISH_FEATURE] = np.where(mask, relative_excess(self.finish_s, mask), 0.0)
         f[:, 17] = np.log1p(np.where(mask, self.exec_s - best_exec, 0.0) / (best_exec + 1e-3))
         return f
+
+    def _cache_features(self, f: np.ndarray) -> None:
+        """The cache columns, from the router's memory the view keeps (``routes``, a
+        :class:`RouteMemory`; views without one, and tasks without a prefix identity,
+        get zeros).
+
+        Why these two: prefill skips what the engine holds, and placement decides most
+        cache misses (docs/cache.md: 41-78% of re-entries land away from their context
+        under eft and least_loaded), yet the base features cannot tell the server holding a
+        session's context from any other. (a) The share of the prompt expected cached,
+        in [0, 1], is what a placement there saves in prefill and KV memory; (b) session
+        residency, 0/1, separates a session's own context (cached output, a long prefix)
+        from an application prompt that many servers hold. An engine not resident (absent)
+        lost its cache with its unloading, so both are 0 there."""
+        f[:, CACHED_SHARE_FEATURE:] = 0.0
+        task = self.task
+        routes = getattr(self._view, "routes", None)
+        if task.prefix_id is None or task.kind != "llm" or not isinstance(routes, RouteMemory):
+            return
+        tokens, resident = routes.cached(task, self._tables.n)
+        live = self._view.engine_state[:, task.model] != ENGINE_ABSENT
+        f[:, CACHED_SHARE_FEATURE] = np.where(live, tokens, 0.0) / max(task.prompt_tokens, 1)
+        f[:, SESSION_RESIDENT_FEATURE] = np.where(live, resident, 0.0)
 
 
 def task_request(
@@ -723,15 +852,20 @@ def make_decision(tables: ClusterTables, view: ClusterStateView, task: TaskReque
     )
 
 
-def observation(decision: Decision, max_servers: int) -> dict[str, np.ndarray]:
+def observation(
+    decision: Decision, max_servers: int, server_dim: int = SERVER_FEATURES
+) -> dict[str, np.ndarray]:
     """A decision as the arrays a learned policy reads, servers padded to ``max_servers``:
     the one encoding used by training (the Gym environment) and by acting
-    (``NetworkScheduler``)."""
+    (``NetworkScheduler``). ``server_dim``: the first that many server features (a network
+    trained without the cache features reads ``BASE_SERVER_FEATURES``)."""
     n = decision.n_servers
     if n > max_servers:
         raise ValueError(f"cluster has {n} servers, more than max_servers={max_servers}")
-    servers = np.zeros((max_servers, SERVER_FEATURES), dtype=np.float32)
-    servers[:n] = decision.server_features
+    if server_dim not in SERVER_DIMS:
+        raise ValueError(f"server_dim must be one of {SERVER_DIMS}, got {server_dim}")
+    servers = np.zeros((max_servers, server_dim), dtype=np.float32)
+    servers[:n] = decision.server_features[:, :server_dim]
     mask = np.zeros(max_servers, dtype=np.int8)
     mask[:n] = decision.mask
     return {

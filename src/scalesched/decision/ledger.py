@@ -46,6 +46,7 @@ from scalesched.decision.features import (
     MODEL_NAMES,
     ClusterTables,
     Decision,
+    RouteMemory,
     TaskRequest,
     VisibleRanks,
     deciders,
@@ -269,6 +270,9 @@ class RunLedger:
         self.engine_ctx = np.zeros((n, n_models))
         self.alive = np.ones(n, dtype=bool)
         self._speed = [float(s) for s in t.core_speed]
+        self.routes = RouteMemory(t)
+        """What was routed where (application prompts, session contexts): the cache state
+        a router can know, read by the cache features (``Decision.server_features``)."""
 
         # Per task (and hedged copy), by global id.
         self.tasks = RunTasks(t, self.jobs, streamed=self.streamed)
@@ -483,6 +487,23 @@ class RunLedger:
             m = MODEL_INDEX[task.model or ""]
             self.engine_batch[server, m] += 1
             self.engine_ctx[server, m] += task.prompt_tokens + task.output_tokens_est // 2
+            if task.prefix_id is not None:
+                self._route(x, server, m, task)
+
+    def _route(self, x: int, server: int, m: int, task: TaskInstance) -> None:
+        """Remember that call ``x``'s prefix and context went to ``server``."""
+        tasks = self.tasks
+        name = self.jobs[tasks.job_of[x]].workflow.name
+        ctx = task.context_of
+        self.routes.route(
+            server,
+            m,
+            task.prefix_id or "",
+            task.prefix_tokens,
+            (name, tasks.local[x]),
+            (name, ctx) if ctx is not None else None,
+            task.prompt_tokens + task.output_tokens_est,
+        )
 
     def unassign(self, server: int, est: float) -> None:
         """A task placed on ``server`` no longer counts there (finished, cancelled, lost)."""
@@ -493,6 +514,7 @@ class RunLedger:
     def mark_dead(self, server: int) -> None:
         """``server`` is gone: out of every later decision, holding nothing."""
         self.alive[server] = False
+        self.routes.forget_server(server)
         for per_server in (
             self.est_work,
             self.n_assigned,

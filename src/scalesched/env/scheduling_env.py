@@ -34,10 +34,12 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from scalesched.cache.kv import KV_MODES
 from scalesched.cluster import get_cluster
 from scalesched.cluster.model import ClusterSpec
 from scalesched.decision.features import (
-    SERVER_FEATURES,
+    BASE_SERVER_FEATURES,
+    SERVER_DIMS,
     TASK_FEATURES,
     ClusterTables,
     Decision,
@@ -93,6 +95,13 @@ class EnvConfig:
     """Reward = -(workflow-seconds since the previous step) x this; None: x 1/workflows (the
     cold-start return is then -mean response time). Steady-state configs use
     ``STEADY_REWARD_SCALE``."""
+    kv_policy: str | None = None
+    """KV state in the engines (``scalesched.cache.kv``: lru, ttl, agent-aware, nocache);
+    None: memoryless engines, as before the cache model."""
+    server_dim: int = BASE_SERVER_FEATURES
+    """Server features per server in the observation: the first ``BASE_SERVER_FEATURES``
+    (what every network had before the cache features, and the default), or all
+    ``SERVER_FEATURES`` (with the cache features: ``PPOConfig.cache_features``)."""
 
     def check(self, source: str = "EnvConfig") -> None:
         """Raise InputError naming the first inconsistent field."""
@@ -108,23 +117,31 @@ class EnvConfig:
             raise InputError(source, "max_decisions", "must be a positive count")
         if self.reward_scale is not None and not self.reward_scale > 0:
             raise InputError(source, "reward_scale", "must be positive")
+        if self.kv_policy is not None and self.kv_policy not in KV_MODES:
+            raise InputError(source, "kv_policy", f"must be one of {', '.join(KV_MODES)}")
+        if self.server_dim not in SERVER_DIMS:
+            raise InputError(
+                source, "server_dim", f"must be one of {', '.join(map(str, SERVER_DIMS))}"
+            )
 
 
-def observation_space(max_servers: int) -> spaces.Dict:
+def observation_space(max_servers: int, server_dim: int = BASE_SERVER_FEATURES) -> spaces.Dict:
     return spaces.Dict(
         {
             "task": spaces.Box(-np.inf, np.inf, (TASK_FEATURES,), np.float32),
-            "servers": spaces.Box(-np.inf, np.inf, (max_servers, SERVER_FEATURES), np.float32),
+            "servers": spaces.Box(-np.inf, np.inf, (max_servers, server_dim), np.float32),
             "mask": spaces.MultiBinary(max_servers),
             "n_servers": spaces.Box(1, max_servers, (1,), np.int64),
         }
     )
 
 
-def encode(decision: Decision, max_servers: int) -> Observation:
+def encode(
+    decision: Decision, max_servers: int, server_dim: int = BASE_SERVER_FEATURES
+) -> Observation:
     """The observation of one decision, padded to ``max_servers`` servers (the feature
     module's one encoding, ``observation``)."""
-    return observation(decision, max_servers)
+    return observation(decision, max_servers, server_dim)
 
 
 class SchedulingEnv(gym.Env[Observation, int]):
@@ -146,7 +163,9 @@ class SchedulingEnv(gym.Env[Observation, int]):
         self.spec_cluster = get_cluster(cfg.cluster)
         self.tables = ClusterTables(self.spec_cluster)
         self.max_servers = cfg.max_servers or self.tables.n
-        self.observation_space = observation_space(self.max_servers)  # type: ignore[assignment]
+        self.observation_space = observation_space(  # type: ignore[assignment]
+            self.max_servers, cfg.server_dim
+        )
         self.action_space = spaces.Discrete(self.max_servers)  # type: ignore[assignment]
         self._sim: Simulation | None = None
         self._decision: Decision | None = None
@@ -207,7 +226,12 @@ class SchedulingEnv(gym.Env[Observation, int]):
             arrivals=cfg.arrivals,
             seed=episode_seed,
         )
-        sim = Simulation(self.spec_cluster, build_jobs(self.tables, scenario), tables=self.tables)
+        sim = Simulation(
+            self.spec_cluster,
+            build_jobs(self.tables, scenario),
+            tables=self.tables,
+            kv_policy=cfg.kv_policy,
+        )
         self._sim = sim
         self._scale = cfg.reward_scale if cfg.reward_scale is not None else 1.0 / cfg.workflows
         self._warmup = warmup
@@ -226,7 +250,7 @@ class SchedulingEnv(gym.Env[Observation, int]):
             "warmup_workflows": warmup,
             "setting": self.setting,
         }
-        return encode(decision, self.max_servers), info
+        return encode(decision, self.max_servers, self.config.server_dim), info
 
     def _warm_up(
         self, sim: Simulation, decision: Decision | None, until_s: float, seed: int
@@ -260,10 +284,12 @@ class SchedulingEnv(gym.Env[Observation, int]):
         if nxt is None:
             self._decision = None
             info["episode_metrics"] = self._drained_metrics(sim)
-            obs = encode(decision, self.max_servers)  # terminal: the last observation again
+            obs = encode(
+                decision, self.max_servers, self.config.server_dim
+            )  # terminal: the last observation again
             return obs, float(reward), True, False, info
         self._decision = nxt
-        obs = encode(nxt, self.max_servers)
+        obs = encode(nxt, self.max_servers, self.config.server_dim)
         if sim.now >= self._cutoff_s or self._steps == self.config.max_decisions:
             self._decision = None
             info["episode_metrics"] = self._window_metrics(sim)

@@ -56,6 +56,9 @@ class NetworkScheduler(BaseScheduler):
             FastScaleActor(network) if fast and isinstance(network, ScaleNet) else None
         )
         self.record_features = record_features
+        self.server_dim = network_server_dim(network)
+        """Server features the network reads: the first columns of ``server_features``
+        (``BASE_SERVER_FEATURES`` for networks trained without the cache features)."""
         self._generator = torch.Generator().manual_seed(0)
         self.features: dict[int, list[np.ndarray]] = defaultdict(list)
         """Attention features seen, by cluster size (when ``record_features``)."""
@@ -75,7 +78,7 @@ class NetworkScheduler(BaseScheduler):
     @torch.inference_mode()
     def forward(self, decision: Decision) -> PolicyOutput:
         """The network's output for one decision, through the encoding training uses."""
-        obs = observation(decision, decision.n_servers)
+        obs = observation(decision, decision.n_servers, self.server_dim)
         batch = {key: value[None] for key, value in obs.items()}
         return self.network(*obs_to_tensors(batch), need_value=False)
 
@@ -83,7 +86,11 @@ class NetworkScheduler(BaseScheduler):
     def select(self, decision: Decision) -> int:
         if self.actor is not None:
             return self._choose(
-                self.actor.logits(decision.task_features, decision.server_features, decision.mask)
+                self.actor.logits(
+                    decision.task_features,
+                    decision.server_features[:, : self.server_dim],
+                    decision.mask,
+                )
             )
         out = self.forward(decision)
         if self.record_features:
@@ -156,7 +163,7 @@ class BatchedNetworkScheduler(NetworkScheduler):
             return [self.select(d) for d in decisions]
         logits = self.actor.logits_batch(
             np.stack([d.task_features for d in decisions]),
-            np.stack([d.server_features for d in decisions]),
+            np.stack([d.server_features[:, : self.server_dim] for d in decisions]),
             np.stack([d.mask for d in decisions]),
         )
         return [self._choose(row) for row in logits]
@@ -170,7 +177,7 @@ def network_from_checkpoint(data: dict[str, Any], source: str = "checkpoint") ->
     The network is first built on the ``meta`` device (shapes only, no memory), so a
     config of absurd size fails on the shape check instead of allocating it.
     """
-    from scalesched.decision.features import SERVER_FEATURES, TASK_FEATURES
+    from scalesched.decision.features import SERVER_DIMS, TASK_FEATURES
     from scalesched.nn import NETWORK_KINDS
 
     kind = data["network"]
@@ -181,13 +188,20 @@ def network_from_checkpoint(data: dict[str, Any], source: str = "checkpoint") ->
     cfg = data["network_config"]
     if not isinstance(cfg, dict):
         raise InputError(source, "network_config", "expected a mapping of network settings")
-    for key, want in (("task_dim", TASK_FEATURES), ("server_dim", SERVER_FEATURES)):
-        if cfg.get(key) != want:
-            raise InputError(
-                source,
-                f"network_config.{key}",
-                f"is {cfg.get(key)!r}, but this version's features have width {want}",
-            )
+    if cfg.get("task_dim") != TASK_FEATURES:
+        raise InputError(
+            source,
+            "network_config.task_dim",
+            f"is {cfg.get('task_dim')!r}, but this version's features have width {TASK_FEATURES}",
+        )
+    if cfg.get("server_dim") not in SERVER_DIMS:
+        # a network reads the first server_dim columns: 18 without the cache features
+        raise InputError(
+            source,
+            "network_config.server_dim",
+            f"is {cfg.get('server_dim')!r}, but this version's server features have width "
+            f"{' or '.join(map(str, SERVER_DIMS))}",
+        )
     state = data["state_dict"]
     if not isinstance(state, dict) or not all(torch.is_tensor(v) for v in state.values()):
         raise InputError(source, "state_dict", "expected a mapping of weight tensors")
@@ -213,6 +227,17 @@ def network_from_checkpoint(data: dict[str, Any], source: str = "checkpoint") ->
     net = build_network(kind, **cfg)
     net.load_state_dict(state)
     return net
+
+
+def network_server_dim(network: PolicyNetwork) -> int:
+    """The width of the server features ``network`` was built for."""
+    cfg = getattr(network, "cfg", None)
+    dim = getattr(cfg, "server_dim", None) if cfg is not None else None
+    if dim is None:
+        dim = getattr(network, "server_dim", None)
+    if not isinstance(dim, int):
+        raise TypeError(f"{type(network).__name__} does not say its server_dim")
+    return dim
 
 
 def _one_line(exc: BaseException) -> str:

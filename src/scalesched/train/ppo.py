@@ -27,7 +27,7 @@ import torch
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 from torch import nn
 
-from scalesched.decision.features import SERVER_FEATURES, TASK_FEATURES
+from scalesched.decision.features import BASE_SERVER_FEATURES, SERVER_FEATURES, TASK_FEATURES
 from scalesched.env.scheduling_env import EnvConfig, SchedulingEnv
 from scalesched.errors import InputError, parse_yaml
 from scalesched.nn import PolicyNetwork, build_network
@@ -82,6 +82,13 @@ class PPOConfig:
     reward_scale: float | None = None
     """Reward = -(workflow-seconds accrued in the step) x this; None: x 1/workflows (the
     cold-start return is then -mean response time). See docs/training.md."""
+    kv_policy: str | None = None
+    """KV state in the engines during training and validation (``lru``, ``ttl``,
+    ``agent-aware``, ``nocache``; None: memoryless engines). docs/cache.md."""
+    cache_features: bool = False
+    """Give the network the two cache server features (expected cached share of the prompt,
+    session residency: ``server_dim`` 20 instead of 18); off keeps every older config's
+    network and training exactly as they were."""
     # network
     network: str = "scale"
     """``scale`` (cross-attention pointer, any N) or ``mlp16`` (fixed 16 servers)."""
@@ -194,10 +201,17 @@ class PPOConfig:
             truncate=self.truncate,
             max_decisions=self.max_decisions,
             reward_scale=self.reward_scale,
+            kv_policy=self.kv_policy,
+            server_dim=self.server_dim,
         )
 
+    @property
+    def server_dim(self) -> int:
+        """Server features the network reads (``cache_features`` adds the last two)."""
+        return SERVER_FEATURES if self.cache_features else BASE_SERVER_FEATURES
+
     def network_config(self) -> dict[str, Any]:
-        base: dict[str, Any] = {"task_dim": TASK_FEATURES, "server_dim": SERVER_FEATURES}
+        base: dict[str, Any] = {"task_dim": TASK_FEATURES, "server_dim": self.server_dim}
         if self.network == "scale":
             base.update(
                 d_model=self.d_model,
@@ -433,6 +447,7 @@ class Trainer:
             "server_self_attention",
             "scalable_softmax",
             "critic_encoder",
+            "cache_features",
         ):
             if key in saved and saved[key] != getattr(self.cfg, key):
                 raise InputError(
@@ -543,7 +558,7 @@ class Trainer:
         n_max = envs.single_observation_space["servers"].shape[0]  # type: ignore[index]
         k, t_steps = cfg.num_envs, cfg.num_steps
         buf_task = torch.zeros((t_steps, k, TASK_FEATURES))
-        buf_servers = torch.zeros((t_steps, k, n_max, SERVER_FEATURES))
+        buf_servers = torch.zeros((t_steps, k, n_max, cfg.server_dim))
         buf_mask = torch.zeros((t_steps, k, n_max), dtype=torch.bool)
         buf_n = torch.zeros((t_steps, k), dtype=torch.long)
         actions = torch.zeros((t_steps, k), dtype=torch.long)
@@ -616,7 +631,7 @@ class Trainer:
             settings_fed = queue.feed(settings, advantages.numpy()) if queue is not None else 0
 
             b_task = buf_task.reshape(-1, TASK_FEATURES)
-            b_servers = buf_servers.reshape(-1, n_max, SERVER_FEATURES)
+            b_servers = buf_servers.reshape(-1, n_max, cfg.server_dim)
             b_mask = buf_mask.reshape(-1, n_max)
             b_n = buf_n.reshape(-1)
             b_actions = actions.reshape(-1)
@@ -812,9 +827,8 @@ def validation_response_times(
         )
 
         def measured(policy: Any, jobs: Any = jobs, seed: int = seed) -> float:
-            return float(
-                np.mean(run_all(spec, tables, jobs, policy, seed)[cfg.validation_warmup :])
-            )
+            times = run_all(spec, tables, jobs, policy, seed, cfg.kv_policy)
+            return float(np.mean(times[cfg.validation_warmup :]))
 
         ours.append(measured(scheduler))
         for name in cfg.validation_baselines:
@@ -826,6 +840,7 @@ def validation_response_times(
                 cfg.validation_workflows,
                 load,
                 cfg.validation_warmup,
+                cfg.kv_policy,
             )
             if key not in _baseline_cache:
                 _baseline_cache[key] = measured(get_policy(name))
@@ -833,14 +848,16 @@ def validation_response_times(
     return float(np.mean(ours)), {name: float(np.mean(v)) for name, v in theirs.items()}
 
 
-def run_all(spec: Any, tables: Any, jobs: Any, policy: Any, seed: int) -> np.ndarray:
+def run_all(
+    spec: Any, tables: Any, jobs: Any, policy: Any, seed: int, kv_policy: str | None = None
+) -> np.ndarray:
     """Every workflow's response time, in arrival order, with ``policy`` placing all tasks.
 
     Driven here rather than through ``sim.run.simulate`` so the slice taken by validation
     does not depend on which workflows that function's metrics window keeps."""
     from scalesched.sim.engine import Simulation
 
-    sim = Simulation(spec, jobs, ready_order=policy.ready_order, tables=tables)
+    sim = Simulation(spec, jobs, ready_order=policy.ready_order, tables=tables, kv_policy=kv_policy)
     policy.reset(seed)
     decision = sim.next_decision()
     while decision is not None:
