@@ -12,9 +12,11 @@ branch's admission to its last branch's last token; the speed-up is the measured
 the cached one, per group (paired: same workflow, same placement policy), summarised as a
 geometric mean with a 95% interval by pattern and branch count.
 
-``steady``: test-time-scaling (agreement 0.9) at loads as fractions of the cluster's
-measured capacity, seeds 0..n-1, default warm-up and cool-down, KV state on (LRU); the
-ratio of mean response with the cache on to measured-only, paired by seed.
+``steady``: test-time-scaling at loads as fractions of the cluster's measured capacity,
+seeds 0..n-1, default warm-up and cool-down, KV state on (LRU); the ratio of mean response
+with the cache on to measured-only, paired by seed. ``--agreement`` re-draws the replay
+marks of the same jobs with another agreement (the preset's is 0.9), from the generator
+realisation would have used, so nothing else about the jobs changes.
 
 Writes rows.csv beside a markdown table on stdout.
 """
@@ -22,6 +24,7 @@ Writes rows.csv beside a markdown table on stdout.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import sys
 from collections.abc import Callable
@@ -39,7 +42,9 @@ from scalesched.policies import get_policy
 from scalesched.sim.engine import Simulation
 from scalesched.sim.run import _drive
 from scalesched.workload.agent_patterns import best_of_n, self_consistency, tree_of_thought
-from scalesched.workload.source import TemplateSource, sample_jobs
+from scalesched.workload.instance import Job
+from scalesched.workload.sessions import mark_replays, replay_rng
+from scalesched.workload.source import TemplateSource, sample_jobs, workflow_rng
 from scalesched.workload.template import WorkflowTemplate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -136,6 +141,25 @@ def isolated(args: argparse.Namespace) -> None:
 STEADY_KEYS = ("avg_response_time_s", "p95_response_time_s", "branch_service_mean_s")
 
 
+def remark(jobs: list[Job], agreement: float, seed: int) -> list[Job]:
+    """``jobs`` with their branches' replay marks drawn again with ``agreement``."""
+    out = []
+    for i, job in enumerate(jobs):
+        tasks = job.workflow.tasks
+        groups: dict[int, list[int]] = {}
+        for k, t in enumerate(tasks):
+            if t.resample_of is not None:
+                groups.setdefault(t.resample_of, []).append(k)
+        rng = replay_rng(workflow_rng(seed, i))  # the generator ``realize`` drew them with
+        marked = mark_replays(tasks, [(agreement, g) for g in groups.values()], rng)
+        out.append(
+            dataclasses.replace(
+                job, workflow=dataclasses.replace(job.workflow, tasks=tuple(marked))
+            )
+        )
+    return out
+
+
 def steady(args: argparse.Namespace) -> None:
     rows: list[dict[str, Any]] = []
     for load in (float(x) for x in args.loads.split(",")):
@@ -143,16 +167,21 @@ def steady(args: argparse.Namespace) -> None:
             scenario = Scenario(
                 workload=args.workload, workflows=args.workflows, load=load, seed=seed
             )
-            setup = prepare(args.cluster, scenario)
+            setup = prepare(args.cluster, scenario, stream=False)
+            if args.agreement is not None:
+                jobs = remark(list(setup.jobs), args.agreement, seed)
+                setup = dataclasses.replace(setup, jobs=jobs)
             for policy in args.policies.split(","):
                 for mode, label in ((False, "measure"), (True, "on")):
                     result = run(setup, policy, kv_policy="lru", logits_cache=mode)
                     m = result.metrics
                     row = {"load": load, "seed": seed, "policy": policy, "logits": label}
+                    row["agreement"] = args.agreement if args.agreement is not None else 0.9
                     row.update({k: m[k] for k in m if isinstance(m[k], int | float | str)})
                     rows.append(row)
     args.out.mkdir(parents=True, exist_ok=True)
-    write_rows(args.out / "steady.csv", rows)
+    tag = "" if args.agreement is None else f"-a{args.agreement}"
+    write_rows(args.out / f"steady{tag}.csv", rows)
     print("| load | placement | mean response s (measure) | on / measure | p95 on / measure |")
     print("|---|---|---|---|---|")
     for load in sorted({r["load"] for r in rows}):
@@ -197,6 +226,7 @@ def main() -> None:
     st.add_argument("--seeds", type=int, default=5)
     st.add_argument("--workflows", type=int, default=1500)
     st.add_argument("--policies", default="cache_aware,eft")
+    st.add_argument("--agreement", type=float, default=None, help="re-draw replay marks")
     st.add_argument("--out", type=Path, default=Path("results/logits"))
     args = parser.parse_args()
     isolated(args) if args.part == "isolated" else steady(args)
