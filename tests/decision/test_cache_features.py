@@ -75,7 +75,7 @@ def test_memory_forgets_least_recent_beyond_capacity_and_dead_servers() -> None:
 def run_features(workload: str, kv: str | None, workflows: int = 40) -> list[tuple]:
     spec = get_cluster("hetero-16")
     tables = ClusterTables(spec)
-    jobs = build_jobs(tables, Scenario(workload=workload, workflows=workflows, load=0.8, seed=5))
+    jobs = build_jobs(tables, Scenario(workload=workload, workflows=workflows, rate=1.4, seed=5))
     sim = Simulation(spec, jobs, tables=tables, kv_policy=kv)
     policy = get_policy("eft")
     policy.reset(0)
@@ -121,7 +121,7 @@ def test_no_prefix_identities_no_cache_features() -> None:
 def test_observation_keeps_the_first_columns_for_older_networks() -> None:
     spec = get_cluster("hetero-16")
     tables = ClusterTables(spec)
-    jobs = build_jobs(tables, Scenario(workload="tool-heavy", workflows=5, load=0.8, seed=1))
+    jobs = build_jobs(tables, Scenario(workload="tool-heavy", workflows=5, rate=1.4, seed=1))
     sim = Simulation(spec, jobs, tables=tables, kv_policy="lru")
     d = sim.next_decision()
     assert d is not None

@@ -54,7 +54,7 @@ def test_both_widths_load_and_read_their_columns(tmp_path: Path, dim: int) -> No
     assert fast.server_dim == slow.server_dim == dim
     spec = get_cluster("hetero-16")
     tables = ClusterTables(spec)
-    jobs = build_jobs(tables, Scenario(workload="tool-heavy", workflows=6, load=0.8, seed=2))
+    jobs = build_jobs(tables, Scenario(workload="tool-heavy", workflows=6, rate=1.4, seed=2))
     sim = Simulation(spec, jobs, tables=tables, kv_policy="lru")
     eft = get_policy("eft")
     d = sim.next_decision()
