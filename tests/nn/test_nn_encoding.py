@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 from scalesched.cluster import get_cluster
-from scalesched.decision.features import SERVER_FEATURES, TASK_FEATURES, ClusterTables
+from scalesched.decision.features import SERVER_DIMS, TASK_FEATURES, ClusterTables
 from scalesched.env.scheduling_env import encode
 from scalesched.eval.setup import Scenario, build_jobs
 from scalesched.nn import build_network
@@ -17,9 +18,10 @@ from scalesched.sim.engine import Simulation
 torch.set_num_threads(1)
 
 
-def test_acting_and_training_paths_give_the_same_logits() -> None:
+@pytest.mark.parametrize("server_dim", SERVER_DIMS)  # without and with the cache features
+def test_acting_and_training_paths_give_the_same_logits(server_dim: int) -> None:
     torch.manual_seed(3)
-    net = build_network("scale", task_dim=TASK_FEATURES, server_dim=SERVER_FEATURES)
+    net = build_network("scale", task_dim=TASK_FEATURES, server_dim=server_dim)
     scheduler = NetworkScheduler(net)
     spec = get_cluster("hetero-8")
     tables = ClusterTables(spec)
@@ -30,7 +32,7 @@ def test_acting_and_training_paths_give_the_same_logits() -> None:
         acting = scheduler.forward(d).logits[0]
         # Training: the environment's observation padded to 16 servers, stacked in a batch
         # with another decision's, as the vector environment hands it to PPO.
-        decisions.append(encode(d, 16))
+        decisions.append(encode(d, 16, server_dim))
         batch = {k: np.stack([v, v]) for k, v in decisions[-1].items()}
         with torch.no_grad():
             training = net(*obs_to_tensors(batch)).logits[0]
