@@ -859,7 +859,7 @@ class Simulation(RunLedger):
         if self.release_children(gid, self.now):
             self.in_system -= 1
             if self.done and self._replicas.live:
-                self._drop_release_timers()
+                self._drop_replica_events()
             if self.on_workflow_done is not None:
                 self.on_workflow_done(self.workflows_completed)
 
@@ -988,10 +988,11 @@ class Simulation(RunLedger):
         self._replicas.live.discard(eng)
         eng.replica_at = -1.0
 
-    def _drop_release_timers(self) -> None:
-        """Every workflow is done: pending release timers must not run the clock on."""
+    def _drop_replica_events(self) -> None:
+        """Every workflow is done: release timers and replicas still loading (the only
+        loads nothing waits for) must not run the clock on."""
         heap = self._heap  # in place: ``next_decision`` holds it
-        heap[:] = [e for e in heap if e[2] != _RELEASE]
+        heap[:] = [e for e in heap if e[2] != _RELEASE and e[2] != _LOAD_DONE]
         heapq.heapify(heap)
 
     # -- results ----------------------------------------------------------------------

@@ -1,0 +1,134 @@
+"""tail's scale-out signal against tail and eft, seed-paired (docs/tail.md, "Scale-out").
+
+    python scripts/scaleout_study.py --cluster hetero-16 --load 0.8 --seeds 0,1,2,3,4 \\
+        --policies eft,tail,tail_scaleout --out results/scaleout/h16-08.jsonl
+
+A policy is a registered name, or ``tail_scaleout:slo=S:idle=T`` for the scale-out signal
+with another SLO multiple or idle time. Runs one simulation at a time (the default window:
+first 20% warm-up, last 10% cool-down), appends one JSON line per run to ``--out`` (runs
+already there are not run again), then prints, per policy, the mean over seeds of mean /
+p50 / p99 response and of the replica figures, and the seed-paired ratios to
+``--reference`` with 95% Student-t half-widths. ``replica GPU share`` is
+``replica_gpu_seconds`` over the GPU-seconds the cluster had during the run (its GPUs x
+the makespan).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+import torch
+from scipy.stats import t as student_t
+
+from scalesched.decision.scheduler import Scheduler
+from scalesched.eval.setup import Scenario, prepare, run
+from scalesched.policies import get_policy
+from scalesched.policies.tail import ScaleOutTailScheduler
+
+STATS = ("avg_response_time_s", "p50_response_time_s", "p99_response_time_s")
+
+
+def make_policy(spec: str) -> Scheduler:
+    """A registered policy, or ``tail_scaleout:slo=S:idle=T`` (either part optional)."""
+    name, *opts = spec.split(":")
+    if not opts:
+        return get_policy(name)
+    if name != "tail_scaleout":
+        raise SystemExit(f"options are for tail_scaleout only, got {spec!r}")
+    policy = ScaleOutTailScheduler()
+    for opt in opts:
+        key, _, value = opt.partition("=")
+        if key == "slo":
+            policy.slo = float(value)
+        elif key == "idle":
+            policy.idle_s = float(value)
+        else:
+            raise SystemExit(f"unknown option {key!r} in {spec!r} (slo, idle)")
+    return policy
+
+
+def half_width(x: np.ndarray) -> float:
+    if x.size < 2:
+        return float("nan")
+    return float(student_t.ppf(0.975, x.size - 1) * x.std(ddof=1) / np.sqrt(x.size))
+
+
+def one_run(
+    cluster: str, load: float, seed: int, workflows: int, spec: str, arrivals: str
+) -> dict[str, object]:
+    scenario = Scenario(workflows=workflows, load=load, seed=seed, arrivals=arrivals)
+    setup = prepare(cluster, scenario)
+    result = run(setup, make_policy(spec))
+    m = dict(result.metrics)
+    gpus = float(setup.tables.gpus.sum())
+    m.update(label=spec, seed=seed, load=load, cluster=cluster, workflows=workflows)
+    m["arrivals"] = arrivals
+    m["replica_gpu_share"] = float(m.get("replica_gpu_seconds", 0.0)) / (
+        gpus * float(m["makespan_s"])
+    )
+    return m
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--cluster", default="hetero-16")
+    ap.add_argument("--load", type=float, default=0.8)
+    ap.add_argument("--seeds", default="0,1,2,3,4")
+    ap.add_argument("--workflows", type=int, default=1500)
+    ap.add_argument("--arrivals", default="poisson", help="poisson or bursty (MMPP)")
+    ap.add_argument("--policies", default="eft,tail,tail_scaleout")
+    ap.add_argument("--reference", default="tail")
+    ap.add_argument("--out", type=Path, required=True)
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    seeds = [int(s) for s in args.seeds.split(",")]
+    specs = [p.strip() for p in args.policies.split(",") if p.strip()]
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    rows: dict[tuple[str, int], dict[str, object]] = {}
+    if args.out.exists():
+        for line in args.out.read_text().splitlines():
+            r = json.loads(line)
+            here = (r["cluster"], r["load"], r["workflows"], r["arrivals"])
+            if here == (args.cluster, args.load, args.workflows, args.arrivals):
+                rows[(str(r["label"]), int(r["seed"]))] = r
+    for spec in specs:
+        for seed in seeds:
+            if (spec, seed) in rows:
+                continue
+            r = one_run(args.cluster, args.load, seed, args.workflows, spec, args.arrivals)
+            rows[(spec, seed)] = r
+            with args.out.open("a") as fh:
+                fh.write(json.dumps(r) + "\n")
+    not_steady = [k for k, r in rows.items() if k[1] in seeds and not r["steady_state"]]
+    print(
+        f"{args.cluster}, load {args.load}, {args.arrivals} arrivals, seeds {args.seeds}, "
+        f"{args.workflows} workflows"
+    )
+    if not_steady:
+        print(f"not at steady state: {not_steady}")
+    print(
+        "| policy | mean | p50 | p99 | mean / ref | p50 / ref | p99 / ref "
+        "| replica loads | replica GPU-s | replica GPU share | model loads |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for spec in specs:
+        mine = [rows[(spec, s)] for s in seeds]
+        ref = [rows[(args.reference, s)] for s in seeds]
+        level = [np.mean([float(r[k]) for r in mine]) for k in STATS]  # type: ignore[arg-type]
+        cells = [f"{v:.2f}" for v in level]
+        for k in STATS:
+            x = np.array([float(a[k]) / float(b[k]) for a, b in zip(mine, ref, strict=True)])  # type: ignore[arg-type]
+            cells.append(f"{x.mean():.3f} ± {half_width(x):.3f}")
+        loads = [int(r.get("replica_loads", 0)) for r in mine]  # type: ignore[call-overload]
+        gpu_s = np.mean([float(r.get("replica_gpu_seconds", 0.0)) for r in mine])  # type: ignore[arg-type]
+        share = np.mean([float(r["replica_gpu_share"]) for r in mine])  # type: ignore[arg-type]
+        models = np.mean([int(r["model_loads"]) for r in mine])  # type: ignore[call-overload]
+        cells += [f"{min(loads)}-{max(loads)}", f"{gpu_s:.0f}", f"{share:.2%}", f"{models:.1f}"]
+        print(f"| {spec} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
