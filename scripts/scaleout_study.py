@@ -56,20 +56,31 @@ def half_width(x: np.ndarray) -> float:
     return float(student_t.ppf(0.975, x.size - 1) * x.std(ddof=1) / np.sqrt(x.size))
 
 
-def one_run(
-    cluster: str, load: float, seed: int, workflows: int, spec: str, arrivals: str
-) -> dict[str, object]:
-    scenario = Scenario(workflows=workflows, load=load, seed=seed, arrivals=arrivals)
-    setup = prepare(cluster, scenario)
-    result = run(setup, make_policy(spec))
+def one_run(args: argparse.Namespace, seed: int, spec: str) -> dict[str, object]:
+    scenario = Scenario(
+        workload=args.workload,
+        workflows=args.workflows,
+        load=args.load,
+        seed=seed,
+        arrivals=args.arrivals,
+    )
+    setup = prepare(args.cluster, scenario)
+    result = run(setup, make_policy(spec), warmup=args.warmup)
     m = dict(result.metrics)
     gpus = float(setup.tables.gpus.sum())
-    m.update(label=spec, seed=seed, load=load, cluster=cluster, workflows=workflows)
-    m["arrivals"] = arrivals
+    m.update(label=spec, seed=seed, setting=setting(args))
     m["replica_gpu_share"] = float(m.get("replica_gpu_seconds", 0.0)) / (
         gpus * float(m["makespan_s"])
     )
     return m
+
+
+def setting(args: argparse.Namespace) -> str:
+    """What a run's row is comparable on (besides policy and seed)."""
+    return (
+        f"{args.cluster}, {args.workload}, load {args.load}, {args.arrivals} arrivals, "
+        f"{args.workflows} workflows, warm-up {'default' if args.warmup is None else args.warmup}"
+    )
 
 
 def main() -> None:
@@ -79,6 +90,8 @@ def main() -> None:
     ap.add_argument("--seeds", default="0,1,2,3,4")
     ap.add_argument("--workflows", type=int, default=1500)
     ap.add_argument("--arrivals", default="poisson", help="poisson or bursty (MMPP)")
+    ap.add_argument("--workload", default="agentic-mix")
+    ap.add_argument("--warmup", type=int, default=None, help="default: eval's (20%%)")
     ap.add_argument("--policies", default="eft,tail,tail_scaleout")
     ap.add_argument("--reference", default="tail")
     ap.add_argument("--out", type=Path, required=True)
@@ -91,22 +104,18 @@ def main() -> None:
     if args.out.exists():
         for line in args.out.read_text().splitlines():
             r = json.loads(line)
-            here = (r["cluster"], r["load"], r["workflows"], r["arrivals"])
-            if here == (args.cluster, args.load, args.workflows, args.arrivals):
+            if r["setting"] == setting(args):
                 rows[(str(r["label"]), int(r["seed"]))] = r
     for spec in specs:
         for seed in seeds:
             if (spec, seed) in rows:
                 continue
-            r = one_run(args.cluster, args.load, seed, args.workflows, spec, args.arrivals)
+            r = one_run(args, seed, spec)
             rows[(spec, seed)] = r
             with args.out.open("a") as fh:
                 fh.write(json.dumps(r) + "\n")
     not_steady = [k for k, r in rows.items() if k[1] in seeds and not r["steady_state"]]
-    print(
-        f"{args.cluster}, load {args.load}, {args.arrivals} arrivals, seeds {args.seeds}, "
-        f"{args.workflows} workflows"
-    )
+    print(f"{setting(args)}, seeds {args.seeds}")
     if not_steady:
         print(f"not at steady state: {not_steady}")
     print(

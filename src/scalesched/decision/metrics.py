@@ -131,9 +131,10 @@ class RunRecord:
     tool_cache: tuple[np.ndarray, np.ndarray] | None = None
     """A ``--tool-cache on`` run's hits: (job index, tool-seconds saved) per hit
     (``scalesched.sim.tool_cache``); None: no tool cache."""
-    replicas: tuple[int, int, int, float] | None = None
+    replicas: tuple[int, int, int, int, float] | None = None
     """A run whose scheduler asked for replicas (``LoadReplica``): (requests, loads,
-    releases, GPU-seconds the replicas held); None: it never asked."""
+    releases, LLM calls that landed on a replica, GPU-seconds the replicas held from load
+    start to unload); None: it never asked."""
 
 
 STEADY_THROUGHPUT_RATIO = 0.95
@@ -278,10 +279,11 @@ def run_metrics(r: RunRecord) -> dict[str, float | int | str]:
         metrics["tool_cache_hits"] = int(hit.sum())
         metrics["tool_cache_saved_s"] = float(saved[hit].sum())
     if r.replicas is not None:  # over the whole run, like model_loads
-        requests, loads, released, gpu_s = r.replicas
+        requests, loads, released, calls, gpu_s = r.replicas
         metrics["replica_requests"] = requests
         metrics["replica_loads"] = loads
         metrics["replica_releases"] = released
+        metrics["replica_calls"] = calls
         metrics["replica_gpu_seconds"] = float(gpu_s)
     return metrics
 

@@ -473,6 +473,8 @@ class Simulation(RunLedger):
             self.engine_state[s, m] = ENGINE_LOADING
             self._request_gpus(eng)
         eng.waiting.append(gid)
+        if eng.replica_at >= 0:
+            self._replicas.calls += 1
         eng.last_used = self.now
         self._set_idle(eng)
         if eng.state == ENGINE_READY:
@@ -1110,14 +1112,14 @@ class _ReplicaBooks:
     """What a run's ``LoadReplica`` requests did: the ``replica_*`` metrics."""
 
     def __init__(self) -> None:
-        self.requests = self.loads = self.released = 0
+        self.requests = self.loads = self.released = self.calls = 0
         self.gpu_s = 0.0
         """GPU-seconds held by replicas already unloaded (load start to unload)."""
         self.live: set[_Engine] = set()
         self.marks = itertools.count()
 
-    def record(self, now: float) -> tuple[int, int, int, float]:
-        """(requests, loads, releases, GPU-seconds held from load start to unload or
-        ``now``); GPU-seconds and releases include what unloaded replicas left."""
+    def record(self, now: float) -> tuple[int, int, int, int, float]:
+        """(requests, loads, releases, calls that landed on a replica, GPU-seconds held
+        from load start to unload or ``now``)."""
         live = sum(e.tp * (now - e.replica_at) for e in self.live)
-        return self.requests, self.loads, self.released, self.gpu_s + live
+        return self.requests, self.loads, self.released, self.calls, self.gpu_s + live
