@@ -10,7 +10,7 @@ already there are not run again), then prints, per policy, the mean over seeds o
 p50 / p99 response and of the replica figures, and the seed-paired ratios to
 ``--reference`` with 95% Student-t half-widths. ``replica GPU share`` is
 ``replica_gpu_seconds`` over the GPU-seconds the cluster had during the run (its GPUs x
-the makespan).
+the makespan); ``calls on replicas`` is ``replica_calls`` (LLM calls that landed on one).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -56,7 +57,7 @@ def half_width(x: np.ndarray) -> float:
     return float(student_t.ppf(0.975, x.size - 1) * x.std(ddof=1) / np.sqrt(x.size))
 
 
-def one_run(args: argparse.Namespace, seed: int, spec: str) -> dict[str, object]:
+def one_run(args: argparse.Namespace, seed: int, spec: str) -> dict[str, Any]:
     scenario = Scenario(
         workload=args.workload,
         workflows=args.workflows,
@@ -100,7 +101,7 @@ def main() -> None:
     seeds = [int(s) for s in args.seeds.split(",")]
     specs = [p.strip() for p in args.policies.split(",") if p.strip()]
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    rows: dict[tuple[str, int], dict[str, object]] = {}
+    rows: dict[tuple[str, int], dict[str, Any]] = {}
     if args.out.exists():
         for line in args.out.read_text().splitlines():
             r = json.loads(line)
@@ -120,22 +121,24 @@ def main() -> None:
         print(f"not at steady state: {not_steady}")
     print(
         "| policy | mean | p50 | p99 | mean / ref | p50 / ref | p99 / ref "
-        "| replica loads | replica GPU-s | replica GPU share | model loads |"
+        "| replica loads | calls on replicas | replica GPU-s | replica GPU share | model loads |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for spec in specs:
         mine = [rows[(spec, s)] for s in seeds]
         ref = [rows[(args.reference, s)] for s in seeds]
-        level = [np.mean([float(r[k]) for r in mine]) for k in STATS]  # type: ignore[arg-type]
+        level = [np.mean([float(r[k]) for r in mine]) for k in STATS]
         cells = [f"{v:.2f}" for v in level]
         for k in STATS:
-            x = np.array([float(a[k]) / float(b[k]) for a, b in zip(mine, ref, strict=True)])  # type: ignore[arg-type]
+            x = np.array([float(a[k]) / float(b[k]) for a, b in zip(mine, ref, strict=True)])
             cells.append(f"{x.mean():.3f} ± {half_width(x):.3f}")
-        loads = [int(r.get("replica_loads", 0)) for r in mine]  # type: ignore[call-overload]
-        gpu_s = np.mean([float(r.get("replica_gpu_seconds", 0.0)) for r in mine])  # type: ignore[arg-type]
-        share = np.mean([float(r["replica_gpu_share"]) for r in mine])  # type: ignore[arg-type]
-        models = np.mean([int(r["model_loads"]) for r in mine])  # type: ignore[call-overload]
-        cells += [f"{min(loads)}-{max(loads)}", f"{gpu_s:.0f}", f"{share:.2%}", f"{models:.1f}"]
+        loads = [int(r.get("replica_loads", 0)) for r in mine]
+        calls = np.mean([int(r.get("replica_calls", 0)) for r in mine])
+        gpu_s = np.mean([float(r.get("replica_gpu_seconds", 0.0)) for r in mine])
+        share = np.mean([float(r["replica_gpu_share"]) for r in mine])
+        models = np.mean([int(r["model_loads"]) for r in mine])
+        cells += [f"{min(loads)}-{max(loads)}", f"{calls:.0f}", f"{gpu_s:.0f}"]
+        cells += [f"{share:.2%}", f"{models:.1f}"]
         print(f"| {spec} | " + " | ".join(cells) + " |")
 
 
