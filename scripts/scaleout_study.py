@@ -11,6 +11,12 @@ p50 / p99 response and of the replica figures, and the seed-paired ratios to
 ``--reference`` with 95% Student-t half-widths. ``replica GPU share`` is
 ``replica_gpu_seconds`` over the GPU-seconds the cluster had during the run (its GPUs x
 the makespan); ``calls on replicas`` is ``replica_calls`` (LLM calls that landed on one).
+
+``--signal-stats SEED`` instead runs ``tail`` once on the setting and prints what the
+scale-out signal would see at its LLM decisions: percentiles of the chosen server's
+predicted p99 finish over the call's contention-free time at that length (the ratio the
+SLO bounds), the share of calls above a few SLOs, and how often free GPUs could take a
+replica of the call's model.
 """
 
 from __future__ import annotations
@@ -24,10 +30,11 @@ import numpy as np
 import torch
 from scipy.stats import t as student_t
 
+from scalesched.decision.features import ENGINE_ABSENT, Decision
 from scalesched.decision.scheduler import Scheduler
 from scalesched.eval.setup import Scenario, prepare, run
 from scalesched.policies import get_policy
-from scalesched.policies.tail import ScaleOutTailScheduler
+from scalesched.policies.tail import ScaleOutTailScheduler, TailScheduler
 
 STATS = ("avg_response_time_s", "p50_response_time_s", "p99_response_time_s")
 
@@ -76,6 +83,47 @@ def one_run(args: argparse.Namespace, seed: int, spec: str) -> dict[str, Any]:
     return m
 
 
+class SignalProbe(TailScheduler):
+    """``tail`` that records, per LLM call, the ratio the scale-out signal compares to its
+    SLO and whether free GPUs could take a replica (the signal's own arithmetic)."""
+
+    def reset(self, seed: int) -> None:
+        super().reset(seed)
+        self.ratios: list[float] = []
+        self.free: list[bool] = []
+
+    def select(self, decision: Decision) -> int:
+        best = int(np.argmin(self.scores(decision)))
+        if decision.task.kind == "llm":
+            view, tables, m = decision.view, decision.tables, decision.task.model
+            p99, bound = self.p99_finish(decision)
+            self.ratios.append(float(p99.finish_s[best]) / bound)
+            free = decision.mask & (view.engine_state[:, m] == ENGINE_ABSENT)
+            free &= view.free_gpus >= tables.tp[:, m]
+            free[best] = False
+            self.free.append(bool(free.any()))
+        return best
+
+
+def signal_stats(args: argparse.Namespace, seed: int) -> None:
+    scenario = Scenario(
+        workload=args.workload,
+        workflows=args.workflows,
+        load=args.load,
+        seed=seed,
+        arrivals=args.arrivals,
+    )
+    probe = SignalProbe()
+    run(prepare(args.cluster, scenario), probe, warmup=args.warmup)
+    r = np.array(probe.ratios)
+    pct = ", ".join(f"p{q}: {np.percentile(r, q):.2f}" for q in (50, 90, 99, 99.9))
+    above = ", ".join(f"> {x}: {(r > x).mean():.2%}" for x in (1.5, 2, 3, 5))
+    print(f"{setting(args)}, seed {seed}, {r.size} LLM calls under tail (the whole run)")
+    print(f"p99 finish / contention-free time at the p99 length: {pct}")
+    print(f"share of calls with the ratio {above}")
+    print(f"calls with free GPUs for a replica of their model elsewhere: {np.mean(probe.free):.1%}")
+
+
 def setting(args: argparse.Namespace) -> str:
     """What a run's row is comparable on (besides policy and seed)."""
     return (
@@ -95,9 +143,15 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=None, help="default: eval's (20%%)")
     ap.add_argument("--policies", default="eft,tail,tail_scaleout")
     ap.add_argument("--reference", default="tail")
-    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--out", type=Path)
+    ap.add_argument("--signal-stats", type=int, metavar="SEED", help="see the docstring")
     args = ap.parse_args()
     torch.set_num_threads(1)
+    if args.signal_stats is not None:
+        signal_stats(args, args.signal_stats)
+        return
+    if args.out is None:
+        ap.error("--out is required")
     seeds = [int(s) for s in args.seeds.split(",")]
     specs = [p.strip() for p in args.policies.split(",") if p.strip()]
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -142,15 +142,21 @@ class TailScheduler(BaseScheduler):
         free[best] = False
         if not free.any():
             return None  # checked first: it is the common case and costs nothing
-        q = self._token_quantiles(decision)
-        tokens = max(1, int(round(float(q[0, QUANTILES.index(SCALE_OUT_LEVEL)]))))
-        task = dataclasses.replace(decision.task, output_tokens_est=tokens)
-        p99 = make_decision(tables, view, task)
-        bound = tables.fastest_llm_time(m, task.prompt_tokens, tokens)
+        p99, bound = self.p99_finish(decision)
         if not p99.finish_s[best] > self.slo * bound:
             return None
         where = int(np.argmin(np.where(free, p99.finish_s, np.inf)))
         return LoadReplica(MODEL_NAMES[m], where, self.idle_s)
+
+    def p99_finish(self, decision: Decision) -> tuple[Decision, float]:
+        """The LLM call's decision at the p99 of its predicted output length (its
+        ``finish_s``: the p99 of finish under the cost model on every server), and the
+        call's contention-free time at that length (alone on its fastest server)."""
+        q = self._token_quantiles(decision)
+        tokens = max(1, int(round(float(q[0, QUANTILES.index(SCALE_OUT_LEVEL)]))))
+        task = dataclasses.replace(decision.task, output_tokens_est=tokens)
+        bound = decision.tables.fastest_llm_time(task.model, task.prompt_tokens, tokens)
+        return make_decision(decision.tables, decision.view, task), bound
 
 
 def scaled_score(decision: Decision, scale: np.ndarray) -> np.ndarray:
