@@ -16,7 +16,8 @@ the makespan); ``calls on replicas`` is ``replica_calls`` (LLM calls that landed
 scale-out signal would see at its LLM decisions: percentiles of the chosen server's
 predicted p99 finish over the call's contention-free time at that length (the ratio the
 SLO bounds), the share of calls above a few SLOs, and how often free GPUs could take a
-replica of the call's model.
+replica of the call's model. ``--show-replicas SEED`` runs ``tail_scaleout`` once and
+prints each replica it asked for: time, model, server, and the server the call went to.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import numpy as np
 import torch
 from scipy.stats import t as student_t
 
+from scalesched.decision import Place
 from scalesched.decision.features import ENGINE_ABSENT, Decision
 from scalesched.decision.scheduler import Scheduler
 from scalesched.eval.setup import Scenario, prepare, run
@@ -124,6 +126,39 @@ def signal_stats(args: argparse.Namespace, seed: int) -> None:
     print(f"calls with free GPUs for a replica of their model elsewhere: {np.mean(probe.free):.1%}")
 
 
+class ReplicaLog(ScaleOutTailScheduler):
+    """``tail_scaleout`` that remembers each replica request."""
+
+    def reset(self, seed: int) -> None:
+        super().reset(seed)
+        self.log: list[str] = []
+
+    def select(self, decision: Decision) -> int | Place:
+        answer = super().select(decision)
+        if isinstance(answer, Place):
+            names = decision.tables.names
+            for load in answer.loads:
+                self.log.append(
+                    f"t={decision.now:.0f}s {load.model} on {names[load.server]} "
+                    f"(the call went to {names[answer.server]})"
+                )
+        return answer
+
+
+def show_replicas(args: argparse.Namespace, seed: int) -> None:
+    scenario = Scenario(
+        workload=args.workload,
+        workflows=args.workflows,
+        load=args.load,
+        seed=seed,
+        arrivals=args.arrivals,
+    )
+    policy = ReplicaLog()
+    run(prepare(args.cluster, scenario), policy, warmup=args.warmup)
+    print(f"{setting(args)}, seed {seed}: {len(policy.log)} replica requests")
+    print("\n".join(policy.log))
+
+
 def setting(args: argparse.Namespace) -> str:
     """What a run's row is comparable on (besides policy and seed)."""
     return (
@@ -145,10 +180,14 @@ def main() -> None:
     ap.add_argument("--reference", default="tail")
     ap.add_argument("--out", type=Path)
     ap.add_argument("--signal-stats", type=int, metavar="SEED", help="see the docstring")
+    ap.add_argument("--show-replicas", type=int, metavar="SEED", help="see the docstring")
     args = ap.parse_args()
     torch.set_num_threads(1)
     if args.signal_stats is not None:
         signal_stats(args, args.signal_stats)
+        return
+    if args.show_replicas is not None:
+        show_replicas(args, args.show_replicas)
         return
     if args.out is None:
         ap.error("--out is required")
