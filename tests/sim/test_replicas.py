@@ -224,3 +224,5 @@ def test_replicas_never_overcommit_gpus(case: tuple[ClusterSpec, list[Job], str,
     check_gpus(sim)
     assert sim.workflows_completed == len(jobs)
     assert_each_task_once_after_its_parents(sim, jobs)
+    # No release timer or replica load outlives the work (evicted replicas' timers too).
+    assert sim.now == max(r.end for r in sim.trace)

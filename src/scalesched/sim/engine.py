@@ -538,6 +538,8 @@ class Simulation(RunLedger):
         self._admit(eng)
         self._refresh_busy(eng)
         self._set_idle(eng)
+        if eng.replica_at >= 0 and eng.idle and self._gpu_wait[s]:
+            self._serve_gpu_wait(s)  # a replica nobody uses yet: evictable for the waiters
         self.release_deferred()
 
     def _admit(self, eng: _Engine) -> None:
@@ -714,7 +716,8 @@ class Simulation(RunLedger):
         return len(seen), continues
 
     def run_record(self, **kwargs: object) -> RunRecord:  # type: ignore[override]
-        """The ledger's record plus the KV measurements of a ``--kv-policy`` run."""
+        """The ledger's record plus the KV measurements of a ``--kv-policy`` run and the
+        replica figures of a run that asked for replicas."""
         record = super().run_record(**kwargs)  # type: ignore[arg-type]
         if self._replicas.requests:
             record = dataclasses.replace(record, replicas=self._replicas.record(self.now))
@@ -860,7 +863,7 @@ class Simulation(RunLedger):
         self.release_deferred()
         if self.release_children(gid, self.now):
             self.in_system -= 1
-            if self.done and self._replicas.live:
+            if self.done and self._replicas.loads:
                 self._drop_replica_events()
             if self.on_workflow_done is not None:
                 self.on_workflow_done(self.workflows_completed)
