@@ -957,7 +957,7 @@ class Simulation(RunLedger):
         self._engines[s][m] = eng
         self.engine_state[s, m] = ENGINE_LOADING
         books.loads += 1
-        books.live.add(eng)
+        books.live[eng] = None
         self._start_load(eng)
 
     def _arm_release(self, eng: _Engine) -> None:
@@ -990,7 +990,7 @@ class Simulation(RunLedger):
     def _replica_gone(self, eng: _Engine) -> None:
         """A replica is unloaded (released, or evicted for another model): book its GPUs."""
         self._replicas.gpu_s += eng.tp * (self.now - eng.replica_at)
-        self._replicas.live.discard(eng)
+        self._replicas.live.pop(eng, None)
         eng.replica_at = -1.0
 
     def _drop_replica_events(self) -> None:
@@ -1118,7 +1118,9 @@ class _ReplicaBooks:
         self.requests = self.loads = self.released = self.calls = 0
         self.gpu_s = 0.0
         """GPU-seconds held by replicas already unloaded (load start to unload)."""
-        self.live: set[_Engine] = set()
+        self.live: dict[_Engine, None] = {}
+        """Replicas resident or loading, in load order (a dict: a set's order would
+        change the last bits of the GPU-seconds from process to process)."""
         self.marks = itertools.count()
 
     def record(self, now: float) -> tuple[int, int, int, int, float]:
