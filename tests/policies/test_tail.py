@@ -1,4 +1,5 @@
-"""tail and pred_mean: feasible, quantile-ordered, and torch-free at decision time."""
+"""tail and pred_mean: feasible, quantile-ordered, and torch-free at decision time; the
+scale-out signal of tail_scaleout."""
 
 from __future__ import annotations
 
@@ -99,6 +100,57 @@ def test_tail_never_imports_torch() -> None:
         "spec = get_cluster('hetero-4')\n"
         "jobs = build_jobs(ClusterTables(spec), Scenario(workflows=5, rate=0.3, seed=1))\n"
         "simulate(spec, jobs, get_policy('tail'))\n"
+        "simulate(spec, jobs, get_policy('tail_scaleout'))\n"
         "assert 'torch' not in sys.modules, 'torch imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_scale_out_never_asking_changes_nothing() -> None:
+    """With an SLO no call misses, tail_scaleout is tail: same numbers, no replica keys."""
+    from scalesched.sim.run import simulate
+
+    plain = simulate(SPEC, JOBS, TailScheduler(), seed=2, tables=TABLES).metrics
+    never = TailScheduler(scale_out=True, slo=1e12)
+    quiet = simulate(SPEC, JOBS, never, seed=2, tables=TABLES).metrics
+    plain.pop("sim_wall_time_s"), quiet.pop("sim_wall_time_s")
+    assert quiet == plain
+
+
+def test_scale_out_asks_for_a_free_replica_when_p99_misses_the_slo() -> None:
+    """Every request names the call's model on a free server without it, other than the
+    chosen one, only while no load of that model is pending, and only when the chosen
+    server's p99 finish exceeds slo x the contention-free time; a stricter SLO asks more."""
+    from scalesched.decision import LoadReplica, Place
+    from scalesched.decision.features import ENGINE_ABSENT, ENGINE_LOADING, MODEL_NAMES
+
+    eager, lax = TailScheduler(scale_out=True, slo=1.0), TailScheduler(scale_out=True)
+    sim = Simulation(SPEC, JOBS, tables=TABLES)
+    asked = {"eager": 0, "lax": 0}
+    decision = sim.next_decision()
+    while decision is not None:
+        answer = eager.select(decision)
+        asked["lax"] += isinstance(lax.select(decision), Place)
+        if isinstance(answer, Place):
+            asked["eager"] += 1
+            (load,) = answer.loads
+            assert isinstance(load, LoadReplica) and load.idle_s == eager.idle_s
+            m = decision.task.model
+            assert load.model == MODEL_NAMES[m] and load.server != answer.server
+            assert sim.engine_state[load.server, m] == ENGINE_ABSENT
+            assert sim.free_gpus[load.server] >= TABLES.tp[load.server, m]
+            assert not (sim.engine_state[:, m] == ENGINE_LOADING).any()
+            assert answer.server == int(np.argmin(eager.scores(decision)))
+        sim.apply(answer)
+        decision = sim.next_decision()
+    assert sim.done and asked["eager"] > asked["lax"] and asked["eager"] >= 3
+    assert sim._replicas.loads == asked["eager"]  # each one fitted when asked
+
+
+def test_scale_out_options_are_checked() -> None:
+    import pytest
+
+    with pytest.raises(ValueError, match="slo"):
+        TailScheduler(scale_out=True, slo=0.5)
+    with pytest.raises(ValueError, match="idle_s"):
+        TailScheduler(scale_out=True, idle_s=0.0)

@@ -2,11 +2,11 @@
 
 ``features`` (the Decision record, ClusterTables, the ClusterStateView protocol, the one
 feature module), ``scheduler`` (the Scheduler protocol and BaseScheduler), ``actions``
-(Place, Hedge, Defer) and ``records`` (task records, feasibility, lower bounds). It imports
-only the specs (cluster, workload); the simulator, the runtime, the policies and the
-networks import it.
+(Place, Hedge, Defer, LoadReplica) and ``records`` (task records, feasibility, lower
+bounds). It imports only the specs (cluster, workload); the simulator, the runtime, the
+policies and the networks import it.
 """
 
-from scalesched.decision.actions import Action, Defer, Hedge, Place, as_action
+from scalesched.decision.actions import Action, Defer, Hedge, LoadReplica, Place, as_action
 
-__all__ = ["Action", "Defer", "Hedge", "Place", "as_action"]
+__all__ = ["Action", "Defer", "Hedge", "LoadReplica", "Place", "as_action"]

@@ -9,21 +9,50 @@
   the next event that changes capacity (a task or CPU part finishing, a model becoming
   ready). It never starves: when nothing else is left to happen, it is offered with
   ``decision.can_defer`` False and must be placed.
+
+Each of them may carry ``loads``: ``LoadReplica(model, server, idle_s)`` requests, carried
+out with the answer, that load one more replica of a model ahead of demand (a scale-out).
+A replica takes free GPUs only (it never evicts an engine nor waits for GPUs: a request
+that does not fit, or names a server where the model is resident or loading, does
+nothing), loads in the model's load time as a lazy load does, and is unloaded once it has
+been idle for ``idle_s`` seconds: the scale-down rule of production autoscalers (Ray
+Serve's ``downscale_delay_s``, KEDA's ``cooldownPeriod``, Knative's stable window), kept
+by the executor because a scheduler is called only at decisions and cannot see an idle
+period end. Only the simulator carries loads out; the ledger refuses them elsewhere.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+REPLICA_IDLE_S = 60.0
+"""Default idle time before a replica is unloaded (Knative's stable window)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LoadReplica:
+    """Load one more replica of ``model`` (a catalog name) on ``server`` now; unload it once
+    it has been idle (no request placed, waiting or running) for ``idle_s`` seconds."""
+
+    model: str
+    server: int
+    idle_s: float = REPLICA_IDLE_S
+
+    def __post_init__(self) -> None:
+        if not self.idle_s > 0:  # also NaN
+            raise ValueError(f"LoadReplica idle_s must be positive, got {self.idle_s}")
+
 
 @dataclass(frozen=True, slots=True)
 class Place:
     server: int
+    loads: tuple[LoadReplica, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class Hedge:
     servers: tuple[int, ...]
+    loads: tuple[LoadReplica, ...] = ()
 
     def __post_init__(self) -> None:
         if len(self.servers) < 1 or len(set(self.servers)) != len(self.servers):
@@ -32,7 +61,7 @@ class Hedge:
 
 @dataclass(frozen=True, slots=True)
 class Defer:
-    pass
+    loads: tuple[LoadReplica, ...] = ()
 
 
 Action = Place | Hedge | Defer

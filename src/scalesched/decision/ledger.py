@@ -435,6 +435,8 @@ class RunLedger:
             servers: tuple[int, ...] = (int(answer),)
         else:
             action = as_action(answer)
+            if action.loads:  # the simulator takes them off before (Simulation.apply)
+                raise SchedulingError(f"{who}replica loads (LoadReplica) need the simulator")
             if isinstance(action, Defer):
                 if not decision.can_defer:
                     raise SchedulingError(

@@ -180,6 +180,10 @@ class RunRecord:
     (``scalesched.sim.tool_cache``); None: no tool cache."""
     logits: LogitsRecord | None = None
     """The re-sampled branches of a run with ``--logits-cache`` (None: not measured)."""
+    replicas: tuple[int, int, int, int, float] | None = None
+    """A run whose scheduler asked for replicas (``LoadReplica``): (requests, loads,
+    releases, LLM calls that landed on a replica, GPU-seconds the replicas held from load
+    start to unload); None: it never asked."""
 
 
 STEADY_THROUGHPUT_RATIO = 0.95
@@ -325,6 +329,13 @@ def run_metrics(r: RunRecord) -> dict[str, float | int | str]:
         metrics["tool_cache_saved_s"] = float(saved[hit].sum())
     if r.logits is not None:
         metrics.update(logits_metrics(r.logits, measured))
+    if r.replicas is not None:  # over the whole run, like model_loads
+        requests, loads, released, calls, gpu_s = r.replicas
+        metrics["replica_requests"] = requests
+        metrics["replica_loads"] = loads
+        metrics["replica_releases"] = released
+        metrics["replica_calls"] = calls
+        metrics["replica_gpu_seconds"] = float(gpu_s)
     return metrics
 
 

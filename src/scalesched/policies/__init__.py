@@ -18,7 +18,11 @@ from scalesched.policies.random_policy import RandomScheduler
 from scalesched.policies.round_robin import RoundRobinScheduler
 from scalesched.policies.shortest_queue import ShortestQueueScheduler
 from scalesched.policies.soft_eft import SoftEftScheduler
-from scalesched.policies.tail import PredictedMeanScheduler, TailScheduler
+from scalesched.policies.tail import (
+    PredictedMeanScheduler,
+    ScaleOutTailScheduler,
+    TailScheduler,
+)
 from scalesched.policies.tao import TaoScheduler
 
 HEURISTICS: dict[str, tuple[Callable[[], Scheduler], str]] = {
@@ -32,6 +36,7 @@ HEURISTICS: dict[str, tuple[Callable[[], Scheduler], str]] = {
     "p2c": (PowerOfTwoScheduler, "power of two choices on estimated finish + imposed delay"),
     "soft_eft": (SoftEftScheduler, "eft with sampling near the best estimate (seeded)"),
     "tail": (TailScheduler, "eft at the predicted p90 output length (shipped predictor)"),
+    "tail_scaleout": (ScaleOutTailScheduler, "tail + a replica load when predicted p99 misses SLO"),
     "pred_mean": (PredictedMeanScheduler, "eft at the predicted mean output length"),
     "hedge": (HedgeScheduler, "tail, hedged on 2-3 servers when Monte-Carlo says it pays"),
     "cache_aware": (CacheAwareScheduler, "SGLang router: prefix match over 0.5, else balance"),

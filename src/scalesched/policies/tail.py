@@ -15,6 +15,15 @@ point estimate.
 seconds to the end on each server). It is worse than eft (docs/tail.md: +20% mean response
 at load 0.8): picking the minimum of 16 learned predictions exploits their errors, and the
 cost model's structure (one queue per engine, batch slowdown) is right by construction.
+
+``scale_out=True`` (registered as ``tail_scaleout``) adds the scale-out signal: when the
+chosen server's predicted p99 finish of an LLM call (the cost model's finish at the p99 of
+the predicted output length) exceeds ``slo`` times the call's contention-free time at that
+length (alone on its fastest server: the task-level form of eval's ``--slo``, a multiple of
+the lower bound), the answer carries a ``LoadReplica`` of the call's model on the free GPUs
+where a call like this one would finish first, loading included; at most one load of a
+model is pending at a time, and the replica is unloaded after ``idle_s`` idle seconds
+(docs/tail.md, "Scale-out").
 """
 
 from __future__ import annotations
@@ -24,7 +33,14 @@ from typing import Literal
 
 import numpy as np
 
-from scalesched.decision.features import Decision, make_decision
+from scalesched.decision.actions import REPLICA_IDLE_S, LoadReplica, Place
+from scalesched.decision.features import (
+    ENGINE_ABSENT,
+    ENGINE_LOADING,
+    MODEL_NAMES,
+    Decision,
+    make_decision,
+)
 from scalesched.decision.scheduler import BaseScheduler
 from scalesched.predict.features import (
     duration_inputs,
@@ -36,6 +52,10 @@ from scalesched.predict.metrics import predicted_mean
 from scalesched.predict.model import QUANTILES, QuantilePredictor, default_predictor
 
 TAIL_LEVEL = 0.9
+SCALE_OUT_LEVEL = 0.99
+SCALE_OUT_SLO = 3.0
+"""Default of ``slo``: a replica is asked for when the chosen server's predicted p99 finish
+exceeds this multiple of the call's contention-free time (docs/tail.md, "Scale-out")."""
 
 
 class TailScheduler(BaseScheduler):
@@ -50,11 +70,17 @@ class TailScheduler(BaseScheduler):
         predictor: QuantilePredictor | None = None,
         *,
         via: Literal["tokens", "finish"] = "tokens",
+        scale_out: bool = False,
+        slo: float = SCALE_OUT_SLO,
+        idle_s: float = REPLICA_IDLE_S,
     ) -> None:
         if level is not None and level not in QUANTILES:
             raise ValueError(f"level must be one of {QUANTILES}, got {level}")
+        if not slo >= 1 or not idle_s > 0:
+            raise ValueError(f"need slo >= 1 and idle_s > 0, got {slo} and {idle_s}")
         self.level = level
         self.via = via
+        self.scale_out, self.slo, self.idle_s = scale_out, slo, idle_s
         self.predictor = predictor or default_predictor()
         self.exec_scale: np.ndarray | None = None
         """(N,) factor on each server's predicted execution, queueing and imposed delay for
@@ -70,9 +96,12 @@ class TailScheduler(BaseScheduler):
 
     def output_tokens(self, decision: Decision) -> int:
         """The output length the cost model is asked about for an LLM task."""
+        return max(1, int(round(float(self._pick(self._token_quantiles(decision))[0]))))
+
+    def _token_quantiles(self, decision: Decision) -> np.ndarray:
+        """(1, Q) predicted output-token quantiles of the decision's (LLM) task."""
         task = decision.task
-        q = np.exp(self.predictor.tokens(token_inputs(task)) + token_baseline(task))
-        return max(1, int(round(float(self._pick(q)[0]))))
+        return np.exp(self.predictor.tokens(token_inputs(task)) + token_baseline(task))
 
     def scores(self, decision: Decision) -> np.ndarray:
         """(N,) predicted finish + imposed delay; inf where the task cannot run."""
@@ -93,8 +122,41 @@ class TailScheduler(BaseScheduler):
                 return np.where(mask, scaled_score(decision, self.exec_scale), np.inf)
         return np.where(mask, decision.finish_s + decision.imposed_s, np.inf)
 
-    def select(self, decision: Decision) -> int:
-        return int(np.argmin(self.scores(decision)))
+    def select(self, decision: Decision) -> int | Place:
+        best = int(np.argmin(self.scores(decision)))
+        if self.scale_out and decision.task.kind == "llm":
+            load = self.replica_request(decision, best)
+            if load is not None:
+                return Place(best, loads=(load,))
+        return best
+
+    def replica_request(self, decision: Decision, best: int) -> LoadReplica | None:
+        """The scale-out signal for an LLM call placed on ``best``: a replica of its model
+        on the best free GPUs when its predicted p99 finish there misses the SLO; None
+        when it meets it, a load of the model is pending, or no free GPUs hold one."""
+        view, tables, m = decision.view, decision.tables, decision.task.model
+        state = view.engine_state[:, m]
+        if (state == ENGINE_LOADING).any():
+            return None  # one pending load per model (ours or a placement's)
+        free = decision.mask & (state == ENGINE_ABSENT) & (view.free_gpus >= tables.tp[:, m])
+        free[best] = False
+        if not free.any():
+            return None  # checked first: it is the common case and costs nothing
+        p99, bound = self.p99_finish(decision)
+        if not p99.finish_s[best] > self.slo * bound:
+            return None
+        where = int(np.argmin(np.where(free, p99.finish_s, np.inf)))
+        return LoadReplica(MODEL_NAMES[m], where, self.idle_s)
+
+    def p99_finish(self, decision: Decision) -> tuple[Decision, float]:
+        """The LLM call's decision at the p99 of its predicted output length (its
+        ``finish_s``: the p99 of finish under the cost model on every server), and the
+        call's contention-free time at that length (alone on its fastest server)."""
+        q = self._token_quantiles(decision)
+        tokens = max(1, int(round(float(q[0, QUANTILES.index(SCALE_OUT_LEVEL)]))))
+        task = dataclasses.replace(decision.task, output_tokens_est=tokens)
+        bound = decision.tables.fastest_llm_time(task.model, task.prompt_tokens, tokens)
+        return make_decision(decision.tables, decision.view, task), bound
 
 
 def scaled_score(decision: Decision, scale: np.ndarray) -> np.ndarray:
@@ -104,6 +166,15 @@ def scaled_score(decision: Decision, scale: np.ndarray) -> np.ndarray:
     queue = (decision.wait_s - decision.load_s) * scale + decision.load_s
     finish = np.maximum(decision.transfer_s, queue) + decision.exec_s * scale
     return finish + decision.imposed_s * scale
+
+
+class ScaleOutTailScheduler(TailScheduler):
+    """``tail`` with the scale-out signal on (replicas loaded when p99 misses the SLO)."""
+
+    name = "tail_scaleout"
+
+    def __init__(self, predictor: QuantilePredictor | None = None) -> None:
+        super().__init__(predictor=predictor, scale_out=True)
 
 
 class PredictedMeanScheduler(TailScheduler):

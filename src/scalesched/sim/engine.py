@@ -44,7 +44,7 @@ import numpy as np
 
 from scalesched.cache.kv import NO_CACHE, PrefixCache, Segment, cached_prefill, ttl_expiry
 from scalesched.cluster.model import ClusterSpec
-from scalesched.decision.actions import Action
+from scalesched.decision.actions import Action, LoadReplica
 from scalesched.decision.features import (
     ENGINE_ABSENT,
     ENGINE_LOADING,
@@ -67,6 +67,8 @@ from scalesched.workload.instance import Job, TaskInstance
 # Event kinds; the heap holds (time, seq, kind, a, b).
 _ARRIVE, _LAND, _CPU_DONE, _TASK_DONE, _PREFILL_DONE, _DECODE, _LOAD_DONE = range(7)
 _TOKEN_EPS = 1e-6
+_RELEASE = 7
+"""An idle replica's release timer (``LoadReplica``); after the seven kinds above."""
 
 
 class _Engine(EngineBatch):
@@ -94,6 +96,9 @@ class _Engine(EngineBatch):
         "busy",
         "idle",
         "kv",
+        "replica_at",
+        "idle_s",
+        "idle_mark",
     )
 
     def __init__(self, server: int, model: int, tp: float, klass: int, tables: ClusterTables):
@@ -121,6 +126,12 @@ class _Engine(EngineBatch):
         self.idle = False
         self.kv: PrefixCache | None = None
         """The engine's prefix cache (``--kv-policy``); None: no KV kept between calls."""
+        self.replica_at = -1.0
+        """When a ``LoadReplica`` started loading it (-1: an engine loaded on demand)."""
+        self.idle_s = math.inf
+        self.idle_mark = -1
+        """A replica: unloaded once idle for ``idle_s``; the timer armed at its latest idle
+        start carries ``idle_mark`` (``Simulation._on_release``)."""
 
     @property
     def n_requests(self) -> int:
@@ -226,7 +237,9 @@ class Simulation(RunLedger):
             self._on_prefill_done,
             self._on_decode,
             self._on_load_done,
+            self._on_release,
         ]
+        self._replicas = _ReplicaBooks()
         if t.pinned:
             self._pin_engines()
 
@@ -286,6 +299,9 @@ class Simulation(RunLedger):
     def apply(self, answer: int | Action) -> None:
         """Carry out the answer to the last decision: place the task on a server, hedge it
         on several, or defer it (``scalesched.decision.actions``)."""
+        if type(answer) is not int and getattr(answer, "loads", None):
+            self._apply_with_loads(answer)  # type: ignore[arg-type]
+            return
         gid, decision = self._current, self._current_decision
         if gid is None or decision is None:
             raise SchedulingError("apply() called without a pending decision")
@@ -468,6 +484,8 @@ class Simulation(RunLedger):
             self.engine_state[s, m] = ENGINE_LOADING
             self._request_gpus(eng)
         eng.waiting.append(gid)
+        if eng.replica_at >= 0:
+            self._replicas.calls += 1
         eng.last_used = self.now
         self._set_idle(eng)
         if eng.state == ENGINE_READY:
@@ -505,6 +523,8 @@ class Simulation(RunLedger):
                 self._kv.lost += e.kv.resident  # the cache goes with the engine
             e.idle = False
             self.idle_gpus[s] -= e.tp
+            if e.replica_at >= 0:
+                self._replica_gone(e)
             del self._engines[s][e.model]
             self._free_gpus[s] += e.tp
             self.free_gpus[s] += e.tp
@@ -529,6 +549,8 @@ class Simulation(RunLedger):
         self._admit(eng)
         self._refresh_busy(eng)
         self._set_idle(eng)
+        if eng.replica_at >= 0 and eng.idle and self._gpu_wait[s]:
+            self._serve_gpu_wait(s)  # a replica nobody uses yet: evictable for the waiters
         self.release_deferred()
 
     def _admit(self, eng: _Engine) -> None:
@@ -775,8 +797,11 @@ class Simulation(RunLedger):
                 self._set_idle(other)
 
     def run_record(self, **kwargs: object) -> RunRecord:  # type: ignore[override]
-        """The ledger's record plus the KV measurements of a ``--kv-policy`` run."""
+        """The ledger's record plus the KV measurements of a ``--kv-policy`` run and the
+        replica figures of a run that asked for replicas."""
         record = super().run_record(**kwargs)  # type: ignore[arg-type]
+        if self._replicas.requests:
+            record = dataclasses.replace(record, replicas=self._replicas.record(self.now))
         if self._tool_cache is not None:
             record = dataclasses.replace(record, tool_cache=self._tool_cache.record())
         if self._logits is not None:
@@ -921,6 +946,8 @@ class Simulation(RunLedger):
         if idle != eng.idle:
             eng.idle = idle
             self.idle_gpus[eng.server] += eng.tp if idle else -eng.tp
+            if idle and eng.replica_at >= 0:
+                self._arm_release(eng)
 
     # completion
     def _finish(self, x: int) -> None:
@@ -935,6 +962,8 @@ class Simulation(RunLedger):
         self.release_deferred()
         if self.release_children(gid, self.now):
             self.in_system -= 1
+            if self.done and self._replicas.loads:
+                self._drop_replica_events()
             if self.on_workflow_done is not None:
                 self.on_workflow_done(self.workflows_completed)
 
@@ -1001,6 +1030,81 @@ class Simulation(RunLedger):
         self._set_idle(eng)
         if eng.idle and self._gpu_wait[s]:
             self._serve_gpu_wait(s)
+
+    # -- scale-out: replicas loaded ahead of demand (``LoadReplica``) -----------------
+    def _apply_with_loads(self, answer: Action) -> None:
+        """Carry out the answer without its loads, then the loads: a replica request sees
+        the state the placement left (its engine, if the task landed at once)."""
+        loads = answer.loads
+        t = self.tables
+        for load in loads:
+            m = MODEL_INDEX.get(load.model)
+            if m is None or not (0 <= load.server < t.n) or not t.feasible[load.server, m]:
+                raise SchedulingError(
+                    f"cannot load a replica of {load.model!r} on server {load.server} "
+                    "(unknown model, server out of range, or the model does not fit there)"
+                )
+        self.apply(dataclasses.replace(answer, loads=()))
+        for load in loads:
+            self._load_replica(load)
+
+    def _load_replica(self, load: LoadReplica) -> None:
+        """Start loading a replica on free GPUs; nothing when the model is resident or
+        loading there, or the free GPUs do not hold it (a replica never evicts)."""
+        s, m = load.server, MODEL_INDEX[load.model]
+        t, books = self.tables, self._replicas
+        books.requests += 1
+        if m in self._engines[s] or self._free_gpus[s] < t.tp[s, m]:
+            return
+        eng = _Engine(s, m, int(t.tp[s, m]), int(t.engine_class[s, m]), t)
+        if self._kv is not None:
+            eng.kv = PrefixCache(self._kv.eviction)
+        eng.replica_at, eng.idle_s, eng.last_used = self.now, load.idle_s, self.now
+        self._engines[s][m] = eng
+        self.engine_state[s, m] = ENGINE_LOADING
+        books.loads += 1
+        books.live[eng] = None
+        self._start_load(eng)
+
+    def _arm_release(self, eng: _Engine) -> None:
+        """A replica fell idle: unload it at ``idle_s`` from now unless used again."""
+        if math.isinf(eng.idle_s) or self.done:
+            return
+        eng.idle_mark = mark = next(self._replicas.marks)
+        key = eng.server * len(MODEL_NAMES) + eng.model
+        self._push(self.now + eng.idle_s, _RELEASE, key, mark)
+
+    def _on_release(self, key: int, mark: int) -> None:
+        s, m = divmod(key, len(MODEL_NAMES))
+        eng = self._engines[s].get(m)
+        if eng is None or eng.idle_mark != mark or not eng.idle:
+            return  # evicted, or used since the timer was armed
+        if eng.kv is not None and self._kv is not None:
+            self._kv.lost += eng.kv.resident
+        eng.idle = False
+        self.idle_gpus[s] -= eng.tp
+        del self._engines[s][m]
+        self._free_gpus[s] += eng.tp
+        self.free_gpus[s] += eng.tp
+        self.engine_state[s, m] = ENGINE_ABSENT
+        self._replica_gone(eng)
+        self._replicas.released += 1
+        if self._gpu_wait[s]:
+            self._serve_gpu_wait(s)
+        self.release_deferred()
+
+    def _replica_gone(self, eng: _Engine) -> None:
+        """A replica is unloaded (released, or evicted for another model): book its GPUs."""
+        self._replicas.gpu_s += eng.tp * (self.now - eng.replica_at)
+        self._replicas.live.pop(eng, None)
+        eng.replica_at = -1.0
+
+    def _drop_replica_events(self) -> None:
+        """Every workflow is done: release timers and replicas still loading (the only
+        loads nothing waits for) must not run the clock on."""
+        heap = self._heap  # in place: ``next_decision`` holds it
+        heap[:] = [e for e in heap if e[2] != _RELEASE and e[2] != _LOAD_DONE]
+        heapq.heapify(heap)
 
     # -- results ----------------------------------------------------------------------
     def _mark_window(self) -> None:
@@ -1109,3 +1213,22 @@ class _KVRun:
             reentry_moved=a(self._re_moved, np.int8).astype(bool),
             evicted_tokens=int(evicted),
         )
+
+
+class _ReplicaBooks:
+    """What a run's ``LoadReplica`` requests did: the ``replica_*`` metrics."""
+
+    def __init__(self) -> None:
+        self.requests = self.loads = self.released = self.calls = 0
+        self.gpu_s = 0.0
+        """GPU-seconds held by replicas already unloaded (load start to unload)."""
+        self.live: dict[_Engine, None] = {}
+        """Replicas resident or loading, in load order (a dict: a set's order would
+        change the last bits of the GPU-seconds from process to process)."""
+        self.marks = itertools.count()
+
+    def record(self, now: float) -> tuple[int, int, int, int, float]:
+        """(requests, loads, releases, calls that landed on a replica, GPU-seconds held
+        from load start to unload or ``now``)."""
+        live = sum(e.tp * (now - e.replica_at) for e in self.live)
+        return self.requests, self.loads, self.released, self.calls, self.gpu_s + live
