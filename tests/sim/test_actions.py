@@ -144,3 +144,28 @@ def test_a_scheduler_that_always_defers_still_finishes() -> None:
 def test_batch_decisions_cover_every_waiting_task() -> None:
     m = simulate(SPEC, JOBS, JointEft(), tables=TABLES).metrics
     assert m["workflows_completed"] == len(JOBS)
+
+
+def test_an_engine_idle_when_its_load_ends_serves_the_gpu_queue() -> None:
+    """A hedged copy cancelled while its engine was still loading leaves that engine idle
+    at load end: engines waiting for the server's GPUs must get them (else a run ends with
+    a workflow stuck)."""
+    from sim_builders import llm, workflow
+
+    from scalesched.cluster.model import ClusterSpec, ServerSpec
+    from scalesched.decision.actions import Hedge
+    from scalesched.sim.engine import Simulation
+    from scalesched.workload.instance import Job
+
+    gpu = ("custom", "A100-80G", 1, 4, 1.0, 100.0, 8.0)
+    spec = ClusterSpec("two", (ServerSpec("g0", *gpu), ServerSpec("g1", *gpu)))
+    jobs = [
+        Job(0, 0.0, workflow([llm("warm", prompt=16, out=1)], {})),
+        Job(1, 30.0, workflow([llm("x", prompt=16, out=1)], {})),
+        Job(2, 30.1, workflow([llm("y", model="phi-2", prompt=16, out=1)], {})),
+    ]
+    sim = Simulation(spec, jobs)
+    answers = iter([0, Hedge((0, 1)), 1])  # warm 7b on g0; x on both; y on g1 while it loads
+    while sim.next_decision() is not None:
+        sim.apply(next(answers))
+    assert sim.done

@@ -549,8 +549,10 @@ class Simulation(RunLedger):
         self._admit(eng)
         self._refresh_busy(eng)
         self._set_idle(eng)
-        if eng.replica_at >= 0 and eng.idle and self._gpu_wait[s]:
-            self._serve_gpu_wait(s)  # a replica nobody uses yet: evictable for the waiters
+        if eng.idle and self._gpu_wait[s]:
+            # nobody uses it yet (a replica, or every copy it loaded for was cancelled):
+            # evictable for the engines waiting for this server's GPUs
+            self._serve_gpu_wait(s)
         self.release_deferred()
 
     def _admit(self, eng: _Engine) -> None:
