@@ -9,18 +9,16 @@ from __future__ import annotations
 
 import argparse
 import csv
+import sys
 from collections import defaultdict
+from pathlib import Path
 
 import numpy as np
-from scipy.stats import t as student_t
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from paired_ratios import half_width  # noqa: E402  (one interval for the ratio scripts)
 
 STATS = ("avg_response_time_s", "p95_response_time_s", "ttft_p95_s", "prefix_hit_rate")
-
-
-def half_width(x: np.ndarray) -> float:
-    if x.size < 2:
-        return float("nan")
-    return float(student_t.ppf(0.975, x.size - 1) * x.std(ddof=1) / np.sqrt(x.size))
 
 
 def main() -> None:

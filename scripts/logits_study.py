@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from scalesched.cluster import get_cluster
 from scalesched.decision.features import ClusterTables
@@ -49,6 +48,7 @@ from scalesched.workload.template import WorkflowTemplate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from kv_study import write_rows  # noqa: E402  (one CSV layout for the cache studies)
+from paired_ratios import half_width  # noqa: E402
 
 PATTERNS: dict[str, Callable[..., WorkflowTemplate]] = {
     "best-of-n": best_of_n,
@@ -56,13 +56,6 @@ PATTERNS: dict[str, Callable[..., WorkflowTemplate]] = {
     "tree-of-thought": tree_of_thought,
 }
 SIZE_BINS = ((2, 4), (5, 8), (9, 12), (13, 20))
-
-
-def ci95(x: np.ndarray) -> float:
-    """Half-width of the t interval of the mean of ``x``."""
-    if x.size < 2:
-        return math.nan
-    return float(stats.t.ppf(0.975, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size))
 
 
 def group_times(rec: LogitsRecord) -> dict[tuple[int, int], tuple[int, float, int, int]]:
@@ -116,7 +109,7 @@ def isolated(args: argparse.Namespace) -> None:
                         continue
                     logs = np.array([math.log(off[k][1] / on[k][1]) for k in keys])
                     reused = sum(on[k][2] for k in keys) / sum(on[k][3] for k in keys)
-                    half = ci95(logs)
+                    half = half_width(logs)
                     speedup = math.exp(logs.mean())
                     row = {
                         "pattern": name,
@@ -204,7 +197,7 @@ def steady(args: argparse.Namespace) -> None:
             note = "" if steady_all else " (not all runs steady)"
             print(
                 f"| {load} | {policy} | {base.mean():.1f} | {ratio.mean():.3f} +/- "
-                f"{ci95(ratio):.3f} | {p95.mean():.3f} +/- {ci95(p95):.3f}{note} |"
+                f"{half_width(ratio):.3f} | {p95.mean():.3f} +/- {half_width(p95):.3f}{note} |"
             )
 
 

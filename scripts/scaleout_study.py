@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from scipy.stats import t as student_t
 
 from scalesched.decision import Place
 from scalesched.decision.features import ENGINE_ABSENT, Decision
@@ -37,6 +37,9 @@ from scalesched.decision.scheduler import Scheduler
 from scalesched.eval.setup import Scenario, prepare, run
 from scalesched.policies import get_policy
 from scalesched.policies.tail import ScaleOutTailScheduler, TailScheduler
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from paired_ratios import half_width  # noqa: E402  (one interval for the ratio scripts)
 
 STATS = ("avg_response_time_s", "p50_response_time_s", "p99_response_time_s")
 
@@ -60,20 +63,8 @@ def make_policy(spec: str) -> Scheduler:
     return policy
 
 
-def half_width(x: np.ndarray) -> float:
-    if x.size < 2:
-        return float("nan")
-    return float(student_t.ppf(0.975, x.size - 1) * x.std(ddof=1) / np.sqrt(x.size))
-
-
 def one_run(args: argparse.Namespace, seed: int, spec: str) -> dict[str, Any]:
-    scenario = Scenario(
-        workload=args.workload,
-        workflows=args.workflows,
-        load=args.load,
-        seed=seed,
-        arrivals=args.arrivals,
-    )
+    scenario = scenario_of(args, seed)
     setup = prepare(args.cluster, scenario)
     result = run(setup, make_policy(spec), warmup=args.warmup)
     m = dict(result.metrics)
@@ -107,14 +98,19 @@ class SignalProbe(TailScheduler):
         return best
 
 
-def signal_stats(args: argparse.Namespace, seed: int) -> None:
-    scenario = Scenario(
+def scenario_of(args: argparse.Namespace, seed: int) -> Scenario:
+    """The run the diagnostics replay: the study's setting on one seed."""
+    return Scenario(
         workload=args.workload,
         workflows=args.workflows,
         load=args.load,
         seed=seed,
         arrivals=args.arrivals,
     )
+
+
+def signal_stats(args: argparse.Namespace, seed: int) -> None:
+    scenario = scenario_of(args, seed)
     probe = SignalProbe()
     run(prepare(args.cluster, scenario), probe, warmup=args.warmup)
     r = np.array(probe.ratios)
@@ -146,13 +142,7 @@ class ReplicaLog(ScaleOutTailScheduler):
 
 
 def show_replicas(args: argparse.Namespace, seed: int) -> None:
-    scenario = Scenario(
-        workload=args.workload,
-        workflows=args.workflows,
-        load=args.load,
-        seed=seed,
-        arrivals=args.arrivals,
-    )
+    scenario = scenario_of(args, seed)
     policy = ReplicaLog()
     run(prepare(args.cluster, scenario), policy, warmup=args.warmup)
     print(f"{setting(args)}, seed {seed}: {len(policy.log)} replica requests")
