@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 import tempfile
 
+import pytest
+
 _CACHE = tempfile.mkdtemp(prefix="scalesched-test-cache-")
 os.environ.setdefault("SCALESCHED_CACHE_DIR", _CACHE)
 os.environ.setdefault("SCALESCHED_CAPACITY_WORKFLOWS", "300")
@@ -28,3 +30,16 @@ def pytest_collection_modifyitems(config: object, items: list) -> None:  # type:
         path = str(item.path).replace("\\", "/")
         if path.endswith(RAY_MODULES) or "over_ray" in item.name or "ray_local" in item.name:
             item.add_marker(pytest.mark.ray)
+
+
+@pytest.fixture
+def tool_heavy_capacity() -> None:
+    """The measured capacity of tool-heavy on hetero-16 (docs/cache.md: 1.774 wf/s), stored
+    in the tests' own capacity cache so that no test spends a minute measuring it."""
+    from scalesched.cluster import get_cluster
+    from scalesched.eval.capacity import CapacityResult, cache_key, store_result
+
+    store_result(
+        cache_key(get_cluster("hetero-16"), "tool-heavy"),
+        CapacityResult("hetero-16", "tool-heavy", 1.774, "least_loaded", {}, {}, 1.774, 0, 0),
+    )

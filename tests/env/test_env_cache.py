@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scalesched.cluster import get_cluster
 from scalesched.decision.features import (
     BASE_SERVER_FEATURES,
     CACHED_SHARE_FEATURE,
@@ -13,20 +12,11 @@ from scalesched.decision.features import (
 )
 from scalesched.env.scheduling_env import EnvConfig, SchedulingEnv
 from scalesched.errors import InputError
-from scalesched.eval.capacity import CapacityResult, cache_key, store_result
 
 SMALL = dict(cluster="hetero-16", workload="tool-heavy", workflows=6, load=0.8)
 
 
-@pytest.fixture(autouse=True)
-def tool_heavy_capacity() -> None:
-    """The measured capacity of tool-heavy on hetero-16 (docs/cache.md: 1.774 wf/s), stored
-    in the tests' own capacity cache so that no test spends a minute measuring it."""
-    spec = get_cluster("hetero-16")
-    store_result(
-        cache_key(spec, "tool-heavy"),
-        CapacityResult("hetero-16", "tool-heavy", 1.774, "least_loaded", {}, {}, 1.774, 0, 0),
-    )
+pytestmark = pytest.mark.usefixtures("tool_heavy_capacity")
 
 
 def test_kv_policy_and_width_are_checked() -> None:

@@ -7,10 +7,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from scalesched.cluster import get_cluster
 from scalesched.decision.features import BASE_SERVER_FEATURES, SERVER_FEATURES
 from scalesched.errors import InputError
-from scalesched.eval.capacity import CapacityResult, cache_key, store_result
 from scalesched.nn.scheduler import load_scheduler
 from scalesched.train.ppo import Trainer, load_config
 
@@ -18,15 +16,7 @@ torch.set_num_threads(1)
 CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "train"
 
 
-@pytest.fixture(autouse=True)
-def tool_heavy_capacity() -> None:
-    """The measured capacity of tool-heavy on hetero-16 (docs/cache.md: 1.774 wf/s), stored
-    in the tests' own capacity cache so that no test spends a minute measuring it."""
-    spec = get_cluster("hetero-16")
-    store_result(
-        cache_key(spec, "tool-heavy"),
-        CapacityResult("hetero-16", "tool-heavy", 1.774, "least_loaded", {}, {}, 1.774, 0, 0),
-    )
+pytestmark = pytest.mark.usefixtures("tool_heavy_capacity")
 
 
 def test_the_study_configs_differ_only_in_the_features() -> None:
