@@ -519,16 +519,22 @@ class Simulation(RunLedger):
     def _evict_for(self, s: int, need: float) -> None:
         idle = [e for e in self._engines[s].values() if e.idle]
         for e in lru_evictions(self._free_gpus[s], need, idle) or ():
-            if e.kv is not None and self._kv is not None:
-                self._kv.lost += e.kv.resident  # the cache goes with the engine
-            e.idle = False
-            self.idle_gpus[s] -= e.tp
-            if e.replica_at >= 0:
-                self._replica_gone(e)
-            del self._engines[s][e.model]
-            self._free_gpus[s] += e.tp
-            self.free_gpus[s] += e.tp
-            self.engine_state[s, e.model] = ENGINE_ABSENT
+            self._unload(e)
+
+    def _unload(self, e: _Engine) -> None:
+        """Idle engine ``e`` leaves its server (evicted, or a replica released): its GPUs
+        are free and its caches go with it."""
+        s = e.server
+        if e.kv is not None and self._kv is not None:
+            self._kv.lost += e.kv.resident
+        e.idle = False
+        self.idle_gpus[s] -= e.tp
+        if e.replica_at >= 0:
+            self._replica_gone(e)
+        del self._engines[s][e.model]
+        self._free_gpus[s] += e.tp
+        self.free_gpus[s] += e.tp
+        self.engine_state[s, e.model] = ENGINE_ABSENT
 
     def _start_load(self, eng: _Engine) -> None:
         s, m = eng.server, eng.model
@@ -1081,15 +1087,7 @@ class Simulation(RunLedger):
         eng = self._engines[s].get(m)
         if eng is None or eng.idle_mark != mark or not eng.idle:
             return  # evicted, or used since the timer was armed
-        if eng.kv is not None and self._kv is not None:
-            self._kv.lost += eng.kv.resident
-        eng.idle = False
-        self.idle_gpus[s] -= eng.tp
-        del self._engines[s][m]
-        self._free_gpus[s] += eng.tp
-        self.free_gpus[s] += eng.tp
-        self.engine_state[s, m] = ENGINE_ABSENT
-        self._replica_gone(eng)
+        self._unload(eng)
         self._replicas.released += 1
         if self._gpu_wait[s]:
             self._serve_gpu_wait(s)
