@@ -4,9 +4,14 @@ loads given as fractions of the cluster's measured capacity, several seeds.
     nice -n 10 python scripts/kv_study.py --workload tool-heavy --loads 0.5,0.8 --seeds 3 \\
         --workflows 1000 --out results/kv_study
 
-Writes rows.csv (one row per run: the ``simulate --json`` metrics) and prints a markdown
-table of means over seeds (± the standard deviation) and, per load and placement policy,
-the paired ratio of agent-aware's hotspot miss rate to LRU's.
+Writes rows.csv (one row per run: the ``simulate --json`` metrics, appended as each run
+ends, so an interrupted study keeps what it measured) and prints a markdown table of means
+over seeds (± the standard deviation) and, per load and placement policy, the paired ratio
+of agent-aware's hotspot miss rate to LRU's. ``--first-seed`` adds seeds to an earlier
+study; ``--render`` reads one or more rows.csv and prints the tables with seed-paired
+ratios and their 95% Student-t half-widths against ``--reference`` (placement:kv):
+
+    python scripts/kv_study.py --render results/kv05/*/rows.csv --reference eft:lru
 """
 
 from __future__ import annotations
@@ -16,6 +21,9 @@ import csv
 import statistics
 from pathlib import Path
 from typing import Any
+
+import numpy as np
+from paired_ratios import half_width
 
 from scalesched.eval.setup import Scenario, prepare, run
 
@@ -43,21 +51,40 @@ def write_rows(path: Path, rows: list[dict[str, Any]]) -> None:
         writer.writerows(rows)
 
 
+def read_rows(paths: list[Path]) -> list[dict[str, Any]]:
+    """The rows of several rows.csv files, loads and seeds parsed back to numbers."""
+    rows: list[dict[str, Any]] = []
+    for path in paths:
+        with path.open() as fh:
+            for row in csv.DictReader(fh):
+                rows.append({**row, "load": float(row["load"]), "seed": int(row["seed"])})
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--cluster", default="hetero-16")
     parser.add_argument("--workload", default="tool-heavy")
     parser.add_argument("--loads", default="0.5,0.8")
-    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--seeds", type=int, default=3, help="how many seeds")
+    parser.add_argument("--first-seed", type=int, default=0, help="the first seed")
     parser.add_argument("--workflows", type=int, default=1000)
     parser.add_argument("--policies", default="eft,cache_aware,least_loaded")
     parser.add_argument("--kv", default="off,lru,ttl,agent-aware")
     parser.add_argument("--out", type=Path, default=Path("results/kv_study"))
+    parser.add_argument("--render", type=Path, nargs="+", help="rows.csv files to tabulate")
+    parser.add_argument("--reference", default="eft:lru", help="placement:kv of the ratios")
     args = parser.parse_args()
+    if args.render:
+        rows = read_rows(args.render)
+        print(table(rows))
+        print(paired_table(rows, tuple(args.reference.split(":"))))
+        print(hotspot_ratios(rows, "hotspot_miss_rate"))
+        return
     args.out.mkdir(parents=True, exist_ok=True)
-    rows: list[dict[str, Any]] = []
+    rows = []
     for load in (float(x) for x in args.loads.split(",")):
-        for seed in range(args.seeds):
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
             setup = prepare(
                 args.cluster,
                 Scenario(workload=args.workload, workflows=args.workflows, load=load, seed=seed),
@@ -67,12 +94,12 @@ def main() -> None:
                     m = run(setup, policy, kv_policy=None if kv == "off" else kv).metrics
                     row = {"load": load, "seed": seed, "policy": policy, "kv": kv, **m}
                     rows.append(row)
+                    write_rows(args.out / "rows.csv", rows)
                     print(
                         f"load {load} seed {seed} {policy:>12} {kv:>11}: "
                         f"mean {m['avg_response_time_s']:.2f} s, steady {m['steady_state']}",
                         flush=True,
                     )
-    write_rows(args.out / "rows.csv", rows)
     print(table(rows))
     print(hotspot_ratios(rows, "hotspot_miss_rate"))
     print(hotspot_ratios(rows, "hotspot_stay_miss_rate"))
@@ -95,10 +122,42 @@ def table(rows: list[dict[str, Any]]) -> str:
     lines = [head, "|" + "---|" * (len(KEYS) + 4)]
     for (load, policy, kv), rs in groups.items():
         cells = [_ms([float(r[k]) for r in rs if k in r]) for k in KEYS]
-        steady = sum(bool(r["steady_state"]) for r in rs)
+        steady = sum(str(r["steady_state"]) == "True" for r in rs)
         lines.append(
             f"| {load} | {policy} | {kv} | " + " | ".join(cells) + f" | {steady}/{len(rs)} |"
         )
+    return "\n".join(lines)
+
+
+PAIRED = ("avg_response_time_s", "p95_response_time_s", "ttft_p95_s")
+
+
+def _ci(ratios: list[float]) -> str:
+    x = np.asarray(ratios)
+    return f"{x.mean():.3f} ± {half_width(x):.3f}" if x.size else "-"
+
+
+def paired_table(rows: list[dict[str, Any]], reference: tuple[str, ...]) -> str:
+    """Per (load, placement, kv): mean, p95 response and TTFT p95 over the reference's on
+    the same seed, mean over seeds ± the 95% Student-t half-width."""
+    by = {(r["load"], r["policy"], r["kv"], r["seed"]): r for r in rows}
+    ref_name = ":".join(reference)
+    lines = [
+        f"| load | placement | kv | seeds | mean / {ref_name} | p95 / {ref_name} "
+        f"| TTFT p95 / {ref_name} |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for load, policy, kv in dict.fromkeys((r["load"], r["policy"], r["kv"]) for r in rows):
+        pairs = [
+            (r, by[(load, *reference, r["seed"])])
+            for r in rows
+            if (r["load"], r["policy"], r["kv"]) == (load, policy, kv)
+            and (load, *reference, r["seed"]) in by
+        ]
+        cells = [
+            _ci([float(a[k]) / float(b[k]) for a, b in pairs if float(b[k]) > 0]) for k in PAIRED
+        ]
+        lines.append(f"| {load} | {policy} | {kv} | {len(pairs)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -106,7 +165,7 @@ def hotspot_ratios(rows: list[dict[str, Any]], key: str) -> str:
     """Agent-aware's ``key`` over LRU's, paired by seed, per (load, policy)."""
     by = {(r["load"], r["policy"], r["kv"], r["seed"]): r for r in rows}
     lines = [
-        f"| load | placement | agent-aware / lru {key} (per seed) | mean |",
+        f"| load | placement | agent-aware / lru {key} (per seed) | mean ± 95% |",
         "|---|---|---|---|",
     ]
     for load, policy in sorted({(r["load"], r["policy"]) for r in rows}):
@@ -116,7 +175,7 @@ def hotspot_ratios(rows: list[dict[str, Any]], key: str) -> str:
             if a and b and float(b[key]) > 0:
                 ratios.append(float(a[key]) / float(b[key]))
         shown = ", ".join(f"{x:.2f}" for x in ratios)
-        lines.append(f"| {load} | {policy} | {shown} | {_ms(ratios)} |")
+        lines.append(f"| {load} | {policy} | {shown} | {_ci(ratios)} |")
     return "\n".join(lines)
 
 
