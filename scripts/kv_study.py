@@ -8,8 +8,9 @@ Writes rows.csv (one row per run: the ``simulate --json`` metrics, appended as e
 ends, so an interrupted study keeps what it measured) and prints a markdown table of means
 over seeds (± the standard deviation) and, per load and placement policy, the paired ratio
 of agent-aware's hotspot miss rate to LRU's. ``--first-seed`` adds seeds to an earlier
-study; ``--render`` reads one or more rows.csv and prints the tables with seed-paired
-ratios and their 95% Student-t half-widths against ``--reference`` (placement:kv):
+study; ``--render`` reads one or more rows.csv and prints one table with seed-paired ratios and
+their 95% Student-t half-widths against ``--reference`` (placement:kv), and the hotspot
+ratios with theirs:
 
     python scripts/kv_study.py --render results/kv05/*/rows.csv --reference eft:lru
 """
@@ -77,9 +78,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.render:
         rows = read_rows(args.render)
-        print(table(rows))
         print(paired_table(rows, tuple(args.reference.split(":"))))
         print(hotspot_ratios(rows, "hotspot_miss_rate"))
+        print(hotspot_ratios(rows, "hotspot_stay_miss_rate"))
         return
     args.out.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -130,6 +131,7 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 
 PAIRED = ("avg_response_time_s", "p95_response_time_s", "ttft_p95_s")
+LEVELS = ("prefix_hit_rate", "reentry_moved_rate", "hotspot_miss_rate", "hotspot_stay_miss_rate")
 
 
 def _ci(ratios: list[float]) -> str:
@@ -137,27 +139,44 @@ def _ci(ratios: list[float]) -> str:
     return f"{x.mean():.3f} ± {half_width(x):.3f}" if x.size else "-"
 
 
+def _mean(rows: list[dict[str, Any]], key: str) -> str:
+    values = [float(r[key]) for r in rows if r.get(key) not in (None, "")]
+    return f"{statistics.fmean(values):.3g}" if values else "-"
+
+
 def paired_table(rows: list[dict[str, Any]], reference: tuple[str, ...]) -> str:
-    """Per (load, placement, kv): mean, p95 response and TTFT p95 over the reference's on
-    the same seed, mean over seeds ± the 95% Student-t half-width."""
+    """Per (load, placement, kv): mean response and TTFT p95 (means over seeds); mean, p95
+    response and TTFT p95 over the reference's on the same seed (mean over seeds ± the 95%
+    Student-t half-width); the cache columns' means; how many runs were steady."""
     by = {(r["load"], r["policy"], r["kv"], r["seed"]): r for r in rows}
-    ref_name = ":".join(reference)
+    ref = ":".join(reference)
     lines = [
-        f"| load | placement | kv | seeds | mean / {ref_name} | p95 / {ref_name} "
-        f"| TTFT p95 / {ref_name} |",
-        "|---|---|---|---|---|---|---|",
+        f"| load | placement | kv | mean response s | mean / {ref} | p95 / {ref} | TTFT p95 s "
+        f"| TTFT p95 / {ref} | prefix hit | re-entry moved | hotspot miss "
+        "| hotspot miss, stayed | steady |",
+        "|" + "---|" * 13,
     ]
     for load, policy, kv in dict.fromkeys((r["load"], r["policy"], r["kv"]) for r in rows):
+        runs = [r for r in rows if (r["load"], r["policy"], r["kv"]) == (load, policy, kv)]
         pairs = [
             (r, by[(load, *reference, r["seed"])])
-            for r in rows
-            if (r["load"], r["policy"], r["kv"]) == (load, policy, kv)
-            and (load, *reference, r["seed"]) in by
+            for r in runs
+            if (load, *reference, r["seed"]) in by
         ]
+        ratios = {
+            k: _ci([float(a[k]) / float(b[k]) for a, b in pairs if float(b[k]) > 0]) for k in PAIRED
+        }
+        steady = sum(str(r["steady_state"]) == "True" for r in runs)
         cells = [
-            _ci([float(a[k]) / float(b[k]) for a, b in pairs if float(b[k]) > 0]) for k in PAIRED
+            _mean(runs, "avg_response_time_s"),
+            ratios["avg_response_time_s"],
+            ratios["p95_response_time_s"],
+            _mean(runs, "ttft_p95_s"),
+            ratios["ttft_p95_s"],
+            *(_mean(runs, k) for k in LEVELS),
+            f"{steady}/{len(runs)}",
         ]
-        lines.append(f"| {load} | {policy} | {kv} | {len(pairs)} | " + " | ".join(cells) + " |")
+        lines.append(f"| {load} | `{policy}` | {kv} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
