@@ -193,6 +193,8 @@ def hotspot_ratios(rows: list[dict[str, Any]], key: str) -> str:
             a, b = by.get((load, policy, "agent-aware", seed)), by.get((load, policy, "lru", seed))
             if a and b and float(b[key]) > 0:
                 ratios.append(float(a[key]) / float(b[key]))
+        if not ratios:
+            continue  # a placement run with one KV policy only
         shown = ", ".join(f"{x:.2f}" for x in ratios)
         lines.append(f"| {load} | {policy} | {shown} | {_ci(ratios)} |")
     return "\n".join(lines)
