@@ -156,7 +156,8 @@ def paired_table(rows: list[dict[str, Any]], reference: tuple[str, ...]) -> str:
         "| hotspot miss, stayed | steady |",
         "|" + "---|" * 13,
     ]
-    for load, policy, kv in dict.fromkeys((r["load"], r["policy"], r["kv"]) for r in rows):
+    cells_in_order = dict.fromkeys((r["load"], r["policy"], r["kv"]) for r in rows)
+    for load, policy, kv in sorted(cells_in_order, key=lambda cell: cell[0]):  # stable: by load
         runs = [r for r in rows if (r["load"], r["policy"], r["kv"]) == (load, policy, kv)]
         pairs = [
             (r, by[(load, *reference, r["seed"])])
