@@ -84,14 +84,28 @@ def test_eft_runs_every_workflow_with_the_simulators_metrics(ray_cluster: LocalC
             assert TABLES.feasible[rec.server, MODEL_INDEX[rec.model or ""]]
         assert rec.ready <= rec.landed + 1e-6 and rec.landed <= rec.start <= rec.end
     assert (result.response_times >= result.lower_bounds * 0.99).all()
+    # Each tool holds a core for cpu_work / core_speed, then waits ext_latency: its measured
+    # duration is the cost model's plus the sleeps' overshoot, which a loaded machine only
+    # lengthens. So the fastest tool shows the time scale (1.05 measured, the median 1.26
+    # beside a simulator process), and a scale misapplied by 1.5x either way fails here.
+    spec_of = {(j.workflow_id, t.id): t for j in jobs for t in j.workflow.tasks}
+    ratios = []
+    for rec in result.trace:
+        task = spec_of[rec.workflow, rec.task]
+        expected = task.cpu_work / TABLES.core_speed[rec.server] + task.ext_latency
+        if rec.kind == "tool" and expected > 0:
+            ratios.append((rec.end - rec.start) / expected)
+    assert len(ratios) >= 8 and 0.9 < min(ratios) < 1.25, sorted(ratios)
     fid = fidelity(SPEC, jobs, get_policy("eft"), m, result.response_times, tables=TABLES)
-    # Measured / simulated. Ray round trips only add time (2-5 ms of wall per task, i.e.
-    # 0.1-0.25 model s at this time scale, on a critical path of about ten tasks; 1.11 at
-    # 50 workflows in docs/runtime.md), and the simulator's batching differs from the
-    # runtime's by a few percent either way: so the ratio sits a little above 1. The band
-    # leaves room for a loaded machine and catches a time scale misapplied by 1.5x or more.
-    assert 0.95 < fid["avg_response_time_ratio"] < 1.4, fid
-    assert 0.95 < fid["makespan_ratio"] < 1.3, fid
+    # Measured / simulated response time. Ray round trips only add time (2-5 ms of wall per
+    # task, i.e. 0.1-0.25 model s at this time scale, on a critical path of about ten tasks;
+    # 1.11 at 50 workflows in docs/runtime.md), and the simulator's batching differs from
+    # the runtime's by a few percent either way, so the ratio sits a little above 1 on a
+    # quiet machine; on a loaded one the round trips grow (1.42-1.83 measured beside two
+    # simulator processes), hence the loose upper bound: the per-task check above is the
+    # time scale's test, this one catches a runtime that finishes faster than the model.
+    assert 0.95 < fid["avg_response_time_ratio"] < 2.5, fid
+    assert 0.95 < fid["makespan_ratio"] < 2.5, fid
 
 
 def test_cli_run_with_a_checkpoint_prints_the_simulate_json(
