@@ -39,7 +39,9 @@ GPUS: dict[str, dict] = {
     "L4-24G": {"memory_gb": 24.0, "mem_bw_gbs": 300.0, "tflops": 121.0, "derived_from": "A40-48G"},
 }
 
-# Published model configurations (gpu-and-model-specs.md); weights are FP16.
+# Published model configurations (gpu-and-model-specs.md); weights are FP16. vocab_size and
+# context_window (max_position_embeddings) are each model's published config.json values;
+# "vocab" below is the profiled (padded) LM-head width, which prices the LM head.
 MODELS: dict[str, dict] = {
     "phi-2": {
         "profile": "phi-2",
@@ -49,6 +51,8 @@ MODELS: dict[str, dict] = {
         "kv_heads": 32,
         "params_b": 2.7,
         "weight_gb": 5.6,
+        "vocab_size": 51200,
+        "context_window": 2048,
     },
     "llama-2-7b": {
         "profile": "Llama-2-7b-hf",
@@ -58,6 +62,8 @@ MODELS: dict[str, dict] = {
         "kv_heads": 32,
         "params_b": 6.7,
         "weight_gb": 13.5,
+        "vocab_size": 32000,
+        "context_window": 4096,
     },
     "codellama-34b": {
         "profile": "CodeLlama-34b-Instruct-hf",
@@ -67,6 +73,8 @@ MODELS: dict[str, dict] = {
         "kv_heads": 8,
         "params_b": 33.7,
         "weight_gb": 67.5,
+        "vocab_size": 32016,
+        "context_window": 16384,
     },
     "llama-2-70b": {
         "profile": "Llama-2-70b-hf",
@@ -76,6 +84,8 @@ MODELS: dict[str, dict] = {
         "kv_heads": 8,
         "params_b": 69.0,
         "weight_gb": 138.0,
+        "vocab_size": 32000,
+        "context_window": 4096,
     },
 }
 
@@ -244,6 +254,8 @@ def main() -> int:
             "weight_bytes": m["weight_gb"] * 1e9,
             "kv_bytes_per_token": kv_bytes,
             "vocab": vocab,
+            "vocab_size": m["vocab_size"],
+            "context_window": m["context_window"],
             "profile": m["profile"],
         }
 
@@ -254,7 +266,8 @@ def main() -> int:
             "median columns",
             "gpu_and_model_specs": "vendor data sheets (H100 SXM5, A100 SXM4 80GB, A40, L40S, "
             "L4; dense FP16 tensor TFLOPS) and published model configurations, as collected "
-            "in shared/data/gpu-and-model-specs.md",
+            "in shared/data/gpu-and-model-specs.md; vocab_size and context_window "
+            "(max_position_embeddings) from each model's published config.json",
             "method": "docs/cost-model.md",
             "script": "scripts/derive_llm_perf.py",
             "date": dt.date.today().isoformat(),

@@ -43,6 +43,15 @@ def test_catalogue_keys():
     assert "7d47513" in prov["kernel_profiles"] and prov["script"] == "scripts/derive_llm_perf.py"
 
 
+def test_published_vocab_fits_the_profiled_lm_head():
+    """The profiled LM head is the published vocabulary padded (Llama 2: 32000 -> 32768)."""
+    raw = json.loads((Path(perf.__file__).parent / "data" / "llm_perf.json").read_text())
+    for name, m in MODELS.items():
+        assert 0 < m.vocab_size <= raw["models"][name]["vocab"], name
+        assert m.context_window in (2048, 4096, 16384), name
+    assert MODELS["llama-2-7b"].context_window == 4096 < MODELS["codellama-34b"].context_window
+
+
 @pytest.mark.parametrize("eng", ENGINES, ids=repr)
 def test_monotone(eng):
     prev = 0.0

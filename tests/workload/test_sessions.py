@@ -16,7 +16,7 @@ from scalesched.workload.agent_patterns import (
     tree_of_thought,
 )
 from scalesched.workload.patterns import PATTERNS
-from scalesched.workload.sessions import CONTEXT_WINDOW
+from scalesched.workload.sessions import context_window
 from scalesched.workload.source import get_workload, list_workloads, workflow_rng
 from scalesched.workload.template import TaskTemplate, TokenSpec, WorkflowTemplate, realize
 
@@ -49,7 +49,7 @@ def test_session_turn_extends_its_context() -> None:
                 assert t.prompt_tokens == (
                     c.prompt_tokens + c.output_tokens + own.tasks[i].prompt_tokens
                 )
-            assert t.prompt_tokens + t.output_tokens <= CONTEXT_WINDOW[t.model or ""] or (
+            assert t.prompt_tokens + t.output_tokens <= context_window(t.model) or (
                 t.context_of is None
             )
 

@@ -57,6 +57,10 @@ class LlmModel:
     params_b: float
     weight_bytes: float
     kv_bytes_per_token: float
+    vocab_size: int
+    """Vocabulary of the published config (a stored logits row is this wide)."""
+    context_window: int
+    """Prompt + output tokens the model accepts (its published ``max_position_embeddings``)."""
 
 
 def _load() -> dict[str, Any]:
@@ -86,6 +90,8 @@ MODELS: dict[str, LlmModel] = {
         params_b=float(m["params_b"]),
         weight_bytes=float(m["weight_bytes"]),
         kv_bytes_per_token=float(m["kv_bytes_per_token"]),
+        vocab_size=int(m["vocab_size"]),
+        context_window=int(m["context_window"]),
     )
     for name, m in _DATA["models"].items()
 }

@@ -44,14 +44,6 @@ import numpy as np
 from scalesched.cluster.perf import MODELS
 from scalesched.decision.metrics import LogitsRecord, packed
 
-VOCAB: dict[str, int] = {
-    "phi-2": 51200,
-    "llama-2-7b": 32000,
-    "llama-2-70b": 32000,
-    "codellama-34b": 32016,
-}
-"""Vocabulary sizes (the ``vocab_size`` of each model's published ``config.json``)."""
-DEFAULT_VOCAB = 32000
 LOGIT_BYTES = 2
 """Bytes per stored logit (fp16)."""
 
@@ -61,7 +53,7 @@ def logits_row_tokens(model: str) -> float:
     spec = MODELS.get(model)
     if spec is None:
         return 0.0
-    return VOCAB.get(model, DEFAULT_VOCAB) * LOGIT_BYTES / spec.kv_bytes_per_token
+    return spec.vocab_size * LOGIT_BYTES / spec.kv_bytes_per_token
 
 
 @dataclass(slots=True)

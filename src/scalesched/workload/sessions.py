@@ -14,9 +14,10 @@ both as facts about the prompt text that a real router or engine can observe:
   instruction). Fan-out copies of a session call each extend the same context: the
   branches of best-of-n or tree-of-thought re-sample from a common point.
 
-A call whose context would not fit its model's context window (:data:`CONTEXT_WINDOW`)
-is *compacted*: it starts a fresh context (application prompt plus its own tokens, no
-``context_of``), as agent frameworks summarise or truncate long histories. A session's
+A call whose context would not fit its model's context window (:func:`context_window`, the
+model catalog's published figure) is *compacted*: it starts a fresh context (application
+prompt plus its own tokens, no ``context_of``), as agent frameworks summarise or truncate
+long histories. A session's
 calls must use one model (a context on another model is not reusable; such a call opens a
 new context).
 
@@ -32,16 +33,17 @@ from typing import Protocol
 
 import numpy as np
 
+from scalesched.cluster.perf import MODELS
 from scalesched.workload.instance import TaskInstance
 
-CONTEXT_WINDOW: dict[str, int] = {
-    "phi-2": 2048,
-    "llama-2-7b": 4096,
-    "llama-2-70b": 4096,
-    "codellama-34b": 16384,
-}
-"""Context window (prompt + output tokens) of each catalog model; unknown models: 4096."""
 DEFAULT_CONTEXT_WINDOW = 4096
+"""The window of a model the catalog does not know (Llama 2's)."""
+
+
+def context_window(model: str | None) -> int:
+    """Prompt + output tokens ``model`` accepts: the catalog's published figure."""
+    spec = MODELS.get(model or "")
+    return DEFAULT_CONTEXT_WINDOW if spec is None else spec.context_window
 
 
 class _SessionPlan(Protocol):
@@ -82,7 +84,7 @@ def link_sessions(
 def _linked(
     task: TaskInstance, plan: _SessionPlan, ctx: TaskInstance | None, ctx_index: int
 ) -> TaskInstance:
-    window = CONTEXT_WINDOW.get(task.model or "", DEFAULT_CONTEXT_WINDOW)
+    window = context_window(task.model)
     own = task.prompt_tokens
     if ctx is not None and ctx.model == task.model:
         prompt = ctx.prompt_tokens + ctx.output_tokens + own
