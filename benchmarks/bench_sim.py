@@ -54,7 +54,9 @@ def recorded_requests(probe: Simulation, policy: Any, count: int) -> list[Any]:
 def run_once(n: int, workflows: int, seed: int) -> dict[str, float]:
     spec = get_cluster(f"hetero-{n}")
     tables = ClusterTables(spec)
-    jobs = build_jobs(tables, Scenario(workflows=workflows, load=0.7, seed=seed))
+    # A fixed rate per server, not --load: hetero-1024 has no measured capacity, and a load
+    # would start a capacity search (hours) before the first timed event.
+    jobs = build_jobs(tables, Scenario(workflows=workflows, rate=RATE_PER_SERVER * n, seed=seed))
     policy = get_policy("eft")
     policy.reset(seed)
     sim = Simulation(spec, jobs, tables=tables)
