@@ -621,7 +621,7 @@ class RunLedger:
     ) -> RunRecord:
         """What the metrics are computed from; ``window`` adds the steady-state fields
         (``arrivals``, ``warmup``, ``cooldown``, ...) of ``RunRecord``."""
-        return RunRecord(
+        record = RunRecord(
             policy=policy,
             cluster=cluster,
             response_times=self.response_times,
@@ -643,3 +643,8 @@ class RunLedger:
             deferrals=self.deferrals,
             **window,  # type: ignore[arg-type]
         )
+        return self.extend_record(record)
+
+    def extend_record(self, record: RunRecord) -> RunRecord:
+        """What an executor adds to the ledger's record (its own measurements); nothing here."""
+        return record

@@ -804,26 +804,9 @@ class Simulation(RunLedger):
                 self._refresh_busy(other)
                 self._set_idle(other)
 
-    def run_record(
-        self,
-        *,
-        policy: str,
-        cluster: str,
-        makespan_s: float,
-        utilisation: tuple[np.ndarray, np.ndarray],
-        wall_s: float,
-        **window: object,
-    ) -> RunRecord:
-        """The ledger's record plus the KV measurements of a ``--kv-policy`` run and the
-        replica figures of a run that asked for replicas."""
-        record = super().run_record(
-            policy=policy,
-            cluster=cluster,
-            makespan_s=makespan_s,
-            utilisation=utilisation,
-            wall_s=wall_s,
-            **window,
-        )
+    def extend_record(self, record: RunRecord) -> RunRecord:
+        """The simulator's own measurements, where the run had them: replicas, the tool
+        cache, the logits cache and the KV policy's figures."""
         if self._replicas.requests:
             record = dataclasses.replace(record, replicas=self._replicas.record(self.now))
         if self._tool_cache is not None:

@@ -17,9 +17,8 @@ both as facts about the prompt text that a real router or engine can observe:
 A call whose context would not fit its model's context window (:func:`context_window`, the
 model catalog's published figure) is *compacted*: it starts a fresh context (application
 prompt plus its own tokens, no ``context_of``), as agent frameworks summarise or truncate
-long histories. A session's
-calls must use one model (a context on another model is not reusable; such a call opens a
-new context).
+long histories. A session's calls must use one model (a context on another model is not
+reusable; such a call opens a new context).
 
 Linking draws nothing, so every other draw of a realisation is unchanged.
 """
