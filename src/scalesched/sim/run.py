@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from scalesched.cluster.model import ClusterSpec
+from scalesched.decision.cycle import drive
 from scalesched.decision.features import ClusterTables
 from scalesched.decision.metrics import run_metrics
 from scalesched.decision.records import TaskRecord
@@ -87,17 +88,7 @@ def simulate(
 
 def _drive(sim: Simulation, scheduler: Scheduler, seed: int, wall: float) -> SimResult:
     scheduler.reset(seed)
-    select_batch = getattr(scheduler, "select_batch", None)
-    if select_batch is not None:  # decides every waiting task of an instant jointly
-        decisions = sim.next_decisions()
-        while decisions:
-            sim.apply_batch(select_batch(decisions))
-            decisions = sim.next_decisions()
-    else:
-        decision = sim.next_decision()
-        while decision is not None:
-            sim.apply(scheduler.select(decision))
-            decision = sim.next_decision()
+    drive(sim, scheduler)
     return summarise(sim, policy=scheduler.name, wall_s=time.perf_counter() - wall)
 
 

@@ -1,0 +1,89 @@
+"""The one decision cycle: ask the executor for a decision, ask the policy, apply the answer.
+
+Every executor (the simulator, the Gymnasium environment's simulation, the Ray runtime, a
+lookahead fork, the serving gateway) exposes the same two calls, and this module is the
+only loop over them:
+
+* ``next_decision()``: the next ready task's :class:`Decision`, or None. A *pulling*
+  executor (the simulator) advances its clock until a task needs a server and returns None
+  when the run has ended; a *pushing* executor (the Ray runtime, the gateway) returns the
+  next task already waiting and None when none waits now, and calls :func:`drive` again
+  when more become ready.
+* ``apply(answer)``: carry out the policy's answer (a server index or an action of
+  :mod:`scalesched.decision.actions`) to the decision last returned.
+
+An executor that also offers ``next_decisions()`` / ``apply_batch()`` serves schedulers
+with ``select_batch`` (every task waiting at one instant decided jointly).
+
+Tools that need to see each decision (trace collection, drift injection, timing) wrap the
+scheduler, since a wrapper is itself a :class:`~scalesched.decision.scheduler.Scheduler`;
+they never copy the loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from scalesched.decision.actions import Action
+    from scalesched.decision.features import Decision
+    from scalesched.decision.scheduler import Scheduler
+
+
+@runtime_checkable
+class Executor(Protocol):
+    """What the decision cycle drives."""
+
+    def next_decision(self) -> Decision | None:
+        """The next decision to answer; None when there is none (now, or ever)."""
+        ...
+
+    def apply(self, answer: int | Action) -> None:
+        """Carry out the answer to the decision last returned by ``next_decision``."""
+        ...
+
+
+@runtime_checkable
+class BatchExecutor(Executor, Protocol):
+    """An executor that can offer every task waiting at one instant at once."""
+
+    def next_decisions(self) -> list[Decision]:
+        """Every decision of the next decision instant, built on the same state."""
+        ...
+
+    def apply_batch(self, answers: Sequence[int | Action]) -> None:
+        """One answer per decision of the last ``next_decisions``, in order."""
+        ...
+
+
+def drive(
+    executor: Executor,
+    scheduler: Scheduler,
+    *,
+    until: Callable[[], bool] | None = None,
+) -> Decision | None:
+    """Run the cycle until the executor has no decision to offer, or ``until()`` holds
+    when a decision is offered; returns that decision unanswered (None when there is
+    none), so that another answerer (an RL agent after a heuristic warm-up) can continue.
+
+    Schedulers with ``select_batch`` are given whole decision instants when the executor
+    offers them (``BatchExecutor``) and ``until`` is not set."""
+    select_batch = getattr(scheduler, "select_batch", None)
+    if select_batch is not None and until is None and isinstance(executor, BatchExecutor):
+        decisions = executor.next_decisions()
+        while decisions:
+            executor.apply_batch(select_batch(decisions))
+            decisions = executor.next_decisions()
+        return None
+    ask, select, apply = executor.next_decision, scheduler.select, executor.apply
+    decision = ask()
+    if until is None:
+        while decision is not None:
+            apply(select(decision))
+            decision = ask()
+        return None
+    while decision is not None and not until():
+        apply(select(decision))
+        decision = ask()
+    return decision
