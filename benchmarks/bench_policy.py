@@ -29,6 +29,7 @@ import torch
 from torch import Tensor, nn
 
 from scalesched.cluster import get_cluster
+from scalesched.decision.cycle import Watched, drive
 from scalesched.decision.features import (
     SERVER_FEATURES,
     TASK_FEATURES,
@@ -59,11 +60,8 @@ def recorded_decisions(n: int, count: int = 300) -> tuple[ClusterTables, Simulat
     eft = get_policy("eft")
     sim = Simulation(spec, jobs, tables=tables)
     requests: list[TaskRequest] = []
-    d = sim.next_decision()
-    while d is not None and len(requests) < count:
-        requests.append(d.task)
-        sim.apply(eft.select(d))
-        d = sim.next_decision()
+    recorder = Watched(eft, lambda d, _: requests.append(d.task))
+    drive(sim, recorder, until=lambda: len(requests) >= count)
     return tables, sim, requests
 
 

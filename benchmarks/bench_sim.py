@@ -18,6 +18,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from scalesched.cluster import get_cluster  # noqa: E402
+from scalesched.decision.cycle import Watched, drive  # noqa: E402
 from scalesched.decision.features import ClusterTables, make_decision  # noqa: E402
 from scalesched.eval.setup import Scenario, build_jobs  # noqa: E402
 from scalesched.policies import get_policy  # noqa: E402
@@ -43,11 +44,8 @@ def recorded_requests(probe: Simulation, policy: Any, count: int) -> list[Any]:
     """The first ``count`` requests ``policy`` places in ``probe`` (which it advances), to
     time the decision build on real states."""
     requests: list[Any] = []
-    d = probe.next_decision()
-    while d is not None and len(requests) < count:
-        requests.append(d.task)
-        probe.apply(policy.select(d))
-        d = probe.next_decision()
+    recorder = Watched(policy, lambda d, _: requests.append(d.task))
+    drive(probe, recorder, until=lambda: len(requests) >= count)
     return requests
 
 
@@ -73,17 +71,14 @@ def run_once(n: int, workflows: int, seed: int) -> dict[str, float]:
 
     engine.make_decision = timed_make  # type: ignore[assignment]
     start = time.perf_counter()
+    peak = [0]
+    timed = Watched(policy, lambda *_: peak.__setitem__(0, max(peak[0], len(sim._heap))))
     try:
-        d = sim.next_decision()
-        while d is not None:
-            t0 = time.perf_counter()
-            choice = policy.select(d)
-            decide[0] += time.perf_counter() - t0
-            sim.apply(choice)
-            heap_peak = max(heap_peak, len(sim._heap))
-            d = sim.next_decision()
+        drive(sim, timed)
     finally:
         engine.make_decision = real_make
+    decide[0] += timed.select_s
+    heap_peak = peak[0]
     wall = time.perf_counter() - start
     # Decision cost alone: rebuild the last kinds of decision on the final state.
     probe = Simulation(spec, jobs[:50], tables=tables)

@@ -52,6 +52,7 @@ import numpy as np
 import simpy
 
 from scalesched.cluster import get_cluster
+from scalesched.decision.cycle import Watched, drive
 from scalesched.decision.features import MODEL_INDEX, ClusterTables
 from scalesched.decision.ledger import RunLedger
 from scalesched.eval.setup import Scenario, build_jobs
@@ -375,16 +376,12 @@ def engine_run(
 
     engine_module.make_decision = timed_make  # type: ignore[assignment]
     start = time.perf_counter()
+    timed = Watched(policy)
     try:
-        d = sim.next_decision()
-        while d is not None:
-            t0 = time.perf_counter()
-            choice = policy.select(d)
-            decide[0] += time.perf_counter() - t0
-            sim.apply(choice)
-            d = sim.next_decision()
+        drive(sim, timed)
     finally:
         engine_module.make_decision = real_make
+    decide[0] += timed.select_s
     wall = time.perf_counter() - start
     return {
         "wall_s": wall,

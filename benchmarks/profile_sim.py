@@ -19,6 +19,7 @@ import pstats
 import time
 from typing import Any
 
+from scalesched.decision.cycle import drive
 from scalesched.eval.setup import Scenario, prepare, run
 
 # Function -> part of the model (by name; the rest is "other").
@@ -140,10 +141,7 @@ def decode_events(setup: Any, policy: str) -> tuple[int, int, int, int]:
     sim = Counting(setup.cluster, setup.jobs, tables=setup.tables)
     scheduler = get_policy(policy)
     scheduler.reset(setup.scenario.seed)
-    d = sim.next_decision()
-    while d is not None:
-        sim.apply(scheduler.select(d))
-        d = sim.next_decision()
+    drive(sim, scheduler)
     llm = sum(t.kind == "llm" for j in setup.jobs for t in j.workflow.tasks)
     skipped = getattr(sim, "decode_skipped", counts[1])
     return counts[0], skipped, getattr(sim, "decode_retimes", 0), llm

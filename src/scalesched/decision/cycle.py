@@ -23,6 +23,7 @@ they never copy the loop.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from time import perf_counter
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
@@ -87,3 +88,37 @@ def drive(
         apply(select(decision))
         decision = ask()
     return decision
+
+
+class Watched:
+    """``scheduler`` as it is, but each answer is shown to ``watch(decision, answer)``
+    before it is applied, and the time spent choosing is summed in ``select_s``: for tools
+    that record or time decisions (benchmarks, samplers) without copying the loop."""
+
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        watch: Callable[[Decision, int | Action], None] | None = None,
+    ) -> None:
+        self.inner = scheduler
+        self.watch = watch
+        self.name = scheduler.name
+        self.ready_order = scheduler.ready_order
+        self.select_s = 0.0
+
+    def reset(self, seed: int) -> None:
+        self.inner.reset(seed)
+
+    def supports(self, n_servers: int) -> bool:
+        return self.inner.supports(n_servers)
+
+    def unsupported_reason(self, n_servers: int) -> str | None:
+        return self.inner.unsupported_reason(n_servers)
+
+    def select(self, decision: Decision) -> int | Action:
+        t0 = perf_counter()
+        answer = self.inner.select(decision)
+        self.select_s += perf_counter() - t0
+        if self.watch is not None:
+            self.watch(decision, answer)
+        return answer

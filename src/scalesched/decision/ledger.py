@@ -54,6 +54,7 @@ from scalesched.decision.features import (
 )
 from scalesched.decision.metrics import RunRecord
 from scalesched.decision.records import SchedulingError, TaskRecord, check_feasible, lower_bound
+from scalesched.decision.scheduler import ReadyOrder
 from scalesched.workload.instance import Job, TaskInstance, WorkflowInstance
 
 V = TypeVar("V")
@@ -400,6 +401,17 @@ class RunLedger:
     def make_ready(self, gid: int, now: float) -> None:
         self.ready_at[gid] = now
         self.pending.append(gid)
+
+    def pop_pending(self, order: ReadyOrder) -> int:
+        """The next ready task to place, taken off ``pending``: the oldest (``fifo``), or
+        the highest HEFT upward rank, ties to the lowest id (``rank``). The one ready-order
+        rule of every executor."""
+        pending = self.pending
+        if order == "fifo" or len(pending) == 1:
+            return pending.popleft()
+        best = max(pending, key=lambda g: (self.tasks.rank(g), -g))
+        pending.remove(best)
+        return best
 
     def request(self, gid: int, now: float) -> TaskRequest:
         """What the scheduler sees of task ``gid`` at ``now``."""

@@ -37,6 +37,7 @@ from gymnasium import spaces
 from scalesched.cache.kv import KV_MODES
 from scalesched.cluster import get_cluster
 from scalesched.cluster.model import ClusterSpec
+from scalesched.decision.cycle import drive
 from scalesched.decision.features import (
     BASE_SERVER_FEATURES,
     SERVER_DIMS,
@@ -236,9 +237,10 @@ class SchedulingEnv(gym.Env[Observation, int]):
         self._scale = cfg.reward_scale if cfg.reward_scale is not None else 1.0 / cfg.workflows
         self._warmup = warmup
         self._cutoff_s = sim.jobs[warmup + cfg.workflows].arrival if cfg.truncate else math.inf
-        decision = sim.next_decision()
         if warmup:
-            decision = self._warm_up(sim, decision, sim.jobs[warmup].arrival, episode_seed)
+            decision = self._warm_up(sim, sim.jobs[warmup].arrival, episode_seed)
+        else:
+            decision = sim.next_decision()
         assert decision is not None, "the policy has at least one task to place"
         self._decision = decision
         self._start_s, self._start_area = sim.now, sim.in_system_area
@@ -252,18 +254,13 @@ class SchedulingEnv(gym.Env[Observation, int]):
         }
         return encode(decision, self.max_servers, self.config.server_dim), info
 
-    def _warm_up(
-        self, sim: Simulation, decision: Decision | None, until_s: float, seed: int
-    ) -> Decision | None:
+    def _warm_up(self, sim: Simulation, until_s: float, seed: int) -> Decision | None:
         """Let the warm-up heuristic place every decision before ``until_s``."""
         from scalesched.policies import get_policy
 
         heuristic = get_policy(self.config.warmup_policy)
         heuristic.reset(seed)
-        while decision is not None and sim.now < until_s:
-            sim.apply(heuristic.select(decision))
-            decision = sim.next_decision()
-        return decision
+        return drive(sim, heuristic, until=lambda: sim.now >= until_s)
 
     def step(self, action: int) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
         sim, decision = self._sim, self._decision

@@ -40,7 +40,9 @@ from typing import Any
 import numpy as np
 
 from scalesched.cluster.model import ClusterSpec
-from scalesched.decision.features import ClusterTables, make_decision
+from scalesched.decision.cycle import drive
+from scalesched.decision.features import ClusterTables, Decision, make_decision
+from scalesched.decision.scheduler import BaseScheduler
 from scalesched.errors import InputError
 from scalesched.predict.features import duration_baseline, duration_inputs
 from scalesched.predict.metrics import scores
@@ -137,60 +139,82 @@ def routes_on_durations(scheduler: object) -> bool:
     return isinstance(scheduler, TailScheduler) and scheduler.via == "tokens"
 
 
+class _DriftArm(BaseScheduler):
+    """The policy under test, seeing pristine decisions while the simulator runs on drifted
+    tables; it injects the drift when its time comes and scores each placement's forecast
+    as tasks finish. With ``adapt`` it routes on the recalibrated durations."""
+
+    def __init__(
+        self,
+        predictor: QuantilePredictor,
+        run: TraceRun,
+        drift: Drift,
+        window: int,
+        *,
+        adapt: bool,
+    ) -> None:
+        self.predictor, self.run, self.drift, self.adapt = predictor, run, drift, adapt
+        self.sim_tables = ClusterTables(run.spec)  # what the simulator runs on (drifted)
+        self.view_tables, self.jobs, self.inner, self.sim = run.start(self.sim_tables)
+        self.name, self.ready_order = self.inner.name, self.inner.ready_order
+        self.types, self.group_of = gpu_groups(run.spec)
+        self.recal = Recalibrator(len(self.types), window)
+        self.route_recal = Recalibrator(len(self.types), window)
+        self.pending: dict[tuple[int, str], tuple[float, int, np.ndarray, np.ndarray, bool]] = {}
+        self.done: list[tuple[float, int, np.ndarray, np.ndarray, float]] = []
+        self.seen = 0
+        self.applied = False
+
+    def select(self, decision: Decision) -> int:
+        sim = self.sim
+        if not self.applied and sim.now >= self.drift.at:
+            apply_drift(self.sim_tables, self.drift)
+            sim.tables_changed()
+            self.applied = True
+        self.score_finished(adapt_residuals=True)
+        key, _ = decided_task(sim)
+        pristine = make_decision(self.view_tables, sim, decision.task)
+        if self.adapt:
+            from scalesched.policies.tail import TailScheduler
+
+            assert isinstance(self.inner, TailScheduler)
+            median = np.array([self.route_recal.offsets(g)[_I50] for g in range(len(self.types))])
+            self.inner.exec_scale = np.exp(median)[self.group_of]
+        answer = placement(self.inner.select(pristine), self.run.policy)
+        server = np.array([answer])
+        q = np.exp(
+            self.predictor.duration(duration_inputs(pristine, server))[0]
+            + duration_baseline(pristine, server)[0]
+        )
+        g = int(self.group_of[answer])
+        q_adapt = np.sort(q * np.exp(self.recal.offsets(g)))
+        self.pending[key] = (sim.now, g, q, q_adapt, decision.task.kind == "llm")
+        return answer
+
+    def score_finished(self, *, adapt_residuals: bool) -> None:
+        """Join the tasks finished since the last call to their forecasts."""
+        trace = self.sim.trace
+        for rec in trace[self.seen :]:
+            t, g, q_static, q_adapt, llm = self.pending.pop((rec.workflow, rec.task))
+            y = max(rec.end - rec.start, 1e-6)
+            if adapt_residuals:
+                residual = np.log(y) - np.log(q_static)
+                self.recal.add(g, residual)
+                if llm:
+                    self.route_recal.add(g, residual)
+            self.done.append((t, g, q_static, q_adapt, y))
+        self.seen = len(trace)
+
+
 def _run_arm(
     predictor: QuantilePredictor, run: TraceRun, drift: Drift, window: int, *, adapt: bool
 ) -> _Arm:
-    """One run with the drift injected. With ``adapt`` the policy (a ``TailScheduler``)
-    scales each server's execution and queueing times by the recalibrated median over the
-    trained median of the duration head on its GPU type (LLM calls' residuals only)."""
-    from scalesched.policies.tail import TailScheduler
-
-    sim_tables = ClusterTables(run.spec)  # what the simulator runs on (drifted)
-    view_tables, jobs, scheduler, sim = run.start(sim_tables)
-    types, group_of = gpu_groups(run.spec)
-    recal = Recalibrator(len(types), window)
-    route_recal = Recalibrator(len(types), window)
-    pending: dict[tuple[int, str], tuple[float, int, np.ndarray, np.ndarray, bool]] = {}
-    done: list[tuple[float, int, np.ndarray, np.ndarray, float]] = []
-    seen = 0
-    applied = False
-    decision = sim.next_decision()
-    while decision is not None:
-        if not applied and sim.now >= drift.at:
-            apply_drift(sim_tables, drift)
-            sim.tables_changed()
-            applied = True
-        for rec in sim.trace[seen:]:  # tasks finished since the last decision
-            t, g, q_static, q_adapt, llm = pending.pop((rec.workflow, rec.task))
-            y = max(rec.end - rec.start, 1e-6)
-            residual = np.log(y) - np.log(q_static)
-            recal.add(g, residual)
-            if llm:
-                route_recal.add(g, residual)
-            done.append((t, g, q_static, q_adapt, y))
-        seen = len(sim.trace)
-        key, _ = decided_task(sim)
-        pristine = make_decision(view_tables, sim, decision.task)
-        if adapt:
-            assert isinstance(scheduler, TailScheduler)
-            median = np.array([route_recal.offsets(g)[_I50] for g in range(len(types))])
-            scheduler.exec_scale = np.exp(median)[group_of]
-        answer = placement(scheduler.select(pristine), run.policy)
-        server = np.array([answer])
-        q = np.exp(
-            predictor.duration(duration_inputs(pristine, server))[0]
-            + duration_baseline(pristine, server)[0]
-        )
-        g = int(group_of[answer])
-        q_adapt = np.sort(q * np.exp(recal.offsets(g)))
-        pending[key] = (sim.now, g, q, q_adapt, decision.task.kind == "llm")
-        sim.apply(answer)
-        decision = sim.next_decision()
-    for rec in sim.trace[seen:]:
-        t, g, q_static, q_adapt, _ = pending.pop((rec.workflow, rec.task))
-        done.append((t, g, q_static, q_adapt, max(rec.end - rec.start, 1e-6)))
-    arrivals = np.array([j.arrival for j in jobs])
-    return _Arm(done, arrivals, np.asarray(sim.response_times, dtype=float))
+    """One run with the drift injected (``_DriftArm``), driven by the one decision cycle."""
+    arm = _DriftArm(predictor, run, drift, window, adapt=adapt)
+    drive(arm.sim, arm)
+    arm.score_finished(adapt_residuals=False)
+    arrivals = np.array([j.arrival for j in arm.jobs])
+    return _Arm(arm.done, arrivals, np.asarray(arm.sim.response_times, dtype=float))
 
 
 def _summary(

@@ -15,8 +15,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from scalesched.cluster.model import ClusterSpec
-from scalesched.decision.features import ClusterTables
+from scalesched.decision.cycle import drive
+from scalesched.decision.features import ClusterTables, Decision
 from scalesched.decision.records import SchedulingError
+from scalesched.decision.scheduler import BaseScheduler, Scheduler
 from scalesched.errors import InputError
 from scalesched.predict.features import (
     TASK_INPUTS,
@@ -29,7 +31,6 @@ from scalesched.predict.features import (
 )
 
 if TYPE_CHECKING:
-    from scalesched.decision.scheduler import Scheduler
     from scalesched.sim.engine import Simulation
     from scalesched.workload.instance import Job, TaskInstance
 
@@ -135,31 +136,50 @@ def placement(answer: object, policy: str) -> int:
     return int(answer)
 
 
+class _Recorder(BaseScheduler):
+    """The data policy, noting each decision's inputs before its answer is applied."""
+
+    def __init__(self, inner: Scheduler, sim: Simulation, policy: str) -> None:
+        self.inner, self.sim, self.policy = inner, sim, policy
+        self.name, self.ready_order = inner.name, inner.ready_order
+        self.keys: list[tuple[int, str]] = []
+        self.tok_x: list[np.ndarray] = []
+        self.tok_base: list[float] = []
+        self.tok_truth: list[float] = []
+        self.tok_group: list[int] = []
+        self.dur_x: list[np.ndarray] = []
+        self.dur_base: list[float] = []
+        self.dur_group: list[int] = []
+        self.fin_base: list[float] = []
+        self.decided_at: list[float] = []
+
+    def select(self, decision: Decision) -> int:
+        key, task = decided_task(self.sim)
+        answer = placement(self.inner.select(decision), self.policy)
+        server = np.array([answer])
+        self.keys.append(key)
+        req = decision.task
+        self.dur_x.append(duration_inputs(decision, server)[0])
+        self.dur_base.append(float(duration_baseline(decision, server)[0]))
+        self.dur_group.append(static_group(req))
+        self.fin_base.append(float(finish_baseline(decision, server)[0]))
+        self.decided_at.append(decision.now)
+        if req.kind == "llm":
+            self.tok_x.append(token_inputs(req)[0])
+            self.tok_base.append(token_baseline(req))
+            self.tok_truth.append(float(max(task.output_tokens, 1)))
+            self.tok_group.append(static_group(req))
+        return answer
+
+
 def collect(run: TraceRun) -> Samples:
     """Simulate ``run`` and return one sample per executed task."""
     _, _, scheduler, sim = run.start()
-    keys: list[tuple[int, str]] = []
-    tok_x, tok_base, tok_truth, tok_group = [], [], [], []
-    dur_x, dur_base, dur_group, fin_base, decided_at = [], [], [], [], []
-    decision = sim.next_decision()
-    while decision is not None:
-        key, task = decided_task(sim)
-        answer = placement(scheduler.select(decision), run.policy)
-        server = np.array([answer])
-        keys.append(key)
-        req = decision.task
-        dur_x.append(duration_inputs(decision, server)[0])
-        dur_base.append(float(duration_baseline(decision, server)[0]))
-        dur_group.append(static_group(req))
-        fin_base.append(float(finish_baseline(decision, server)[0]))
-        decided_at.append(decision.now)
-        if req.kind == "llm":
-            tok_x.append(token_inputs(req)[0])
-            tok_base.append(token_baseline(req))
-            tok_truth.append(float(max(task.output_tokens, 1)))
-            tok_group.append(static_group(req))
-        sim.apply(answer)
-        decision = sim.next_decision()
+    rec = _Recorder(scheduler, sim, run.policy)
+    drive(sim, rec)
+    keys, decided_at = rec.keys, rec.decided_at
+    tok_x, tok_base, tok_truth, tok_group = rec.tok_x, rec.tok_base, rec.tok_truth, rec.tok_group
+    dur_x, dur_base, dur_group, fin_base = rec.dur_x, rec.dur_base, rec.dur_group, rec.fin_base
     ends = {(r.workflow, r.task): (r.start, r.end) for r in sim.trace}
     dur_y = np.array([max(ends[k][1] - ends[k][0], 1e-6) for k in keys])
     fin_y = np.array([max(ends[k][1] - t, 1e-6) for k, t in zip(keys, decided_at, strict=True)])

@@ -42,7 +42,9 @@ import numpy as np
 
 from scalesched.cluster.deployment import Deployment
 from scalesched.cluster.model import ClusterSpec
-from scalesched.decision.features import MODEL_INDEX, ClusterTables, make_decision
+from scalesched.decision.actions import Action
+from scalesched.decision.cycle import drive
+from scalesched.decision.features import MODEL_INDEX, ClusterTables, Decision, make_decision
 from scalesched.decision.metrics import run_metrics
 from scalesched.decision.records import SchedulingError, TaskRecord
 from scalesched.decision.scheduler import Scheduler
@@ -200,6 +202,8 @@ class Driver:
         self._node_ids: list[str] = []
         self._tool_fn: Any = None
         self._task_fn: Any = None
+        self._deciding: tuple[int, Decision, float] | None = None
+        """The task, decision and start time of the decision being answered."""
 
     # -- set-up ------------------------------------------------------------------------
     def connect(self, node_ids: Sequence[str] | None = None) -> None:
@@ -305,39 +309,50 @@ class Driver:
         if done:
             self.view.release_deferred()  # a result has freed capacity
 
-    # -- placement -----------------------------------------------------------------------
+    # -- placement: the executor side of the decision cycle --------------------------------
     def _place_ready(self) -> None:
+        if self.config.placement == "ray" or self.scheduler is None:  # Ray chooses
+            view = self.view
+            while view.pending:
+                gid = view.pending.popleft()
+                if not self._failed[view.tasks.job_of[gid]]:
+                    self._dispatch(gid, -1, 0.0)
+            return
+        drive(self, self.scheduler)
+
+    def next_decision(self) -> Decision | None:
+        """The next ready task's decision (dead servers masked), in the scheduler's ready
+        order; None when no task waits. A task no live server can run fails its workflow."""
         view = self.view
-        ready = list(view.pending)
-        view.pending.clear()
         order = self.scheduler.ready_order if self.scheduler is not None else "fifo"
-        if order == "rank" and len(ready) > 1:
-            ready.sort(key=lambda g: (-view.tasks.rank(g), g))
-        for gid in ready:
+        while view.pending:
+            gid = view.pop_pending(order)
             if self._failed[view.tasks.job_of[gid]]:
                 continue
-            self._place(gid)
+            t0 = time.perf_counter()
+            decision = make_decision(self.tables, view, view.request(gid, view.now))
+            alive = view.alive
+            if not alive.all():
+                decision.mask = decision.mask & alive
+                decision.finish_s = np.where(alive, decision.finish_s, np.inf)
+            if not decision.mask.any():
+                task = view.tasks.task(gid)
+                what = f"model {task.model}" if task.kind == "llm" else "it"
+                self._fail_workflow(gid, f"no live server can run {what}")
+                continue
+            decision.can_defer = view.may_defer(gid)
+            self._deciding = (gid, decision, t0)
+            return decision
+        return None
 
-    def _place(self, gid: int) -> None:
-        view = self.view
-        task = view.tasks.task(gid)
-        if self.config.placement == "ray":
-            self._dispatch(gid, -1, 0.0)
-            return
-        assert self.scheduler is not None
-        t0 = time.perf_counter()
-        decision = make_decision(self.tables, view, view.request(gid, view.now))
-        alive = view.alive
-        if not alive.all():
-            decision.mask = decision.mask & alive
-            decision.finish_s = np.where(alive, decision.finish_s, np.inf)
-        if not decision.mask.any():
-            what = f"model {task.model}" if task.kind == "llm" else "it"
-            self._fail_workflow(gid, f"no live server can run {what}")
-            return
-        decision.can_defer = view.may_defer(gid)
-        answer = self.scheduler.select(decision)
+    def apply(self, answer: int | Action) -> None:
+        """Dispatch the task of the last decision where the scheduler answered: one server,
+        every server of a hedge, or the deferred queue."""
+        assert self.scheduler is not None and self._deciding is not None
+        gid, decision, t0 = self._deciding
+        self._deciding = None
         self.decision_s += time.perf_counter() - t0
+        view = self.view
         servers = view.accept(gid, decision, answer, f"{self.scheduler.name}: ")
         if not servers:  # deferred
             return
@@ -346,8 +361,9 @@ class Driver:
             return
         if self.config.vehicle != "actor" or self._call_of(gid) is not None:
             raise SchedulingError(
-                f"{self.scheduler.name} hedged task {task.id}: hedging runs emulated and LLM "
-                "tasks on the agents (vehicle 'actor'), never a Python function twice"
+                f"{self.scheduler.name} hedged task {view.tasks.task(gid).id}: hedging runs "
+                "emulated and LLM tasks on the agents (vehicle 'actor'), never a Python "
+                "function twice"
             )
         self._copies[gid] = [
             self._dispatch(gid, server, float(decision.exec_s[server]), copy=k)

@@ -352,12 +352,7 @@ class Simulation(RunLedger):
         heapq.heappush(self._heap, (self.arrival_time(ji), ji - self.n_jobs, _ARRIVE, ji, 0))
 
     def _pop_pending(self) -> int:
-        pending = self.pending
-        if self.ready_order == "fifo" or len(pending) == 1:
-            return pending.popleft()
-        best = max(pending, key=lambda g: (self.tasks.rank(g), -g))
-        pending.remove(best)
-        return best
+        return self.pop_pending(self.ready_order)
 
     def _move_inputs(self, gid: int, dst: int) -> float:
         ji = self.tasks.job_of[gid]

@@ -27,6 +27,7 @@ import torch
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 from torch import nn
 
+from scalesched.decision.cycle import drive
 from scalesched.decision.features import BASE_SERVER_FEATURES, SERVER_FEATURES, TASK_FEATURES
 from scalesched.env.scheduling_env import EnvConfig, SchedulingEnv
 from scalesched.errors import InputError, parse_yaml
@@ -859,10 +860,7 @@ def run_all(
 
     sim = Simulation(spec, jobs, ready_order=policy.ready_order, tables=tables, kv_policy=kv_policy)
     policy.reset(seed)
-    decision = sim.next_decision()
-    while decision is not None:
-        sim.apply(policy.select(decision))
-        decision = sim.next_decision()
+    drive(sim, policy)
     return sim.response_times
 
 
