@@ -25,8 +25,8 @@ from typing import Any
 
 from scalesched.cluster import get_cluster
 from scalesched.decision.features import ClusterTables, TaskRequest, make_decision
-from scalesched.eval.setup import Scenario, build_jobs
 from scalesched.policies import get_policy
+from scalesched.runs.setup import Scenario, build_jobs
 from scalesched.runtime import RuntimeConfig, run_jobs
 from scalesched.runtime.cluster import local_cluster, map_servers
 from scalesched.runtime.view import RuntimeView

@@ -3,7 +3,7 @@ simulator runs over cluster sizes x run lengths x policies.
 
 Every cell (policy, N, workflows) runs in a subprocess of its own, so its peak RSS is its
 own: the parent reads the child's ``ru_maxrss`` and CPU time from ``os.wait4``. The child
-runs the library's own chain (``scalesched.eval.setup.prepare`` + ``run``, as
+runs the library's own chain (``scalesched.runs.setup.prepare`` + ``run``, as
 ``scalesched simulate`` does): ``hetero-N`` with ``agentic-mix``, streamed from
 ``STREAM_FROM`` workflows up, the study's warm-up/cool-down window.
 
@@ -87,8 +87,8 @@ def run_cell(
     """One run in this process: the child side of a cell. Returns the counters and times."""
     from scalesched.cluster import get_cluster
     from scalesched.eval.capacity import cache_key, cached_entry
-    from scalesched.eval.setup import Scenario, prepare, run, streams_by_default
     from scalesched.policies import get_policy
+    from scalesched.runs.setup import Scenario, prepare, run, streams_by_default
 
     spec = get_cluster(f"hetero-{n}")
     entry = cached_entry(cache_key(spec, WORKLOAD))

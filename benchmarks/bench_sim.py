@@ -20,8 +20,8 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 from scalesched.cluster import get_cluster  # noqa: E402
 from scalesched.decision.cycle import Watched, drive  # noqa: E402
 from scalesched.decision.features import ClusterTables, make_decision  # noqa: E402
-from scalesched.eval.setup import Scenario, build_jobs  # noqa: E402
 from scalesched.policies import get_policy  # noqa: E402
+from scalesched.runs.setup import Scenario, build_jobs  # noqa: E402
 from scalesched.sim import engine  # noqa: E402
 from scalesched.sim.engine import Simulation  # noqa: E402
 

@@ -55,8 +55,8 @@ from scalesched.cluster import get_cluster
 from scalesched.decision.cycle import Watched, drive
 from scalesched.decision.features import MODEL_INDEX, ClusterTables
 from scalesched.decision.ledger import RunLedger
-from scalesched.eval.setup import Scenario, build_jobs
 from scalesched.policies import get_policy
+from scalesched.runs.setup import Scenario, build_jobs
 from scalesched.sim import engine as engine_module
 from scalesched.sim.engine import Simulation
 from scalesched.workload.instance import Job, TaskInstance

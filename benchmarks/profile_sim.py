@@ -20,7 +20,7 @@ import time
 from typing import Any
 
 from scalesched.decision.cycle import drive
-from scalesched.eval.setup import Scenario, prepare, run
+from scalesched.runs.setup import Scenario, prepare, run
 
 # Function -> part of the model (by name; the rest is "other").
 GROUPS: dict[str, tuple[str, ...]] = {

@@ -15,8 +15,8 @@ import torch
 from scalesched.cluster import get_cluster
 from scalesched.decision.features import CACHED_SHARE_FEATURE, Decision
 from scalesched.decision.scheduler import BaseScheduler
-from scalesched.eval.setup import Scenario, prepare, run
 from scalesched.nn.scheduler import load_scheduler
+from scalesched.runs.setup import Scenario, prepare, run
 
 torch.set_num_threads(1)
 

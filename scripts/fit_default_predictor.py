@@ -15,8 +15,9 @@ from pathlib import Path
 
 from scalesched.cluster import get_cluster
 from scalesched.predict.model import DEFAULT_FILE, save
-from scalesched.predict.traces import Samples, TraceRun, collect
+from scalesched.predict.samples import Samples
 from scalesched.predict.train import fit
+from scalesched.runs.traces import TraceRun, collect
 
 WORKLOAD = "agentic-mix"
 WORKFLOWS = 1500

@@ -26,10 +26,10 @@ import numpy as np
 
 from scalesched.decision.actions import Hedge
 from scalesched.decision.features import Decision
-from scalesched.eval.setup import Scenario, prepare, run
 from scalesched.policies import get_policy
 from scalesched.policies.hedge import HedgeOption, HedgeScheduler
-from scalesched.predict.traces import decided_task
+from scalesched.runs.setup import Scenario, prepare, run
+from scalesched.runs.traces import decided_task
 from scalesched.sim.engine import Simulation
 from scalesched.sim.run import SimResult
 from scalesched.workload.instance import Job

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 from paired_ratios import half_width
 
-from scalesched.eval.setup import Scenario, prepare, run
+from scalesched.runs.setup import Scenario, prepare, run
 
 KEYS = (
     "avg_response_time_s",

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def one_run(args: tuple[str, str, float, int, int]) -> dict[str, Any]:
-    from scalesched.eval.setup import Scenario, prepare, run
+    from scalesched.runs.setup import Scenario, prepare, run
 
     cluster, policy, load, seed, workflows = args
     setup = prepare(cluster, Scenario(workflows=workflows, load=load, seed=seed))

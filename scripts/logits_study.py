@@ -36,8 +36,8 @@ import numpy as np
 from scalesched.cluster import get_cluster
 from scalesched.decision.features import ClusterTables
 from scalesched.decision.metrics import LogitsRecord
-from scalesched.eval.setup import Scenario, prepare, run
 from scalesched.policies import get_policy
+from scalesched.runs.setup import Scenario, prepare, run
 from scalesched.sim.engine import Simulation
 from scalesched.sim.run import _drive
 from scalesched.workload.agent_patterns import best_of_n, self_consistency, tree_of_thought

@@ -34,9 +34,9 @@ import torch
 from scalesched.decision import Place
 from scalesched.decision.features import ENGINE_ABSENT, Decision
 from scalesched.decision.scheduler import Scheduler
-from scalesched.eval.setup import Scenario, prepare, run
 from scalesched.policies import get_policy
 from scalesched.policies.tail import ScaleOutTailScheduler, TailScheduler
+from scalesched.runs.setup import Scenario, prepare, run
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from paired_ratios import half_width  # noqa: E402  (one interval for the ratio scripts)

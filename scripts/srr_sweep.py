@@ -29,9 +29,9 @@ import numpy as np
 import torch
 
 from scalesched.cluster import get_cluster
-from scalesched.eval.setup import Scenario, prepare, run
 from scalesched.nn.checkpoint import load_checkpoint
 from scalesched.nn.scheduler import load_scheduler
+from scalesched.runs.setup import Scenario, prepare, run
 from scalesched.train.ppo import PPOConfig, Trainer, load_config
 
 DRIFT_SEED = 2000

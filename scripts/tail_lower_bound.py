@@ -15,7 +15,7 @@ import argparse
 
 import numpy as np
 
-from scalesched.eval.setup import Scenario, prepare, run
+from scalesched.runs.setup import Scenario, prepare, run
 
 
 def main() -> None:

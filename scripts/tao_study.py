@@ -32,9 +32,9 @@ import numpy as np
 
 from scalesched.decision.features import MODEL_INDEX, ClusterTables
 from scalesched.decision.records import lower_bound
-from scalesched.eval.capacity import default_cooldown, default_warmup
-from scalesched.eval.setup import Scenario, prepare, run
 from scalesched.policies import get_policy
+from scalesched.runs.setup import Scenario, prepare, run
+from scalesched.runs.windows import default_cooldown, default_warmup
 from scalesched.workload.instance import Job
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -19,7 +19,7 @@ from rich.table import Table
 
 from scalesched.decision.metrics import steady_state_note
 from scalesched.errors import InputError, clean_errors, require_finite
-from scalesched.eval.capacity import default_cooldown, default_warmup
+from scalesched.runs.windows import default_cooldown, default_warmup
 
 
 class _OneLineErrors(typer.core.TyperGroup):
@@ -232,8 +232,8 @@ def simulate(
 ) -> None:
     """Simulate one workload on one cluster with one policy and report response times."""
     from scalesched.cluster import get_cluster
-    from scalesched.eval.setup import Scenario, prepare, run
     from scalesched.policies import get_policy
+    from scalesched.runs.setup import Scenario, prepare, run
     from scalesched.sim.trace import plot_gantt, write_trace
     from scalesched.workload.repeats import check_repeat_probability
 
@@ -827,8 +827,8 @@ def run(
 ) -> None:
     """Run a workload on a Ray cluster, every task placed by the policy (docs/runtime.md)."""
     from scalesched.cluster import get_cluster
-    from scalesched.eval.setup import Scenario, prepare
     from scalesched.policies import get_policy
+    from scalesched.runs.setup import Scenario, prepare
 
     if local == (address is not None):
         raise InputError("--local/--address", "cluster", "give exactly one of them")
@@ -935,7 +935,7 @@ from scalesched.plan.cli import plan_app  # noqa: E402  (a sub-app, registered l
 
 app.add_typer(plan_app, name="plan")
 
-from scalesched.predict.cli import predict_app  # noqa: E402  (a sub-app, registered last)
+from scalesched.commands.predict import predict_app  # noqa: E402  (a sub-app, registered last)
 
 app.add_typer(predict_app, name="predict")
 

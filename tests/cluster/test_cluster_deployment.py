@@ -157,8 +157,8 @@ def _sim_deployment():
 @pytest.mark.parametrize("policy", ["eft", "least_loaded", "round_robin", "scale"])
 def test_simulation_follows_the_deployment(policy):
     from scalesched.decision.features import MODEL_INDEX, ClusterTables
-    from scalesched.eval.setup import Scenario, build_jobs
     from scalesched.policies import get_policy
+    from scalesched.runs.setup import Scenario, build_jobs
     from scalesched.sim.run import simulate
 
     dep = _sim_deployment()
@@ -180,7 +180,7 @@ def test_simulation_follows_the_deployment(policy):
 def test_undeployed_model_is_an_input_error():
     from scalesched.decision.features import ClusterTables
     from scalesched.decision.records import check_feasible
-    from scalesched.eval.setup import Scenario, build_jobs
+    from scalesched.runs.setup import Scenario, build_jobs
 
     dep = deployment_from_dict(_dep(_r("llama-2-7b")), CLUSTER, "d.yaml")
     jobs = build_jobs(ClusterTables(CLUSTER), Scenario(workflows=5, seed=0))

@@ -16,8 +16,8 @@ from scalesched.decision.features import (
     TaskRequest,
     observation,
 )
-from scalesched.eval.setup import Scenario, build_jobs
 from scalesched.policies import get_policy
+from scalesched.runs.setup import Scenario, build_jobs
 from scalesched.sim.engine import Simulation
 
 

@@ -7,8 +7,8 @@ import numpy as np
 from scalesched.cluster import get_cluster
 from scalesched.decision.features import ClusterTables
 from scalesched.decision.metrics import measurement_window, window_bounds
-from scalesched.eval.setup import Scenario, build_jobs
 from scalesched.policies import get_policy
+from scalesched.runs.setup import Scenario, build_jobs
 from scalesched.sim.run import simulate
 
 

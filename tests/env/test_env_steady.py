@@ -8,8 +8,8 @@ from gymnasium.utils.env_checker import check_env
 
 from scalesched.env import EnvConfig, SchedulingEnv, encode
 from scalesched.errors import InputError
-from scalesched.eval.setup import Scenario, build_jobs
 from scalesched.policies import get_policy
+from scalesched.runs.setup import Scenario, build_jobs
 from scalesched.sim.engine import Simulation
 
 STEADY = EnvConfig(

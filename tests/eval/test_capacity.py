@@ -13,8 +13,8 @@ from scalesched.cli import app
 from scalesched.cluster import get_cluster
 from scalesched.decision.features import ClusterTables
 from scalesched.eval import capacity as cap
-from scalesched.eval.setup import Scenario, build_jobs
 from scalesched.policies import get_policy
+from scalesched.runs.setup import Scenario, build_jobs
 from scalesched.sim.run import simulate
 
 SPEC = get_cluster("hetero-4")

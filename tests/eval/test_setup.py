@@ -10,8 +10,8 @@ import yaml
 from scalesched.cluster import get_cluster
 from scalesched.decision.features import ClusterTables
 from scalesched.eval.capacity import capacity_wps
-from scalesched.eval.setup import Scenario, build_jobs, prepare, run
 from scalesched.policies import get_policy
+from scalesched.runs.setup import Scenario, build_jobs, prepare, run
 from scalesched.sim import scenario as sim_scenario
 from scalesched.sim.run import simulate
 

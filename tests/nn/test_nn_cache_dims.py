@@ -18,11 +18,11 @@ from scalesched.decision.features import (
     ClusterTables,
 )
 from scalesched.errors import InputError
-from scalesched.eval.setup import Scenario, build_jobs
 from scalesched.nn import build_network
 from scalesched.nn.checkpoint import save_checkpoint
 from scalesched.nn.scheduler import load_scheduler
 from scalesched.policies import get_policy
+from scalesched.runs.setup import Scenario, build_jobs
 from scalesched.sim.engine import Simulation
 
 torch.set_num_threads(1)

@@ -9,10 +9,10 @@ import torch
 from scalesched.cluster import get_cluster
 from scalesched.decision.features import SERVER_DIMS, TASK_FEATURES, ClusterTables
 from scalesched.env.scheduling_env import encode
-from scalesched.eval.setup import Scenario, build_jobs
 from scalesched.nn import build_network
 from scalesched.nn.common import obs_to_tensors
 from scalesched.nn.scheduler import NetworkScheduler
+from scalesched.runs.setup import Scenario, build_jobs
 from scalesched.sim.engine import Simulation
 
 torch.set_num_threads(1)

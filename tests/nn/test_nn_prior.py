@@ -13,9 +13,9 @@ from scalesched.decision.features import (
     TASK_FEATURES,
     ClusterTables,
 )
-from scalesched.eval.setup import Scenario, build_jobs
 from scalesched.nn import build_network
 from scalesched.nn.scale_net import ScaleNetConfig
+from scalesched.runs.setup import Scenario, build_jobs
 from scalesched.sim.engine import Simulation
 
 torch.set_num_threads(1)

@@ -72,9 +72,9 @@ def test_prediction_tracks_simulation():
     from scalesched.cluster import get_cluster
     from scalesched.cluster.deployment import deployment_from_dict, deployment_to_dict
     from scalesched.decision.features import ClusterTables
-    from scalesched.eval.setup import Scenario, build_jobs
     from scalesched.plan.search import search_plan
     from scalesched.policies import get_policy
+    from scalesched.runs.setup import Scenario, build_jobs
     from scalesched.sim.run import simulate
 
     cluster = get_cluster("hetero-8")

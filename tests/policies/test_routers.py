@@ -9,8 +9,8 @@ import pytest
 from scalesched.cluster import get_cluster
 from scalesched.decision.actions import Defer, Hedge, Place, as_action
 from scalesched.decision.features import ClusterTables, make_decision
-from scalesched.eval.setup import Scenario, build_jobs
 from scalesched.policies import HEURISTICS, STRONG_HEURISTICS, get_policy
+from scalesched.runs.setup import Scenario, build_jobs
 from scalesched.sim.engine import Simulation
 from scalesched.sim.run import simulate
 from scalesched.workload.patterns import PATTERNS

@@ -17,9 +17,9 @@ from scalesched.decision.features import (
     TaskRequest,
     make_decision,
 )
-from scalesched.eval.setup import Scenario, prepare, run
 from scalesched.policies import get_policy
 from scalesched.policies.tao import TaoScheduler
+from scalesched.runs.setup import Scenario, prepare, run
 
 SERVER = ServerSpec("g", "custom", "A100-80G", 2, 4, 1.0, 100.0, 8.0)
 TABLES = ClusterTables(ClusterSpec("two", (SERVER, SERVER)))

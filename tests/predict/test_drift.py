@@ -10,9 +10,9 @@ from typer.testing import CliRunner
 from scalesched.cluster import get_cluster
 from scalesched.decision.features import ClusterTables
 from scalesched.errors import InputError
+from scalesched.eval.drift import apply_drift, drift_study, parse_drift
 from scalesched.predict import default_predictor
-from scalesched.predict.drift import apply_drift, drift_study, parse_drift
-from scalesched.predict.traces import TraceRun
+from scalesched.runs.traces import TraceRun
 
 TABLES = ClusterTables(get_cluster("hetero-8"))
 

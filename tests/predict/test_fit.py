@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from scalesched.cluster import get_cluster
 from scalesched.predict import train
 from scalesched.predict.metrics import evaluate
-from scalesched.predict.traces import TraceRun, collect
+from scalesched.runs.traces import TraceRun, collect
 
 
 @pytest.fixture(autouse=True)

@@ -28,8 +28,8 @@ from scalesched.decision.actions import Defer, Hedge  # noqa: E402
 from scalesched.decision.features import MODEL_INDEX, ClusterTables, Decision  # noqa: E402
 from scalesched.decision.metrics import RunRecord, run_metrics  # noqa: E402
 from scalesched.decision.scheduler import BaseScheduler  # noqa: E402
-from scalesched.eval.setup import Scenario, build_jobs  # noqa: E402
 from scalesched.policies import get_policy  # noqa: E402
+from scalesched.runs.setup import Scenario, build_jobs  # noqa: E402
 from scalesched.runtime import FaultConfig, RuntimeConfig, run_jobs  # noqa: E402
 from scalesched.runtime.api import Workflow, llm, run_workflows, tool  # noqa: E402
 from scalesched.runtime.backends import EndpointConfig  # noqa: E402

@@ -27,8 +27,8 @@ from scalesched.decision.features import (
     make_decision,
 )
 from scalesched.errors import InputError
-from scalesched.eval.setup import Scenario, build_jobs
 from scalesched.policies import get_policy
+from scalesched.runs.setup import Scenario, build_jobs
 from scalesched.runtime.agent import FaultConfig, TaskSpec
 from scalesched.runtime.api import Workflow, llm, tool, workflow_jobs
 from scalesched.runtime.backends import (

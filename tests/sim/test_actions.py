@@ -17,8 +17,8 @@ from scalesched.cluster.model import ClusterSpec
 from scalesched.decision import Defer, Hedge, Place
 from scalesched.decision.features import ClusterTables, Decision
 from scalesched.decision.scheduler import BaseScheduler
-from scalesched.eval.setup import Scenario, build_jobs
 from scalesched.policies import get_policy
+from scalesched.runs.setup import Scenario, build_jobs
 from scalesched.sim.engine import Simulation
 from scalesched.sim.run import simulate, summarise
 from scalesched.workload.instance import Job

@@ -170,7 +170,7 @@ def test_capacity_is_cached_per_workload_spec_not_per_name(tmp_path: object) -> 
     from pathlib import Path
 
     from scalesched.decision.features import ClusterTables
-    from scalesched.eval.setup import Scenario, build_jobs
+    from scalesched.runs.setup import Scenario, build_jobs
 
     def one_task_file(path: Path, runtime: float) -> str:
         path.write_text(

@@ -82,7 +82,7 @@ WORKFLOWS = 300
 
 def run_case(case: dict[str, Any]) -> dict[str, Any]:
     """One golden run: its metrics (less the wall-clock ones) and a hash of its trace."""
-    from scalesched.eval.setup import Scenario, prepare, run
+    from scalesched.runs.setup import Scenario, prepare, run
 
     scenario = Scenario(
         workload=case.get("workload", "agentic-mix"),

@@ -12,8 +12,8 @@ import pytest
 from scalesched.cluster import get_cluster
 from scalesched.decision.features import ClusterTables
 from scalesched.errors import InputError, require_finite
-from scalesched.eval.setup import Scenario, build_jobs
 from scalesched.policies import get_policy
+from scalesched.runs.setup import Scenario, build_jobs
 from scalesched.sim.run import simulate
 from scalesched.sim.scenario import MAX_WORKFLOWS
 from scalesched.sim.trace import check_gantt_file, check_output_file, plot_gantt, write_trace

@@ -24,8 +24,8 @@ from scalesched.decision.features import (
 )
 from scalesched.decision.records import SchedulingError
 from scalesched.decision.scheduler import BaseScheduler
-from scalesched.eval.setup import Scenario, build_jobs
 from scalesched.policies.eft import EftScheduler
+from scalesched.runs.setup import Scenario, build_jobs
 from scalesched.sim.engine import Simulation
 from scalesched.sim.run import simulate, summarise
 from scalesched.workload.instance import Job

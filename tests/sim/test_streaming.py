@@ -12,7 +12,8 @@ import pytest
 from scalesched.decision.actions import Action, Defer, Hedge
 from scalesched.decision.features import Decision
 from scalesched.decision.scheduler import BaseScheduler
-from scalesched.eval.setup import (
+from scalesched.policies import get_policy
+from scalesched.runs.setup import (
     STREAM_FROM,
     RunSetup,
     Scenario,
@@ -20,7 +21,6 @@ from scalesched.eval.setup import (
     run,
     streams_by_default,
 )
-from scalesched.policies import get_policy
 from scalesched.sim.engine import Simulation
 from scalesched.sim.scenario import JobStream
 

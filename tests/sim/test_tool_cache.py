@@ -9,8 +9,8 @@ from sim_builders import llm, tool, workflow
 
 from scalesched.cluster import get_cluster
 from scalesched.cluster.model import ClusterSpec, ServerSpec
-from scalesched.eval.setup import Scenario, prepare, run
 from scalesched.policies import get_policy
+from scalesched.runs.setup import Scenario, prepare, run
 from scalesched.sim.run import simulate
 from scalesched.sim.tool_cache import LOOKUP_S
 from scalesched.workload.instance import Job

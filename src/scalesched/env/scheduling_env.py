@@ -48,7 +48,7 @@ from scalesched.decision.features import (
 )
 from scalesched.env.settings import EnvSetting
 from scalesched.errors import InputError
-from scalesched.eval.setup import Scenario, build_jobs
+from scalesched.runs.setup import Scenario, build_jobs
 from scalesched.sim.engine import Simulation
 from scalesched.sim.run import summarise
 

@@ -224,7 +224,7 @@ def measure_capacity(
 ) -> CapacityResult:
     """Search each policy's sustainable rate by simulation (see the module docstring)."""
     from scalesched.decision.features import ClusterTables
-    from scalesched.eval.setup import Scenario, prepare, run
+    from scalesched.runs.setup import Scenario, prepare, run
     from scalesched.sim.scenario import nominal_capacity
     from scalesched.workload.source import get_workload
 

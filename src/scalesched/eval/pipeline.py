@@ -19,8 +19,8 @@ from scalesched.eval.study import StudyConfig, config_dict, run_study
 
 def gantt_of_one_run(cfg: StudyConfig, out: Path) -> Path:
     """A Gantt chart of the first policy at the smallest N, first seed."""
-    from scalesched.eval.setup import Scenario, prepare, run
     from scalesched.policies import get_policy
+    from scalesched.runs.setup import Scenario, prepare, run
     from scalesched.sim.trace import plot_gantt
 
     n, seed, policy = min(cfg.nodes), cfg.seeds[0], cfg.policies[0]

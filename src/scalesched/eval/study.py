@@ -118,8 +118,8 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
     import torch
 
     torch.set_num_threads(1)
-    from scalesched.eval.setup import Scenario, prepare, run
     from scalesched.policies import get_policy
+    from scalesched.runs.setup import Scenario, prepare, run
 
     row: dict[str, Any] = {
         "policy": spec.policy,

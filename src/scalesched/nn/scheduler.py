@@ -256,7 +256,8 @@ def load_scheduler(
 
     It is named ``name`` if given, else by the path it was loaded from: a checkpoint's own
     ``metadata.name`` is the config's name (``scale`` for a local run of the paper config),
-    and reporting a local run under a shipped policy's name would pass one off as the other.
+    and reporting a local run under a shipped policy's name would pass one off as the other
+    (the registry, ``scalesched.policies.get_policy``, names the shipped ones).
     ``fast`` and ``batched`` choose the acting path (:class:`NetworkScheduler`,
     :class:`BatchedNetworkScheduler`).
     """
@@ -268,18 +269,8 @@ def load_scheduler(
     kind = BatchedNetworkScheduler if batched else NetworkScheduler
     return kind(
         network,
-        name=name if name is not None else _default_name(Path(path)),
+        name=name if name is not None else str(path),
         record_features=record_features,
         greedy=greedy,
         fast=fast,
     )
-
-
-def _default_name(path: Path) -> str:
-    """A shipped checkpoint's own name; any other checkpoint's path."""
-    from scalesched.policies.trained import shipped_policies
-
-    for shipped_name, shipped_path in shipped_policies().items():
-        if path.resolve() == shipped_path.resolve():
-            return shipped_name
-    return str(path)

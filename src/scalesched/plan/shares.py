@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scalesched.errors import InputError
-from scalesched.eval.setup import Scenario, prepare, run
+from scalesched.runs.setup import Scenario, prepare, run
 
 DEFAULT_CLUSTER = "hetero-16"
 DEFAULT_RATE = 0.2

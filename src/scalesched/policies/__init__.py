@@ -77,11 +77,13 @@ def get_policy(name: str) -> Scheduler:
     if name in shipped:
         from scalesched.nn.scheduler import load_scheduler  # torch only when asked for
 
-        return load_scheduler(shipped[name])
+        return load_scheduler(shipped[name], name=name)
     if name.endswith(".pt") or Path(name).is_file():
         from scalesched.nn.scheduler import load_scheduler  # torch only when asked for
 
-        return load_scheduler(name)
+        path = Path(name).resolve()
+        own = [k for k, v in shipped.items() if v.resolve() == path]
+        return load_scheduler(name, name=own[0] if own else name)
     known = ", ".join([*HEURISTICS, *sorted(shipped)])
     raise InputError(
         "--policy", "policy", f"unknown policy {name!r}; known: {known}, or a checkpoint path"

@@ -19,7 +19,7 @@ import numpy as np
 from scalesched.predict.model import QUANTILES, QuantilePredictor
 
 if TYPE_CHECKING:
-    from scalesched.predict.traces import Samples, TraceRun
+    from scalesched.predict.samples import Samples
 
 GRID = (np.arange(100) + 0.5) / 100
 _LEVELS = np.array(QUANTILES)
@@ -131,14 +131,3 @@ def evaluate(predictor: QuantilePredictor, samples: Samples) -> dict[str, dict[s
             },
         }
     return out
-
-
-def evaluate_on_traces(predictor: QuantilePredictor, run: TraceRun) -> dict[str, Any]:
-    """Record fresh traces and score the predictor on them (``predict eval --json``)."""
-    from scalesched.predict.traces import collect
-
-    return {
-        **run.describe(),
-        "seed_seen_in_training": run.seed in predictor.meta.get("trace_seeds", []),
-        "heads": evaluate(predictor, collect(run)),
-    }

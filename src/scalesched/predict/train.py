@@ -21,45 +21,13 @@ import numpy as np
 from scalesched.errors import InputError
 from scalesched.predict.features import STATIC_GROUPS
 from scalesched.predict.model import QUANTILES, Head, QuantilePredictor
-from scalesched.predict.traces import Samples
+from scalesched.predict.samples import Samples
 
 HIDDEN = 64
 STEPS = 3000
 """Gradient steps per head, whatever the sample count (about 30 s on one core)."""
 BATCH = 512
 LR = 3e-3
-
-
-def fit_on_traces(
-    cluster: str,
-    workload: str,
-    *,
-    workflows: int,
-    seeds: list[int],
-    load: float | list[float] = 0.8,
-    policy: str = "soft_eft",
-) -> QuantilePredictor:
-    """Record traces (one run per seed and load) and fit on them; the first seed seeds the
-    fit. Provenance goes into the predictor's ``meta``."""
-    from scalesched.cluster import get_cluster
-    from scalesched.predict.traces import TraceRun, collect
-
-    if not seeds:
-        raise InputError("--seed", "seed", "give at least one seed")
-    spec = get_cluster(cluster)
-    loads = load if isinstance(load, list) else [load]
-    parts = [
-        collect(TraceRun(spec, workload, workflows, s, lv, policy)) for s in seeds for lv in loads
-    ]
-    meta = {
-        "cluster": spec.name,
-        "workload": workload,
-        "workflows": workflows,
-        "trace_seeds": seeds,
-        "loads": loads,
-        "policy": policy,
-    }
-    return fit(Samples.concat(parts), seed=seeds[0], meta=meta)
 
 
 def fit(samples: Samples, *, seed: int, meta: dict[str, Any] | None = None) -> QuantilePredictor:

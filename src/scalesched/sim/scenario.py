@@ -4,7 +4,7 @@
 rate the best heuristic keeps up with, :mod:`scalesched.eval.capacity`); ``--rate`` sets
 workflows/s directly. Workload specs stay free of execution details: capacity is resolved
 from the cluster and the workload together, by the caller (measuring it runs policies, which
-the simulator does not import; :mod:`scalesched.eval.setup` resolves it and passes it here).
+the simulator does not import; :mod:`scalesched.runs.setup` resolves it and passes it here).
 
 ``nominal_capacity`` is the older analytic estimate, kept to seed the measurement's search:
 ``1 / max(D_gpu / G, D_cpu / C)``, where G is the cluster's GPU count, C its core count,
@@ -162,7 +162,7 @@ def build_jobs(
 
     A ``load`` scenario needs the cluster's measured ``capacity_wps``, which the simulator
     does not measure itself (that runs policies): callers resolve it first, as
-    :func:`scalesched.eval.setup.build_jobs` does."""
+    :func:`scalesched.runs.setup.build_jobs` does."""
     source, times = _arrivals_checked(tables, scenario, capacity_wps)
     return sample_jobs(source, [float(t) for t in times], scenario.seed)
 
@@ -188,7 +188,7 @@ def _arrivals_checked(
         if capacity_wps is None:
             raise ValueError(
                 "a --load scenario needs the cluster's capacity: use "
-                "scalesched.eval.setup.build_jobs, or pass capacity_wps"
+                "scalesched.runs.setup.build_jobs, or pass capacity_wps"
             )
         rate = scenario.load * capacity_wps
     if not math.isfinite(rate) or rate <= 0:

@@ -811,8 +811,8 @@ def validation_response_times(
     so long runs measure the steady state rather than the cold start."""
     from scalesched.cluster import get_cluster
     from scalesched.decision.features import ClusterTables
-    from scalesched.eval.setup import Scenario, build_jobs
     from scalesched.policies import get_policy
+    from scalesched.runs.setup import Scenario, build_jobs
 
     spec = get_cluster(f"hetero-{n}")
     tables = ClusterTables(spec)

@@ -47,7 +47,7 @@ from scalesched.errors import InputError
 from scalesched.predict.features import duration_baseline, duration_inputs
 from scalesched.predict.metrics import scores
 from scalesched.predict.model import QUANTILES, QuantilePredictor
-from scalesched.predict.traces import TraceRun, decided_task, placement
+from scalesched.runs.traces import TraceRun, decided_task, placement
 
 MIN_WINDOW = 50
 _I50 = QUANTILES.index(0.5)

@@ -20,6 +20,8 @@ from scalesched.decision.features import ClusterTables, Decision
 from scalesched.decision.records import SchedulingError
 from scalesched.decision.scheduler import BaseScheduler, Scheduler
 from scalesched.errors import InputError
+from scalesched.predict.model import QuantilePredictor
+from scalesched.predict.samples import Samples
 from scalesched.predict.features import (
     TASK_INPUTS,
     duration_baseline,
@@ -33,32 +35,6 @@ from scalesched.predict.features import (
 if TYPE_CHECKING:
     from scalesched.sim.engine import Simulation
     from scalesched.workload.instance import Job, TaskInstance
-
-
-@dataclass(frozen=True)
-class Samples:
-    """Inputs, baselines (ln of the static estimate), truths and static groups per head."""
-
-    tok_x: np.ndarray
-    tok_base: np.ndarray
-    tok_y: np.ndarray
-    tok_group: np.ndarray
-    dur_x: np.ndarray
-    dur_base: np.ndarray
-    dur_y: np.ndarray
-    dur_group: np.ndarray
-    fin_base: np.ndarray
-    fin_y: np.ndarray
-    """Seconds from the decision to the task's end (the finish head reads ``dur_x``)."""
-
-    @staticmethod
-    def concat(parts: list[Samples]) -> Samples:
-        return Samples(
-            **{
-                f: np.concatenate([getattr(p, f) for p in parts])
-                for f in Samples.__dataclass_fields__
-            }
-        )
 
 
 @dataclass(frozen=True)
@@ -195,3 +171,46 @@ def collect(run: TraceRun) -> Samples:
         fin_base=np.array(fin_base),
         fin_y=fin_y,
     )
+
+
+def fit_on_traces(
+    cluster: str,
+    workload: str,
+    *,
+    workflows: int,
+    seeds: list[int],
+    load: float | list[float] = 0.8,
+    policy: str = "soft_eft",
+) -> QuantilePredictor:
+    """Record traces (one run per seed and load) and fit on them; the first seed seeds the
+    fit. Provenance goes into the predictor's ``meta``."""
+    from scalesched.cluster import get_cluster
+    from scalesched.predict.train import fit
+
+    if not seeds:
+        raise InputError("--seed", "seed", "give at least one seed")
+    spec = get_cluster(cluster)
+    loads = load if isinstance(load, list) else [load]
+    parts = [
+        collect(TraceRun(spec, workload, workflows, s, lv, policy)) for s in seeds for lv in loads
+    ]
+    meta = {
+        "cluster": spec.name,
+        "workload": workload,
+        "workflows": workflows,
+        "trace_seeds": seeds,
+        "loads": loads,
+        "policy": policy,
+    }
+    return fit(Samples.concat(parts), seed=seeds[0], meta=meta)
+
+
+def evaluate_on_traces(predictor: QuantilePredictor, run: TraceRun) -> dict[str, Any]:
+    """Record fresh traces and score the predictor on them (``predict eval --json``)."""
+    from scalesched.predict.metrics import evaluate
+
+    return {
+        **run.describe(),
+        "seed_seen_in_training": run.seed in predictor.meta.get("trace_seeds", []),
+        "heads": evaluate(predictor, collect(run)),
+    }

@@ -52,7 +52,7 @@ def fit(
     @clean_errors
     def go() -> None:
         from scalesched.predict.model import save
-        from scalesched.predict.train import fit_on_traces
+        from scalesched.runs.traces import fit_on_traces
 
         if out.is_dir():
             raise InputError("--out", "out", f"{out} is a directory; give a file path")
@@ -93,10 +93,9 @@ def evaluate(
     @clean_errors
     def go() -> None:
         from scalesched.cluster import get_cluster
-        from scalesched.predict.metrics import evaluate_on_traces
         from scalesched.predict.model import default_predictor
         from scalesched.predict.model import load as load_model
-        from scalesched.predict.traces import TraceRun
+        from scalesched.runs.traces import TraceRun, evaluate_on_traces
 
         if plot is not None:
             from scalesched.sim.trace import check_gantt_file
@@ -159,10 +158,10 @@ def drift(
     @clean_errors
     def go() -> None:
         from scalesched.cluster import get_cluster
-        from scalesched.predict.drift import drift_study
+        from scalesched.eval.drift import drift_study
         from scalesched.predict.model import default_predictor
         from scalesched.predict.model import load as load_model
-        from scalesched.predict.traces import TraceRun
+        from scalesched.runs.traces import TraceRun
 
         predictor = default_predictor() if model == "default" else load_model(model)
         run = TraceRun(get_cluster(cluster), workload, workflows, seed, load, policy)
