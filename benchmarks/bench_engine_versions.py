@@ -18,7 +18,7 @@ import sys
 import time
 
 from scalesched.cluster import get_cluster
-from scalesched.decision.features import ClusterTables
+from scalesched.cluster.tables import ClusterTables
 from scalesched.policies import get_policy
 from scalesched.sim.run import simulate
 from scalesched.sim.scenario import Scenario, build_jobs

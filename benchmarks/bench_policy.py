@@ -29,11 +29,11 @@ import torch
 from torch import Tensor, nn
 
 from scalesched.cluster import get_cluster
+from scalesched.cluster.tables import ClusterTables
 from scalesched.decision.cycle import Watched, drive
 from scalesched.decision.features import (
     SERVER_FEATURES,
     TASK_FEATURES,
-    ClusterTables,
     Decision,
     TaskRequest,
     make_decision,

@@ -24,7 +24,8 @@ import time
 from typing import Any
 
 from scalesched.cluster import get_cluster
-from scalesched.decision.features import ClusterTables, TaskRequest, make_decision
+from scalesched.cluster.tables import ClusterTables
+from scalesched.decision.features import TaskRequest, make_decision
 from scalesched.policies import get_policy
 from scalesched.runs.setup import Scenario, build_jobs
 from scalesched.runtime import RuntimeConfig, run_jobs

@@ -18,8 +18,9 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from scalesched.cluster import get_cluster  # noqa: E402
+from scalesched.cluster.tables import ClusterTables  # noqa: E402
 from scalesched.decision.cycle import Watched, drive  # noqa: E402
-from scalesched.decision.features import ClusterTables, make_decision  # noqa: E402
+from scalesched.decision.features import make_decision  # noqa: E402
 from scalesched.policies import get_policy  # noqa: E402
 from scalesched.runs.setup import Scenario, build_jobs  # noqa: E402
 from scalesched.sim import engine  # noqa: E402

@@ -52,9 +52,9 @@ import numpy as np
 import simpy
 
 from scalesched.cluster import get_cluster
+from scalesched.cluster.tables import MODEL_INDEX, ClusterTables
 from scalesched.decision.cycle import Watched, drive
-from scalesched.decision.features import MODEL_INDEX, ClusterTables
-from scalesched.decision.ledger import RunLedger
+from scalesched.kernel.ledger import RunLedger
 from scalesched.policies import get_policy
 from scalesched.runs.setup import Scenario, build_jobs
 from scalesched.sim import engine as engine_module

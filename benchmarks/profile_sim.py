@@ -120,7 +120,7 @@ def decode_events(setup: Any, policy: str) -> tuple[int, int, int, int]:
     rescheduling (2026-12-01) every reschedule pushed an event and the superseded ones were
     popped and dropped (counted as events); now an engine keeps one live event that
     re-times itself when it fires early (``Simulation._reschedule``)."""
-    from scalesched.decision.features import MODEL_NAMES
+    from scalesched.cluster.tables import MODEL_NAMES
     from scalesched.policies import get_policy
     from scalesched.sim.engine import Simulation
 

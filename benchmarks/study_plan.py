@@ -34,7 +34,7 @@ import numpy as np
 from scalesched.cluster import get_cluster
 from scalesched.cluster.deployment import deployment_from_dict, deployment_to_dict
 from scalesched.cluster.model import ClusterSpec
-from scalesched.decision.features import ClusterTables
+from scalesched.cluster.tables import ClusterTables
 from scalesched.plan.pipeline import Curves, predict
 from scalesched.plan.profile import workload_profile
 from scalesched.plan.search import search_plan
@@ -87,7 +87,7 @@ class Runner:
         if self.args.slo_p95 is not None:
             return float(self.args.slo_p95)
         jobs = self.jobs(0.1, 0)
-        from scalesched.decision.records import lower_bound
+        from scalesched.kernel.records import lower_bound
 
         lbs = [lower_bound(self.plain, j) for j in jobs]
         return float(self.args.slo_mult * np.percentile(lbs, 95))

@@ -34,8 +34,8 @@ from typing import Any
 import numpy as np
 
 from scalesched.cluster import get_cluster
-from scalesched.decision.features import ClusterTables
-from scalesched.decision.metrics import LogitsRecord
+from scalesched.cluster.tables import ClusterTables
+from scalesched.kernel.metrics import LogitsRecord
 from scalesched.policies import get_policy
 from scalesched.runs.setup import Scenario, prepare, run
 from scalesched.sim.engine import Simulation

@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from scalesched.decision.features import MODEL_INDEX, ClusterTables
-from scalesched.decision.records import lower_bound
+from scalesched.cluster.tables import MODEL_INDEX, ClusterTables
+from scalesched.kernel.records import lower_bound
 from scalesched.policies import get_policy
 from scalesched.runs.setup import Scenario, prepare, run
 from scalesched.runs.windows import default_cooldown, default_warmup

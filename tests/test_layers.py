@@ -22,7 +22,7 @@ PACKAGE = Path(scalesched.__file__).parent
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "workload", "cluster"),  # specs: plain data, no execution
     ("decision",),  # the contract
-    ("sim", "runtime", "cache", "serve"),  # executors
+    ("kernel", "sim", "runtime", "cache", "serve"),  # executors
     ("predict", "nn", "policies", "static"),  # policies
     ("runs",),  # setting up and measuring runs: setup, windows, capacity, traces
     ("env", "train"),  # learning: episodes and validation are runs

@@ -17,8 +17,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from scalesched.decision.metrics import steady_state_note
 from scalesched.errors import InputError, clean_errors, require_finite
+from scalesched.kernel.metrics import steady_state_note
 from scalesched.runs.windows import default_cooldown, default_warmup
 
 

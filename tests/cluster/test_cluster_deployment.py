@@ -156,7 +156,7 @@ def _sim_deployment():
 
 @pytest.mark.parametrize("policy", ["eft", "least_loaded", "round_robin", "scale"])
 def test_simulation_follows_the_deployment(policy):
-    from scalesched.decision.features import MODEL_INDEX, ClusterTables
+    from scalesched.cluster.tables import MODEL_INDEX, ClusterTables
     from scalesched.policies import get_policy
     from scalesched.runs.setup import Scenario, build_jobs
     from scalesched.sim.run import simulate
@@ -178,8 +178,8 @@ def test_simulation_follows_the_deployment(policy):
 
 
 def test_undeployed_model_is_an_input_error():
-    from scalesched.decision.features import ClusterTables
-    from scalesched.decision.records import check_feasible
+    from scalesched.cluster.tables import ClusterTables
+    from scalesched.kernel.records import check_feasible
     from scalesched.runs.setup import Scenario, build_jobs
 
     dep = deployment_from_dict(_dep(_r("llama-2-7b")), CLUSTER, "d.yaml")
@@ -191,7 +191,8 @@ def test_undeployed_model_is_an_input_error():
 def test_runtime_agent_and_view_pin_the_deployment():
     """The Ray runtime's server agent and the driver's view start with the replicas resident
     (no Ray needed: both are plain classes)."""
-    from scalesched.decision.features import ENGINE_ABSENT, ENGINE_READY, MODEL_INDEX, ClusterTables
+    from scalesched.cluster.tables import MODEL_INDEX, ClusterTables
+    from scalesched.decision.features import ENGINE_ABSENT, ENGINE_READY
     from scalesched.runtime.agent import ServerAgent
     from scalesched.runtime.view import RuntimeView
 

@@ -6,16 +6,16 @@ import numpy as np
 import pytest
 
 from scalesched.cluster import get_cluster
+from scalesched.cluster.tables import ClusterTables
 from scalesched.decision.features import (
     BASE_SERVER_FEATURES,
     CACHED_SHARE_FEATURE,
     SERVER_FEATURES,
     SESSION_RESIDENT_FEATURE,
-    ClusterTables,
-    RouteMemory,
     TaskRequest,
-    observation,
 )
+from scalesched.kernel.routes import RouteMemory
+from scalesched.nn.observation import observation
 from scalesched.policies import get_policy
 from scalesched.runs.setup import Scenario, build_jobs
 from scalesched.sim.engine import Simulation

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from scalesched.cluster import get_cluster
+from scalesched.cluster.tables import ClusterTables
 from scalesched.decision.cycle import BatchExecutor, Executor, Watched, drive
-from scalesched.decision.features import ClusterTables
 from scalesched.policies import get_policy
 from scalesched.sim.engine import Simulation
 from scalesched.sim.scenario import Scenario, build_jobs

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from scalesched.cli import app
 from scalesched.cluster import get_cluster
-from scalesched.decision.features import ClusterTables
+from scalesched.cluster.tables import ClusterTables
 from scalesched.eval import capacity as cap
 from scalesched.policies import get_policy
 from scalesched.runs.setup import Scenario, build_jobs

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from scalesched.cluster import get_cluster
-from scalesched.decision.features import ClusterTables
+from scalesched.cluster.tables import ClusterTables
 from scalesched.eval.capacity import capacity_wps
 from scalesched.policies import get_policy
 from scalesched.runs.setup import Scenario, build_jobs, prepare, run

@@ -11,12 +11,8 @@ import pytest
 import torch
 
 from scalesched.cluster import get_cluster
-from scalesched.decision.features import (
-    BASE_SERVER_FEATURES,
-    SERVER_FEATURES,
-    TASK_FEATURES,
-    ClusterTables,
-)
+from scalesched.cluster.tables import ClusterTables
+from scalesched.decision.features import BASE_SERVER_FEATURES, SERVER_FEATURES, TASK_FEATURES
 from scalesched.errors import InputError
 from scalesched.nn import build_network
 from scalesched.nn.checkpoint import save_checkpoint

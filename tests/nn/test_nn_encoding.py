@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from scalesched.cluster import get_cluster
-from scalesched.decision.features import SERVER_DIMS, TASK_FEATURES, ClusterTables
+from scalesched.cluster.tables import ClusterTables
+from scalesched.decision.features import SERVER_DIMS, TASK_FEATURES
 from scalesched.env.scheduling_env import encode
 from scalesched.nn import build_network
 from scalesched.nn.common import obs_to_tensors

@@ -9,12 +9,8 @@ import pytest
 import torch
 
 from scalesched.cluster import get_cluster
-from scalesched.decision.features import (
-    BASE_SERVER_FEATURES,
-    TASK_FEATURES,
-    ClusterTables,
-    Decision,
-)
+from scalesched.cluster.tables import ClusterTables
+from scalesched.decision.features import BASE_SERVER_FEATURES, TASK_FEATURES, Decision
 from scalesched.nn import MASKED_LOGIT, ScaleNet, build_network
 from scalesched.nn.fast import FastScaleActor
 from scalesched.nn.scheduler import (

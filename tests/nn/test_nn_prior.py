@@ -7,12 +7,8 @@ import pytest
 import torch
 
 from scalesched.cluster import get_cluster
-from scalesched.decision.features import (
-    RELATIVE_FINISH_FEATURE,
-    SERVER_FEATURES,
-    TASK_FEATURES,
-    ClusterTables,
-)
+from scalesched.cluster.tables import ClusterTables
+from scalesched.decision.features import RELATIVE_FINISH_FEATURE, SERVER_FEATURES, TASK_FEATURES
 from scalesched.nn import build_network
 from scalesched.nn.scale_net import ScaleNetConfig
 from scalesched.runs.setup import Scenario, build_jobs

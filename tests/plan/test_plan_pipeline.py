@@ -71,7 +71,7 @@ def test_prediction_tracks_simulation():
     """Predicted mean within 15% of the simulated one for a plan at its rate (light run)."""
     from scalesched.cluster import get_cluster
     from scalesched.cluster.deployment import deployment_from_dict, deployment_to_dict
-    from scalesched.decision.features import ClusterTables
+    from scalesched.cluster.tables import ClusterTables
     from scalesched.plan.search import search_plan
     from scalesched.policies import get_policy
     from scalesched.runs.setup import Scenario, build_jobs

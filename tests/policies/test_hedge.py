@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from scalesched.cluster import get_cluster
+from scalesched.cluster.tables import ClusterTables
 from scalesched.decision.actions import Hedge
-from scalesched.decision.features import ClusterTables
 from scalesched.policies import get_policy
 from scalesched.policies.hedge import Candidates, HedgeScheduler, _at_length
 from scalesched.predict.features import token_baseline, token_inputs

@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 from scalesched.cluster import get_cluster
+from scalesched.cluster.tables import ClusterTables
 from scalesched.decision.actions import Defer, Hedge, Place, as_action
-from scalesched.decision.features import ClusterTables, make_decision
+from scalesched.decision.features import make_decision
 from scalesched.policies import HEURISTICS, STRONG_HEURISTICS, get_policy
 from scalesched.runs.setup import Scenario, build_jobs
 from scalesched.sim.engine import Simulation

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 
 from scalesched.cluster import get_cluster
-from scalesched.decision.features import ClusterTables
+from scalesched.cluster.tables import ClusterTables
 from scalesched.policies import get_policy
 from scalesched.policies.tail import TailScheduler
 from scalesched.sim.engine import Simulation
@@ -121,8 +121,9 @@ def test_scale_out_asks_for_a_free_replica_when_p99_misses_the_slo() -> None:
     """Every request names the call's model on a free server without it, other than the
     chosen one, only while no load of that model is pending, and only when the chosen
     server's p99 finish exceeds slo x the contention-free time; a stricter SLO asks more."""
+    from scalesched.cluster.tables import MODEL_NAMES
     from scalesched.decision import LoadReplica, Place
-    from scalesched.decision.features import ENGINE_ABSENT, ENGINE_LOADING, MODEL_NAMES
+    from scalesched.decision.features import ENGINE_ABSENT, ENGINE_LOADING
 
     eager, lax = TailScheduler(scale_out=True, slo=1.0), TailScheduler(scale_out=True)
     sim = Simulation(SPEC, JOBS, tables=TABLES)

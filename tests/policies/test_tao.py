@@ -8,15 +8,9 @@ import numpy as np
 import pytest
 
 from scalesched.cluster.model import ClusterSpec, ServerSpec
+from scalesched.cluster.tables import MODEL_INDEX, MODEL_NAMES, ClusterTables
 from scalesched.decision.actions import Defer
-from scalesched.decision.features import (
-    ENGINE_READY,
-    MODEL_INDEX,
-    MODEL_NAMES,
-    ClusterTables,
-    TaskRequest,
-    make_decision,
-)
+from scalesched.decision.features import ENGINE_READY, TaskRequest, make_decision
 from scalesched.policies import get_policy
 from scalesched.policies.tao import TaoScheduler
 from scalesched.runs.setup import Scenario, prepare, run

@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from scalesched.cluster import get_cluster
-from scalesched.decision.features import ClusterTables
+from scalesched.cluster.tables import ClusterTables
 from scalesched.errors import InputError
 from scalesched.eval.drift import apply_drift, drift_study, parse_drift
 from scalesched.predict import default_predictor

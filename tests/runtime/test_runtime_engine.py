@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from scalesched.cluster.model import ClusterSpec, ServerSpec
-from scalesched.decision.features import MODEL_INDEX
+from scalesched.cluster.tables import MODEL_INDEX
 from scalesched.policies import get_policy
 from scalesched.runtime.agent import ServerAgent, TaskSpec
 from scalesched.sim.run import simulate

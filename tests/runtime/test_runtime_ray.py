@@ -24,10 +24,11 @@ from typer.testing import CliRunner  # noqa: E402
 from scalesched.cli import app  # noqa: E402
 from scalesched.cluster import cluster_to_yaml, get_cluster  # noqa: E402
 from scalesched.cluster.model import ClusterSpec  # noqa: E402
+from scalesched.cluster.tables import MODEL_INDEX, ClusterTables  # noqa: E402
 from scalesched.decision.actions import Defer, Hedge  # noqa: E402
-from scalesched.decision.features import MODEL_INDEX, ClusterTables, Decision  # noqa: E402
-from scalesched.decision.metrics import RunRecord, run_metrics  # noqa: E402
+from scalesched.decision.features import Decision  # noqa: E402
 from scalesched.decision.scheduler import BaseScheduler  # noqa: E402
+from scalesched.kernel.metrics import RunRecord, run_metrics  # noqa: E402
 from scalesched.policies import get_policy  # noqa: E402
 from scalesched.runs.setup import Scenario, build_jobs  # noqa: E402
 from scalesched.runtime import FaultConfig, RuntimeConfig, run_jobs  # noqa: E402

@@ -17,12 +17,11 @@ from typer.testing import CliRunner
 
 from scalesched.cli import app
 from scalesched.cluster import get_cluster
+from scalesched.cluster.tables import MODEL_INDEX, ClusterTables
 from scalesched.decision.features import (
     ENGINE_ABSENT,
     ENGINE_LOADING,
     ENGINE_READY,
-    MODEL_INDEX,
-    ClusterTables,
     TaskRequest,
     make_decision,
 )

@@ -14,8 +14,9 @@ from test_invariants import assert_each_task_once_after_its_parents, scenarios
 
 from scalesched.cluster import get_cluster
 from scalesched.cluster.model import ClusterSpec
+from scalesched.cluster.tables import ClusterTables
 from scalesched.decision import Defer, Hedge, Place
-from scalesched.decision.features import ClusterTables, Decision
+from scalesched.decision.features import Decision
 from scalesched.decision.scheduler import BaseScheduler
 from scalesched.policies import get_policy
 from scalesched.runs.setup import Scenario, build_jobs

@@ -6,7 +6,8 @@ from sim_builders import llm, tool, toy_jobs, workflow
 
 from scalesched.cluster import engine_perf, get_cluster
 from scalesched.cluster.model import ClusterSpec, ServerSpec
-from scalesched.decision.features import MODEL_INDEX, ClusterTables, Decision
+from scalesched.cluster.tables import MODEL_INDEX, ClusterTables
+from scalesched.decision.features import Decision
 from scalesched.decision.scheduler import BaseScheduler
 from scalesched.errors import InputError
 from scalesched.policies import get_policy
@@ -169,7 +170,7 @@ def test_capacity_is_cached_per_workload_spec_not_per_name(tmp_path: object) -> 
     import json
     from pathlib import Path
 
-    from scalesched.decision.features import ClusterTables
+    from scalesched.cluster.tables import ClusterTables
     from scalesched.runs.setup import Scenario, build_jobs
 
     def one_task_file(path: Path, runtime: float) -> str:

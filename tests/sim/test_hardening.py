@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from scalesched.cluster import get_cluster
-from scalesched.decision.features import ClusterTables
+from scalesched.cluster.tables import ClusterTables
 from scalesched.errors import InputError, require_finite
 from scalesched.policies import get_policy
 from scalesched.runs.setup import Scenario, build_jobs

@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 from sim_builders import workflow
 
 from scalesched.cluster.model import ClusterSpec, ServerSpec
-from scalesched.decision.features import MODEL_INDEX
-from scalesched.decision.records import TaskRecord
+from scalesched.cluster.tables import MODEL_INDEX
+from scalesched.kernel.records import TaskRecord
 from scalesched.policies import HEURISTICS, get_policy
 from scalesched.sim.engine import Simulation
 from scalesched.sim.run import summarise

@@ -12,7 +12,7 @@ from sim_builders import llm, tool, toy_jobs, workflow
 from scalesched.cache.kv import KV_POLICIES, cached_prefill
 from scalesched.cluster import engine_perf, get_cluster
 from scalesched.cluster.model import ClusterSpec, ServerSpec
-from scalesched.decision.features import ClusterTables
+from scalesched.cluster.tables import ClusterTables
 from scalesched.policies import get_policy
 from scalesched.sim.engine import Simulation
 from scalesched.sim.run import _drive, simulate

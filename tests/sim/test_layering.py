@@ -33,7 +33,7 @@ def imported_modules(package: str) -> dict[str, set[str]]:
     ("package", "forbidden"),
     [
         ("sim", ("policies", "nn", "runtime", "eval", "env", "train")),
-        ("decision", ("sim", "env", "runtime", "policies", "nn", "eval", "train")),
+        ("decision", ("kernel", "sim", "env", "runtime", "policies", "nn", "eval", "train")),
         ("runtime", ("sim.engine", "policies", "nn", "eval", "train")),
     ],
 )
@@ -55,9 +55,9 @@ def test_the_scan_sees_imports() -> None:
 def test_one_llm_engine_model_serves_the_simulator_and_the_runtime() -> None:
     """Both executors read the batch arithmetic (admission, step times, eviction) from the
     neutral module, and that module needs nothing above the contract and the cluster."""
-    model = "scalesched.decision.llm_engine"
+    model = "scalesched.kernel.llm_engine"
     assert model in imported_modules("sim")["engine.py"]
     assert model in imported_modules("runtime")["agent.py"]
     allowed = ("scalesched.decision.features", "scalesched.cluster")
-    own = imported_modules("decision")["llm_engine.py"]
+    own = imported_modules("kernel")["llm_engine.py"]
     assert all(name.startswith(allowed) for name in own), sorted(own)

@@ -12,9 +12,9 @@ from sim_builders import llm, workflow
 
 from scalesched.cluster import engine_perf, get_cluster
 from scalesched.cluster.model import ClusterSpec, ServerSpec
-from scalesched.decision.features import MODEL_INDEX, ClusterTables
-from scalesched.decision.llm_engine import EngineBatch
-from scalesched.decision.metrics import LogitsRecord
+from scalesched.cluster.tables import MODEL_INDEX, ClusterTables
+from scalesched.kernel.llm_engine import EngineBatch
+from scalesched.kernel.metrics import LogitsRecord
 from scalesched.policies import get_policy
 from scalesched.sim.engine import Simulation
 from scalesched.sim.logits_cache import LogitsCache, logits_row_tokens

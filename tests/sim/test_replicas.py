@@ -13,17 +13,10 @@ from test_invariants import assert_each_task_once_after_its_parents, scenarios
 
 from scalesched.cluster import get_cluster
 from scalesched.cluster.model import ClusterSpec
+from scalesched.cluster.tables import MODEL_NAMES, ClusterTables
 from scalesched.decision import LoadReplica, Place
-from scalesched.decision.features import (
-    ENGINE_ABSENT,
-    ENGINE_LOADING,
-    ENGINE_READY,
-    MODEL_NAMES,
-    ClusterTables,
-    Decision,
-)
-from scalesched.decision.records import SchedulingError
-from scalesched.decision.scheduler import BaseScheduler
+from scalesched.decision.features import ENGINE_ABSENT, ENGINE_LOADING, ENGINE_READY, Decision
+from scalesched.decision.scheduler import BaseScheduler, SchedulingError
 from scalesched.policies.eft import EftScheduler
 from scalesched.runs.setup import Scenario, build_jobs
 from scalesched.sim.engine import Simulation

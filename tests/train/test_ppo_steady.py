@@ -180,7 +180,7 @@ def test_validation_selects_against_the_best_baseline(tmp_path: Path) -> None:
 
 def test_validation_leaves_out_the_warmup_workflows(tmp_path: Path) -> None:
     from scalesched.cluster import get_cluster
-    from scalesched.decision.features import ClusterTables
+    from scalesched.cluster.tables import ClusterTables
     from scalesched.policies import get_policy
     from scalesched.runs.setup import Scenario, build_jobs
     from scalesched.sim.engine import Simulation

@@ -55,7 +55,7 @@ def test_hint_is_not_the_truth() -> None:
 
 
 def test_decision_view_carries_role_pattern_and_hint() -> None:
-    from scalesched.decision.features import task_request
+    from scalesched.kernel.requests import task_request
 
     wf = get_workload("agentic-mix").sample(workflow_rng(0, 0))
     i = next(k for k, t in enumerate(wf.tasks) if t.kind == "llm")

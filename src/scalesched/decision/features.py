@@ -16,35 +16,16 @@ output length and external latency are never visible here.
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 
-from scalesched.cluster.deployment import Deployment
-from scalesched.cluster.model import ClusterSpec
-from scalesched.cluster.perf import (
-    MODELS,
-    EnginePerf,
-    ReplicaGroupPerf,
-    engine_perf,
-    tensor_parallel_degree,
-)
-from scalesched.workload.instance import TaskInstance, WorkflowInstance
-
-MODEL_NAMES: tuple[str, ...] = tuple(sorted(MODELS))
-"""Column order of every per-model array."""
-MODEL_INDEX: dict[str, int] = {name: i for i, name in enumerate(MODEL_NAMES)}
+from scalesched.cluster.tables import MODEL_NAMES, ClusterTables
 
 ENGINE_ABSENT, ENGINE_LOADING, ENGINE_READY = 0, 1, 2
 """Values of ``ClusterStateView.engine_state``; LOADING also covers waiting for GPUs."""
-
-MAX_BATCH_TABLE = 1024
-"""Decode tables cover batch sizes 0..MAX_BATCH_TABLE (engines cap their batch below it)."""
 
 TASK_FEATURES = 8 + len(MODEL_NAMES)
 BASE_SERVER_FEATURES = 18
@@ -135,345 +116,11 @@ class ClusterStateView(Protocol):
     """Sum of the context tokens of those requests."""
 
 
-class RouteMemory:
-    """What a router has sent to each engine, so that decisions can estimate what is cached
-    where without reading any engine's cache (which a real router cannot see).
+class RouteView(Protocol):
+    """What a router remembers of where prompts went (``scalesched.kernel.routes``): the
+    tokens of a prompt it expects cached on each server, and where its session resides."""
 
-    The same bookkeeping as the ``cache_aware`` router's ``RouterTree`` (SGLang's), kept
-    by the run ledger for every placement whoever made it: per engine (server, model), the
-    application prompts (``prefix_id``, its tokens) and the calls (``call_key``, ending at
-    prompt + estimated output) routed there, least recently routed forgotten first beyond
-    the engine's KV capacity in tokens, and a server's whole memory forgotten when it dies.
-    Only calls with a prefix identity are recorded; runs without any cost nothing.
-    """
-
-    __slots__ = ("_capacity", "_engines", "_where")
-
-    def __init__(self, tables: ClusterTables) -> None:
-        self._capacity = tables.kv_capacity.take(tables.class_or_zero)
-        """(N, models) KV tokens of each engine (meaningful where feasible)."""
-        self._engines: dict[tuple[int, int], tuple[OrderedDict[object, int], list[int]]] = {}
-        """(server, model) -> (key -> own tokens, in routing order; [tokens held])."""
-        self._where: dict[tuple[int, object], dict[int, int]] = {}
-        """(model, key) -> {server: tokens the key's prefix ends at}."""
-
-    def route(
-        self,
-        server: int,
-        model: int,
-        prefix_id: str,
-        prefix_tokens: int,
-        call_key: object,
-        context_key: object | None,
-        end_tokens: int,
-    ) -> None:
-        """A call was sent to ``server``: its application prompt and its own context (up to
-        ``end_tokens`` = prompt + estimated output) are now expected cached there."""
-        self._add(server, model, prefix_id, prefix_tokens, 0)
-        where = self._where
-        base = 0
-        if context_key is not None:
-            base = where.get((model, context_key), {}).get(server, 0)
-        if not base:
-            base = prefix_tokens
-        self._add(server, model, call_key, end_tokens, base)
-
-    def _add(self, server: int, model: int, key: object, end: int, base: int) -> None:
-        engine = self._engines.get((server, model))
-        if engine is None:
-            engine = self._engines[(server, model)] = (OrderedDict(), [0])
-        entries, held = engine
-        if key in entries:
-            entries.move_to_end(key)
-            return
-        own = max(end - base, 1)  # at least a token: the memory stays bounded by capacity
-        entries[key] = own
-        held[0] += own
-        self._where.setdefault((model, key), {})[server] = end
-        capacity = int(self._capacity[server, model])
-        while held[0] > capacity and len(entries) > 1:
-            old, old_own = entries.popitem(last=False)
-            held[0] -= old_own
-            self._forget(model, old, server)
-
-    def _forget(self, model: int, key: object, server: int) -> None:
-        servers = self._where.get((model, key))
-        if servers is not None:
-            servers.pop(server, None)
-            if not servers:
-                del self._where[(model, key)]
-
-    def forget_server(self, server: int) -> None:
-        """``server`` is gone and its caches with it."""
-        for s, m in [k for k in self._engines if k[0] == server]:
-            for key in self._engines.pop((s, m))[0]:
-                self._forget(m, key, s)
-
-    def cached(self, task: TaskRequest, n: int) -> tuple[np.ndarray, np.ndarray]:
-        """(N,) tokens of ``task``'s prompt expected cached on each server (its context
-        where the session's previous call went, else its application prompt where one was
-        routed), capped at the prompt; and (N,) 1.0 where that context is."""
-        tokens, resident = np.zeros(n), np.zeros(n)
-        if task.prefix_id is None:
-            return tokens, resident
-        m = task.model
-        for s, end in self._where.get((m, task.prefix_id), {}).items():
-            tokens[s] = end
-        if task.context_key is not None:
-            for s, end in self._where.get((m, task.context_key), {}).items():
-                tokens[s] = max(tokens[s], end)
-                resident[s] = 1.0
-        np.minimum(tokens, task.prompt_tokens, out=tokens)
-        return tokens, resident
-
-
-_CACHE_LIMIT = 1 << 16
-"""Entries a per-key cache of ``ClusterTables`` holds before it starts over."""
-
-
-@dataclass(frozen=True, slots=True)
-class _ModelColumns:
-    """One model's per-server columns of the static tables (see ``make_decision``)."""
-
-    mask: np.ndarray
-    """(N,) bool, read-only: servers that can run the model."""
-    masked_out: np.ndarray | None
-    """``~mask``, None when every server can run it."""
-    kk: np.ndarray
-    """(N,) engine class per server (0 where infeasible)."""
-    base: np.ndarray
-    """``kk`` times the decode tables' row width: flat index of each server's row."""
-    load: np.ndarray
-    tp: np.ndarray
-    classes: list[tuple[int, EnginePerf | ReplicaGroupPerf]]
-
-
-class ClusterTables:
-    """Static arrays of one cluster, built once and shared by every decision."""
-
-    def __init__(self, spec: ClusterSpec, deployment: Deployment | None = None) -> None:
-        """``deployment``: pinned replicas replace dynamic residency; a model is feasible
-        only where a replica of it is, with that replica group's engine (``pinned``)."""
-        servers = spec.servers
-        n = len(servers)
-        if n == 0:
-            raise ValueError("a cluster needs at least one server")
-        self.spec = spec
-        self.n = n
-        self.names = [s.name for s in servers]
-        self.gpus = np.array([s.gpus for s in servers], dtype=np.float64)
-        self.cores = np.array([s.cpu_cores for s in servers], dtype=np.float64)
-        self.core_speed = np.array([s.core_speed for s in servers], dtype=np.float64)
-        self.nic_bytes_per_s = np.array([s.nic_gbps * 1e9 / 8 for s in servers])
-        self.latency_s = spec.network_latency_s
-        self.max_core_speed = float(self.core_speed.max())
-        self.mean_core_speed = float(self.core_speed.mean())
-        self.mean_nic_bytes_per_s = float(self.nic_bytes_per_s.mean())
-
-        n_models = len(MODEL_NAMES)
-        self.pinned = deployment is not None
-        # GPUs each engine holds: fractional under a deployment with shared GPUs.
-        self.tp = np.zeros((n, n_models), dtype=np.float64 if self.pinned else np.int64)
-        self.engine_class = np.full((n, n_models), -1, dtype=np.int64)
-        self.load_s = np.zeros((n, n_models))
-        classes: dict[object, int] = {}
-        self.engines: list[EnginePerf | ReplicaGroupPerf] = []
-        for si, server in enumerate(servers):
-            for mi, model in enumerate(MODEL_NAMES):
-                if deployment is not None:
-                    group = deployment.engine_at(si, model)
-                    if group is None:
-                        continue
-                    key: object = group
-                    held: float = group.gpus
-                    if key not in classes:
-                        classes[key] = len(self.engines)
-                        self.engines.append(group)
-                elif server.gpu_type is None or server.gpus <= 0:
-                    continue
-                else:
-                    tp = tensor_parallel_degree(model, server.gpu_type, server.gpus)
-                    if tp is None:
-                        continue
-                    key, held = (model, server.gpu_type, tp), tp
-                    if key not in classes:
-                        classes[key] = len(self.engines)
-                        self.engines.append(engine_perf(model, server.gpu_type, tp))
-                k = classes[key]
-                self.tp[si, mi] = held
-                self.engine_class[si, mi] = k
-                self.load_s[si, mi] = self.engines[k].load_s(server.load_gbs)
-        self.feasible = self.engine_class >= 0
-        self.feasible.setflags(write=False)
-        self.class_or_zero = np.where(self.feasible, self.engine_class, 0)
-        self.all_servers = np.ones(n, dtype=bool)
-        self.all_servers.setflags(write=False)
-        self.zeros = np.zeros(n)
-        self.zeros.setflags(write=False)
-        self.feasible_any = np.asarray(self.feasible.any(axis=0), dtype=bool)
-        # Decode step = lin[k, batch] + attn[k] * context_tokens (the cost model is linear in
-        # context by construction); tabulate once so decisions index instead of calling.
-        n_classes = max(1, len(self.engines))
-        self.decode_lin = np.zeros((n_classes, MAX_BATCH_TABLE + 2))
-        self.decode_attn = np.zeros(n_classes)
-        for k, eng in enumerate(self.engines):
-            base = eng.decode_step_s(1, 0)
-            self.decode_attn[k] = (eng.decode_step_s(1, 1_000_000) - base) / 1_000_000
-            self.decode_lin[k, 1:] = [
-                eng.decode_step_s(b, 0) for b in range(1, MAX_BATCH_TABLE + 2)
-            ]
-        self.decode_step_increase = np.zeros_like(self.decode_lin)
-        """[k, b]: decode_lin[k, b] - decode_lin[k, b - 1], what one more request in a
-        batch of b costs every step (0 for b = 0)."""
-        self.decode_step_increase[:, 1:] = np.diff(self.decode_lin, axis=1)
-        self.max_batch = np.array([e.max_batch for e in self.engines] or [1])
-        self.kv_capacity = np.array([e.kv_capacity_tokens for e in self.engines] or [1])
-        self.server_static = _static_server_features(self)
-        self.slots_cap = np.minimum(self.kv_capacity, self.max_batch)
-        # Per model: (class, engine, servers of that class, batch-1 step, attention coef).
-        self.model_classes: list[
-            list[tuple[int, EnginePerf | ReplicaGroupPerf, int, float, float]]
-        ] = [
-            [
-                (
-                    k,
-                    eng,
-                    int((self.engine_class[:, mi] == k).sum()),
-                    float(self.decode_lin[k, 1]),
-                    float(self.decode_attn[k]),
-                )
-                for k, eng in enumerate(self.engines)
-                if eng.model == model
-            ]
-            for mi, model in enumerate(MODEL_NAMES)
-        ]
-        self._init_decision_columns()
-
-    def _init_decision_columns(self) -> None:
-        """Per model, the columns ``make_decision`` reads, kept contiguous so a decision
-        takes them without slicing; and the flat views of the decode tables it gathers
-        from (views: an in-place change of the tables, ``predict.drift``, shows through)."""
-        width = self.decode_lin.shape[1]
-        self._lin_flat = self.decode_lin.reshape(-1)
-        self._increase_flat = self.decode_step_increase.reshape(-1)
-        assert np.shares_memory(self._lin_flat, self.decode_lin)
-        assert np.shares_memory(self._increase_flat, self.decode_step_increase)
-        self._model_cols: list[_ModelColumns] = []
-        for mi in range(len(MODEL_NAMES)):
-            kk = np.ascontiguousarray(self.class_or_zero[:, mi])
-            mask = np.ascontiguousarray(self.feasible[:, mi])
-            mask.setflags(write=False)
-            self._model_cols.append(
-                _ModelColumns(
-                    mask=mask,
-                    masked_out=None if mask.all() else ~mask,
-                    kk=kk,
-                    base=kk * width,
-                    load=np.ascontiguousarray(self.load_s[:, mi]),
-                    tp=np.ascontiguousarray(self.tp[:, mi]),
-                    classes=[(k, eng) for k, eng, *_ in self.model_classes[mi]],
-                )
-            )
-        self._prefill_cache: dict[tuple[int, int], np.ndarray] = {}
-        self._prefill_floats: dict[tuple[int, int], tuple[float, ...]] = {}
-        self._slots_cache: dict[int, np.ndarray] = {}
-        self._bandwidth: dict[int, np.ndarray] = {}
-
-    def __setstate__(self, state: dict[str, object]) -> None:
-        """Unpickled (or deep-copied): the flat views must view this copy's tables."""
-        self.__dict__.update(state)
-        self._init_decision_columns()
-
-    def bandwidth_from(self, src: int) -> np.ndarray:
-        """(N,) bytes/s from server ``src`` to each server: the slower NIC of the two."""
-        bw = self._bandwidth.get(src)
-        if bw is None:
-            bw = np.minimum(self.nic_bytes_per_s, self.nic_bytes_per_s[src])
-            bw.setflags(write=False)
-            self._bandwidth[src] = bw
-        return bw
-
-    def prefill_by_class(self, model: int, prompt: int) -> np.ndarray:
-        """Seconds to prefill ``prompt`` tokens alone, per engine class (0 for the classes
-        that do not serve ``model``). Cached: the same doubles as calling ``prefill_s``."""
-        key = (model, prompt)
-        out = self._prefill_cache.get(key)
-        if out is None:
-            if len(self._prefill_cache) >= _CACHE_LIMIT:
-                self._prefill_cache.clear()  # bounded: a long run's memory stays flat
-            out = np.zeros(max(1, len(self.engines)))
-            for (k, _), seconds in zip(
-                self._model_cols[model].classes, self.prefill_floats(model, prompt), strict=True
-            ):
-                out[k] = seconds
-            out.setflags(write=False)
-            self._prefill_cache[key] = out
-        return out
-
-    def prefill_floats(self, model: int, prompt: int) -> tuple[float, ...]:
-        """``prefill_s(prompt)`` of each engine class of ``model`` (``model_classes``
-        order), cached as Python floats."""
-        key = (model, prompt)
-        out = self._prefill_floats.get(key)
-        if out is None:
-            if len(self._prefill_floats) >= _CACHE_LIMIT:
-                self._prefill_floats.clear()
-            out = tuple(eng.prefill_s(prompt) for _, eng in self._model_cols[model].classes)
-            self._prefill_floats[key] = out
-        return out
-
-    def slots_by_class(self, need_tokens: int) -> np.ndarray:
-        """``admission_slots`` cached per ``need_tokens``."""
-        out = self._slots_cache.get(need_tokens)
-        if out is None:
-            if len(self._slots_cache) >= _CACHE_LIMIT:
-                self._slots_cache.clear()
-            out = admission_slots(self, need_tokens)
-            out.setflags(write=False)
-            self._slots_cache[need_tokens] = out
-        return out
-
-    # -- costs with no contention: used for ranks, lower bounds and capacity ------------
-    def llm_class_times(self, model: int, prompt: int, output: int) -> list[tuple[float, int]]:
-        """(seconds alone, server count) per engine class that can run the model."""
-        ctx = prompt + output // 2
-        return [
-            (pre + output * (lin1 + attn * ctx), count)
-            for pre, (_, _, count, lin1, attn) in zip(
-                self.prefill_floats(model, prompt), self.model_classes[model], strict=True
-            )
-        ]
-
-    def fastest_llm_time(self, model: int, prompt: int, output: int) -> float:
-        """The request alone on its fastest feasible server (inf if none can run it)."""
-        return min((t for t, _ in self.llm_class_times(model, prompt, output)), default=math.inf)
-
-    def mean_llm_time(self, model: int, prompt: int, output: int) -> float:
-        """HEFT's mean execution cost over the servers that can run the model."""
-        times = self.llm_class_times(model, prompt, output)
-        total = sum(c for _, c in times)
-        return sum(t * c for t, c in times) / total if total else math.inf
-
-    def mean_transfer_s(self, nbytes: float) -> float:
-        if nbytes <= 0:
-            return 0.0
-        return self.latency_s + nbytes / self.mean_nic_bytes_per_s
-
-
-def _static_server_features(t: ClusterTables) -> np.ndarray:
-    """Per-server features that never change, scaled to O(1)."""
-    from scalesched.cluster.perf import GPU_TYPES
-
-    feats = np.zeros((t.n, 6))
-    for i, server in enumerate(t.spec.servers):
-        gpu = GPU_TYPES.get(server.gpu_type) if server.gpu_type else None
-        feats[i, 0] = 1.0 if gpu is not None else 0.0
-        feats[i, 1] = math.log2(1 + server.gpus) / 3
-        feats[i, 2] = (gpu.memory_gb * server.gpus / 320) if gpu else 0.0
-        feats[i, 3] = (gpu.tflops * server.gpus / 4000) if gpu else 0.0
-        feats[i, 4] = server.cpu_cores / 64
-        feats[i, 5] = server.core_speed
-    return feats
+    def cached(self, task: TaskRequest, n: int) -> tuple[np.ndarray, np.ndarray]: ...
 
 
 class Decision:
@@ -603,7 +250,7 @@ class Decision:
 
     def _cache_features(self, f: np.ndarray) -> None:
         """The cache columns, from the router's memory the view keeps (``routes``, a
-        :class:`RouteMemory`; views without one, and tasks without a prefix identity,
+        :class:`RouteView`; views without one, and tasks without a prefix identity,
         get zeros).
 
         Why these two: prefill skips what the engine holds, and placement decides most
@@ -616,140 +263,13 @@ class Decision:
         lost its cache with its unloading, so both are 0 there."""
         f[:, CACHED_SHARE_FEATURE:] = 0.0
         task = self.task
-        routes = getattr(self._view, "routes", None)
-        if task.prefix_id is None or task.kind != "llm" or not isinstance(routes, RouteMemory):
+        routes: RouteView | None = getattr(self._view, "routes", None)
+        if task.prefix_id is None or task.kind != "llm" or routes is None:
             return
         tokens, resident = routes.cached(task, self._tables.n)
         live = self._view.engine_state[:, task.model] != ENGINE_ABSENT
         f[:, CACHED_SHARE_FEATURE] = np.where(live, tokens, 0.0) / max(task.prompt_tokens, 1)
         f[:, SESSION_RESIDENT_FEATURE] = np.where(live, resident, 0.0)
-
-
-def task_request(
-    wf: WorkflowInstance,
-    i: int,
-    parent_servers: Sequence[int],
-    rank: float,
-    workflow_age: float,
-) -> TaskRequest:
-    """What a scheduler may see of task ``i`` of ``wf``: estimates, never the truth."""
-    task = wf.tasks[i]
-    edge_bytes = wf.edge_bytes.get
-    request = TaskRequest(
-        kind=task.kind,
-        model=MODEL_INDEX[task.model] if task.kind == "llm" and task.model else -1,
-        prompt_tokens=task.prompt_tokens,
-        output_tokens_est=task.output_tokens_est,
-        cpu_work=task.cpu_work,
-        ext_latency_est=task.ext_latency_est,
-        parent_servers=tuple(parent_servers),
-        parent_bytes=tuple([edge_bytes((p, i), 0.0) for p in wf.parents[i]]),
-        rank=rank,
-        workflow_age=workflow_age,
-        role=task.role,
-        pattern=wf.pattern,
-        difficulty_hint=task.difficulty_hint,
-    )
-    return request if task.prefix_id is None else _with_prefix(request, wf, i, task)
-
-
-def _with_prefix(
-    request: TaskRequest, wf: WorkflowInstance, i: int, task: TaskInstance
-) -> TaskRequest:
-    """The request with the call's prefix identity, as a router reads it off the prompt."""
-    ctx = task.context_of
-    return dataclasses.replace(
-        request,
-        prefix_id=task.prefix_id,
-        prefix_tokens=task.prefix_tokens,
-        call_key=(wf.name, i),
-        context_key=(wf.name, ctx) if ctx is not None else None,
-    )
-
-
-def mean_task_costs(tables: ClusterTables, wf: WorkflowInstance) -> list[float]:
-    """HEFT's mean execution cost of every task, from estimates only."""
-    return [
-        tables.mean_llm_time(MODEL_INDEX[t.model], t.prompt_tokens, t.output_tokens_est)
-        if t.kind == "llm" and t.model
-        else t.cpu_work / tables.mean_core_speed + t.ext_latency_est
-        for t in wf.tasks
-    ]
-
-
-def upward_ranks(
-    tables: ClusterTables,
-    wf: WorkflowInstance,
-    costs: Sequence[float],
-    finished: Callable[[int], bool],
-) -> list[float]:
-    """HEFT upward ranks over the *visible* DAG: a child whose revealing task has not
-    ``finished`` does not exist yet for any scheduler."""
-    tasks, children, edge_bytes = wf.tasks, wf.children, wf.edge_bytes.get
-    transfer = tables.mean_transfer_s
-    ranks = [0.0] * len(tasks)
-    for i in range(len(tasks) - 1, -1, -1):
-        best = 0.0
-        for c in children[i]:
-            rb = tasks[c].revealed_by
-            if rb is not None and not finished(rb):
-                continue
-            x = transfer(edge_bytes((i, c), 0.0)) + ranks[c]
-            if x > best:  # max(best, x), without the builtin's call
-                best = x
-        ranks[i] = costs[i] + best
-    return ranks
-
-
-def deciders(wf: WorkflowInstance) -> frozenset[int]:
-    """The tasks whose completion reveals more of ``wf`` (its ranks must be recomputed)."""
-    return frozenset(t.revealed_by for t in wf.tasks if t.revealed_by is not None)
-
-
-class VisibleRanks:
-    """Per-workflow cache of upward ranks over the visible DAG, for a whole run.
-
-    Ranks of a workflow are computed when first asked for and dropped when one of its
-    deciding tasks finishes (new tasks became visible) or the workflow completes. ``done``
-    is the run's per-task finished flags, indexed like ``offsets[job] + task``. The caches
-    are keyed by job, so a streamed run (``decision.ledger.StreamRanks``) keeps only the
-    jobs in flight with the same code.
-    """
-
-    def __init__(
-        self,
-        tables: ClusterTables,
-        workflows: Sequence[WorkflowInstance],
-        offsets: Sequence[int] | Mapping[int, int],
-        done: Sequence[bool] | Mapping[int, bool],
-    ) -> None:
-        self._tables = tables
-        self._offsets = offsets
-        self._done = done
-        self._workflows: dict[int, WorkflowInstance] = dict(enumerate(workflows))
-        self._ranks: dict[int, list[float] | None] = dict.fromkeys(self._workflows)
-        self._costs: dict[int, list[float] | None] = dict.fromkeys(self._workflows)
-        self._deciders: dict[int, frozenset[int]] = {
-            job: deciders(wf) for job, wf in self._workflows.items()
-        }
-
-    def rank(self, job: int, task: int) -> float:
-        ranks = self._ranks[job]
-        if ranks is None:
-            wf, off, done = self._workflows[job], self._offsets[job], self._done
-            costs = self._costs[job]
-            if costs is None:
-                costs = self._costs[job] = mean_task_costs(self._tables, wf)
-            ranks = upward_ranks(self._tables, wf, costs, lambda k: done[off + k])
-            self._ranks[job] = ranks
-        return ranks[task]
-
-    def task_finished(self, job: int, task: int) -> None:
-        if task in self._deciders[job]:
-            self._ranks[job] = None
-
-    def workflow_finished(self, job: int) -> None:
-        self._ranks[job] = self._costs[job] = None
 
 
 def transfer_times(tables: ClusterTables, task: TaskRequest) -> np.ndarray:
@@ -772,12 +292,6 @@ def relative_excess(values: np.ndarray, mask: np.ndarray) -> np.ndarray:
     the best. Meaningful on the masked entries only."""
     best = float(values[mask].min())
     return np.log1p((values - best) / (best + 1e-3))
-
-
-def admission_slots(tables: ClusterTables, need_tokens: int) -> np.ndarray:
-    """Per engine class: requests of ``need_tokens`` KV tokens it runs at once (the batch cap
-    or the KV memory, whichever binds first; at least one)."""
-    return np.maximum(np.minimum(tables.kv_capacity // need_tokens, tables.max_batch), 1)
 
 
 def make_decision(tables: ClusterTables, view: ClusterStateView, task: TaskRequest) -> Decision:
@@ -850,30 +364,6 @@ def make_decision(tables: ClusterTables, view: ClusterStateView, task: TaskReque
         batch=batch,
         imposed_s=imposed,
     )
-
-
-def observation(
-    decision: Decision, max_servers: int, server_dim: int = SERVER_FEATURES
-) -> dict[str, np.ndarray]:
-    """A decision as the arrays a learned policy reads, servers padded to ``max_servers``:
-    the one encoding used by training (the Gym environment) and by acting
-    (``NetworkScheduler``). ``server_dim``: the first that many server features (a network
-    trained without the cache features reads ``BASE_SERVER_FEATURES``)."""
-    n = decision.n_servers
-    if n > max_servers:
-        raise ValueError(f"cluster has {n} servers, more than max_servers={max_servers}")
-    if server_dim not in SERVER_DIMS:
-        raise ValueError(f"server_dim must be one of {SERVER_DIMS}, got {server_dim}")
-    servers = np.zeros((max_servers, server_dim), dtype=np.float32)
-    servers[:n] = decision.server_features[:, :server_dim]
-    mask = np.zeros(max_servers, dtype=np.int8)
-    mask[:n] = decision.mask
-    return {
-        "task": decision.task_features.astype(np.float32),
-        "servers": servers,
-        "mask": mask,
-        "n_servers": np.array([n], dtype=np.int64),
-    }
 
 
 def _task_features(task: TaskRequest) -> np.ndarray:

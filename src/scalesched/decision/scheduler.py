@@ -17,6 +17,11 @@ if TYPE_CHECKING:
 ReadyOrder = Literal["fifo", "rank"]
 
 
+class SchedulingError(RuntimeError):
+    """A scheduler broke the contract (chose a server the mask forbids, deferred a task that
+    must be placed, or answered an executor that cannot carry the answer out)."""
+
+
 @runtime_checkable
 class Scheduler(Protocol):
     """Places one ready task at a time on a server of any cluster size."""

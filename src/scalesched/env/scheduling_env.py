@@ -37,17 +37,12 @@ from gymnasium import spaces
 from scalesched.cache.kv import KV_MODES
 from scalesched.cluster import get_cluster
 from scalesched.cluster.model import ClusterSpec
+from scalesched.cluster.tables import ClusterTables
 from scalesched.decision.cycle import drive
-from scalesched.decision.features import (
-    BASE_SERVER_FEATURES,
-    SERVER_DIMS,
-    TASK_FEATURES,
-    ClusterTables,
-    Decision,
-    observation,
-)
+from scalesched.decision.features import BASE_SERVER_FEATURES, SERVER_DIMS, TASK_FEATURES, Decision
 from scalesched.env.settings import EnvSetting
 from scalesched.errors import InputError
+from scalesched.nn.observation import observation
 from scalesched.runs.setup import Scenario, build_jobs
 from scalesched.sim.engine import Simulation
 from scalesched.sim.run import summarise

@@ -223,7 +223,7 @@ def measure_capacity(
     on_probe: Callable[[dict[str, Any]], None] | None = None,
 ) -> CapacityResult:
     """Search each policy's sustainable rate by simulation (see the module docstring)."""
-    from scalesched.decision.features import ClusterTables
+    from scalesched.cluster.tables import ClusterTables
     from scalesched.runs.setup import Scenario, prepare, run
     from scalesched.sim.scenario import nominal_capacity
     from scalesched.workload.source import get_workload

@@ -40,8 +40,9 @@ from typing import Any
 import numpy as np
 
 from scalesched.cluster.model import ClusterSpec
+from scalesched.cluster.tables import ClusterTables
 from scalesched.decision.cycle import drive
-from scalesched.decision.features import ClusterTables, Decision, make_decision
+from scalesched.decision.features import Decision, make_decision
 from scalesched.decision.scheduler import BaseScheduler
 from scalesched.errors import InputError
 from scalesched.predict.features import duration_baseline, duration_inputs

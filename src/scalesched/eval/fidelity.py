@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from scalesched.cluster.model import ClusterSpec
-from scalesched.decision.features import ClusterTables
+from scalesched.cluster.tables import ClusterTables
 from scalesched.decision.scheduler import Scheduler
 from scalesched.workload.instance import Job
 

@@ -17,12 +17,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from scalesched.decision.features import Decision, observation
+from scalesched.decision.features import Decision
 from scalesched.decision.scheduler import BaseScheduler
 from scalesched.errors import InputError
 from scalesched.nn import PolicyNetwork, build_network
 from scalesched.nn.common import PolicyOutput, obs_to_tensors
 from scalesched.nn.fast import FastScaleActor
+from scalesched.nn.observation import observation
 from scalesched.nn.scale_net import ScaleNet
 from scalesched.nn.srr import feature_stats
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from scalesched.decision.features import Decision, admission_slots
+from scalesched.cluster.tables import admission_slots
+from scalesched.decision.features import Decision
 from scalesched.decision.scheduler import BaseScheduler
 
 

@@ -33,14 +33,9 @@ from typing import Literal
 
 import numpy as np
 
+from scalesched.cluster.tables import MODEL_NAMES
 from scalesched.decision.actions import REPLICA_IDLE_S, LoadReplica, Place
-from scalesched.decision.features import (
-    ENGINE_ABSENT,
-    ENGINE_LOADING,
-    MODEL_NAMES,
-    Decision,
-    make_decision,
-)
+from scalesched.decision.features import ENGINE_ABSENT, ENGINE_LOADING, Decision, make_decision
 from scalesched.decision.scheduler import BaseScheduler
 from scalesched.predict.features import (
     duration_inputs,

@@ -22,7 +22,8 @@ import math
 
 import numpy as np
 
-from scalesched.decision.features import ENGINE_READY, MODEL_NAMES, Decision, TaskRequest
+from scalesched.cluster.tables import MODEL_NAMES
+from scalesched.decision.features import ENGINE_READY, Decision, TaskRequest
 from scalesched.workload.patterns import PATTERNS
 from scalesched.workload.roles import ROLES
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from scalesched.cluster.deployment import Deployment
 from scalesched.cluster.model import ClusterSpec
-from scalesched.decision.features import ClusterTables
+from scalesched.cluster.tables import ClusterTables
 from scalesched.decision.scheduler import Scheduler
 from scalesched.sim import scenario as sim_scenario
 from scalesched.sim.run import SimResult, simulate

@@ -16,8 +16,9 @@ import numpy as np
 
 from scalesched.cluster.model import ClusterSpec
 from scalesched.decision.cycle import drive
-from scalesched.decision.features import ClusterTables, Decision
-from scalesched.decision.records import SchedulingError
+from scalesched.cluster.tables import ClusterTables
+from scalesched.decision.features import Decision
+from scalesched.decision.scheduler import SchedulingError
 from scalesched.decision.scheduler import BaseScheduler, Scheduler
 from scalesched.errors import InputError
 from scalesched.predict.model import QuantilePredictor

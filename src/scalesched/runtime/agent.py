@@ -43,15 +43,9 @@ import numpy as np
 
 from scalesched.cluster.deployment import Deployment
 from scalesched.cluster.model import ClusterSpec
-from scalesched.decision.features import (
-    ENGINE_ABSENT,
-    ENGINE_LOADING,
-    ENGINE_READY,
-    MODEL_INDEX,
-    MODEL_NAMES,
-    ClusterTables,
-)
-from scalesched.decision.llm_engine import EngineBatch, lru_evictions
+from scalesched.cluster.tables import MODEL_INDEX, MODEL_NAMES, ClusterTables
+from scalesched.decision.features import ENGINE_ABSENT, ENGINE_LOADING, ENGINE_READY
+from scalesched.kernel.llm_engine import EngineBatch, lru_evictions
 
 
 class EmulatedFault(RuntimeError):

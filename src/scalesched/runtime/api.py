@@ -188,7 +188,7 @@ def llm(
     """An LLM task: the function returns the prompt; ``model`` is a catalog model name,
     ``prompt_tokens`` / ``output_tokens`` the lengths the scheduler (and the emulator) use;
     ``output_tokens`` is also the ``max_tokens`` of a real request."""
-    from scalesched.decision.features import MODEL_NAMES
+    from scalesched.cluster.tables import MODEL_NAMES
 
     if model not in MODEL_NAMES:
         raise InputError("@llm", "model", f"unknown model {model!r}; known: {MODEL_NAMES}")

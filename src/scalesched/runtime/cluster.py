@@ -53,7 +53,7 @@ FAST_FAILURE_DETECTION = {
 def node_resources(server: ServerSpec) -> dict[str, float]:
     """The custom resources a Ray node hosting ``server`` declares."""
     from scalesched.cluster.catalog import can_host
-    from scalesched.decision.features import MODEL_NAMES
+    from scalesched.cluster.tables import MODEL_NAMES
 
     out = {
         SERVER_RESOURCE_PREFIX + server.name: 1.0,

@@ -42,12 +42,13 @@ import numpy as np
 
 from scalesched.cluster.deployment import Deployment
 from scalesched.cluster.model import ClusterSpec
+from scalesched.cluster.tables import MODEL_INDEX, ClusterTables
 from scalesched.decision.actions import Action
 from scalesched.decision.cycle import drive
-from scalesched.decision.features import MODEL_INDEX, ClusterTables, Decision, make_decision
-from scalesched.decision.metrics import run_metrics
-from scalesched.decision.records import SchedulingError, TaskRecord
-from scalesched.decision.scheduler import Scheduler
+from scalesched.decision.features import Decision, make_decision
+from scalesched.decision.scheduler import Scheduler, SchedulingError
+from scalesched.kernel.metrics import run_metrics
+from scalesched.kernel.records import TaskRecord
 from scalesched.runtime.agent import FaultConfig, TaskSpec
 from scalesched.runtime.view import RuntimeView
 from scalesched.workload.instance import Job, TaskInstance

@@ -17,14 +17,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from scalesched.decision.features import (
-    ENGINE_ABSENT,
-    ENGINE_LOADING,
-    ENGINE_READY,
-    MODEL_INDEX,
-    ClusterTables,
-)
-from scalesched.decision.ledger import RunLedger
+from scalesched.cluster.tables import MODEL_INDEX, ClusterTables
+from scalesched.decision.features import ENGINE_ABSENT, ENGINE_LOADING, ENGINE_READY
+from scalesched.kernel.ledger import RunLedger
 from scalesched.workload.instance import Job
 
 

@@ -44,22 +44,20 @@ import numpy as np
 
 from scalesched.cache.kv import NO_CACHE, PrefixCache, Segment, cached_prefill, ttl_expiry
 from scalesched.cluster.model import ClusterSpec
+from scalesched.cluster.tables import MODEL_INDEX, MODEL_NAMES, ClusterTables
 from scalesched.decision.actions import Action, LoadReplica
 from scalesched.decision.features import (
     ENGINE_ABSENT,
     ENGINE_LOADING,
     ENGINE_READY,
-    MODEL_INDEX,
-    MODEL_NAMES,
-    ClusterTables,
     Decision,
     make_decision,
 )
-from scalesched.decision.ledger import RunLedger
-from scalesched.decision.llm_engine import EngineBatch, lru_evictions
-from scalesched.decision.metrics import KVRecord, RunRecord, packed, window_bounds
-from scalesched.decision.records import SchedulingError, TaskRecord
-from scalesched.decision.scheduler import ReadyOrder
+from scalesched.decision.scheduler import ReadyOrder, SchedulingError
+from scalesched.kernel.ledger import RunLedger
+from scalesched.kernel.llm_engine import EngineBatch, lru_evictions
+from scalesched.kernel.metrics import KVRecord, RunRecord, packed, window_bounds
+from scalesched.kernel.records import TaskRecord
 from scalesched.sim.logits_cache import LogitsCache, logits_row_tokens
 from scalesched.sim.tool_cache import LOOKUP_S, ToolCache
 from scalesched.workload.instance import Job, TaskInstance

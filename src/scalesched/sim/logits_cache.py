@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from scalesched.cluster.perf import MODELS
-from scalesched.decision.metrics import LogitsRecord, packed
+from scalesched.kernel.metrics import LogitsRecord, packed
 
 LOGIT_BYTES = 2
 """Bytes per stored logit (fp16)."""

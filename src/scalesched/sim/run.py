@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 
 from scalesched.cluster.model import ClusterSpec
+from scalesched.cluster.tables import ClusterTables
 from scalesched.decision.cycle import drive
-from scalesched.decision.features import ClusterTables
-from scalesched.decision.metrics import run_metrics
-from scalesched.decision.records import TaskRecord
 from scalesched.decision.scheduler import Scheduler
+from scalesched.kernel.metrics import run_metrics
+from scalesched.kernel.records import TaskRecord
 from scalesched.sim.engine import Simulation
 from scalesched.sim.trace import TraceWriter
 from scalesched.workload.instance import Job

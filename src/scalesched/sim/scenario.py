@@ -24,9 +24,9 @@ from typing import Literal
 
 import numpy as np
 
-from scalesched.decision.features import MODEL_INDEX, MODEL_NAMES, ClusterTables
-from scalesched.decision.ledger import StreamedJobs
+from scalesched.cluster.tables import MODEL_INDEX, MODEL_NAMES, ClusterTables
 from scalesched.errors import InputError
+from scalesched.kernel.ledger import StreamedJobs
 from scalesched.workload.arrivals import (
     MAX_ARRIVAL_S,
     bursty_arrivals,

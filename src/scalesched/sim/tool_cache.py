@@ -24,7 +24,7 @@ from array import array
 
 import numpy as np
 
-from scalesched.decision.metrics import packed
+from scalesched.kernel.metrics import packed
 
 LOOKUP_S = 0.001
 """Seconds a cache hit takes (a key lookup and a copy of the result in memory)."""

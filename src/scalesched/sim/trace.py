@@ -13,8 +13,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO
 
-from scalesched.decision.records import TaskRecord
 from scalesched.errors import InputError
+from scalesched.kernel.records import TaskRecord
 
 TRACE_FIELDS = ("workflow", "task", "kind", "model", "server", "ready", "landed", "start", "end")
 

@@ -23,7 +23,7 @@ def plot_schedule(
 ) -> None:
     """One row per node, one bar per task; coloured by task kind when there are at most
     ten kinds (WfCommons categories), else in one colour."""
-    from scalesched.decision.records import TaskRecord
+    from scalesched.kernel.records import TaskRecord
     from scalesched.sim.trace import plot_gantt
 
     row = {n: k for k, n in enumerate(nodes)}

@@ -810,7 +810,7 @@ def validation_response_times(
     baseline's. Each run's first ``validation_warmup`` workflows (by arrival) are left out,
     so long runs measure the steady state rather than the cold start."""
     from scalesched.cluster import get_cluster
-    from scalesched.decision.features import ClusterTables
+    from scalesched.cluster.tables import ClusterTables
     from scalesched.policies import get_policy
     from scalesched.runs.setup import Scenario, build_jobs
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scalesched.decision.metrics import KVRecord, kv_metrics
+from scalesched.kernel.metrics import KVRecord, kv_metrics
 
 
 def _record(agents: list[int], miss: list[bool], moved: list[bool], jobs: list[int]) -> KVRecord:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Protocol, TypeVar
 
-from scalesched.decision.features import ClusterTables
+from scalesched.cluster.tables import ClusterTables
 
 
 class EngineBatch:

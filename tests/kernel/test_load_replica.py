@@ -10,7 +10,7 @@ from test_ledger import TABLES, Ledger, chain_jobs, decide
 
 from scalesched.decision import Defer, Hedge, LoadReplica, Place, as_action
 from scalesched.decision.actions import REPLICA_IDLE_S
-from scalesched.decision.records import SchedulingError
+from scalesched.decision.scheduler import SchedulingError
 
 
 @pytest.mark.parametrize("idle_s", [0.0, -1.0, math.nan, -math.inf])

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from scalesched.cluster import get_cluster
-from scalesched.decision.features import ClusterTables
-from scalesched.decision.metrics import measurement_window, window_bounds
+from scalesched.cluster.tables import ClusterTables
+from scalesched.kernel.metrics import measurement_window, window_bounds
 from scalesched.policies import get_policy
 from scalesched.runs.setup import Scenario, build_jobs
 from scalesched.sim.run import simulate

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import pytest
 
 from scalesched.cluster import get_cluster
-from scalesched.decision.features import MAX_BATCH_TABLE, ClusterTables
-from scalesched.decision.llm_engine import EngineBatch, lru_evictions
+from scalesched.cluster.tables import MAX_BATCH_TABLE, ClusterTables
+from scalesched.kernel.llm_engine import EngineBatch, lru_evictions
 
 
 @pytest.fixture(scope="module")

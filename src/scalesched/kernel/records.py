@@ -7,14 +7,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scalesched.decision.features import MODEL_INDEX, ClusterTables
+from scalesched.cluster.tables import MODEL_INDEX, ClusterTables
 from scalesched.workload.instance import Job
 
-__all__ = ["SchedulingError", "TaskRecord", "check_feasible", "lower_bound"]
-
-
-class SchedulingError(RuntimeError):
-    """A scheduler broke the contract (chose a server the mask forbids)."""
+__all__ = ["TaskRecord", "check_feasible", "lower_bound"]
 
 
 @dataclass(slots=True)

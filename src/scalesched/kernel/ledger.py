@@ -39,22 +39,15 @@ from typing import ClassVar, TypeAlias, TypeVar, cast, overload
 
 import numpy as np
 
+from scalesched.cluster.tables import MODEL_INDEX, MODEL_NAMES, ClusterTables
 from scalesched.decision.actions import Action, Defer, Hedge, as_action
-from scalesched.decision.features import (
-    ENGINE_ABSENT,
-    MODEL_INDEX,
-    MODEL_NAMES,
-    ClusterTables,
-    Decision,
-    RouteMemory,
-    TaskRequest,
-    VisibleRanks,
-    deciders,
-    task_request,
-)
-from scalesched.decision.metrics import RunRecord
-from scalesched.decision.records import SchedulingError, TaskRecord, check_feasible, lower_bound
-from scalesched.decision.scheduler import ReadyOrder
+from scalesched.decision.features import ENGINE_ABSENT, Decision, TaskRequest
+from scalesched.decision.scheduler import ReadyOrder, SchedulingError
+from scalesched.kernel.metrics import RunRecord
+from scalesched.kernel.ranks import VisibleRanks, deciders
+from scalesched.kernel.records import TaskRecord, check_feasible, lower_bound
+from scalesched.kernel.requests import task_request
+from scalesched.kernel.routes import RouteMemory
 from scalesched.workload.instance import Job, TaskInstance, WorkflowInstance
 
 V = TypeVar("V")

@@ -7,10 +7,11 @@ import numpy as np
 import pytest
 
 from scalesched.cluster import get_cluster
+from scalesched.cluster.tables import ClusterTables
 from scalesched.decision import Defer, Hedge
-from scalesched.decision.features import ClusterTables, make_decision
-from scalesched.decision.ledger import RunLedger
-from scalesched.decision.records import SchedulingError
+from scalesched.decision.features import make_decision
+from scalesched.decision.scheduler import SchedulingError
+from scalesched.kernel.ledger import RunLedger
 from scalesched.workload.instance import Job, TaskInstance, WorkflowInstance
 
 TABLES = ClusterTables(get_cluster("hetero-4"))
