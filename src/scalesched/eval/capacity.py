@@ -25,30 +25,59 @@ just past saturation, measured where it is least noisy.
   property of (cluster, workload) alone: every run seed sees the same arrival rate at a
   given load.
 
-Results are cached by a fingerprint of the cluster's servers and of the workload spec (a
-preset's name, a file's content): first in memory, then in the user cache file
-(``$SCALESCHED_CACHE_DIR`` or ``~/.cache/scalesched``), then in the table shipped with the
-package for the presets the docs and tests use (``scripts/measure_capacity.py`` writes it).
+That is the *full* method (``CAPACITY_METHOD``, 30 runs). A figure no cache holds is
+measured by the *fast* method (``FAST_METHOD``), which keeps the run length (the figure
+depends on it: shorter runs deliver less in their window) and saves runs:
+
+* Screening: every policy runs once, one seed, at ``OVERLOAD`` times ``START_RATIO`` of
+  the analytic estimate (the median ratio of measured to analytic capacity in the shipped
+  table). Only the best policy, and a second one within ``SCREEN_MARGIN`` of it, go on.
+* Their fixed point runs one seed a step and stops as soon as it settles (an overloaded
+  probe whose estimate moved less than ``SETTLE``), at most ``FIXED_POINT_STEPS`` steps;
+  a last probe at the settled offer averages both seeds, as every full probe does.
+* Large clusters are scaled: a cluster of ``SCALE_FROM`` servers or more whose servers are
+  m copies of a smaller mix takes the capacity of the largest cached cluster of that mix
+  with at least ``SCALE_MIN_BASE`` servers and at most half its size (hetero-256 for
+  hetero-1024), else measures the smallest such cluster, and multiplies by the ratio of
+  sizes. The shipped full measurements put the error of that rule at -2.0% .. +0.2%
+  (hetero-64 to 96, 128 and 256; docs/steady-state.md).
+
+Results are cached by a fingerprint of the cluster's servers, of the workload spec (a
+preset's name, a file's content) and of the method: first in memory, then in the user
+cache file (``$SCALESCHED_CACHE_DIR`` or ``~/.cache/scalesched``), then in the table shipped
+with the package for the presets the docs and tests use (``scripts/measure_capacity.py``
+writes it). A full-method entry is preferred to a fast one in each. The user cache is
+validated entry by entry: a damaged entry is ignored with one warning and rewritten.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
 import os
+import re
+import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from scalesched.cluster.model import ClusterSpec
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, ValidationError
+
+from scalesched.cluster.model import ClusterSpec, ServerSpec
 from scalesched.errors import InputError
 
 CAPACITY_METHOD = "saturation-fixed-point-v3"
-"""Changes whenever the method changes, so stale cache entries are never read."""
+"""The full method. Changes whenever the method changes, so stale cache entries are never
+read."""
+FAST_METHOD = "screened-fixed-point-v1"
+"""The fast method (and the scaling rule): what a figure no cache holds is measured by."""
+METHODS = ("full", "fast")
 CAPACITY_SEEDS: tuple[int, ...] = (20260, 20261)
 """Workload seeds of the capacity runs (each probe averages them): disjoint from
 evaluation (0-99) and validation (1000+) seeds."""
@@ -67,6 +96,18 @@ MIN_WORKFLOWS = 1500
 WORKFLOWS_PER_SERVER = 40
 """Runs hold max(MIN_WORKFLOWS, 40 N) workflows (a 1050-workflow window or more), so the
 window spans many response times at every size (arrivals scale with N)."""
+START_RATIO = 0.66
+"""Fast method: the first offer is OVERLOAD x START_RATIO x the analytic estimate (the
+median of measured / analytic over the 39 shipped full measurements; range 0.12-1.9)."""
+SCREEN_MARGIN = 0.04
+"""Fast method: a policy within this fraction of the screening's best goes on too."""
+SETTLE = 0.03
+"""Fast method: an overloaded probe whose estimate moved less than this has settled."""
+SCALE_FROM = 128
+"""Clusters of this many servers or more are scaled from a smaller one of the same mix."""
+SCALE_MIN_BASE = 64
+"""The smallest cluster capacity is scaled from: below it per-server capacity still
+drifts with N (hetero-16 is 0.21 wf/s per server, hetero-64 0.18)."""
 
 _SHIPPED = "capacity.json"
 
@@ -108,15 +149,21 @@ class CapacityResult:
     best_policy: str
     per_policy_wps: dict[str, float]
     saturated_wps: dict[str, float]
-    """Throughput each policy delivers just past saturation (its fixed point)."""
+    """Throughput each policy delivers just past saturation (its fixed point; the fast
+    method's screened-out policies: their screening probe)."""
     nominal_wps: float
     """The analytic estimate the search started from."""
     runs: int
+    """Probes of the search (a probe is one run per seed it averages)."""
     workflows_per_run: int
     method: str = CAPACITY_METHOD
     measured_s: float = 0.0
     probes: list[dict[str, Any]] = field(default_factory=list)
     """Every run of the search: policy, offered rate, delivered throughput, verdict."""
+    scaled_from: str | None = None
+    """The smaller cluster of the same mix whose capacity was scaled (None: measured)."""
+    scale_factor: float = 1.0
+    """This cluster's size over ``scaled_from``'s."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -135,8 +182,73 @@ def workload_fingerprint(workload: str) -> str:
     return workload
 
 
-def cache_key(spec: ClusterSpec, workload: str) -> str:
-    return f"{CAPACITY_METHOD}|{cluster_fingerprint(spec)}|{workload_fingerprint(workload)}"
+def cache_key(spec: ClusterSpec, workload: str, *, method: str = CAPACITY_METHOD) -> str:
+    """The cache key of a figure: method, cluster fingerprint, workload fingerprint."""
+    return f"{method}|{cluster_fingerprint(spec)}|{workload_fingerprint(workload)}"
+
+
+# --------------------------------------------------------------------------- the cache
+
+_Wps = Annotated[StrictFloat | StrictInt, Field(ge=0, le=1e7, allow_inf_nan=False)]
+_Count = Annotated[StrictInt, Field(ge=0, le=10**9)]
+_Text = Annotated[str, Field(max_length=4096)]
+
+
+class CacheEntry(BaseModel):
+    """One cached figure, as stored (``CapacityResult`` less its probes). Every field is
+    checked: a hand-edited or truncated cache must cost a re-measurement, not a run at a
+    nonsense rate."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    cluster: _Text
+    workload: _Text
+    capacity_wps: Annotated[StrictFloat | StrictInt, Field(gt=0, le=1e7, allow_inf_nan=False)]
+    best_policy: _Text
+    per_policy_wps: Annotated[dict[_Text, _Wps], Field(max_length=64)]
+    saturated_wps: Annotated[dict[_Text, _Wps], Field(max_length=64)]
+    nominal_wps: Annotated[StrictFloat | StrictInt, Field(ge=0, le=1e9, allow_inf_nan=False)]
+    runs: _Count
+    workflows_per_run: _Count
+    method: _Text
+    measured_s: Annotated[StrictFloat | StrictInt, Field(ge=0, le=1e9, allow_inf_nan=False)]
+    scaled_from: _Text | None = None
+    scale_factor: Annotated[StrictFloat | StrictInt, Field(gt=0, le=1e7, allow_inf_nan=False)] = 1.0
+
+
+def _warn(message: str) -> None:
+    """One line on stderr: the cache is a convenience, its damage never stops a run."""
+    print(f"warning: {message}", file=sys.stderr)
+
+
+@dataclass
+class _Table:
+    """A cache file read and validated: its good entries and what was wrong with it."""
+
+    entries: dict[str, dict[str, Any]]
+    damaged: dict[str, str]
+    """Key -> reason for each entry that failed validation ("" for the whole file)."""
+
+
+def _parse_table(data: bytes) -> _Table:
+    try:
+        table = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        return _Table({}, {"": "not UTF-8 text"})
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, a 5000-digit int, nesting
+        return _Table({}, {"": f"not JSON ({type(exc).__name__})"})
+    if not isinstance(table, dict):
+        return _Table({}, {"": f"a JSON {type(table).__name__}, not an object"})
+    good: dict[str, dict[str, Any]] = {}
+    damaged: dict[str, str] = {}
+    for key, value in table.items():
+        try:
+            good[key] = CacheEntry.model_validate(value).model_dump()
+        except (ValidationError, RecursionError) as exc:
+            errors = exc.errors() if isinstance(exc, ValidationError) else []
+            where = ".".join(str(x) for x in errors[0]["loc"]) if errors else "entry"
+            damaged[key] = f"{where}: {errors[0]['msg']}" if errors else "too deeply nested"
+    return _Table(good, damaged)
 
 
 def _user_cache_path() -> Path:
@@ -145,74 +257,274 @@ def _user_cache_path() -> Path:
     return root / "capacity.json"
 
 
-def _read_table(text: str) -> dict[str, dict[str, Any]]:
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError:
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
 def _shipped_table() -> dict[str, dict[str, Any]]:
     try:
-        text = resources.files("scalesched.eval").joinpath("data", _SHIPPED).read_text()
+        data = resources.files("scalesched.eval").joinpath("data", _SHIPPED).read_bytes()
     except FileNotFoundError:
         return {}
-    return _read_table(text)
+    return _parse_table(data).entries
+
+
+def _read_user_table() -> _Table:
+    path = _user_cache_path()
+    try:
+        return _parse_table(path.read_bytes()) if path.is_file() else _Table({}, {})
+    except OSError as exc:
+        _warn(f"cannot read the capacity cache {path} ({exc.strerror}); ignoring it")
+        return _Table({}, {})
+
+
+def _write_user_table(entries: dict[str, dict[str, Any]]) -> bool:
+    """Replace the user cache atomically (temp file + os.replace); a cache that cannot be
+    written is a warning and costs a re-measurement next time, never an error."""
+    path = _user_cache_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".capacity-", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                json.dump(entries, out, indent=1, sort_keys=True, allow_nan=False)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError as exc:
+        _warn(
+            f"cannot write the capacity cache {path} ({exc.strerror or exc}); "
+            "the figure will be measured again next time"
+        )
+        return False
+    return True
+
+
+_warned: set[tuple[str, str]] = set()
 
 
 def _user_table() -> dict[str, dict[str, Any]]:
-    path = _user_cache_path()
-    return _read_table(path.read_text()) if path.is_file() else {}
+    """The user cache's valid entries. Damage is reported once per entry (or file) and
+    repaired at once: the file is rewritten with only the valid entries."""
+    table = _read_user_table()
+    if table.damaged:
+        path = str(_user_cache_path())
+        for key, reason in table.damaged.items():
+            if (path, key) not in _warned:
+                _warned.add((path, key))
+                what = f"entry {key!r}" if key else "file"
+                _warn(f"ignoring a damaged capacity cache {what} in {path} ({reason})")
+        _write_user_table(table.entries)
+    return table.entries
 
 
 def store_result(key: str, result: CapacityResult) -> None:
     """Add to the user cache; a cache that cannot be written costs a re-measurement only."""
-    path = _user_cache_path()
-    try:
-        table = _user_table()
-        entry = result.to_json()
-        entry.pop("probes", None)
-        table[key] = entry
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps(table, indent=1, sort_keys=True))
-        tmp.replace(path)
-    except OSError:
-        pass
+    entry = result.to_json()
+    entry.pop("probes", None)
+    entries = _user_table()
+    entries[key] = CacheEntry.model_validate(entry).model_dump()
+    _write_user_table(entries)
 
 
 def cached_entry(key: str) -> dict[str, Any] | None:
     """The cached measurement under ``key`` (user cache first, then the shipped table)."""
     for table in (_user_table(), _shipped_table()):
-        entry = table.get(key)
-        if entry is not None and isinstance(entry.get("capacity_wps"), int | float):
-            return entry
+        if key in table:
+            return table[key]
     return None
 
 
-_memory: dict[str, float] = {}
+@dataclass(frozen=True)
+class Found:
+    """A cached figure and where it came from."""
+
+    entry: dict[str, Any]
+    source: str
+    """"memory", "user cache" or "shipped table"."""
+    key: str
 
 
-def capacity_wps(
-    spec: ClusterSpec,
-    workload: str,
-    *,
-    on_probe: Callable[[dict[str, Any]], None] | None = None,
-) -> float:
-    """Measured capacity of ``spec`` for ``workload`` in workflows/s, from a cache when one
-    holds it (see the module docstring), else measured now and cached."""
-    key = cache_key(spec, workload)
-    if key in _memory:
-        return _memory[key]
-    entry = cached_entry(key)
-    if entry is not None:
-        _memory[key] = float(entry["capacity_wps"])
-        return _memory[key]
-    result = measure_capacity(spec, workload, on_probe=on_probe)
-    store_result(key, result)
-    _memory[key] = result.capacity_wps
-    return result.capacity_wps
+_memory: dict[str, Found] = {}
+"""Figures this process has already looked up or measured, by full-method key."""
+
+
+def lookup(spec: ClusterSpec, workload: str) -> Found | None:
+    """The cached figure of (spec, workload): user cache then shipped table, a full-method
+    entry before a fast one in each; None when neither holds one."""
+    keys = [cache_key(spec, workload, method=m) for m in (CAPACITY_METHOD, FAST_METHOD)]
+    for source, table in (("user cache", _user_table()), ("shipped table", _shipped_table())):
+        for key in keys:
+            if key in table:
+                return Found(table[key], source, key)
+    return None
+
+
+# ------------------------------------------------------------------ announcing a measurement
+
+
+def estimated_seconds(n_servers: int, workflows: int, runs: int) -> float:
+    """A rough wall time for ``runs`` simulated runs (seconds per workflow grow with the
+    cluster: eft looks at every server; fitted to the shipped table's agentic-mix times)."""
+    return runs * workflows * (0.4e-3 + 0.04e-3 * n_servers)
+
+
+class Reporter:
+    """Tells the user a measurement is under way: one notice line on stderr, then (on a
+    terminal) a progress bar over the planned runs. Library callers get the notice too: a
+    silent minute-long stall before the first simulated workflow is the bug it fixes."""
+
+    def __init__(self, *, bar: bool | None = None, verbose: bool = False) -> None:
+        self.bar = sys.stderr.isatty() if bar is None else bar
+        self.verbose = verbose
+        self._progress: Any = None
+        self._task: Any = None
+
+    def started(self, notice: str, planned_runs: int) -> None:
+        print(notice, file=sys.stderr, flush=True)
+        if self.bar:
+            from rich.console import Console
+            from rich.progress import Progress
+
+            self._progress = Progress(console=Console(stderr=True), transient=True)
+            self._progress.start()
+            self._task = self._progress.add_task("capacity probes", total=planned_runs)
+
+    def probed(self, row: dict[str, Any], runs: int) -> None:
+        if self._progress is not None:
+            self._progress.update(self._task, advance=runs)
+            if self.verbose:
+                self._progress.console.print(_probe_line(row))
+        elif self.verbose:
+            print(_probe_line(row), file=sys.stderr, flush=True)
+
+    def finished(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+
+
+def _probe_line(row: dict[str, Any]) -> str:
+    verdict = "keeps up" if row["throughput_wps"] >= KEPT_UP * row["rate_wps"] else "overloaded"
+    return (
+        f"  {row['policy']:>13} at {row['rate_wps']:.3g} wf/s: delivers "
+        f"{row['throughput_wps']:.3g} wf/s, {verdict}"
+    )
+
+
+# ------------------------------------------------------------------------ the search
+
+
+class _Prober:
+    """Runs probes of one (cluster, workload) and records them."""
+
+    def __init__(
+        self,
+        spec: ClusterSpec,
+        workload: str,
+        on_probe: Callable[[dict[str, Any]], None] | None,
+        reporter: Reporter | None,
+    ) -> None:
+        from scalesched.decision.features import ClusterTables
+        from scalesched.sim.scenario import nominal_capacity
+        from scalesched.workload.source import get_workload
+
+        self.tables = ClusterTables(spec)
+        self.workload = workload
+        self.nominal = nominal_capacity(self.tables, get_workload(workload), workload)
+        if not math.isfinite(self.nominal) or self.nominal <= 0:
+            raise InputError(
+                workload, "tasks", "the workload puts no work on the cluster: capacity is undefined"
+            )
+        self.n_wf = workflows_for(self.tables.n)
+        self.on_probe, self.reporter = on_probe, reporter
+        self.probes: list[dict[str, Any]] = []
+        self.runs = 0
+
+    def __call__(self, policy: str, rate: float, seeds: tuple[int, ...] = CAPACITY_SEEDS) -> float:
+        """The window throughput of ``policy`` offered ``rate``, averaged over ``seeds``."""
+        from scalesched.eval.setup import Scenario, prepare, run
+
+        warmup, cooldown = default_warmup(self.n_wf), default_cooldown(self.n_wf)
+        steady, delivered = True, 0.0
+        for seed in seeds:
+            scenario = Scenario(workload=self.workload, workflows=self.n_wf, rate=rate, seed=seed)
+            m = run(prepare(self.tables, scenario), policy, warmup=warmup, cooldown=cooldown)
+            steady = steady and bool(m.metrics["steady_state"])
+            delivered += float(m.metrics["throughput_wps"]) / len(seeds)
+        self.runs += len(seeds)
+        row = {
+            "policy": policy,
+            "rate_wps": rate,
+            "throughput_wps": delivered,
+            "steady": steady,
+            "seeds": len(seeds),
+        }
+        self.probes.append(row)
+        if self.on_probe is not None:
+            self.on_probe(row)
+        if self.reporter is not None:
+            self.reporter.probed(row, len(seeds))
+        return delivered
+
+
+def _next_estimate(offered: float, delivered: float) -> float:
+    """The fixed point's step: the offer if the run kept up, else what it delivered."""
+    return offered if delivered >= KEPT_UP * offered else delivered
+
+
+def _full_search(prober: _Prober, policies: tuple[str, ...]) -> tuple[dict[str, float], str]:
+    per_policy: dict[str, float] = {}
+    for policy in policies:
+        # Fixed point of "offer 25% more than the estimate, take what is delivered": it
+        # settles at the throughput the policy delivers just past saturation.
+        estimate = prober.nominal
+        for _ in range(FIXED_POINT_STEPS):
+            offered = OVERLOAD * estimate
+            estimate = _next_estimate(offered, prober(policy, offered))
+        per_policy[policy] = estimate
+    return per_policy, max(per_policy, key=lambda p: per_policy[p])
+
+
+def _settle(prober: _Prober, policy: str, estimate: float) -> float:
+    """The fast fixed point from ``estimate``: one seed a step until it settles (or
+    FIXED_POINT_STEPS - 2 steps), then the other seeds at the last offer, so the figure is
+    a probe over every seed as in the full method."""
+    first, others = CAPACITY_SEEDS[:1], CAPACITY_SEEDS[1:]
+    offered = delivered = 0.0
+    for _ in range(FIXED_POINT_STEPS - 2):
+        offered = OVERLOAD * estimate
+        delivered = prober(policy, offered, first)
+        new = _next_estimate(offered, delivered)
+        settled = delivered < KEPT_UP * offered and abs(new - estimate) <= SETTLE * estimate
+        estimate = new
+        if settled:
+            break
+    if others:
+        rest = prober(policy, offered, others)
+        delivered = (delivered * len(first) + rest * len(others)) / len(CAPACITY_SEEDS)
+    return _next_estimate(offered, delivered)
+
+
+def _fast_search(prober: _Prober, policies: tuple[str, ...]) -> tuple[dict[str, float], str]:
+    """Screen every policy with one probe, settle the best one or two; the capacity is
+    the best settled figure (a screening figure is one seed's, not comparable)."""
+    offered = OVERLOAD * START_RATIO * prober.nominal
+    screened = {
+        p: _next_estimate(offered, prober(p, offered, CAPACITY_SEEDS[:1])) for p in policies
+    }
+    best = max(screened.values())
+    ranked = sorted(screened, key=lambda p: -screened[p])
+    contenders = [p for p in ranked if screened[p] >= (1 - SCREEN_MARGIN) * best][:2]
+    per_policy = dict(screened)
+    for policy in contenders:
+        per_policy[policy] = _settle(prober, policy, screened[policy])
+    return per_policy, max(contenders, key=lambda p: per_policy[p])
+
+
+def planned_runs(method: str, n_policies: int) -> int:
+    """Runs a search plans (the fast one may stop earlier)."""
+    seeds = len(CAPACITY_SEEDS)
+    if method == "full":
+        return n_policies * FIXED_POINT_STEPS * seeds
+    return n_policies + min(2, n_policies) * (FIXED_POINT_STEPS - 3 + seeds)
 
 
 def measure_capacity(
@@ -221,56 +533,30 @@ def measure_capacity(
     *,
     policies: tuple[str, ...] = CAPACITY_POLICIES,
     on_probe: Callable[[dict[str, Any]], None] | None = None,
+    method: str = "full",
+    reporter: Reporter | None = None,
 ) -> CapacityResult:
-    """Search each policy's sustainable rate by simulation (see the module docstring)."""
-    from scalesched.decision.features import ClusterTables
-    from scalesched.eval.setup import Scenario, prepare, run
-    from scalesched.sim.scenario import nominal_capacity
-    from scalesched.workload.source import get_workload
-
+    """Search each policy's sustainable rate by simulation (see the module docstring):
+    ``method`` "full" (the shipped table's method) or "fast" (screened, early-stopped)."""
+    if method not in METHODS:
+        raise InputError("--method", "method", f"expected one of {', '.join(METHODS)}")
     wall = time.perf_counter()
-    tables = ClusterTables(spec)
-    nominal = nominal_capacity(tables, get_workload(workload), workload)
-    if not math.isfinite(nominal) or nominal <= 0:
-        raise InputError(
-            workload, "tasks", "the workload puts no work on the cluster: capacity is undefined"
-        )
-    n_wf = workflows_for(tables.n)
-    warmup, cooldown = default_warmup(n_wf), default_cooldown(n_wf)
-    probes: list[dict[str, Any]] = []
-
-    def probe(policy: str, rate: float) -> tuple[bool, float]:
-        steady, delivered = True, 0.0
-        for seed in CAPACITY_SEEDS:
-            scenario = Scenario(workload=workload, workflows=n_wf, rate=rate, seed=seed)
-            setup = prepare(tables, scenario)
-            m = run(setup, policy, warmup=warmup, cooldown=cooldown).metrics
-            steady = steady and bool(m["steady_state"])
-            delivered += float(m["throughput_wps"]) / len(CAPACITY_SEEDS)
-        row = {"policy": policy, "rate_wps": rate, "throughput_wps": delivered, "steady": steady}
-        probes.append(row)
-        if on_probe is not None:
-            on_probe(row)
-        return steady, delivered
-
-    per_policy: dict[str, float] = {}
-    saturated: dict[str, float] = {}
-    for policy in policies:
-        # Fixed point of "offer 25% more than the estimate, take what is delivered": it
-        # settles at the throughput the policy delivers just past saturation.
-        estimate = nominal
-        for _ in range(FIXED_POINT_STEPS):
-            offered = OVERLOAD * estimate
-            _, delivered = probe(policy, offered)
-            estimate = offered if delivered >= KEPT_UP * offered else delivered
-        per_policy[policy] = saturated[policy] = estimate
-    best = max(per_policy, key=lambda p: per_policy[p])
+    prober = _Prober(spec, workload, on_probe, reporter)
+    if reporter is not None:
+        runs = planned_runs(method, len(policies))
+        reporter.started(_notice(spec, workload, prober.n_wf, runs), runs)
+    try:
+        search = _full_search if method == "full" else _fast_search
+        per_policy, best = search(prober, policies)
+    finally:
+        if reporter is not None:
+            reporter.finished()
     if not per_policy[best] > 0:
         raise InputError(
             workload,
             "capacity",
             f"no policy completed a workflow inside the measurement window on {spec.name} in "
-            f"{n_wf}-workflow runs; the workflows are too long for runs of this size",
+            f"{prober.n_wf}-workflow runs; the workflows are too long for runs of this size",
         )
     return CapacityResult(
         cluster=spec.name,
@@ -278,22 +564,200 @@ def measure_capacity(
         capacity_wps=per_policy[best],
         best_policy=best,
         per_policy_wps=per_policy,
-        saturated_wps=saturated,
-        nominal_wps=nominal,
-        runs=len(probes),
-        workflows_per_run=n_wf,
+        saturated_wps=dict(per_policy),
+        nominal_wps=prober.nominal,
+        runs=len(prober.probes),
+        workflows_per_run=prober.n_wf,
+        method=CAPACITY_METHOD if method == "full" else FAST_METHOD,
         measured_s=time.perf_counter() - wall,
-        probes=probes,
+        probes=prober.probes,
     )
+
+
+def _notice(spec: ClusterSpec, workload: str, workflows: int, runs: int) -> str:
+    seconds = estimated_seconds(len(spec), workflows, runs)
+    about = f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+    return f"measuring capacity of {spec.name} for {workload} (about {about}; cached afterwards)"
+
+
+# ------------------------------------------------------------------------ scaling
+
+
+def _mix(spec: ClusterSpec) -> tuple[list[ServerSpec], dict[ServerSpec, int], int]:
+    """The servers' types (a server less its name) in first-seen order, their counts and
+    the gcd of the counts: the cluster is ``gcd`` copies of a primitive mix."""
+    counts: dict[ServerSpec, int] = {}
+    for server in spec.servers:
+        kind = dataclasses.replace(server, name="")
+        counts[kind] = counts.get(kind, 0) + 1
+    return list(counts), counts, math.gcd(*counts.values())
+
+
+_PRESET = re.compile(r"^(hetero|homogeneous)-(\d+)(:.+)?$")
+
+
+def sub_cluster(spec: ClusterSpec, size: int) -> ClusterSpec:
+    """The first ``size`` servers of ``spec`` taken type by type in proportion (hetero-64 is
+    hetero-1024's sub-cluster of 64, server for server); ``size`` must keep the mix exact."""
+    _, counts, _ = _mix(spec)
+    n = len(spec)
+    quota = {kind: count * size // n for kind, count in counts.items()}
+    if any(q * n != c * size for q, c in zip(quota.values(), counts.values(), strict=True)):
+        raise ValueError(f"{size} servers cannot keep the mix of {spec.name}")
+    kept: list[ServerSpec] = []
+    for server in spec.servers:
+        kind = dataclasses.replace(server, name="")
+        if quota[kind] > 0:
+            quota[kind] -= 1
+            kept.append(server)
+    m = _PRESET.match(spec.name)
+    name = f"{m.group(1)}-{size}{m.group(3) or ''}" if m else f"{spec.name}[{size} of {n}]"
+    return ClusterSpec(name=name, servers=tuple(kept), network_latency_s=spec.network_latency_s)
+
+
+def scale_bases(spec: ClusterSpec) -> list[int]:
+    """Sizes capacity may be scaled from, largest first: exact copies of the mix with at
+    least SCALE_MIN_BASE servers and at most half of ``spec``'s (empty: measure it)."""
+    n = len(spec)
+    if n < SCALE_FROM:
+        return []
+    _, _, copies = _mix(spec)
+    unit = n // copies
+    return [m * unit for m in range(copies // 2, 0, -1) if SCALE_MIN_BASE <= m * unit <= n // 2]
+
+
+def _scaled(base: CapacityResult | dict[str, Any], spec: ClusterSpec, size: int) -> CapacityResult:
+    b = base.to_json() if isinstance(base, CapacityResult) else dict(base)
+    factor = len(spec) / size
+    return CapacityResult(
+        cluster=spec.name,
+        workload=b["workload"],
+        capacity_wps=b["capacity_wps"] * factor,
+        best_policy=b["best_policy"],
+        per_policy_wps={p: v * factor for p, v in b["per_policy_wps"].items()},
+        saturated_wps={p: v * factor for p, v in b["saturated_wps"].items()},
+        nominal_wps=b["nominal_wps"] * factor,
+        runs=0,
+        workflows_per_run=b["workflows_per_run"],
+        method=FAST_METHOD,
+        measured_s=0.0,
+        scaled_from=f"{b['cluster']} ({b['method']})",
+        scale_factor=factor,
+    )
+
+
+def estimate_capacity(
+    spec: ClusterSpec,
+    workload: str,
+    *,
+    on_probe: Callable[[dict[str, Any]], None] | None = None,
+    reporter: Reporter | None = None,
+) -> CapacityResult:
+    """The fast method: scaled from a cached smaller cluster of the same mix, else from one
+    measured now (and cached too), else measured directly (see the module docstring)."""
+    wall = time.perf_counter()
+    sizes = scale_bases(spec)
+    for size in sizes:
+        found = lookup(sub_cluster(spec, size), workload)
+        if found is not None and found.entry.get("scaled_from") is None:
+            return _scaled(found.entry, spec, size)
+    if not sizes:
+        return measure_capacity(spec, workload, on_probe=on_probe, method="fast", reporter=reporter)
+    base_spec = sub_cluster(spec, sizes[-1])
+    base = measure_capacity(
+        base_spec, workload, on_probe=on_probe, method="fast", reporter=reporter
+    )
+    store_result(cache_key(base_spec, workload, method=FAST_METHOD), base)
+    scaled = _scaled(base, spec, sizes[-1])
+    return dataclasses.replace(scaled, measured_s=time.perf_counter() - wall, probes=base.probes)
+
+
+# ------------------------------------------------------------------------ the entry point
+
+
+def capacity_wps(
+    spec: ClusterSpec,
+    workload: str,
+    *,
+    on_probe: Callable[[dict[str, Any]], None] | None = None,
+    reporter: Reporter | None = None,
+) -> float:
+    """Measured capacity of ``spec`` for ``workload`` in workflows/s, from a cache when one
+    holds it (see the module docstring), else estimated now by the fast method (a notice and
+    progress on stderr: ``reporter``, default ``Reporter()``) and cached."""
+    return capacity_found(spec, workload, on_probe=on_probe, reporter=reporter).entry[
+        "capacity_wps"
+    ]
+
+
+def capacity_found(
+    spec: ClusterSpec,
+    workload: str,
+    *,
+    on_probe: Callable[[dict[str, Any]], None] | None = None,
+    reporter: Reporter | None = None,
+) -> Found:
+    """:func:`capacity_wps` with the whole entry and where it came from ("measured now"
+    when no cache held it)."""
+    key = cache_key(spec, workload)
+    if key in _memory:
+        hit = _memory[key]
+        return Found(hit.entry, "memory", hit.key)
+    found = lookup(spec, workload)
+    if found is None:
+        result = estimate_capacity(
+            spec, workload, on_probe=on_probe, reporter=reporter or Reporter()
+        )
+        fast_key = cache_key(spec, workload, method=FAST_METHOD)
+        store_result(fast_key, result)
+        entry = result.to_json()
+        entry.pop("probes", None)
+        found = Found(entry, "measured now", fast_key)
+    _memory[key] = found
+    return found
 
 
 def store_shipped(entries: dict[str, CapacityResult], path: Path) -> None:
     """Write the shipped table (used by scripts/measure_capacity.py)."""
-    table = _read_table(path.read_text()) if path.is_file() else {}
+    table = _parse_table(path.read_bytes()).entries if path.is_file() else {}
     # Entries of an older method can never be read again: drop them.
-    table = {k: v for k, v in table.items() if k.startswith(CAPACITY_METHOD + "|")}
+    current = (CAPACITY_METHOD + "|", FAST_METHOD + "|")
+    table = {k: v for k, v in table.items() if k.startswith(current)}
     for key, result in entries.items():
         entry = result.to_json()
         entry.pop("probes", None)
-        table[key] = entry
-    path.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
+        table[key] = CacheEntry.model_validate(entry).model_dump()
+    path.write_text(json.dumps(table, indent=1, sort_keys=True, allow_nan=False) + "\n")
+
+
+def capacity_report(
+    spec: ClusterSpec,
+    workload: str,
+    *,
+    remeasure: bool = False,
+    method: str = "fast",
+    verbose: bool = False,
+) -> dict[str, Any]:
+    """What ``scalesched capacity`` prints: the figure, how it was measured, where it came
+    from (``source``) and ``cached`` (true only when a cache answered)."""
+    reporter = Reporter(verbose=verbose)
+    if remeasure:
+        if method not in METHODS:
+            raise InputError("--method", "method", f"expected one of {', '.join(METHODS)}")
+        if method == "full":
+            result = measure_capacity(spec, workload, method="full", reporter=reporter)
+            key = cache_key(spec, workload)
+        else:
+            result = estimate_capacity(spec, workload, reporter=reporter)
+            key = cache_key(spec, workload, method=FAST_METHOD)
+        store_result(key, result)
+        _memory.pop(cache_key(spec, workload), None)
+        entry = result.to_json()
+        entry.pop("probes", None)
+        found = Found(entry, "measured now", key)
+    else:
+        found = capacity_found(spec, workload, reporter=reporter)
+    payload: dict[str, Any] = dict(found.entry)
+    payload["source"] = found.source
+    payload["cached"] = found.source != "measured now"
+    return payload
