@@ -39,8 +39,8 @@ depends on it: shorter runs deliver less in their window) and saves runs:
   m copies of a smaller mix takes the capacity of the largest cached cluster of that mix
   with at least ``SCALE_MIN_BASE`` servers and at most half its size (hetero-256 for
   hetero-1024), else measures the smallest such cluster, and multiplies by the ratio of
-  sizes. The shipped full measurements put the error of that rule at -2.0% .. +0.2%
-  (hetero-64 to 96, 128 and 256; docs/steady-state.md).
+  sizes. On the shipped full measurements the rule is off by -0.2% .. +2.0% (hetero-64
+  scaled to 96, 128 and 256; docs/steady-state.md).
 
 Results are cached by a fingerprint of the cluster's servers, of the workload spec (a
 preset's name, a file's content) and of the method: first in memory, then in the user
