@@ -86,8 +86,8 @@ def run_cell(
 ) -> dict[str, Any]:
     """One run in this process: the child side of a cell. Returns the counters and times."""
     from scalesched.cluster import get_cluster
-    from scalesched.eval.capacity import cache_key, cached_entry
     from scalesched.policies import get_policy
+    from scalesched.runs.capacity import cache_key, cached_entry
     from scalesched.runs.setup import Scenario, prepare, run, streams_by_default
 
     spec = get_cluster(f"hetero-{n}")

@@ -63,7 +63,7 @@ def main() -> None:
         return
 
     from scalesched.cluster import get_cluster
-    from scalesched.eval.capacity import capacity_wps
+    from scalesched.runs.capacity import capacity_wps
 
     clusters = args.clusters.split(",")
     for c in clusters:  # measure (or read) capacity once, before the pool

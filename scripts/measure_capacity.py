@@ -1,8 +1,13 @@
 """Measure capacity for the presets the docs, the study and the tests use, and write the
-table shipped with the package (src/scalesched/eval/data/capacity.json).
+table shipped with the package (src/scalesched/runs/data/capacity.json).
 
 Usage: python scripts/measure_capacity.py [--clusters hetero-16,hetero-32] [--workloads W,..]
        python scripts/measure_capacity.py --envsched [--mixes m1,m2]   # EnvSched's settings
+       python scripts/measure_capacity.py --method fast --clusters hetero-512,hetero-1024
+
+``--method full`` (the default) is the 30-run search every shipped figure up to hetero-256
+comes from; ``--method fast`` is what a cache miss runs (large clusters scaled from the
+largest cached one of their mix), stored under its own key.
 
 Every figure is reproducible: ``scalesched capacity --cluster C --workload W --remeasure``
 measures the same thing with the same seed.
@@ -15,10 +20,17 @@ from pathlib import Path
 
 from scalesched.cluster import get_cluster
 from scalesched.cluster.model import ClusterSpec
-from scalesched.eval.capacity import cache_key, measure_capacity, store_shipped
+from scalesched.runs.capacity import (
+    FAST_METHOD,
+    CapacityResult,
+    cache_key,
+    estimate_capacity,
+    measure_capacity,
+    store_shipped,
+)
 
 DEFAULT_CLUSTERS = "hetero-4,hetero-8,hetero-16,hetero-32,hetero-48,hetero-64"
-TABLE = Path(__file__).resolve().parents[1] / "src/scalesched/eval/data/capacity.json"
+TABLE = Path(__file__).resolve().parents[1] / "src/scalesched/runs/data/capacity.json"
 
 
 def main() -> None:
@@ -29,6 +41,7 @@ def main() -> None:
         "--envsched", action="store_true", help="Measure every 16-server mix x pattern of EnvSched."
     )
     ap.add_argument("--mixes", default="", help="With --envsched: only these mixes.")
+    ap.add_argument("--method", choices=("full", "fast"), default="full")
     ap.add_argument(
         "--table", type=Path, default=TABLE, help="Table to add to (one per parallel process)."
     )
@@ -45,12 +58,18 @@ def main() -> None:
         for cluster in args.clusters.split(","):
             pairs += [(get_cluster(cluster), w) for w in args.workloads.split(",")]
     for spec, workload in pairs:
-        result = measure_capacity(spec, workload)
-        store_shipped({cache_key(spec, workload): result}, args.table)
+        result: CapacityResult
+        if args.method == "full":
+            result = measure_capacity(spec, workload)
+            key = cache_key(spec, workload)
+        else:
+            result = estimate_capacity(spec, workload)
+            key = cache_key(spec, workload, method=FAST_METHOD)
+        store_shipped({key: result}, args.table)
+        how = f"scaled from {result.scaled_from}" if result.scaled_from else result.best_policy
         print(
             f"{spec.name:>16} {workload:>18}: {result.capacity_wps:.4g} wf/s "
-            f"({result.best_policy}; nominal {result.nominal_wps:.4g}; "
-            f"{result.measured_s:.0f} s)",
+            f"({how}; nominal {result.nominal_wps:.4g}; {result.measured_s:.0f} s)",
             flush=True,
         )
 

@@ -2,9 +2,9 @@
 
 Measured capacity (``--load``) is cached per user; tests get a cache of their own so they
 neither read a developer's measurements nor write into their home folder. Presets the
-tests use are in the table shipped with the package; other clusters are measured with short
-runs (the method is the same, its precision lower), which is all a test that needs *a*
-load needs. tests/eval/test_capacity.py checks the method itself.
+tests use are in the table shipped with the package; other clusters are measured with the fast
+method and short runs (lower precision), which is all a test that needs *a* load needs.
+tests/runs/test_capacity.py checks the methods themselves.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def tool_heavy_capacity() -> None:
     """The measured capacity of tool-heavy on hetero-16 (docs/cache.md: 1.774 wf/s), stored
     in the tests' own capacity cache so that no test spends a minute measuring it."""
     from scalesched.cluster import get_cluster
-    from scalesched.eval.capacity import CapacityResult, cache_key, store_result
+    from scalesched.runs.capacity import CapacityResult, cache_key, store_result
 
     store_result(
         cache_key(get_cluster("hetero-16"), "tool-heavy"),

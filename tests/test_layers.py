@@ -31,13 +31,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 )
 LAYER_OF = {name: level for level, names in enumerate(LAYERS) for name in names}
 
-ALLOWED_UPWARD: frozenset[tuple[str, str]] = frozenset(
-    {
-        # Measured capacity moves from eval/ to runs/ in the next step.
-        ("scalesched.runs.setup", "scalesched.eval.capacity"),
-        ("scalesched.runs.traces", "scalesched.eval.capacity"),
-    }
-)
+ALLOWED_UPWARD: frozenset[tuple[str, str]] = frozenset()
 """(importer, imported) pairs that break the rule, each with the reason."""
 
 

@@ -301,6 +301,13 @@ def capacity(
     remeasure: Annotated[
         bool, typer.Option(help="Measure again even when a cached figure exists.")
     ] = False,
+    method: Annotated[
+        str,
+        typer.Option(
+            help="With --remeasure: fast (screened policies, early stop, large clusters "
+            "scaled from a smaller one of the same mix) or full (the shipped table's method)."
+        ),
+    ] = "fast",
     as_json: Annotated[
         bool, typer.Option("--json", help="Print one JSON object instead of a table.")
     ] = False,
@@ -309,49 +316,28 @@ def capacity(
     """Measure the arrival rate the cluster sustains for the workload (what --load 1.0 means).
 
     Capacity is the throughput the best of eft, least_loaded and kv_aware delivers just past
-    saturation, found by long simulated runs (offer 1.25x the estimate, take what is
-    delivered, five times). The figure is cached per cluster and workload; see
-    docs/steady-state.md for the method.
+    saturation (offer 1.25x the estimate, take what is delivered, until it settles). The
+    figure is cached per cluster and workload; `cached` says whether this one came from a
+    cache. See docs/steady-state.md for the method and its accuracy.
     """
     from scalesched.cluster import get_cluster
-    from scalesched.eval.capacity import (
-        cache_key,
-        cached_entry,
-        capacity_wps,
-        measure_capacity,
-        store_result,
-    )
+    from scalesched.runs.capacity import capacity_report
 
     spec = get_cluster(cluster)
-    show = progress and not as_json and sys.stderr.isatty()
-
-    def on_probe(row: dict[str, Any]) -> None:
-        if show:
-            verdict = "keeps up" if row["steady"] else "overloaded"
-            err_console.print(
-                f"  {row['policy']:>13} at {row['rate_wps']:.3g} wf/s: delivers "
-                f"{row['throughput_wps']:.3g} wf/s, {verdict}"
-            )
-
-    if remeasure:
-        result = measure_capacity(spec, workload, on_probe=on_probe)
-        store_result(cache_key(spec, workload), result)
-        payload: dict[str, Any] = result.to_json()
-        payload.pop("probes")
-        payload["cached"] = False
-    else:
-        key = cache_key(spec, workload)
-        rate = capacity_wps(spec, workload, on_probe=on_probe)
-        payload = {"cluster": spec.name, "workload": workload, "capacity_wps": rate}
-        payload.update(cached_entry(key) or {})
-        payload["cached"] = True
+    payload = capacity_report(
+        spec, workload, remeasure=remeasure, method=method, verbose=progress and not as_json
+    )
     if as_json:
         print(json.dumps(payload))
         return
-    _print_pairs(
-        f"capacity of {spec.name} ({len(spec)} servers) for {workload}",
-        [(k, f"{v:.4g}" if isinstance(v, float) else str(v)) for k, v in payload.items()],
-    )
+    table = Table(title=f"capacity of {spec.name} ({len(spec)} servers) for {workload}")
+    table.add_column("quantity")
+    table.add_column("value", justify="right")
+    for k, v in payload.items():
+        if isinstance(v, dict):
+            v = ", ".join(f"{p} {x:.4g}" for p, x in v.items())
+        table.add_row(k, f"{v:.4g}" if isinstance(v, float) else str(v))
+    console.print(table)
 
 
 def _window_size(

@@ -17,7 +17,7 @@ from scalesched.runs.setup import (
 )
 
 warnings.warn(
-    "scalesched.eval.setup moved to scalesched.runs.setup; the old name goes in the next release",
+    "scalesched.eval.setup moved to scalesched.runs.setup; the old name goes in 0.3.0",
     DeprecationWarning,
     stacklevel=2,
 )

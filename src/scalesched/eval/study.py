@@ -31,7 +31,7 @@ class StudyConfig:
     load: float = 0.7
     workflows: int = 1500
     """Workflows per run; the first 20% (warm-up) and last 10% (cool-down) are run but not
-    measured (scalesched.eval.capacity.WARMUP_FRACTION / COOLDOWN_FRACTION)."""
+    measured (scalesched.runs.windows.WARMUP_FRACTION / COOLDOWN_FRACTION)."""
     cluster_family: str = "hetero"
     """Clusters are ``<family>-<N>`` presets."""
     deployment: str | None = None
@@ -175,7 +175,7 @@ def resolve_capacities(cfg: StudyConfig) -> None:
     """Measure (or read) each cluster's capacity here, once, so that parallel workers find
     it in the cache instead of each measuring it again."""
     from scalesched.cluster import get_cluster
-    from scalesched.eval.capacity import capacity_wps
+    from scalesched.runs.capacity import capacity_wps
 
     for n in cfg.nodes:
         capacity_wps(get_cluster(cfg.cluster_for(n)), cfg.workload)

@@ -3,7 +3,7 @@
 Every caller that runs a policy on a preset (the CLI, the study, the capacity search, the
 Gantt chart of a report, the planner's share measurement, training's validation, scripts
 and benchmarks) builds the same chain; it lives here once. ``--load`` is resolved to a rate
-here, from the cluster's measured capacity (:mod:`scalesched.eval.capacity`), and the rate
+here, from the cluster's measured capacity (:mod:`scalesched.runs.capacity`), and the rate
 is passed down: the simulator's :func:`scalesched.sim.scenario.build_jobs` never reaches up
 into ``eval``.
 
@@ -31,7 +31,7 @@ from scalesched.cluster.tables import ClusterTables
 from scalesched.decision.scheduler import Scheduler
 from scalesched.sim import scenario as sim_scenario
 from scalesched.sim.run import SimResult, simulate
-from scalesched.sim.scenario import Scenario
+from scalesched.sim.scenario import STREAM_FROM, Scenario, streams_by_default
 from scalesched.workload.instance import Job
 
 __all__ = [
@@ -51,7 +51,7 @@ def scenario_capacity(tables: ClusterTables, scenario: Scenario) -> float | None
     if scenario.rate is not None:
         return None
     sim_scenario.check_load(tables, scenario)  # before a capacity search is started
-    from scalesched.eval.capacity import capacity_wps  # measured: runs the simulator
+    from scalesched.runs.capacity import capacity_wps  # measured: runs the simulator
 
     return capacity_wps(tables.spec, scenario.workload)
 
@@ -61,15 +61,6 @@ def build_jobs(tables: ClusterTables, scenario: Scenario) -> list[Job]:
     same seed."""
     capacity = scenario_capacity(tables, scenario)
     return sim_scenario.build_jobs(tables, scenario, capacity_wps=capacity)
-
-
-STREAM_FROM = 10_000
-"""Runs of this many workflows or more stream by default (up front, 10^4 workflows of
-agentic-mix hold about 90 MB of realised jobs and per-task state)."""
-
-
-def streams_by_default(scenario: Scenario) -> bool:
-    return scenario.workflows >= STREAM_FROM
 
 
 def stream_jobs(tables: ClusterTables, scenario: Scenario) -> sim_scenario.JobStream:

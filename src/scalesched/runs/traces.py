@@ -57,7 +57,7 @@ class TraceRun:
         """The tables schedulers read, the jobs, the reset policy and a trace-recording
         simulation on ``sim_tables`` (default: the same tables; ``predict drift`` hands it
         a copy it changes mid-run)."""
-        from scalesched.eval.capacity import capacity_wps
+        from scalesched.runs.capacity import capacity_wps
         from scalesched.policies import get_policy
         from scalesched.sim.engine import Simulation
         from scalesched.sim.scenario import Scenario, build_jobs

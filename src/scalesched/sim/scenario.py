@@ -1,7 +1,7 @@
 """From a few user-facing settings (cluster, workload, load, seed) to the jobs of a run.
 
 ``--load`` is a fraction of the cluster's *measured* capacity for the workload (the highest
-rate the best heuristic keeps up with, :mod:`scalesched.eval.capacity`); ``--rate`` sets
+rate the best heuristic keeps up with, :mod:`scalesched.runs.capacity`); ``--rate`` sets
 workflows/s directly. Workload specs stay free of execution details: capacity is resolved
 from the cluster and the workload together, by the caller (measuring it runs policies, which
 the simulator does not import; :mod:`scalesched.runs.setup` resolves it and passes it here).
@@ -269,3 +269,12 @@ def _no_capacity(
         f"its workflows need {need} on {tables.spec.name}, so --load gives no arrival rate "
         f"({rate:g}/s); give --rate",
     )
+
+
+STREAM_FROM = 10_000
+"""Runs of this many workflows or more stream by default (up front, 10^4 workflows of
+agentic-mix hold about 90 MB of realised jobs and per-task state)."""
+
+
+def streams_by_default(scenario: Scenario) -> bool:
+    return scenario.workflows >= STREAM_FROM
