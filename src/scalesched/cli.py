@@ -847,9 +847,10 @@ def run(
     except ImportError:
         raise InputError("--local/--address", "ray", "pip install 'scalesched[runtime]'") from None
     from scalesched.runtime import FaultConfig, RuntimeConfig, run_jobs
-    from scalesched.runtime.backends import load_endpoints
+    from scalesched.runtime.backends import check_endpoints_cover, load_endpoints, models_called
 
     _check_outputs(trace, gantt)
+    served = load_endpoints(endpoints) if endpoints is not None else None
     spec = get_cluster(cluster)
     scheduler = get_policy(policy)
     _check_policy_fits(scheduler, policy, spec)
@@ -858,11 +859,13 @@ def run(
     )
     setup = prepare(spec, scenario, deployment=deployment)
     jobs, tables, pinned = setup.jobs, setup.tables, setup.deployment
+    if served is not None:  # before Ray starts: a missing model fails here, not on a worker
+        check_endpoints_cover(served, models_called(jobs), str(endpoints))
     config = RuntimeConfig(
         time_scale=time_scale,
         max_retries=max_retries,
         llm_backend="http" if llm == "http" else "emulated",
-        endpoints=load_endpoints(endpoints) if endpoints is not None else None,
+        endpoints=served,
         faults=FaultConfig(fail_rate=fail_rate, seed=seed),
         deployment=pinned,
     )
