@@ -6,7 +6,6 @@ traceback.
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from collections.abc import Callable
@@ -18,7 +17,13 @@ from rich.console import Console
 from rich.table import Table
 
 from scalesched.decision.metrics import steady_state_note
-from scalesched.errors import InputError, clean_errors, require_finite
+from scalesched.errors import (
+    InputError,
+    clean_errors,
+    print_json,
+    require_completed,
+    require_finite,
+)
 from scalesched.eval.capacity import default_cooldown, default_warmup
 
 
@@ -271,6 +276,7 @@ def simulate(
             logits_cache=logits_mode,
         )
     require_finite(result.metrics, "simulate")
+    require_completed(result.metrics, "simulate")
     if trace is not None and gantt is not None:
         write_trace(result.trace, result.server_names, trace)
     if gantt is not None:
@@ -281,7 +287,7 @@ def simulate(
             title=f"{policy} on {spec.name}, {workload}, seed {seed}",
         )
     if as_json:
-        print(json.dumps(result.metrics, indent=None))
+        print_json(result.metrics)
         return
     table = Table(title=f"{policy} on {spec.name} ({len(spec)} servers), {workload}, seed {seed}")
     table.add_column("metric")
@@ -346,7 +352,7 @@ def capacity(
         payload.update(cached_entry(key) or {})
         payload["cached"] = True
     if as_json:
-        print(json.dumps(payload))
+        print_json(payload)
         return
     _print_pairs(
         f"capacity of {spec.name} ({len(spec)} servers) for {workload}",
@@ -676,9 +682,7 @@ def _study(
             slo=slo,
         )
     if as_json:
-        from scalesched.eval.report import json_ready
-
-        print(json.dumps(json_ready(summary), default=str, allow_nan=False))
+        print_json(summary)
         return
     console.print((out / "summary.md").read_text(), markup=False, highlight=False)
     console.print(f"results: {out}/results.csv; plots: {', '.join(summary['plots'])}")
@@ -764,7 +768,7 @@ def static_cmd(
         **{k: v for k, v in schedule.info.items() if k in ("sim_makespan", "bandwidth_exact")},
     }
     if as_json:
-        print(json.dumps(row))
+        print_json(row)
         return
     ratio = schedule.makespan / bound if bound > 0 else float("nan")
     typer.echo(
@@ -906,6 +910,14 @@ def run(
             )
         )
     require_finite(metrics, "run")
+    first = result.failures[0] if result.failures else None
+    require_completed(
+        metrics,
+        "run",
+        f"{len(result.failures)} failed, first {first.name} at {first.task}: {first.error}"[:300]
+        if first is not None
+        else "",
+    )
     if trace is not None or gantt is not None:
         from scalesched.sim.trace import plot_gantt, write_trace
 
@@ -915,7 +927,7 @@ def run(
             title = f"{policy} on {spec.name} (Ray), {workload}, seed {seed}"
             plot_gantt(result.trace, result.server_names, gantt, title=title)
     if as_json:
-        print(json.dumps(metrics, indent=None))
+        print_json(metrics)
         return
     table = Table(title=f"{policy} on {spec.name} via Ray ({len(spec)} nodes), seed {seed}")
     table.add_column("metric")
