@@ -25,6 +25,7 @@ from scalesched.errors import (
     require_finite,
 )
 from scalesched.eval.capacity import default_cooldown, default_warmup
+from scalesched.options import install_number_checks
 
 
 class _OneLineErrors(typer.core.TyperGroup):
@@ -35,6 +36,7 @@ class _OneLineErrors(typer.core.TyperGroup):
         click = typer.core._click  # the click typer runs on (typer bundles its own)
 
         kwargs["standalone_mode"] = False
+        install_number_checks(self)  # every number option ranged, NaN/inf refused
         try:
             rv = super().main(*args, **kwargs)
         except click.exceptions.NoArgsIsHelpError as exc:
@@ -46,6 +48,9 @@ class _OneLineErrors(typer.core.TyperGroup):
             message = " ".join(exc.format_message().split())
             typer.echo(f"error: {where}{message}", err=True)
             sys.exit(exc.exit_code)
+        except InputError as exc:  # a number out of range, found while parsing
+            typer.echo(f"error: {exc}", err=True)
+            sys.exit(2)
         except typer.Abort:
             typer.echo("aborted", err=True)
             sys.exit(1)
