@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -95,3 +96,44 @@ def test_run_where_nothing_completed_exits_2_instead_of_printing_zeros(
     line = result.stderr.strip()
     assert "\n" not in line and "none of the 3 workflows completed" in line
     assert "3 failed, first wf-0 at plan" in line
+
+
+def test_check_output_path_refuses_what_cannot_be_written(tmp_path: Path) -> None:
+    from scalesched.errors import check_output_path
+
+    check_output_path(tmp_path / "a.json", "--out")
+    check_output_path(tmp_path / "a.svg", "--plot", "image")
+    check_output_path(tmp_path / "new" / "deeper", "--out", "folder")
+    cases = [
+        (tmp_path, "file", "is a folder"),
+        (tmp_path / "no" / "a.json", "file", "does not exist"),
+        (tmp_path / "a.xyz", "image", "unknown image type"),
+        (Path("/proc/a.png"), "image", "cannot write in /proc"),
+    ]
+    (tmp_path / "f").write_text("x")
+    cases.append((tmp_path / "f" / "sub", "folder", "is a file, not a folder"))
+    for path, kind, words in cases:
+        with pytest.raises(InputError, match=words):
+            check_output_path(path, "--out", kind)
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["memplan", "--model", "phi-2", "--gpu", "l4", "--plot", "{tmp}/p.xyz"], "--plot"),
+        (["memplan", "--model", "phi-2", "--gpu", "l4", "--out", "{tmp}/no/p.json"], "--out"),
+        (["memplan", "replay", "{tmp}/plan.json", "--plot", "{tmp}/p.txt"], "--plot"),
+        (["plan", "--rate", "1", "--out", "{tmp}"], "--out: {tmp} is a folder"),
+        (["predict", "fit", "--out", "{tmp}/no/p.npz"], "--out"),
+        (["predict", "eval", "--plot", "{tmp}/p.doc"], "--plot"),
+        (["static", "--workflow", "x", "--network", "y", "--gantt", "{tmp}/g.xyz"], "--gantt"),
+    ],
+)
+def test_output_paths_are_checked_before_any_work(
+    tmp_path: Path, args: list[str], words: str
+) -> None:
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    result = CliRunner().invoke(app, argv)
+    assert result.exit_code == 2, result.output
+    line = result.stderr.strip()
+    assert "\n" not in line and words.replace("{tmp}", str(tmp_path)) in line, line

@@ -19,6 +19,7 @@ from rich.table import Table
 from scalesched.decision.metrics import steady_state_note
 from scalesched.errors import (
     InputError,
+    check_output_path,
     clean_errors,
     print_json,
     require_completed,
@@ -377,12 +378,10 @@ def _window_size(
 
 def _check_outputs(trace: Path | None, gantt: Path | None) -> None:
     """Output paths are checked before a run, not after it."""
-    from scalesched.sim.trace import check_gantt_file, check_output_file
-
     if trace is not None:
-        check_output_file(trace, "--trace")
+        check_output_path(trace, "--trace")
     if gantt is not None:
-        check_gantt_file(gantt, "--gantt")
+        check_output_path(gantt, "--gantt", "image")
 
 
 def _check_policy_fits(scheduler: Any, policy: str, spec: Any) -> None:
@@ -755,6 +754,8 @@ def static_cmd(
     )
     from scalesched.static.plot import plot_schedule
 
+    if gantt is not None:
+        check_output_path(gantt, "--gantt", "image")
     graph = load_task_graph(workflow, seed=seed)
     net = load_network(network)
     prob = build_problem(graph, net)

@@ -239,3 +239,55 @@ def require_completed(metrics: Mapping[str, Any], source: str, detail: str = "")
     raise InputError(
         source, "completed", f"0 measured workflows: {why}{'; ' + detail if detail else ''}"
     )
+
+
+def check_output_path(path: Any, option: str, kind: str = "file") -> None:
+    """Fail before any work, naming ``option``, when ``path`` cannot be written: ``kind``
+    ``file`` (any file in an existing, writable folder), ``image`` (that, with a suffix
+    matplotlib can write: .png, .svg, .pdf, ...) or ``folder`` (an existing folder, or one
+    that can be made, writable). A long run must not end by failing to save its result."""
+    import os
+    from pathlib import Path
+
+    p = Path(path)
+    field = option.lstrip("-")
+    if kind == "folder":
+        probe = p
+        while not probe.exists() and probe != probe.parent:
+            probe = probe.parent
+        if probe.exists() and not probe.is_dir():
+            raise InputError(option, field, f"{probe} is a file, not a folder")
+        _probe_write(probe, option, field)
+        return
+    if p.is_dir():
+        raise InputError(option, field, f"{p} is a folder; give a file path")
+    parent = p.parent
+    if not parent.exists():
+        raise InputError(option, field, f"folder {parent} does not exist; create it")
+    if not parent.is_dir():
+        raise InputError(option, field, f"cannot write in {parent}: not a folder")
+    _probe_write(parent, option, field)
+    if p.exists() and not os.access(p, os.W_OK):
+        raise InputError(option, field, f"{p} is not writable")
+    if kind == "image":
+        from matplotlib.backend_bases import FigureCanvasBase
+
+        formats = FigureCanvasBase.get_supported_filetypes()
+        if p.suffix.lstrip(".").lower() not in formats:
+            raise InputError(
+                option,
+                field,
+                f"{p.name}: unknown image type; use one of .{', .'.join(sorted(formats))}",
+            )
+
+
+def _probe_write(folder: Any, option: str, field: str) -> None:
+    """Create and remove a file in ``folder``: permission bits alone say yes to root on a
+    read-only or virtual file system (``/proc``), where the real write would fail."""
+    import tempfile
+
+    try:
+        with tempfile.TemporaryFile(dir=folder, prefix=".scalesched-probe-"):
+            pass
+    except OSError as exc:
+        raise InputError(option, field, f"cannot write in {folder}: {exc.strerror}") from None

@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from scalesched.errors import InputError, clean_errors, print_json
+from scalesched.errors import InputError, check_output_path, clean_errors, print_json
 from scalesched.memplan.costs import hardware, resolve_gpu, resolve_model, train_costs
 from scalesched.memplan.plan import evaluate
 from scalesched.memplan.planner import (
@@ -103,6 +103,10 @@ def memplan(
     if gpu is None:
         raise InputError("--gpu", "gpu", "required (e.g. --gpu A100-80G)")
     check_strategy(strategy)
+    if out is not None:
+        check_output_path(out, "--out")
+    if plot is not None:
+        check_output_path(plot, "--plot", "image")
     if not (math.isfinite(time_limit) and time_limit > 0):
         raise InputError("--time-limit", "time-limit", f"must be > 0 and finite, got {time_limit}")
     model = resolve_model(model)
@@ -140,6 +144,8 @@ def replay_cmd(
     ] = None,
 ) -> None:
     """Execute a plan file step by step and print its iteration time and peak memory."""
+    if plot is not None:
+        check_output_path(plot, "--plot", "image")
     costs, plan, strategy = read_plan(plan_file)
     rep = replay(costs, plan)
     predicted = evaluate(costs, plan)

@@ -12,7 +12,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from scalesched.errors import InputError, print_json
+from scalesched.errors import InputError, check_output_path, print_json
 
 plan_app = typer.Typer(
     help="Plan GPU allocations for multi-LLM workflows (Scepsy-style; docs/planning.md).",
@@ -141,6 +141,8 @@ def _plan(
             raise InputError("--slo-p95", "slo_p95", f"must be positive and finite, got {slo_p95}")
         if baseline not in (None, "independent", "uniform"):
             raise InputError("--baseline", "baseline", "independent or uniform")
+        if out is not None:
+            check_output_path(out, "--out")
         spec = get_cluster(cluster)
         profile = workload_profile(workload, samples=samples, seed=seed)
         strategy = baseline or "plan"

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from scalesched.errors import InputError, print_json
+from scalesched.errors import check_output_path, print_json
 
 predict_app = typer.Typer(
     help="Distributional predictors of task duration and output tokens (docs/tail.md).",
@@ -61,8 +61,7 @@ def fit(
         from scalesched.predict.model import save
         from scalesched.predict.train import fit_on_traces
 
-        if out.is_dir():
-            raise InputError("--out", "out", f"{out} is a directory; give a file path")
+        check_output_path(out, "--out")
         predictor = fit_on_traces(
             cluster, workload, workflows=workflows, seeds=[seed], load=load, policy=policy
         )
@@ -109,9 +108,7 @@ def evaluate(
         from scalesched.predict.traces import TraceRun
 
         if plot is not None:
-            from scalesched.sim.trace import check_gantt_file
-
-            check_gantt_file(plot, "--plot")
+            check_output_path(plot, "--plot", "image")
         predictor = default_predictor() if model == "default" else load_model(model)
         run = TraceRun(get_cluster(cluster), workload, workflows, seed, load, policy)
         report = evaluate_on_traces(predictor, run)
