@@ -104,6 +104,9 @@ def test_check_output_path_refuses_what_cannot_be_written(tmp_path: Path) -> Non
     check_output_path(tmp_path / "a.json", "--out")
     check_output_path(tmp_path / "a.svg", "--plot", "image")
     check_output_path(tmp_path / "new" / "deeper", "--out", "folder")
+    check_output_path(tmp_path / "new" / "m.npz", "--out", makes_folders=True)
+    with pytest.raises(InputError, match="cannot write in /proc"):
+        check_output_path("/proc/new/m.npz", "--out", makes_folders=True)
     cases = [
         (tmp_path, "file", "is a folder"),
         (tmp_path / "no" / "a.json", "file", "does not exist"),
@@ -124,7 +127,7 @@ def test_check_output_path_refuses_what_cannot_be_written(tmp_path: Path) -> Non
         (["memplan", "--model", "phi-2", "--gpu", "l4", "--out", "{tmp}/no/p.json"], "--out"),
         (["memplan", "replay", "{tmp}/plan.json", "--plot", "{tmp}/p.txt"], "--plot"),
         (["plan", "--rate", "1", "--out", "{tmp}"], "--out: {tmp} is a folder"),
-        (["predict", "fit", "--out", "{tmp}/no/p.npz"], "--out"),
+        (["predict", "fit", "--out", "/proc/no/p.npz"], "--out: cannot write in /proc"),
         (["predict", "eval", "--plot", "{tmp}/p.doc"], "--plot"),
         (["static", "--workflow", "x", "--network", "y", "--gantt", "{tmp}/g.xyz"], "--gantt"),
     ],

@@ -241,18 +241,23 @@ def require_completed(metrics: Mapping[str, Any], source: str, detail: str = "")
     )
 
 
-def check_output_path(path: Any, option: str, kind: str = "file") -> None:
+def check_output_path(
+    path: Any, option: str, kind: str = "file", *, makes_folders: bool = False
+) -> None:
     """Fail before any work, naming ``option``, when ``path`` cannot be written: ``kind``
-    ``file`` (any file in an existing, writable folder), ``image`` (that, with a suffix
-    matplotlib can write: .png, .svg, .pdf, ...) or ``folder`` (an existing folder, or one
-    that can be made, writable). A long run must not end by failing to save its result."""
+    ``file`` (any file in an existing, writable folder; with ``makes_folders``, for writers
+    that create missing folders, a folder that can be made), ``image`` (a file with a
+    suffix matplotlib can write: .png, .svg, .pdf, ...) or ``folder`` (an existing folder,
+    or one that can be made, writable). A long run must not end by failing to save."""
     import os
     from pathlib import Path
 
     p = Path(path)
     field = option.lstrip("-")
-    if kind == "folder":
-        probe = p
+    if kind == "folder" or (makes_folders and not p.parent.exists()):
+        if kind != "folder" and p.is_dir():
+            raise InputError(option, field, f"{p} is a folder; give a file path")
+        probe = p if kind == "folder" else p.parent
         while not probe.exists() and probe != probe.parent:
             probe = probe.parent
         if probe.exists() and not probe.is_dir():

@@ -61,7 +61,7 @@ def fit(
         from scalesched.predict.model import save
         from scalesched.predict.train import fit_on_traces
 
-        check_output_path(out, "--out")
+        check_output_path(out, "--out", makes_folders=True)  # save() makes the folder
         predictor = fit_on_traces(
             cluster, workload, workflows=workflows, seeds=[seed], load=load, policy=policy
         )
