@@ -677,6 +677,13 @@ def surface_cases(tmp: Path) -> list[Case]:
     infeasible += ["--cpu-mem-gb", "1", "--time-limit", "5", "--json"]
     out.append(("jsonout-memplan-infeasible", infeasible))
     out += checkpoint_surface_cases(tmp)
+    out += output_path_cases(tmp, memplan)
+    return out
+
+
+def output_path_cases(tmp: Path, memplan: list[str]) -> list[Case]:
+    """Output paths that cannot be written, each refused before any work."""
+    out: list[Case] = []
     plan_json = tmp / "plan.json"  # a valid plan, so only --plot is wrong
     subprocess.run(
         [
