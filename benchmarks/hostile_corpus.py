@@ -1,10 +1,13 @@
-"""Run the command line over a corpus of hostile inputs (issue 11's classes, several
-variants each) and count tracebacks, hangs, non-finite outputs and multi-line errors.
+"""Run the command line over a corpus of hostile inputs (several variants of each class)
+and count tracebacks, hangs, non-finite outputs, multi-line errors and nonsense.
 
-    python benchmarks/hostile_corpus.py [--timeout 60] [--out results/hostile]
+    python benchmarks/hostile_corpus.py [--timeout 60] [--only PREFIX,PREFIX]
 
-Every case runs as its own process (as a user would), so a hang is a real hang. The target
-is 0 of each; figures in docs/inputs.md.
+Every case runs as its own process (as a user would), so a hang is a real hang. A case
+may name the refusal it plants (a needle the one-line error must contain): exit 0 there
+is ``nonsense`` (a result printed for input that has none), exit 2 without the needle is
+``missed`` (refused, but not for the planted fault). The target is 0 of each; figures in
+docs/inputs.md.
 """
 
 from __future__ import annotations
@@ -39,8 +42,12 @@ def task(i: int, key: str) -> tuple[Any, ...]:
     return (*TASKS, i, "scalesched", key)
 
 
-def cases(tmp: Path) -> list[tuple[str, list[str]]]:
-    out: list[tuple[str, list[str]]] = []
+Case = tuple[str, list[str]] | tuple[str, list[str], str]
+"""(name, argv) or (name, argv, needle the refusal must contain)."""
+
+
+def cases(tmp: Path) -> list[Case]:
+    out: list[Case] = list(surface_cases(tmp))
 
     def wf(name: str, doc: Any = None, text: str | None = None) -> str:
         path = tmp / f"{name}.json"
@@ -528,15 +535,22 @@ def cases(tmp: Path) -> list[tuple[str, list[str]]]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--timeout", type=float, default=60.0)
+    ap.add_argument("--only", default="", help="Run only cases whose name starts so (a,b).")
     args = ap.parse_args()
-    counts = {"ok": 0, "traceback": 0, "hang": 0, "non_finite": 0, "multi_line": 0}
+    counts = dict.fromkeys(
+        ("ok", "traceback", "hang", "non_finite", "multi_line", "nonsense", "missed"), 0
+    )
+    prefixes = tuple(p for p in args.only.split(",") if p)
     with tempfile.TemporaryDirectory() as tmp:
-        corpus = cases(Path(tmp))
-        for name, argv in corpus:
+        corpus = [c for c in cases(Path(tmp)) if not prefixes or c[0].startswith(prefixes)]
+        for case in corpus:
+            name, argv = case[0], case[1]
+            needle = case[2] if len(case) == 3 else None
+            command = argv if argv[0] == "-c" else ["-m", "scalesched", *argv]
             start = time.perf_counter()
             try:
                 p = subprocess.run(
-                    [sys.executable, "-m", "scalesched", *argv],
+                    [sys.executable, *command],
                     capture_output=True,
                     text=True,
                     timeout=args.timeout,
@@ -545,21 +559,200 @@ def main() -> None:
             except subprocess.TimeoutExpired:
                 verdict, detail = "hang", ""
             else:
+                verdict = judge(p.returncode, p.stdout, p.stderr.strip(), needle)
                 err = p.stderr.strip()
-                if p.returncode not in (0, 2) or "Traceback" in err:
-                    verdict = "traceback"
-                elif p.returncode == 2 and len(err.splitlines()) != 1:
-                    verdict = "multi_line"
-                elif p.returncode == 0 and ("NaN" in p.stdout or "Infinity" in p.stdout):
-                    verdict = "non_finite"
-                else:
-                    verdict = "ok"
                 detail = (err.splitlines() or [""])[-1][:150] if err else p.stdout[:80]
             counts[verdict] += 1
             print(
                 f"{verdict:10} {time.perf_counter() - start:5.1f}s {name:32} {detail}", flush=True
             )
     print(json.dumps({"cases": len(corpus), **counts}))
+
+
+def judge(code: int, stdout: str, err: str, needle: str | None) -> str:
+    """The verdict of one case from its exit code and output."""
+    if code not in (0, 2) or "Traceback" in err:
+        return "traceback"
+    if code == 2 and len(err.splitlines()) != 1:
+        return "multi_line"
+    if code == 0 and ("NaN" in stdout or "Infinity" in stdout):
+        return "non_finite"
+    if code == 0 and '"measured_workflows": 0,' in stdout:
+        return "nonsense"  # figures of an empty set printed as 0.0
+    if needle is not None and code == 0:
+        return "nonsense"
+    if needle is not None and needle not in err:
+        return "missed"
+    return "ok"
+
+
+DRIP = """
+import sys, threading, time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from scalesched.runtime.backends import EndpointConfig, LlmRequestError, OpenAIClient
+
+class Drip(BaseHTTPRequestHandler):
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        body = b'{"choices": [{"message": {"content": "x"}}]}' + b" " * 40
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        try:
+            for i in range(len(body)):  # one byte per 0.25 s: 21 s in all, then it stops
+                self.wfile.write(body[i : i + 1]); self.wfile.flush(); time.sleep(0.25)
+        except OSError:
+            pass
+    def log_message(self, *a):
+        pass
+
+srv = ThreadingHTTPServer(("127.0.0.1", 0), Drip)
+srv.daemon_threads = True
+threading.Thread(target=srv.serve_forever, daemon=True).start()
+cfg = EndpointConfig(f"http://127.0.0.1:{srv.server_address[1]}/v1", "m", timeout_s=2.0)
+start = time.monotonic()
+try:
+    OpenAIClient(cfg).complete("x", 1)
+    outcome = "answered"
+except LlmRequestError:
+    outcome = "refused"
+took = time.monotonic() - start
+if outcome == "answered" or took > 3.0:  # a result where the deadline should have refused
+    print(f'{{"outcome": "{outcome}", "seconds": {took:.1f}}}')
+    sys.exit(0)
+print(f"error: deadline kept: refused after {took:.1f} s", file=sys.stderr)
+sys.exit(2)
+"""
+
+
+def surface_cases(tmp: Path) -> list[Case]:
+    """The newer surfaces: endpoints files, the HTTP deadline, number options, replay
+    files, --json of planners and predictors, checkpoints and predictor files, outputs."""
+    out: list[Case] = []
+    ep_run = ["run", "--address", "127.0.0.1:1", "--connect-timeout", "2", "--llm", "http"]
+    ep_run += ["--workflows", "2", "--rate", "1", "--cluster", "hetero-4", "--endpoints"]
+    entry = "llama-2-7b:\n  base_url: http://127.0.0.1:8000/v1\n"
+    for name, text, needle in (
+        ("typo", entry + "  timeot_s: 5\n", "timeot_s"),
+        ("nan", entry + "  timeout_s: .nan\n", "timeout_s"),
+        ("negative", entry + "  timeout_s: -3\n", "timeout_s"),
+        ("zero", entry + "  timeout_s: 0\n", "timeout_s"),
+        ("inf", entry + "  timeout_s: .inf\n", "timeout_s"),
+        ("url-int", "llama-2-7b:\n  base_url: 8000\n", "base_url"),
+        ("placeholder", "llama-2-7b:\n  base_url: http://{host}:1/v1\n", "{host}"),
+        ("key-list", entry + "  api_key_env: [A, B]\n", "api_key_env"),
+        ("missing-model", entry, "no endpoint"),
+        ("unknown-model", "gpt-9:\n  base_url: http://h/v1\n", "gpt-9"),
+    ):
+        path = tmp / f"ep-{name}.yaml"
+        path.write_text(text)
+        out.append((f"endpoints-{name}", [*ep_run, str(path)], needle))
+    out.append(("http-slow-drip", ["-c", DRIP], "deadline kept"))
+    memplan = ["memplan", "--model", "phi-2", "--gpu", "l4", "--no-max-batch"]
+    for name, argv, needle in (
+        ("plan-rate-nan", ["plan", "--rate", "nan"], "--rate"),
+        ("plan-rate-inf", ["plan", "--rate", "inf"], "--rate"),
+        ("plan-slo-nan", ["plan", "--rate", "1", "--slo-p95", "nan"], "--slo-p95"),
+        ("plan-seed-neg", ["plan", "--rate", "1", "--seed", "-1"], "--seed"),
+        ("plan-samples-huge", ["plan", "--rate", "1", "--samples", "1000000000"], "--samples"),
+        ("memplan-time-nan", [*memplan, "--time-limit", "nan"], "--time-limit"),
+        ("memplan-pcie-inf", [*memplan, "--pcie-gbs", "inf"], "--pcie-gbs"),
+        ("tool-repeat-nan", ["simulate", "--tool-repeat", "nan", *SMALL], "--tool-repeat"),
+        ("fail-rate-nan", ["run", "--local", "--fail-rate", "nan"], "--fail-rate"),
+        ("drift-window-0", ["predict", "drift", "--drift", "x:2@0", "--window", "0"], "--window"),
+        ("eval-slo-nan", ["eval", "--slo", "nan", "--policies", "eft"], "--slo"),
+        ("shares-seed-neg", ["plan", "shares", "--seed", "-4"], "--seed"),
+    ):
+        out.append((f"numbers-{name}", argv, needle))
+    for name, text, needle in (
+        ("typo-first-line", "0.5x\n1\n2\n3\n4\n5\n", "line 1"),
+        ("all-zero", "0\n0\n0\n0\n0\n0\n", "span no time"),
+        ("long-field", "0\n" + "7" * 300_000 + "\n", "line 2"),
+    ):
+        path = tmp / f"replay2-{name}.txt"
+        path.write_text(text)
+        replay = ["simulate", "--arrivals", f"replay:{path}", "--workflows", "5", "--rate", "1"]
+        out.append((f"replay2-{name}", [*replay, "--cluster", "hetero-4", "--json"], needle))
+    infeasible = ["memplan", "--model", "llama-2-70b", "--gpu", "l4", "--no-max-batch"]
+    infeasible += ["--cpu-mem-gb", "1", "--time-limit", "5", "--json"]
+    out.append(("jsonout-memplan-infeasible", infeasible))
+    out += checkpoint_surface_cases(tmp)
+    out += output_path_cases(tmp, memplan)
+    return out
+
+
+def output_path_cases(tmp: Path, memplan: list[str]) -> list[Case]:
+    """Output paths that cannot be written, each refused before any work."""
+    out: list[Case] = []
+    plan_json = tmp / "plan.json"  # a valid plan, so only --plot is wrong
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "scalesched",
+            *memplan,
+            "--strategy",
+            "none",
+            "--out",
+            str(plan_json),
+        ],
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
+    for name, argv, needle in (
+        ("memplan-plot", [*memplan, "--plot", str(tmp / "p.xyz")], "--plot"),
+        ("memplan-out", [*memplan, "--out", str(tmp / "no" / "p.json")], "--out"),
+        ("plan-out-dir", ["plan", "--rate", "1", "--out", str(tmp)], "--out"),
+        ("predict-fit-out", ["predict", "fit", "--out", "/proc/no/m.npz"], "--out"),
+        ("static-gantt", ["static", "--workflow",
+                          str(ROOT / "configs/workflows/wfcommons-blast-small.json"), "--network",
+                          str(ROOT / "configs/networks/example-4.yaml"), "--gantt",
+                          str(tmp / "g.xyz")], "--gantt"),
+        ("replay-plot", ["memplan", "replay", str(plan_json), "--plot", str(tmp / "r.doc")],
+         "--plot"),
+    ):  # fmt: skip
+        out.append((f"outpath-{name}", argv, needle))
+    return out
+
+
+def checkpoint_surface_cases(tmp: Path) -> list[Case]:
+    """Checkpoints of absurd config or huge weights; predictor files of the wrong types."""
+    import numpy as np
+    import torch
+
+    from scalesched.decision.features import SERVER_FEATURES, TASK_FEATURES
+    from scalesched.nn import build_network
+    from scalesched.nn.checkpoint import save_checkpoint
+
+    cfg = {"task_dim": TASK_FEATURES, "server_dim": SERVER_FEATURES, "d_model": 16, "n_heads": 2}
+    state = build_network("scale", **cfg).state_dict()
+    out: list[Case] = []
+    for name, scale in (("1e30", 1e30), ("1e18", 1e18)):
+        huge = {k: v * scale if v.is_floating_point() else v for k, v in state.items()}
+        path = tmp / f"ckpt2-{name}.pt"
+        save_checkpoint(path, {"network": "scale", "network_config": cfg, "state_dict": huge})
+        out.append((f"ckpt2-weights-{name}", ["simulate", "--policy", str(path), *SMALL], "probe"))
+    for name, change in (("heads", {"n_heads": 10**6}), ("prior", {"heuristic_prior": 1e300})):
+        path = tmp / f"ckpt2-{name}.pt"
+        payload = {"network": "scale", "network_config": {**cfg, **change}, "state_dict": state}
+        save_checkpoint(path, payload)
+        key = next(iter(change))
+        out.append((f"ckpt2-config-{name}", ["simulate", "--policy", str(path), *SMALL], key))
+    from scalesched.predict.model import default_predictor, save
+
+    good = tmp / "pred.npz"
+    save(default_predictor(), good)
+    with np.load(good) as data:
+        arrays = {k: data[k] for k in data.files}
+    for name, key in (("static-text", "static_tokens"), ("weights-text", "duration.w0")):
+        typed: dict[str, Any] = dict(arrays)
+        typed[key] = np.full(arrays[key].shape, "1")
+        path = tmp / f"predictor-{name}.npz"
+        np.savez(path, **typed)
+        out.append((f"predictor-{name}", ["predict", "eval", "--model", str(path)], key))
+    _ = torch  # torch is needed by save_checkpoint; imported here to fail early if absent
+    return out
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("runs",),  # setting up and measuring runs: setup, windows, capacity, traces
     ("env", "train"),  # learning: episodes and validation are runs
     ("eval", "plan", "memplan"),  # studies and reports
-    ("cli", "commands", "__main__"),  # the command line
+    ("cli", "commands", "options", "__main__"),  # the command line
 )
 LAYER_OF = {name: level for level, names in enumerate(LAYERS) for name in names}
 

@@ -6,7 +6,6 @@ traceback.
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from collections.abc import Callable
@@ -17,8 +16,16 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from scalesched.errors import InputError, clean_errors, require_finite
+from scalesched.errors import (
+    InputError,
+    check_output_path,
+    clean_errors,
+    print_json,
+    require_completed,
+    require_finite,
+)
 from scalesched.kernel.metrics import steady_state_note
+from scalesched.options import install_number_checks
 from scalesched.runs.windows import default_cooldown, default_warmup
 
 
@@ -30,6 +37,7 @@ class _OneLineErrors(typer.core.TyperGroup):
         click = typer.core._click  # the click typer runs on (typer bundles its own)
 
         kwargs["standalone_mode"] = False
+        install_number_checks(self)  # every number option ranged, NaN/inf refused
         try:
             rv = super().main(*args, **kwargs)
         except click.exceptions.NoArgsIsHelpError as exc:
@@ -41,6 +49,9 @@ class _OneLineErrors(typer.core.TyperGroup):
             message = " ".join(exc.format_message().split())
             typer.echo(f"error: {where}{message}", err=True)
             sys.exit(exc.exit_code)
+        except InputError as exc:  # a number out of range, found while parsing
+            typer.echo(f"error: {exc}", err=True)
+            sys.exit(2)
         except typer.Abort:
             typer.echo("aborted", err=True)
             sys.exit(1)
@@ -271,6 +282,7 @@ def simulate(
             logits_cache=logits_mode,
         )
     require_finite(result.metrics, "simulate")
+    require_completed(result.metrics, "simulate")
     if trace is not None and gantt is not None:
         write_trace(result.trace, result.server_names, trace)
     if gantt is not None:
@@ -281,7 +293,7 @@ def simulate(
             title=f"{policy} on {spec.name}, {workload}, seed {seed}",
         )
     if as_json:
-        print(json.dumps(result.metrics, indent=None))
+        print_json(result.metrics)
         return
     table = Table(title=f"{policy} on {spec.name} ({len(spec)} servers), {workload}, seed {seed}")
     table.add_column("metric")
@@ -328,7 +340,7 @@ def capacity(
         spec, workload, remeasure=remeasure, method=method, verbose=progress and not as_json
     )
     if as_json:
-        print(json.dumps(payload))
+        print_json(payload)
         return
     table = Table(title=f"capacity of {spec.name} ({len(spec)} servers) for {workload}")
     table.add_column("quantity")
@@ -352,12 +364,10 @@ def _window_size(
 
 def _check_outputs(trace: Path | None, gantt: Path | None) -> None:
     """Output paths are checked before a run, not after it."""
-    from scalesched.sim.trace import check_gantt_file, check_output_file
-
     if trace is not None:
-        check_output_file(trace, "--trace")
+        check_output_path(trace, "--trace")
     if gantt is not None:
-        check_gantt_file(gantt, "--gantt")
+        check_output_path(gantt, "--gantt", "image")
 
 
 def _check_policy_fits(scheduler: Any, policy: str, spec: Any) -> None:
@@ -662,9 +672,7 @@ def _study(
             slo=slo,
         )
     if as_json:
-        from scalesched.eval.report import json_ready
-
-        print(json.dumps(json_ready(summary), default=str, allow_nan=False))
+        print_json(summary)
         return
     console.print((out / "summary.md").read_text(), markup=False, highlight=False)
     console.print(f"results: {out}/results.csv; plots: {', '.join(summary['plots'])}")
@@ -732,6 +740,8 @@ def static_cmd(
     )
     from scalesched.static.plot import plot_schedule
 
+    if gantt is not None:
+        check_output_path(gantt, "--gantt", "image")
     graph = load_task_graph(workflow, seed=seed)
     net = load_network(network)
     prob = build_problem(graph, net)
@@ -750,7 +760,7 @@ def static_cmd(
         **{k: v for k, v in schedule.info.items() if k in ("sim_makespan", "bandwidth_exact")},
     }
     if as_json:
-        print(json.dumps(row))
+        print_json(row)
         return
     ratio = schedule.makespan / bound if bound > 0 else float("nan")
     typer.echo(
@@ -833,9 +843,10 @@ def run(
     except ImportError:
         raise InputError("--local/--address", "ray", "pip install 'scalesched[runtime]'") from None
     from scalesched.runtime import FaultConfig, RuntimeConfig, run_jobs
-    from scalesched.runtime.backends import load_endpoints
+    from scalesched.runtime.backends import check_endpoints_cover, load_endpoints, models_called
 
     _check_outputs(trace, gantt)
+    served = load_endpoints(endpoints) if endpoints is not None else None
     spec = get_cluster(cluster)
     scheduler = get_policy(policy)
     _check_policy_fits(scheduler, policy, spec)
@@ -844,11 +855,13 @@ def run(
     )
     setup = prepare(spec, scenario, deployment=deployment)
     jobs, tables, pinned = setup.jobs, setup.tables, setup.deployment
+    if served is not None:  # before Ray starts: a missing model fails here, not on a worker
+        check_endpoints_cover(served, models_called(jobs), str(endpoints))
     config = RuntimeConfig(
         time_scale=time_scale,
         max_retries=max_retries,
         llm_backend="http" if llm == "http" else "emulated",
-        endpoints=load_endpoints(endpoints) if endpoints is not None else None,
+        endpoints=served,
         faults=FaultConfig(fail_rate=fail_rate, seed=seed),
         deployment=pinned,
     )
@@ -889,6 +902,14 @@ def run(
             )
         )
     require_finite(metrics, "run")
+    first = result.failures[0] if result.failures else None
+    require_completed(
+        metrics,
+        "run",
+        f"{len(result.failures)} failed, first {first.name} at {first.task}: {first.error}"[:300]
+        if first is not None
+        else "",
+    )
     if trace is not None or gantt is not None:
         from scalesched.sim.trace import plot_gantt, write_trace
 
@@ -898,7 +919,7 @@ def run(
             title = f"{policy} on {spec.name} (Ray), {workload}, seed {seed}"
             plot_gantt(result.trace, result.server_names, gantt, title=title)
     if as_json:
-        print(json.dumps(metrics, indent=None))
+        print_json(metrics)
         return
     table = Table(title=f"{policy} on {spec.name} via Ray ({len(spec)} nodes), seed {seed}")
     table.add_column("metric")

@@ -15,7 +15,7 @@ import json
 import math
 from collections.abc import Callable, Mapping
 from functools import wraps
-from typing import Any, TypeVar
+from typing import Any, SupportsFloat, TypeVar, cast
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -166,3 +166,133 @@ def clean_errors(fn: _F) -> _F:
             raise typer.Exit(2) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+NULL_REASON_SUFFIX = "_null_reason"
+"""A key ``k`` printed as ``null`` is followed by ``k + NULL_REASON_SUFFIX`` saying why."""
+
+
+def json_safe(value: Any, reasons: Mapping[str, str] | None = None) -> Any:
+    """``value`` (dicts, lists, tuples, scalars) with every NaN or infinite float replaced
+    by ``None``, so strict JSON readers never meet ``NaN``/``Infinity``; each dict key whose
+    value was (or held) such a float gains a sibling ``<key>_null_reason``, from
+    ``reasons[key]`` when given, else a generic one naming what the number was."""
+    reasons = reasons or {}
+
+    def why(key: str, bad: float) -> str:
+        if key in reasons:
+            return reasons[key]
+        kind = "NaN" if math.isnan(bad) else "infinite"
+        return f"not a finite number ({kind}): nothing was measured that defines it"
+
+    def walk(node: Any) -> tuple[Any, float | None]:
+        if isinstance(node, float | _np_floating()):
+            x = float(cast(SupportsFloat, node))
+            return (x, None) if math.isfinite(x) else (None, x)
+        if isinstance(node, Mapping):
+            out: dict[Any, Any] = {}
+            for key, item in node.items():
+                clean, bad = walk(item)
+                out[key] = clean
+                if bad is not None and isinstance(key, str):
+                    out[key + NULL_REASON_SUFFIX] = why(key, bad)
+            return out, None
+        if isinstance(node, list | tuple):
+            items = [walk(item) for item in node]
+            first_bad = next((bad for _, bad in items if bad is not None), None)
+            return [clean for clean, _ in items], first_bad
+        return node, None
+
+    return walk(value)[0]
+
+
+def _np_floating() -> type:
+    """numpy's float base class when numpy is loaded (so ``np.float32`` NaNs are caught
+    too), else ``float`` (this module does not import numpy itself)."""
+    import sys
+
+    numpy = sys.modules.get("numpy")
+    return numpy.floating if numpy is not None else float
+
+
+def print_json(value: Any, reasons: Mapping[str, str] | None = None) -> None:
+    """The one way a ``--json`` printer prints: :func:`json_safe`, then strict JSON (a
+    non-finite float that slipped through is a bug, raised, not printed)."""
+    print(json.dumps(json_safe(value, reasons), allow_nan=False, default=str))
+
+
+def require_completed(metrics: Mapping[str, Any], source: str, detail: str = "") -> None:
+    """Fail in one line when no measured workflow completed: response times, throughput
+    and ratios of an empty set are undefined, and printing them as 0.0 would pass for a
+    result."""
+    if int(metrics.get("measured_workflows", metrics.get("workflows_completed", 1))) > 0:
+        return
+    done = int(metrics.get("workflows_completed", 0))
+    submitted = metrics.get("workflows_submitted", "?")
+    if done == 0:
+        why = f"none of the {submitted} workflows completed"
+    else:
+        why = (
+            f"{done} of {submitted} workflows completed but all fall in the warm-up or "
+            "cool-down window (lower --warmup/--cooldown or raise --workflows)"
+        )
+    raise InputError(
+        source, "completed", f"0 measured workflows: {why}{'; ' + detail if detail else ''}"
+    )
+
+
+def check_output_path(
+    path: Any, option: str, kind: str = "file", *, makes_folders: bool = False
+) -> None:
+    """Fail before any work, naming ``option``, when ``path`` cannot be written: ``kind``
+    ``file`` (any file in an existing, writable folder; with ``makes_folders``, for writers
+    that create missing folders, a folder that can be made), ``image`` (a file with a
+    suffix matplotlib can write: .png, .svg, .pdf, ...) or ``folder`` (an existing folder,
+    or one that can be made, writable). A long run must not end by failing to save."""
+    import os
+    from pathlib import Path
+
+    p = Path(path)
+    field = option.lstrip("-")
+    if kind == "folder" or (makes_folders and not p.parent.exists()):
+        if kind != "folder" and p.is_dir():
+            raise InputError(option, field, f"{p} is a folder; give a file path")
+        probe = p if kind == "folder" else p.parent
+        while not probe.exists() and probe != probe.parent:
+            probe = probe.parent
+        if probe.exists() and not probe.is_dir():
+            raise InputError(option, field, f"{probe} is a file, not a folder")
+        _probe_write(probe, option, field)
+        return
+    if p.is_dir():
+        raise InputError(option, field, f"{p} is a folder; give a file path")
+    parent = p.parent
+    if not parent.exists():
+        raise InputError(option, field, f"folder {parent} does not exist; create it")
+    if not parent.is_dir():
+        raise InputError(option, field, f"cannot write in {parent}: not a folder")
+    _probe_write(parent, option, field)
+    if p.exists() and not os.access(p, os.W_OK):
+        raise InputError(option, field, f"{p} is not writable")
+    if kind == "image":
+        from matplotlib.backend_bases import FigureCanvasBase
+
+        formats = FigureCanvasBase.get_supported_filetypes()
+        if p.suffix.lstrip(".").lower() not in formats:
+            raise InputError(
+                option,
+                field,
+                f"{p.name}: unknown image type; use one of .{', .'.join(sorted(formats))}",
+            )
+
+
+def _probe_write(folder: Any, option: str, field: str) -> None:
+    """Create and remove a file in ``folder``: permission bits alone say yes to root on a
+    read-only or virtual file system (``/proc``), where the real write would fail."""
+    import tempfile
+
+    try:
+        with tempfile.TemporaryFile(dir=folder, prefix=".scalesched-probe-"):
+            pass
+    except OSError as exc:
+        raise InputError(option, field, f"cannot write in {folder}: {exc.strerror}") from None

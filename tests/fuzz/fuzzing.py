@@ -30,17 +30,19 @@ ROOT = Path(__file__).parents[2]
 TIME_BOUND_S = 30.0
 """No single command may take longer (the hostile inputs include sizes that used to hang)."""
 
+EXAMPLE_DEADLINE_MS = 2 * TIME_BOUND_S * 1000
+"""Hypothesis's own bound on one example (a test may run two commands per example)."""
 settings.register_profile(
     "ci",
     max_examples=40,
-    deadline=None,
+    deadline=EXAMPLE_DEADLINE_MS,
     derandomize=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.register_profile(
     "long",
     max_examples=1000,
-    deadline=None,
+    deadline=EXAMPLE_DEADLINE_MS,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 PROFILE = os.environ.get("SCALESCHED_FUZZ_PROFILE", "ci")

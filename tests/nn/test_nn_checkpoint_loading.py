@@ -90,8 +90,41 @@ def test_config_that_does_not_build_or_does_not_fit_the_features(tmp_path: Path)
     with pytest.raises(InputError, match=r"network_config\.task_dim"):
         load_scheduler(save(tmp_path, payload(network_config=cfg)))
     cfg = dict(payload()["network_config"], d_model=1 << 30, n_heads=1)  # never allocated
-    with pytest.raises(InputError, match=r"has shape"):
+    with pytest.raises(InputError, match=r"network_config\.d_model: must be an integer in"):
         load_scheduler(save(tmp_path, payload(network_config=cfg)))
     cfg = dict(payload()["network_config"], colour="red")
     with pytest.raises(InputError, match=r"network_config"):
         load_scheduler(save(tmp_path, payload(network_config=cfg)))
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"n_heads": 10**6}, r"network_config\.n_heads: must be an integer in \[1, 256\]"),
+        ({"d_model": 16.0}, r"network_config\.d_model: must be an integer"),
+        ({"critic_hidden": True}, r"network_config\.critic_hidden: must be an integer"),
+        ({"heuristic_prior": float("nan")}, r"network_config\.heuristic_prior: must be a finite"),
+        ({"heuristic_prior": 1e300}, r"network_config\.heuristic_prior: must be within"),
+        ({"d_model": 4096, "n_heads": 1, "critic_hidden": 65_536}, r"network_config: describes"),
+    ],
+)
+def test_config_ranges_are_checked_before_any_allocation(
+    tmp_path: Path, change: dict[str, Any], field: str
+) -> None:
+    cfg = dict(payload()["network_config"], **change)
+    with pytest.raises(InputError, match=field) as info:
+        load_scheduler(save(tmp_path, payload(network_config=cfg)))
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("scale", [1e30, 1e18])
+def test_huge_but_finite_weights_are_refused_by_their_scores(tmp_path: Path, scale: float) -> None:
+    state = {
+        k: v * scale if v.is_floating_point() else v for k, v in payload()["state_dict"].items()
+    }
+    assert all(bool(torch.isfinite(v).all()) for v in state.values())  # every weight finite
+    path = save(tmp_path, payload(state_dict=state))
+    with pytest.raises(
+        InputError, match=r"c\.pt: state_dict: the weights give .* on a probe input"
+    ):
+        load_scheduler(path)

@@ -105,3 +105,41 @@ def test_shipped_predictor_loads() -> None:
     p = default_predictor()
     assert p.meta["script"] == "scripts/fit_default_predictor.py"
     assert set(p.meta["trace_seeds"]).isdisjoint({0, 1, 2, 9001})
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "field"),
+    [
+        ("duration.w0", "text", "duration.w0: must be an array of real numbers"),
+        ("tokens.b0", np.array([b"x"] * 4), "tokens.b0: must be an array of real numbers"),
+        ("finish.x_std", np.ones(DURATION_INPUTS, dtype=complex), "finish.x_std: must be"),
+        ("static_tokens", np.full((STATIC_GROUPS, len(QUANTILES)), "1"), "static_tokens: must"),
+        ("static_duration", np.ones((2, 2)), "static_duration: need a finite"),
+        ("meta", '{"format": "x"}', "meta.format"),
+        ("meta", "[", "meta: not valid JSON"),
+    ],
+)
+def test_wrong_types_in_a_predictor_file_are_one_line(
+    tmp_path: Path, key: str, value: object, field: str
+) -> None:
+    save(random_predictor(), tmp_path / "m.npz")
+    with np.load(tmp_path / "m.npz") as data:
+        arrays = {k: data[k] for k in data.files}
+    arrays[key] = np.asarray(value)
+    np.savez(tmp_path / "bad.npz", **arrays)
+    with pytest.raises(InputError, match=rf"bad\.npz: {field}") as info:
+        load(tmp_path / "bad.npz")
+    assert "\n" not in str(info.value)
+
+
+def test_quantiles_of_the_wrong_type_are_one_line(tmp_path: Path) -> None:
+    import json
+
+    save(random_predictor(), tmp_path / "m.npz")
+    with np.load(tmp_path / "m.npz") as data:
+        arrays = {k: data[k] for k in data.files}
+    meta = json.loads(str(arrays["meta"]))
+    arrays["meta"] = np.array(json.dumps({**meta, "quantiles": 7}))
+    np.savez(tmp_path / "bad.npz", **arrays)
+    with pytest.raises(InputError, match=r"bad\.npz: meta\.version"):
+        load(tmp_path / "bad.npz")

@@ -113,3 +113,32 @@ def test_load_arrival_times(tmp_path: Path) -> None:
     with pytest.raises(InputError) as ei:
         load_arrival_times(tmp_path / "missing.csv")
     assert ei.value.field == "file"
+
+
+@pytest.mark.parametrize(
+    ("text", "field", "words"),
+    [
+        ("0.5x\n1\n2\n", "line 1", "a header line must name the time column"),
+        ("t;x\n1\n2\n", "line 1", "not a number"),
+        ("0\n0\n0\n", "times", "span no time"),
+        ("0\n" + "9" * 200_000 + "\n", "line 2", "field larger than field limit"),
+        ("arrival\n1\n" + "x" * 5000 + "\n", "line 3", "not a number"),
+    ],
+)
+def test_replay_file_mistakes_are_one_short_line(
+    tmp_path: Path, text: str, field: str, words: str
+) -> None:
+    path = tmp_path / "times.csv"
+    path.write_text(text)
+    with pytest.raises(InputError) as info:
+        load_arrival_times(path)
+    message = str(info.value)
+    assert f"{path}: {field}" in message and words in message, message
+    assert len(message) < 400  # a hostile field is not echoed whole
+
+
+def test_replay_headers_that_read_as_headers_are_still_taken(tmp_path: Path) -> None:
+    path = tmp_path / "times.csv"
+    for text in ("arrival\n0\n1.5\n", "id,timestamp\na,0\nb,1.5\n", "job,other\n0,x\n1.5,y\n"):
+        path.write_text(text)
+        assert load_arrival_times(path).tolist() == [0.0, 1.5], text

@@ -156,7 +156,7 @@ class ClusterTables:
     def _init_decision_columns(self) -> None:
         """Per model, the columns ``make_decision`` reads, kept contiguous so a decision
         takes them without slicing; and the flat views of the decode tables it gathers
-        from (views: an in-place change of the tables, ``predict.drift``, shows through)."""
+        from (views: an in-place change of the tables, ``eval.drift``, shows through)."""
         width = self.decode_lin.shape[1]
         self._lin_flat = self.decode_lin.reshape(-1)
         self._increase_flat = self.decode_step_increase.reshape(-1)

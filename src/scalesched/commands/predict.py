@@ -4,13 +4,12 @@ injected slowdown with and without online recalibration (docs/tail.md)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from scalesched.errors import InputError
+from scalesched.errors import check_output_path, print_json
 
 predict_app = typer.Typer(
     help="Distributional predictors of task duration and output tokens (docs/tail.md).",
@@ -29,6 +28,14 @@ Load = Annotated[
 Policy = Annotated[
     str, typer.Option(help="Policy that places tasks while the traces are recorded.")
 ]
+_NO_SAMPLES = "no samples in this group (or phase): the score is undefined"
+NULL_REASONS = {
+    "coverage_80": _NO_SAMPLES,
+    "coverage_90": _NO_SAMPLES,
+    "pinball_loss": _NO_SAMPLES,
+    "crps": _NO_SAMPLES,
+}
+"""Why a ``--json`` score is ``null`` (see :func:`scalesched.errors.json_safe`)."""
 AsJson = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
 
 
@@ -54,14 +61,16 @@ def fit(
         from scalesched.predict.model import save
         from scalesched.runs.traces import fit_on_traces
 
-        if out.is_dir():
-            raise InputError("--out", "out", f"{out} is a directory; give a file path")
+        check_output_path(out, "--out", makes_folders=True)  # save() makes the folder
         predictor = fit_on_traces(
             cluster, workload, workflows=workflows, seeds=[seed], load=load, policy=policy
         )
         save(predictor, out)
         summary: dict[str, Any] = {"out": str(out), **predictor.meta}
-        print(json.dumps(summary) if as_json else _lines(summary))
+        if as_json:
+            print_json(summary)
+        else:
+            print(_lines(summary))
 
     go()
 
@@ -98,9 +107,7 @@ def evaluate(
         from scalesched.runs.traces import TraceRun, evaluate_on_traces
 
         if plot is not None:
-            from scalesched.sim.trace import check_gantt_file
-
-            check_gantt_file(plot, "--plot")
+            check_output_path(plot, "--plot", "image")
         predictor = default_predictor() if model == "default" else load_model(model)
         run = TraceRun(get_cluster(cluster), workload, workflows, seed, load, policy)
         report = evaluate_on_traces(predictor, run)
@@ -114,7 +121,7 @@ def evaluate(
                 f"placed by {policy}",
             )
         if as_json:
-            print(json.dumps(report))
+            print_json(report, NULL_REASONS)
             return
         for head, rows in report["heads"].items():
             print(f"{head} ({int(rows['samples']['n'])} samples)")
@@ -167,7 +174,7 @@ def drift(
         run = TraceRun(get_cluster(cluster), workload, workflows, seed, load, policy)
         report = drift_study(predictor, run, drift, window=window)
         if as_json:
-            print(json.dumps(report))
+            print_json(report, NULL_REASONS)
             return
         arms = [("", report)]
         if "routing_adapted" in report:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import math
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from scalesched.errors import InputError, clean_errors
+from scalesched.errors import InputError, check_output_path, clean_errors, print_json
 from scalesched.memplan.costs import hardware, resolve_gpu, resolve_model, train_costs
 from scalesched.memplan.plan import evaluate
 from scalesched.memplan.planner import (
@@ -30,6 +30,15 @@ memplan_app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 console = Console()
+
+NULL_REASONS = {
+    "gap": "the solver proved no bound (no feasible plan within the time limit), so the "
+    "optimality gap is undefined",
+    "iteration_time_s": "the plan does not fit the GPU: it has no iteration time",
+    "predicted_iteration_time_s": "the plan does not fit the GPU: it has no iteration time",
+    "tflops": "the plan does not fit the GPU: it has no throughput",
+}
+"""Why a ``--json`` figure is ``null`` (see :func:`scalesched.errors.json_safe`)."""
 
 
 def _print(figures: dict[str, Any], title: str) -> None:
@@ -94,8 +103,12 @@ def memplan(
     if gpu is None:
         raise InputError("--gpu", "gpu", "required (e.g. --gpu A100-80G)")
     check_strategy(strategy)
-    if time_limit <= 0:
-        raise InputError("--time-limit", "time-limit", "must be > 0")
+    if out is not None:
+        check_output_path(out, "--out")
+    if plot is not None:
+        check_output_path(plot, "--plot", "image")
+    if not (math.isfinite(time_limit) and time_limit > 0):
+        raise InputError("--time-limit", "time-limit", f"must be > 0 and finite, got {time_limit}")
     model = resolve_model(model)
     hw = hardware(
         resolve_gpu(gpu),
@@ -116,7 +129,7 @@ def memplan(
         title = f"{strategy}: {model} on {hw.gpu}, batch {batch} x {seq} ({result.status})"
         plot_timeline(result.replayed, plot, title=title, caps_gb={"gpu": hw.gpu_mem_bytes / 1e9})
     if as_json:
-        print(json.dumps(figures))
+        print_json(figures, NULL_REASONS)
         return
     _print(figures, f"memplan {strategy}: {model} on {hw.gpu}, batch {batch} x {seq}")
 
@@ -131,6 +144,8 @@ def replay_cmd(
     ] = None,
 ) -> None:
     """Execute a plan file step by step and print its iteration time and peak memory."""
+    if plot is not None:
+        check_output_path(plot, "--plot", "image")
     costs, plan, strategy = read_plan(plan_file)
     rep = replay(costs, plan)
     predicted = evaluate(costs, plan)
@@ -156,6 +171,6 @@ def replay_cmd(
         title = f"replay of {plan_file.name}: {costs.model} on {costs.hw.gpu}"
         plot_timeline(rep, plot, title=title, caps_gb={"gpu": costs.hw.gpu_mem_bytes / 1e9})
     if as_json:
-        print(json.dumps(figures))
+        print_json(figures, NULL_REASONS)
         return
     _print(figures, f"replay of {plan_file}")

@@ -10,6 +10,7 @@ a few numpy operations, about 5x faster at batch 1) unless attention features ar
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -203,6 +204,7 @@ def network_from_checkpoint(data: dict[str, Any], source: str = "checkpoint") ->
             f"is {cfg.get('server_dim')!r}, but this version's server features have width "
             f"{' or '.join(map(str, SERVER_DIMS))}",
         )
+    check_network_config(cfg, source)
     state = data["state_dict"]
     if not isinstance(state, dict) or not all(torch.is_tensor(v) for v in state.values()):
         raise InputError(source, "state_dict", "expected a mapping of weight tensors")
@@ -211,6 +213,14 @@ def network_from_checkpoint(data: dict[str, Any], source: str = "checkpoint") ->
             shape_only = build_network(kind, **cfg)
     except (TypeError, ValueError) as exc:
         raise InputError(source, "network_config", _one_line(exc)) from None
+    size = sum(p.numel() for p in shape_only.parameters())
+    if size > MAX_PARAMETERS:
+        raise InputError(
+            source,
+            "network_config",
+            f"describes {size:,} weights, more than the {MAX_PARAMETERS:,} a placement "
+            "network may have",
+        )
     expected = shape_only.state_dict()
     for name in expected.keys() - state.keys():
         raise InputError(source, f"state_dict.{name}", "missing from the checkpoint")
@@ -227,7 +237,72 @@ def network_from_checkpoint(data: dict[str, Any], source: str = "checkpoint") ->
             raise InputError(source, f"state_dict.{name}", "holds NaN or infinite weights")
     net = build_network(kind, **cfg)
     net.load_state_dict(state)
+    check_probe_scores(net, int(cfg["task_dim"]), int(cfg["server_dim"]), source)
     return net
+
+
+MAX_PARAMETERS = 50_000_000
+"""Most weights a checkpoint's network may have (the shipped ones have under 200k)."""
+CONFIG_INT_RANGES: dict[str, tuple[int, int]] = {
+    "d_model": (1, 4096),
+    "n_heads": (1, 256),
+    "critic_hidden": (1, 65_536),
+    "hidden": (1, 65_536),
+    "n_servers": (1, 4096),
+    "prior_feature": (0, 4096),
+}
+"""Ranges of the integer settings a network config may carry, checked before any build."""
+MAX_PRIOR_WEIGHT = 1e3
+"""Largest ``heuristic_prior`` magnitude (trained ones are a few units)."""
+MAX_PROBE_SCORE = 1e6
+"""Largest score magnitude a network may give on the probe input: trained networks give
+tens; weights that give more are corrupt (1e30 weights give 1e36 scores, or inf)."""
+PROBE_SERVERS = 16
+
+
+def check_network_config(cfg: dict[str, Any], source: str) -> None:
+    """Types and ranges of a network config, before anything is built: a config asking
+    for an absurd size (``d_model`` 2^30, a million heads) fails here in one line."""
+    for key, value in cfg.items():
+        field = f"network_config.{key}"
+        if key in CONFIG_INT_RANGES:
+            lo, hi = CONFIG_INT_RANGES[key]
+            if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+                raise InputError(
+                    source, field, f"must be an integer in [{lo}, {hi}], got {value!r}"
+                )
+        elif isinstance(value, float) and not math.isfinite(value):
+            raise InputError(source, field, f"must be a finite number, got {value}")
+    prior = cfg.get("heuristic_prior", 0.0)
+    numeric = isinstance(prior, int | float) and not isinstance(prior, bool)
+    if numeric and abs(prior) > MAX_PRIOR_WEIGHT:
+        raise InputError(
+            source,
+            "network_config.heuristic_prior",
+            f"must be within +-{MAX_PRIOR_WEIGHT:g}, got {prior}",
+        )
+
+
+@torch.inference_mode()
+def check_probe_scores(net: PolicyNetwork, task_dim: int, server_dim: int, source: str) -> None:
+    """Score a fixed probe decision (seeded features of unit scale, every server
+    feasible) and fail in one line unless every score and the value are finite and of
+    sane size: finite weights can still overflow (1e30 times 1e30), and such a network
+    would pick servers by NaN comparisons."""
+    gen = torch.Generator().manual_seed(0)
+    task = torch.randn(1, task_dim, generator=gen)
+    servers = torch.randn(1, PROBE_SERVERS, server_dim, generator=gen)
+    mask = torch.ones(1, PROBE_SERVERS, dtype=torch.bool)
+    out = net(task, servers, mask, torch.tensor([PROBE_SERVERS]), need_value=True)
+    for name, scores in (("scores", out.logits), ("value", out.value)):
+        worst = float(scores.abs().max()) if scores.numel() else 0.0
+        if not math.isfinite(worst) or worst > MAX_PROBE_SCORE:
+            raise InputError(
+                source,
+                "state_dict",
+                f"the weights give {'non-finite' if not math.isfinite(worst) else 'huge'} "
+                f"{name} ({worst:.3g}) on a probe input: corrupt or not a trained network",
+            )
 
 
 def network_server_dim(network: PolicyNetwork) -> int:

@@ -3,7 +3,6 @@ shares``: the per-LLM time shares the planner rests on."""
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Annotated, Any
@@ -13,7 +12,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from scalesched.errors import InputError
+from scalesched.errors import InputError, check_output_path, print_json
 
 plan_app = typer.Typer(
     help="Plan GPU allocations for multi-LLM workflows (Scepsy-style; docs/planning.md).",
@@ -23,9 +22,13 @@ plan_app = typer.Typer(
 console = Console()
 
 
-def _num(x: float) -> float | None:
-    """JSON-safe: None for inf/nan (an overloaded prediction)."""
-    return x if math.isfinite(x) else None
+_OVERLOADED = "the plan cannot keep up with --rate: a queue grows without bound"
+NULL_REASONS = {
+    "predicted_throughput_wps": _OVERLOADED,
+    "predicted_mean_response_s": _OVERLOADED,
+    "predicted_p95_response_s": _OVERLOADED,
+}
+"""Why a ``--json`` prediction is ``null`` (see :func:`scalesched.errors.json_safe`)."""
 
 
 def plan_summary(result: Any, slo_p95: float | None, out: Path | None) -> dict[str, Any]:
@@ -34,9 +37,9 @@ def plan_summary(result: Any, slo_p95: float | None, out: Path | None) -> dict[s
     return {
         "strategy": result.strategy,
         "rate_wps": result.rate_wps,
-        "predicted_throughput_wps": _num(pred.throughput_wps),
-        "predicted_mean_response_s": _num(pred.mean_s),
-        "predicted_p95_response_s": _num(pred.p95_s),
+        "predicted_throughput_wps": pred.throughput_wps,
+        "predicted_mean_response_s": pred.mean_s,
+        "predicted_p95_response_s": pred.p95_s,
         "meets_slo": None if slo_p95 is None else bool(pred.p95_s <= slo_p95),
         "gpus_used": result.gpus_used,
         "planning_time_s": result.planning_time_s,
@@ -132,10 +135,14 @@ def _plan(
 
         if rate is None:
             raise InputError("--rate", "rate", "give the target rate in workflows/s")
-        if slo_p95 is not None and slo_p95 <= 0:
-            raise InputError("--slo-p95", "slo_p95", "must be positive")
+        if not (math.isfinite(rate) and rate > 0):
+            raise InputError("--rate", "rate", f"must be a positive finite number, got {rate}")
+        if slo_p95 is not None and not (math.isfinite(slo_p95) and slo_p95 > 0):
+            raise InputError("--slo-p95", "slo_p95", f"must be positive and finite, got {slo_p95}")
         if baseline not in (None, "independent", "uniform"):
             raise InputError("--baseline", "baseline", "independent or uniform")
+        if out is not None:
+            check_output_path(out, "--out")
         spec = get_cluster(cluster)
         profile = workload_profile(workload, samples=samples, seed=seed)
         strategy = baseline or "plan"
@@ -144,7 +151,7 @@ def _plan(
         if out is not None:
             _write_plan(result, spec, out, summary)
         if as_json:
-            print(json.dumps(summary))
+            print_json(summary, NULL_REASONS)
             return
         table = Table(title=f"{strategy} for {workload} on {spec.name} at {rate:g} workflows/s")
         table.add_column("model")
@@ -197,7 +204,7 @@ def shares(
             raise InputError("--rate", "rate", "must be positive")
         rep = measure_shares(workload, workflows=workflows, seed=seed, cluster=cluster, rate=rate)
         if as_json:
-            print(json.dumps(rep.to_dict()))
+            print_json(rep.to_dict())
             return
         table = Table(
             title=f"LLM time shares: {workload}, {rep.workflows} workflows on {cluster}, "

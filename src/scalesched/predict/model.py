@@ -137,7 +137,12 @@ def load(path: str | Path) -> QuantilePredictor:
         raise InputError(src, "meta", "not valid JSON") from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise InputError(src, "meta.format", f"expected {FORMAT!r}")
-    if meta.get("version") != VERSION or tuple(meta.get("quantiles", ())) != QUANTILES:
+    quantiles = meta.get("quantiles")
+    if (
+        meta.get("version") != VERSION
+        or not isinstance(quantiles, list)
+        or (tuple(quantiles) != QUANTILES)
+    ):
         raise InputError(src, "meta.version", f"expected version {VERSION} with {QUANTILES}")
     n_q = len(QUANTILES)
     heads = {}
@@ -149,7 +154,7 @@ def load(path: str | Path) -> QuantilePredictor:
         heads[name] = _load_head(src, arrays, name, inputs, n_q)
     static = {}
     for key in ("static_tokens", "static_duration", "static_finish"):
-        a = arrays.get(key)
+        a = _numeric(src, key, arrays.get(key))
         if a is None or a.shape != (STATIC_GROUPS, n_q) or not np.isfinite(a).all():
             raise InputError(src, key, f"need a finite ({STATIC_GROUPS}, {n_q}) array")
         static[key] = a.astype(np.float64)
@@ -170,21 +175,34 @@ def _load_head(src: str, arrays: dict[str, np.ndarray], name: str, inputs: int, 
     width = inputs
     i = 0
     while f"{name}.w{i}" in arrays:
-        w, b = arrays[f"{name}.w{i}"], arrays.get(f"{name}.b{i}")
-        if w.ndim != 2 or w.shape[0] != width or b is None or b.shape != (w.shape[1],):
-            raise InputError(src, f"{name}.w{i}", f"shape {w.shape} does not follow width {width}")
+        w = _numeric(src, f"{name}.w{i}", arrays[f"{name}.w{i}"])
+        b = _numeric(src, f"{name}.b{i}", arrays.get(f"{name}.b{i}"))
+        if w is None or w.ndim != 2 or w.shape[0] != width or b is None or b.shape != (w.shape[1],):
+            shape = None if w is None else w.shape
+            raise InputError(src, f"{name}.w{i}", f"shape {shape} does not follow width {width}")
         weights.append(w.astype(np.float64))
         biases.append(b.astype(np.float64))
         width = w.shape[1]
         i += 1
     if not weights or width != n_q:
         raise InputError(src, f"{name}.w", f"need layers ending in {n_q} quantile outputs")
-    mean, std = arrays.get(f"{name}.x_mean"), arrays.get(f"{name}.x_std")
+    mean = _numeric(src, f"{name}.x_mean", arrays.get(f"{name}.x_mean"))
+    std = _numeric(src, f"{name}.x_std", arrays.get(f"{name}.x_std"))
     if mean is None or std is None or mean.shape != (inputs,) or std.shape != (inputs,):
         raise InputError(src, f"{name}.x_mean", f"need ({inputs},) input scaling arrays")
     if not all(np.isfinite(a).all() for a in (*weights, *biases, mean, std)) or (std <= 0).any():
         raise InputError(src, name, "weights and scalings must be finite, scalings > 0")
     return Head(tuple(weights), tuple(biases), mean.astype(np.float64), std.astype(np.float64))
+
+
+def _numeric(src: str, key: str, a: np.ndarray | None) -> np.ndarray | None:
+    """``a`` as float64 (None stays None), or an InputError naming ``key`` when the file
+    stores text, bytes, booleans or complex numbers there instead of real numbers."""
+    if a is None:
+        return None
+    if a.dtype.kind not in "fiu":
+        raise InputError(src, key, f"must be an array of real numbers, got dtype {a.dtype}")
+    return a.astype(np.float64)
 
 
 _DEFAULT: QuantilePredictor | None = None

@@ -8,28 +8,53 @@ Endpoints come from a YAML or JSON file mapping catalog model names to settings:
       served_model: meta-llama/Llama-3.1-8B-Instruct
       api: chat                              # or completions
       api_key_env: VLLM_API_KEY              # optional: read the key from this variable
-      timeout_s: 600
+      timeout_s: 600                         # total deadline of one call, retries included
       extra: {ignore_eos: true}              # merged into every request body
 
+Each entry is checked against :class:`scalesched.cluster.endpoints.EndpointSettings` (the
+schema the serving gateway shares): unknown keys, non-finite or non-positive timeouts and
+unknown URL placeholders are one-line errors naming the file and the field, before any
+connection is made. :func:`check_endpoints_cover` then checks that every model a workload
+calls has an entry, so a missing one fails at the door and not mid-run on a Ray worker.
+
 The request is made from the node the policy chose, so ``{node_ip}`` reaches the engine
-co-located with it. The standard library's ``urllib`` does the HTTP: no new dependency.
+co-located with it. The standard library's ``http.client`` does the HTTP (no new
+dependency), under a *total* deadline: a timer closes the socket when ``timeout_s`` is
+spent, so a server that drips one byte a second cannot stretch a call past it, whereas a
+socket timeout alone restarts at every byte received.
 """
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import json
 import os
-import urllib.error
-import urllib.request
+import socket
+import threading
+import time
+import urllib.parse
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scalesched.errors import InputError, parse_json, parse_yaml
+from scalesched.errors import MAX_FILE_BYTES, InputError, parse_json, parse_yaml, short_repr
+
+MAX_ATTEMPTS = 3
+"""Attempts of one call at most (the first and two retries), all within its deadline."""
+BACKOFF_S = 0.5
+"""Wait before the first retry; doubled before each further one (0.5 s, 1 s)."""
+RETRY_STATUSES = frozenset({429, 502, 503, 504})
+"""HTTP statuses worth retrying: overloaded or restarting servers. Others are final."""
+MAX_RESPONSE_BYTES = 64 << 20
+"""Largest response body read (64 MiB): a completion is text, far smaller."""
 
 
 @dataclass(frozen=True)
 class EndpointConfig:
+    """One model's endpoint as the runtime ships it to its workers (plain, picklable)."""
+
     base_url: str
     served_model: str
     api: str = "chat"
@@ -39,45 +64,112 @@ class EndpointConfig:
 
 
 def load_endpoints(path: str | os.PathLike[str]) -> dict[str, EndpointConfig]:
-    """Model name -> endpoint settings, from a YAML/JSON file (one line on bad input)."""
+    """Model name -> endpoint settings, from a YAML/JSON file; every entry validated by
+    ``EndpointSettings`` (one line naming the file and the field on bad input)."""
     from scalesched.cluster.perf import MODELS
 
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(str(p), "file", "endpoint file not found")
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (ValueError, OSError) as exc:
-        raise InputError(str(p), "file", f"unreadable: {exc}") from None
-    data = parse_json(text, str(p)) if p.suffix.lower() == ".json" else parse_yaml(text, str(p))
-    if not isinstance(data, dict):
-        raise InputError(str(p), "file", "expected a mapping of model name -> settings")
+    src = str(path)
+    data = _read_mapping(Path(path))
     out: dict[str, EndpointConfig] = {}
     for model, cfg in data.items():
-        if model not in MODELS:
-            raise InputError(str(p), str(model), f"unknown model; known: {', '.join(MODELS)}")
-        if not isinstance(cfg, dict) or "base_url" not in cfg:
-            raise InputError(str(p), f"{model}.base_url", "required")
-        api = str(cfg.get("api", "chat"))
-        if api not in ("chat", "completions"):
-            raise InputError(str(p), f"{model}.api", "must be chat or completions")
-        out[str(model)] = EndpointConfig(
-            base_url=str(cfg["base_url"]),
-            served_model=str(cfg.get("served_model", model)),
-            api=api,
-            api_key_env=cfg.get("api_key_env"),
-            timeout_s=float(cfg.get("timeout_s", 600.0)),
-            extra=dict(cfg.get("extra", {})),
+        if not isinstance(model, str) or model not in MODELS:
+            known = ", ".join(MODELS)
+            raise InputError(src, short_repr(model), f"unknown model; known: {known}")
+        if not isinstance(cfg, dict):
+            raise InputError(src, model, f"expected a mapping of settings, got {short_repr(cfg)}")
+        settings = _validate_entry(cfg, src, model)
+        out[model] = EndpointConfig(
+            base_url=settings.base_url,
+            served_model=settings.served_model or model,
+            api=settings.api,
+            api_key_env=settings.api_key_env,
+            timeout_s=float(settings.timeout_s),
+            extra=dict(settings.extra),
         )
     return out
+
+
+def _read_mapping(p: Path) -> dict[Any, Any]:
+    """The file's top-level mapping (YAML, or JSON for a ``.json`` file)."""
+    src = str(p)
+    if not p.is_file():
+        raise InputError(src, "file", "endpoint file not found")
+    try:
+        if p.stat().st_size > MAX_FILE_BYTES:
+            raise InputError(src, "file", f"larger than {MAX_FILE_BYTES >> 20} MiB")
+        text = p.read_text(encoding="utf-8")
+    except (ValueError, OSError) as exc:
+        raise InputError(src, "file", f"unreadable: {' '.join(str(exc).split())}") from None
+    data = parse_json(text, src) if p.suffix.lower() == ".json" else parse_yaml(text, src)
+    if not isinstance(data, dict) or not data:
+        raise InputError(src, "file", "expected a mapping of model name -> settings")
+    return data
+
+
+def _validate_entry(cfg: dict[Any, Any], src: str, model: str) -> Any:
+    """``cfg`` as ``EndpointSettings``; the first problem as an InputError."""
+    from pydantic import ValidationError
+
+    from scalesched.cluster.endpoints import EndpointSettings
+
+    try:
+        return EndpointSettings.model_validate(cfg)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = [str(part) for part in err["loc"]]
+        key = loc[0] if loc else "(entry)"
+        if err["type"] == "extra_forbidden":
+            known = ", ".join(EndpointSettings.model_fields)
+            raise InputError(src, f"{model}.{key}", f"unknown key; known: {known}") from None
+        if err["type"] == "missing":
+            raise InputError(src, f"{model}.{key}", "required") from None
+        value = err.get("input")
+        if key == "timeout_s" and isinstance(value, int | float) and not isinstance(value, bool):
+            from scalesched.cluster.endpoints import MAX_TIMEOUT_S
+
+            message = f"must be a finite number of seconds in (0, {MAX_TIMEOUT_S:g}]"
+        else:
+            message = str(err["msg"]).removeprefix("Value error, ")
+        raise InputError(src, f"{model}.{key}", f"{message} (got {short_repr(value)})") from None
+
+
+def models_called(jobs: Iterable[Any]) -> set[str]:
+    """The catalog models the LLM tasks of ``jobs`` call."""
+    return {
+        t.model
+        for job in jobs
+        for t in job.workflow.tasks
+        if getattr(t, "kind", None) == "llm" and t.model
+    }
+
+
+def check_endpoints_cover(endpoints: Mapping[str, Any], models: Iterable[str], source: str) -> None:
+    """Fail, naming the file and the first missing model, unless every model the workload
+    calls has an endpoint: checked before Ray starts, not when a worker first needs it."""
+    missing = sorted(set(models) - set(endpoints))
+    if missing:
+        have = ", ".join(sorted(endpoints)) or "none"
+        raise InputError(
+            source,
+            missing[0],
+            f"the workload calls this model but the file has no endpoint for it "
+            f"(missing: {', '.join(missing)}; present: {have})",
+        )
 
 
 class LlmRequestError(RuntimeError):
     """The endpoint answered with an error or not at all."""
 
 
+class _Retryable(LlmRequestError):
+    """A failure another attempt may fix (refused or reset connection, 429/502/503/504)."""
+
+
 class OpenAIClient:
-    """A blocking client for one model on one OpenAI-compatible endpoint."""
+    """A blocking client for one model on one OpenAI-compatible endpoint.
+
+    One :meth:`complete` call ends within ``timeout_s`` in total: connecting, sending,
+    waiting and reading, and every retry and backoff wait, share one deadline."""
 
     def __init__(self, config: EndpointConfig, node_ip: str = "127.0.0.1") -> None:
         self.config = config
@@ -105,28 +197,108 @@ class OpenAIClient:
             key = os.environ.get(cfg.api_key_env)
             if key:
                 headers["Authorization"] = f"Bearer {key}"
-        req = urllib.request.Request(
-            url, data=json.dumps(body).encode(), headers=headers, method="POST"
-        )
+        raw = _post_with_retries(url, json.dumps(body).encode(), headers, cfg.timeout_s)
         try:
-            with urllib.request.urlopen(req, timeout=cfg.timeout_s) as resp:
-                data = json.loads(resp.read().decode())
-        except urllib.error.HTTPError as exc:
-            detail = exc.read().decode(errors="replace")[:200]
-            raise LlmRequestError(f"{url}: HTTP {exc.code}: {detail}") from None
-        except (urllib.error.URLError, TimeoutError, OSError, ValueError) as exc:
-            raise LlmRequestError(f"{url}: {exc}") from None
-        try:
+            data = json.loads(raw.decode())
             choice = data["choices"][0]
             text = choice["message"]["content"] if cfg.api == "chat" else choice["text"]
-        except (KeyError, IndexError, TypeError):
-            raise LlmRequestError(f"{url}: unexpected response {str(data)[:200]}") from None
-        usage = data.get("usage") or {}
+            usage = data.get("usage") or {}
+            prompt_tokens = int(usage.get("prompt_tokens", 0))
+            completion_tokens = int(usage.get("completion_tokens", 0))
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError):
+            raise LlmRequestError(f"{url}: unexpected response {raw[:200]!r}") from None
         return {
             "text": text,
-            "prompt_tokens": int(usage.get("prompt_tokens", 0)),
-            "completion_tokens": int(usage.get("completion_tokens", 0)),
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
         }
+
+
+def _post_with_retries(url: str, body: bytes, headers: dict[str, str], timeout_s: float) -> bytes:
+    """POST with at most ``MAX_ATTEMPTS`` attempts and doubling waits, all before one
+    deadline ``timeout_s`` from now; the last error when none succeeds."""
+    deadline = time.monotonic() + timeout_s
+    wait = BACKOFF_S
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        try:
+            return post_before(url, body, headers, deadline)
+        except _Retryable as exc:
+            left = deadline - time.monotonic()
+            if attempt == MAX_ATTEMPTS or left <= wait:
+                raise LlmRequestError(f"{exc} (attempt {attempt} of {MAX_ATTEMPTS})") from None
+            time.sleep(wait)
+            wait *= 2
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def post_before(url: str, body: bytes, headers: dict[str, str], deadline: float) -> bytes:
+    """One POST that ends by ``deadline`` (``time.monotonic()``) whatever the server does:
+    a timer shuts the socket down at the deadline, which ends any read in progress."""
+    parts = urllib.parse.urlsplit(url)
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise LlmRequestError(f"{url}: deadline passed before the request")
+    conn_cls = (
+        http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    )
+    try:
+        conn = conn_cls(parts.hostname or "", parts.port, timeout=left)
+    except (ValueError, http.client.InvalidURL) as exc:
+        raise LlmRequestError(f"{url}: bad URL: {exc}") from None
+    expired = threading.Event()
+
+    def cut() -> None:
+        expired.set()
+        sock = conn.sock
+        if sock is not None:
+            with contextlib.suppress(OSError):  # already closed: nothing left to cut
+                sock.shutdown(socket.SHUT_RDWR)
+
+    timer = threading.Timer(left, cut)
+    timer.daemon = True
+    timer.start()
+    path = parts.path + (f"?{parts.query}" if parts.query else "")
+    try:
+        conn.connect()
+        if expired.is_set():  # the deadline fell while connecting, before the cut could act
+            raise TimeoutError
+        conn.request("POST", path or "/", body=body, headers=headers)
+        resp = conn.getresponse()
+        data = _read_body(resp, url, deadline, expired)
+    except (ConnectionRefusedError, ConnectionResetError, http.client.RemoteDisconnected) as exc:
+        if expired.is_set():
+            raise LlmRequestError(f"{url}: no complete answer within the deadline") from None
+        raise _Retryable(f"{url}: {exc}") from None
+    except (OSError, http.client.HTTPException) as exc:
+        if expired.is_set() or isinstance(exc, TimeoutError):
+            raise LlmRequestError(f"{url}: no complete answer within the deadline") from None
+        raise LlmRequestError(f"{url}: {exc}") from None
+    finally:
+        timer.cancel()
+        conn.close()
+    if resp.status >= 400:
+        detail = data[:200].decode(errors="replace")
+        cls = _Retryable if resp.status in RETRY_STATUSES else LlmRequestError
+        raise cls(f"{url}: HTTP {resp.status}: {detail}")
+    return data
+
+
+def _read_body(
+    resp: http.client.HTTPResponse, url: str, deadline: float, expired: threading.Event
+) -> bytes:
+    """The whole body, checking the deadline and the size cap after every chunk."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        chunk = resp.read1(65536)
+        if expired.is_set() or time.monotonic() > deadline:
+            raise TimeoutError
+        if not chunk:
+            return b"".join(chunks)
+        size += len(chunk)
+        if size > MAX_RESPONSE_BYTES:
+            raise LlmRequestError(f"{url}: response larger than {MAX_RESPONSE_BYTES >> 20} MiB")
+        chunks.append(chunk)
 
 
 def synthetic_prompt(tokens: int) -> str:

@@ -457,7 +457,7 @@ class Simulation(RunLedger):
             self._finish(gid)
 
     def tables_changed(self) -> None:
-        """The decode tables were changed mid-run (``predict.drift``): every live engine
+        """The decode tables were changed mid-run (``eval.drift``): every live engine
         re-reads them, so the change takes effect from its next step."""
         for engines in self._engines:
             for engine in engines.values():

@@ -53,7 +53,7 @@ def simulate(
 ) -> SimResult:
     """Simulate ``jobs`` on ``cluster`` with every ready task placed by ``scheduler``; the
     first ``warmup`` and last ``cooldown`` workflows (in arrival order) are run but left out
-    of the metrics (see ``scalesched.decision.metrics``).
+    of the metrics (see ``scalesched.kernel.metrics``).
 
     ``jobs`` given as ``StreamedJobs`` (``scalesched.sim.scenario.stream_jobs``) are realised
     at arrival and retired when done: same results, memory bounded by what is in flight.

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from scalesched.errors import MAX_FILE_BYTES, InputError
+from scalesched.errors import MAX_FILE_BYTES, InputError, short_repr
 
 _SRC = "arrivals"
 MAX_ARRIVAL_S = 1e9
@@ -142,33 +143,20 @@ _TIME_COLUMNS = ("arrival", "arrival_time", "arrival_s", "time", "timestamp", "t
 def load_arrival_times(path: str | Path) -> np.ndarray:
     """Times from a text/CSV file: one time (seconds) per line, or a CSV whose header
     names a column ``arrival``/``arrival_time``/``arrival_s``/``time``/``timestamp``/``t``
-    (else the first column).  Blank lines and ``#`` comments are skipped."""
+    (else the first column).  Blank lines and ``#`` comments are skipped.
+
+    A first line is a header only when it reads as one: names, none of them a number, and
+    for a one-column file one of the names above. A mistyped first time (``0.5x``) is
+    therefore an error naming line 1, not a header silently dropped. Times that are all
+    equal are refused: they offer no rate (``n`` arrivals over 0 s)."""
     src = str(path)
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(src, "file", "no such file" if not p.exists() else "not a regular file")
-    try:
-        if p.stat().st_size > MAX_FILE_BYTES:
-            raise InputError(src, "file", f"larger than {MAX_FILE_BYTES >> 20} MiB")
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(src, "file", f"cannot read: {' '.join(str(e).split())}") from None
-    rows = [
-        (lineno, row)
-        for lineno, row in enumerate(csv.reader(text.splitlines()), start=1)
-        if row and row[0].strip() and not row[0].lstrip().startswith("#")
-    ]
+    rows = _csv_rows(Path(path), src)
     col = 0
-    if rows:
+    took_header = bool(rows) and _is_header(rows[0][1])
+    if took_header:
         header = [h.strip().lower() for h in rows[0][1]]
-        try:
-            float(header[col])
-        except ValueError:
-            for name in _TIME_COLUMNS:
-                if name in header:
-                    col = header.index(name)
-                    break
-            rows = rows[1:]
+        col = next((header.index(n) for n in _TIME_COLUMNS if n in header), 0)
+        rows = rows[1:]
     times: list[float] = []
     lines: list[int] = []
     for lineno, row in rows:
@@ -178,9 +166,58 @@ def load_arrival_times(path: str | Path) -> np.ndarray:
         try:
             times.append(float(row[col]))
         except ValueError:
-            raise InputError(src, f"line {lineno}", f"not a number: {row[col].strip()!r}") from None
+            hint = _HEADER_HINT if not took_header and len(lines) == 1 else ""
+            raise InputError(
+                src, f"line {lineno}", f"not a number: {short_repr(row[col].strip())}{hint}"
+            ) from None
     try:
-        return replay_arrivals(times, source=src)
+        out = replay_arrivals(times, source=src)
     except InputError as e:
         i = int(e.field[len("times[") : -1]) if e.field.startswith("times[") else -1
         raise InputError(src, f"line {lines[i]}" if i >= 0 else e.field, e.message) from None
+    if out.size > 1 and out[-1] == out[0]:
+        raise InputError(
+            src,
+            "times",
+            f"all {out.size} arrival times are {out[0]:g} s: they span no time, so they offer "
+            "no arrival rate; give times spread over the run",
+        )
+    return out
+
+
+_HEADER_HINT = (
+    f" (a header line must name the time column: {', '.join(_TIME_COLUMNS)}; "
+    "otherwise line 1 is read as a time)"
+)
+_NAME = re.compile(r"^[A-Za-z_][\w .()/-]*$")
+
+
+def _is_header(cells: list[str]) -> bool:
+    """Whether a first row is a header: names only (no number), and a known time column
+    when it is the only column."""
+    names = [c.strip() for c in cells]
+    if not all(_NAME.match(n) for n in names):
+        return False
+    return len(names) > 1 or names[0].lower() in _TIME_COLUMNS
+
+
+def _csv_rows(p: Path, src: str) -> list[tuple[int, list[str]]]:
+    """(line number, cells) of every non-blank, non-comment line; one line on a file that
+    cannot be read or a field longer than the CSV reader takes."""
+    if not p.is_file():
+        raise InputError(src, "file", "no such file" if not p.exists() else "not a regular file")
+    try:
+        if p.stat().st_size > MAX_FILE_BYTES:
+            raise InputError(src, "file", f"larger than {MAX_FILE_BYTES >> 20} MiB")
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(src, "file", f"cannot read: {' '.join(str(e).split())}") from None
+    rows: list[tuple[int, list[str]]] = []
+    reader = csv.reader(text.splitlines())
+    try:
+        for lineno, row in enumerate(reader, start=1):
+            if row and row[0].strip() and not row[0].lstrip().startswith("#"):
+                rows.append((lineno, row))
+    except csv.Error as e:
+        raise InputError(src, f"line {reader.line_num}", f"unreadable CSV: {e}") from None
+    return rows
