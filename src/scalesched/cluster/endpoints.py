@@ -8,8 +8,10 @@ that a typo or an absurd timeout is one clear error before any connection is mad
 
 from __future__ import annotations
 
+import json
 import re
 import string
+import sys
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -135,6 +137,12 @@ def backends_file_schema() -> dict[str, Any]:
     return BackendsFile.model_json_schema()
 
 
+def backends_schema_json() -> str:
+    """The committed text of docs/backends-schema.json (regenerate:
+    ``python -m scalesched.cluster.endpoints > docs/backends-schema.json``)."""
+    return json.dumps(backends_file_schema(), indent=2) + "\n"
+
+
 def backends_from_dict(data: Any, source: str) -> list[BackendEntry]:
     """Validate the parsed content of a backends file: every model a catalog model that fits
     its backend's server type, names and URLs unique; ``source`` names it in errors."""
@@ -178,3 +186,7 @@ def load_backends_file(path: str) -> list[BackendEntry]:
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(path, "(file)", f"cannot read: {' '.join(str(exc).split())}") from None
     return backends_from_dict(parse_yaml(text, path), path)
+
+
+if __name__ == "__main__":
+    sys.stdout.write(backends_schema_json())
