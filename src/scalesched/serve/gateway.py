@@ -201,7 +201,7 @@ class Gateway:
         self._scraper: asyncio.Task[None] | None = None
         self._urls = [b.endpoint.base_url.rstrip("/") for b in self.backends]
         self._roots = [u[: -len("/v1")] if u.endswith("/v1") else u for u in self._urls]
-        self._headers = [_auth(b) for b in self.backends]
+        self._headers = [{"Content-Type": "application/json", **_auth(b)} for b in self.backends]
         for b in self.backends:
             self.metrics.healthy.labels(b.name).set(1)
 
@@ -310,7 +310,8 @@ class Gateway:
     async def _complete(self, request: web.Request, path: str, chat: bool) -> web.StreamResponse:
         try:
             try:
-                body = json.loads(await request.read())
+                raw = await request.read()
+                body = json.loads(raw)
             except (ValueError, UnicodeDecodeError):
                 raise BadRequest("the request body is not valid JSON") from None
             req = parse_request(body, chat)
@@ -335,7 +336,7 @@ class Gateway:
         self.metrics.in_flight.inc()
         try:
             task = self.state.task(req, workflow, session)
-            return await self._attempts(request, body, path, req, task)
+            return await self._attempts(request, body, raw, path, req, task)
         finally:
             self.in_flight -= 1
             self.metrics.in_flight.dec()
@@ -344,6 +345,7 @@ class Gateway:
         self,
         request: web.Request,
         body: dict[str, Any],
+        raw: bytes,
         path: str,
         req: CompletionRequest,
         task: TaskRequest,
@@ -358,7 +360,7 @@ class Gateway:
             name = self.backends[server].name
             t0 = time.perf_counter()
             try:
-                out = await self._forward(request, body, path, req, server, t0)
+                out = await self._forward(request, body, raw, path, req, server, t0)
             finally:
                 self._ended(task, server, est)
             if isinstance(out, web.StreamResponse):
@@ -376,6 +378,7 @@ class Gateway:
         self,
         request: web.Request,
         body: dict[str, Any],
+        raw: bytes,
         path: str,
         req: CompletionRequest,
         server: int,
@@ -384,13 +387,18 @@ class Gateway:
         """One attempt on ``server``: the response sent to the client, or why it failed
         before anything was sent (the caller retries elsewhere)."""
         backend = self.backends[server]
-        payload = {**backend.endpoint.extra, **body} if backend.endpoint.extra else body
+        # The client's bytes as they came (no re-encoding) unless fields must be merged.
+        payload = (
+            json.dumps({**backend.endpoint.extra, **body}).encode()
+            if backend.endpoint.extra
+            else raw
+        )
         assert self._session is not None
         timeout = aiohttp.ClientTimeout(total=backend.endpoint.timeout_s)
         try:
             upstream = await self._session.post(
                 self._urls[server] + path,
-                json=payload,
+                data=payload,
                 headers=self._headers[server],
                 timeout=timeout,
             )
