@@ -483,7 +483,8 @@ class Gateway:
             await asyncio.sleep(self.scrape_s)
 
     async def _scrape(self, server: int) -> None:
-        """Read a backend's vLLM gauges: its load, and whether it is up."""
+        """Read a backend's vLLM gauges: its load, and whether it is up (any answer
+        below 500 is up; a refused connection, a timeout or a 5xx masks it)."""
         assert self._session is not None
         backend = self.backends[server]
         try:
@@ -492,9 +493,10 @@ class Gateway:
                 headers=self._headers[server],
                 timeout=aiohttp.ClientTimeout(total=2.0),
             ) as r:
-                if r.status != 200:
+                if r.status >= 500:
                     raise aiohttp.ClientError(f"status {r.status}")
-                text = await r.text()
+                # An engine without /metrics (404) is up, it only reports no load.
+                text = await r.text() if r.status == 200 else ""
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             self._mask(server, f"scrape: {exc!r}")
             return
