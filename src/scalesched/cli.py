@@ -946,6 +946,23 @@ from scalesched.commands.predict import predict_app  # noqa: E402  (a sub-app, r
 
 app.add_typer(predict_app, name="predict")
 
+from scalesched.serve.cli import register as _register_serve  # noqa: E402  (engine, fleet, serve, loadgen)
+
+
+def _serve_policy(name: str) -> Any:
+    from scalesched.policies import get_policy
+
+    return get_policy(name)
+
+
+def _serve_jobs(tables: Any, scenario: Any) -> list[Any]:
+    from scalesched.eval.setup import build_jobs
+
+    return build_jobs(tables, scenario)
+
+
+_register_serve(app, get_policy=_serve_policy, build_jobs=_serve_jobs)
+
 
 def main() -> None:  # pragma: no cover
     app()

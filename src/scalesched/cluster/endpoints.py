@@ -8,11 +8,26 @@ that a typo or an absurd timeout is one clear error before any connection is mad
 
 from __future__ import annotations
 
+import json
 import re
 import string
+import sys
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictFloat,
+    StrictInt,
+    ValidationError,
+    field_validator,
+)
+
+from scalesched.cluster.catalog import SERVER_TYPES, can_host
+from scalesched.cluster.perf import MODELS
+from scalesched.errors import MAX_FILE_BYTES, InputError, parse_yaml
 
 MAX_TIMEOUT_S = 86_400.0
 """Longest total deadline one request may be given (a day): past it a stuck call is a bug."""
@@ -63,3 +78,115 @@ class EndpointSettings(BaseModel):
             known = ", ".join(f"{{{n}}}" for n in sorted(URL_PLACEHOLDERS))
             raise ValueError(f"unknown placeholder {{{sorted(unknown)[0]}}}; known: {known}")
         return value
+
+
+# -- the serving gateway's backends file ------------------------------------------------
+
+_BACKEND_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+
+
+class BackendEntry(BaseModel):
+    """One engine behind the gateway: where it is (``endpoint``), what it serves and on
+    which catalog server type, so the cost model can estimate its times."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: Annotated[str, Field(pattern=_BACKEND_NAME)] = Field(
+        description="Unique name of the backend (its label in the gateway's /metrics)."
+    )
+    endpoint: EndpointSettings = Field(
+        description="How to reach it (base_url up to /v1, api_key_env, timeout_s, extra); "
+        "served_model is not used here: ``models`` names what the backend serves."
+    )
+    models: dict[Annotated[str, Field(min_length=1)], str] = Field(
+        min_length=1,
+        description="Served model name (what clients send as `model`) -> catalog model "
+        "name (the cost model's), e.g. {meta-llama/Llama-2-7b-chat-hf: llama-2-7b}.",
+    )
+    server_type: str = Field(description="Catalog server type the engine runs on.")
+
+    @field_validator("server_type")
+    @classmethod
+    def _server_type(cls, value: str) -> str:
+        if value not in SERVER_TYPES:
+            raise ValueError(f"unknown server type {value!r}; known: {', '.join(SERVER_TYPES)}")
+        if SERVER_TYPES[value].gpu_type is None:
+            raise ValueError(f"{value} has no GPUs: it cannot run an LLM engine")
+        return value
+
+    @field_validator("endpoint")
+    @classmethod
+    def _no_served_model(cls, value: EndpointSettings) -> EndpointSettings:
+        if value.served_model is not None:
+            raise ValueError("served_model is not used in a backends file: list them in models")
+        if "{" in value.base_url:
+            raise ValueError("a backend's base_url cannot hold placeholders")
+        return value
+
+
+class BackendsFile(BaseModel):
+    """The gateway's backends file: the engines it routes to."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    backends: list[BackendEntry] = Field(min_length=1, description="The engines, in order.")
+
+
+def backends_file_schema() -> dict[str, Any]:
+    """JSON schema of the backends file (docs/backends-schema.json)."""
+    return BackendsFile.model_json_schema()
+
+
+def backends_schema_json() -> str:
+    """The committed text of docs/backends-schema.json (regenerate:
+    ``python -m scalesched.cluster.endpoints > docs/backends-schema.json``)."""
+    return json.dumps(backends_file_schema(), indent=2) + "\n"
+
+
+def backends_from_dict(data: Any, source: str) -> list[BackendEntry]:
+    """Validate the parsed content of a backends file: every model a catalog model that fits
+    its backend's server type, names and URLs unique; ``source`` names it in errors."""
+    if not isinstance(data, dict):
+        raise InputError(source, "(file)", "expected a mapping with a list of backends")
+    try:
+        parsed = BackendsFile.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first["loc"])
+        raise InputError(source, where.lstrip(".") or "(file)", first["msg"]) from None
+    names: set[str] = set()
+    urls: set[str] = set()
+    for i, backend in enumerate(parsed.backends):
+        if backend.name in names:
+            raise InputError(source, f"backends[{i}].name", f"{backend.name!r} appears twice")
+        if backend.endpoint.base_url.rstrip("/") in urls:
+            raise InputError(source, f"backends[{i}].endpoint.base_url", "appears twice")
+        names.add(backend.name)
+        urls.add(backend.endpoint.base_url.rstrip("/"))
+        server = SERVER_TYPES[backend.server_type].instance(0)
+        for served, catalog in backend.models.items():
+            field = f"backends[{i}].models.{served}"
+            if catalog not in MODELS:
+                known = ", ".join(sorted(MODELS))
+                message = f"unknown catalog model {catalog!r}; known: {known}"
+                raise InputError(source, field, message)
+            if not can_host(server, catalog):
+                raise InputError(source, field, f"{catalog} does not fit on {backend.server_type}")
+    return parsed.backends
+
+
+def load_backends_file(path: str) -> list[BackendEntry]:
+    """Read and validate a YAML backends file."""
+    try:
+        if Path(path).stat().st_size > MAX_FILE_BYTES:
+            raise InputError(path, "(file)", f"larger than {MAX_FILE_BYTES >> 20} MiB")
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(path, "(file)", "no such backends file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(path, "(file)", f"cannot read: {' '.join(str(exc).split())}") from None
+    return backends_from_dict(parse_yaml(text, path), path)
+
+
+if __name__ == "__main__":
+    sys.stdout.write(backends_schema_json())

@@ -1,0 +1,9 @@
+"""Serving live traffic (docs/serve.md): an emulated OpenAI-compatible engine timed by the
+engine model (``engine``), a gateway that places each call with a scalesched policy
+through the decision cycle (``gateway`` over the live state of ``state``), and a load
+generator that runs the project's workflows as agents (``loadgen``).
+
+Library: aiohttp for all of it (server, streaming, pooled client: one asyncio package
+instead of Starlette/uvicorn plus httpx), prometheus-client for the gateway's /metrics.
+Both are the ``serve`` extra; nothing here is imported by the simulator or the policies.
+"""

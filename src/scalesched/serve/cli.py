@@ -1,0 +1,216 @@
+"""The serving commands: ``engine``, ``fleet``, ``serve``, ``loadgen``.
+
+This package is an executor, below the policies and the studies, so what those layers
+provide is passed in by ``scalesched.cli`` when it registers the commands: ``get_policy``
+(a policy name or checkpoint to a scheduler) and ``build_jobs`` (a scenario's jobs, its
+``--load`` resolved against the cluster's capacity).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from scalesched.errors import InputError, clean_errors
+
+PolicyLoader = Callable[[str], Any]
+JobBuilder = Callable[[Any, Any], list[Any]]
+
+
+def _check_scale(value: float, option: str, zero_ok: bool) -> None:
+    if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
+        bound = ">= 0" if zero_ok else "> 0"
+        raise InputError(option, option, f"must be a finite number {bound}, got {value}")
+
+
+def _need_serve_extra(command: str) -> None:
+    """The serving libraries are an extra: say how to get them instead of a traceback."""
+    try:
+        import aiohttp  # noqa: F401
+        import prometheus_client  # noqa: F401
+    except ImportError as exc:
+        raise InputError(
+            command, exc.name or "aiohttp", "not installed: pip install 'scalesched[serve]'"
+        ) from None
+
+
+def engine(
+    server_type: Annotated[str, typer.Option(help="Catalog server type the engine emulates.")],
+    model: Annotated[list[str], typer.Option(help="Catalog model to serve (repeatable).")],
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+    time_scale: Annotated[
+        float, typer.Option(help="Wall seconds per model second; 0 answers at once.")
+    ] = 1.0,
+) -> None:
+    """Run one emulated OpenAI-compatible engine timed by the cost model."""
+    _need_serve_extra("engine")
+    from scalesched.serve.engine import EngineServer, run_engines, server_of_type
+
+    _check_scale(time_scale, "--time-scale", zero_ok=True)
+    server = EngineServer(server_of_type(server_type), {m: m for m in model}, time_scale)
+    run_engines([server], host, port, lambda urls: typer.echo(f"serving {urls[0]}", err=True))
+
+
+def fleet(
+    cluster: Annotated[str, typer.Option(help="Cluster preset or YAML file.")] = "hetero-16",
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="First port; one port per GPU server.")] = 18000,
+    time_scale: Annotated[
+        float, typer.Option(help="Wall seconds per model second; 0 answers at once.")
+    ] = 1.0,
+    models: Annotated[
+        str | None, typer.Option(help="Comma-separated catalog models (default: all that fit).")
+    ] = None,
+    backends_out: Annotated[
+        Path | None, typer.Option(help="Write the backends file for `serve` here.")
+    ] = None,
+) -> None:
+    """Run one emulated engine per GPU server of a cluster, in one process."""
+    _need_serve_extra("fleet")
+    from scalesched.cluster import get_cluster
+    from scalesched.serve.engine import EngineServer, backends_yaml, fleet_servers, run_engines
+
+    _check_scale(time_scale, "--time-scale", zero_ok=True)
+    spec = get_cluster(cluster)
+    chosen = [m.strip() for m in models.split(",") if m.strip()] if models else None
+    plan = fleet_servers(spec, chosen)
+    engines = [EngineServer(server, served, time_scale) for server, served in plan]
+
+    def ready(urls: list[str]) -> None:
+        text = backends_yaml([(s, m, u) for (s, m), u in zip(plan, urls, strict=True)])
+        if backends_out is not None:
+            backends_out.write_text(text, encoding="utf-8")
+        typer.echo(f"{len(urls)} engines on {urls[0]} .. {urls[-1]}", err=True)
+
+    run_engines(engines, host, port, ready)
+
+
+def serve(
+    backends: Annotated[Path, typer.Option(help="Backends file (YAML).")],
+    policy: Annotated[str, typer.Option(help="Policy name or checkpoint.")] = "eft",
+    fallback: Annotated[
+        str, typer.Option(help="Heuristic that answers when the policy fails.")
+    ] = "least_loaded",
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8080,
+    time_scale: Annotated[
+        float, typer.Option(help="Wall seconds per model second of the backends (1: real).")
+    ] = 1.0,
+    max_pending: Annotated[
+        int, typer.Option(help="Requests in the gateway at once; beyond it, 429.")
+    ] = 4096,
+    scrape_s: Annotated[
+        float, typer.Option(help="Seconds between scrapes of the backends' /metrics.")
+    ] = 1.0,
+    seed: Annotated[int, typer.Option(help="Seed of the policy's random choices.")] = 0,
+) -> None:
+    """Serve an OpenAI-compatible API that places every call with a scalesched policy."""
+    _need_serve_extra("serve")
+    from aiohttp import web
+
+    from scalesched.cluster.endpoints import load_backends_file
+    from scalesched.serve.gateway import Gateway
+
+    _check_scale(time_scale, "--time-scale", zero_ok=False)
+    _check_scale(scrape_s, "--scrape-s", zero_ok=False)
+    if max_pending < 1:
+        raise InputError("--max-pending", "--max-pending", "must be at least 1")
+    entries = load_backends_file(str(backends))
+    scheduler, backup = _PROVIDED["get_policy"](policy), _PROVIDED["get_policy"](fallback)
+    for sched, option in ((scheduler, "--policy"), (backup, "--fallback")):
+        if not sched.supports(len(entries)):
+            raise InputError(option, option, str(sched.unsupported_reason(len(entries))))
+    gateway = Gateway(
+        entries,
+        scheduler,
+        backup,
+        time_scale=time_scale,
+        max_pending=max_pending,
+        scrape_s=scrape_s,
+        seed=seed,
+    )
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s")
+    typer.echo(f"serving http://{host}:{port}/v1 over {len(entries)} backends, {policy}", err=True)
+    web.run_app(gateway.app(), host=host, port=port, access_log=None, print=None)
+
+
+def loadgen(
+    url: Annotated[str, typer.Option(help="Base URL up to /v1 (a gateway or an engine).")],
+    workload: Annotated[str, typer.Option(help="Workload name or file.")] = "agentic-mix",
+    rate: Annotated[float | None, typer.Option(help="Workflows per model second.")] = None,
+    load: Annotated[
+        float | None, typer.Option(help="Arrival rate as a fraction of --cluster's capacity.")
+    ] = None,
+    workflows: Annotated[int, typer.Option(help="Workflows to run.")] = 50,
+    seed: Annotated[int, typer.Option(help="Seed of the jobs and arrivals.")] = 0,
+    cluster: Annotated[
+        str, typer.Option(help="Cluster the jobs are sized for (the fleet's).")
+    ] = "hetero-16",
+    time_scale: Annotated[
+        float, typer.Option(help="Wall seconds per model second (the fleet's).")
+    ] = 1.0,
+    timeout_s: Annotated[float, typer.Option(help="Deadline of one request, wall s.")] = 600.0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Drive workflows against an OpenAI-compatible URL as agents would; report times."""
+    _need_serve_extra("loadgen")
+    from scalesched.cluster import get_cluster
+    from scalesched.decision.features import ClusterTables
+    from scalesched.serve.loadgen import LoadGenerator
+    from scalesched.sim.scenario import Scenario
+
+    _check_scale(time_scale, "--time-scale", zero_ok=False)
+    _check_scale(timeout_s, "--timeout-s", zero_ok=False)
+    if (rate is None) == (load is None):
+        raise InputError("--rate", "--rate", "give exactly one of --rate and --load")
+    if workflows < 1:
+        raise InputError("--workflows", "--workflows", "must be at least 1")
+    scenario = Scenario(
+        workload=workload, workflows=workflows, load=load or 0.0, rate=rate, seed=seed
+    )
+    jobs = _PROVIDED["build_jobs"](ClusterTables(get_cluster(cluster)), scenario)
+    result = _run_with_progress(LoadGenerator, url, jobs, time_scale, timeout_s, not as_json)
+    metrics = result.metrics()
+    if as_json:
+        print(json.dumps(metrics))
+        return
+    for key, value in metrics.items():
+        typer.echo(f"{key:>22}  {value:.4g}" if isinstance(value, float) else f"{key:>22}  {value}")
+
+
+_PROVIDED: dict[str, Any] = {}
+"""What the upper layers provide (set by ``register``)."""
+
+
+def register(app: typer.Typer, *, get_policy: PolicyLoader, build_jobs: JobBuilder) -> None:
+    """Add the four serving commands to ``app``."""
+    _PROVIDED.update(get_policy=get_policy, build_jobs=build_jobs)
+    for command in (engine, fleet, serve, loadgen):
+        app.command()(clean_errors(command))
+
+
+def _run_with_progress(
+    generator: Any, url: str, jobs: list[Any], time_scale: float, timeout_s: float, show: bool
+) -> Any:
+    """Run the load, with a rich progress bar over workflows on a terminal."""
+    from rich.progress import Progress
+
+    if not (show and sys.stderr.isatty()):
+        return generator(url, jobs, time_scale=time_scale, timeout_s=timeout_s).run()
+    with Progress(transient=True) as progress:
+        bar = progress.add_task("workflows", total=len(jobs))
+        return generator(
+            url,
+            jobs,
+            time_scale=time_scale,
+            timeout_s=timeout_s,
+            on_workflow_done=lambda: progress.advance(bar),
+        ).run()

@@ -1,0 +1,426 @@
+"""An emulated OpenAI-compatible LLM engine: ``scalesched engine`` and ``scalesched fleet``.
+
+Each served model is one continuous batch timed by the project's engine arithmetic
+(:class:`~scalesched.decision.llm_engine.EngineBatch` over the cost model of
+``cluster/perf.py``): a request waits in FIFO order until the batch has a slot and KV
+memory for ``prompt + max_tokens`` tokens, prefills for ``perf.prefill_s(prompt)``, then
+decodes one token per step of the batch as it stands (``step_s``), every decoding request
+sharing each step. Model seconds are multiplied by ``time_scale`` to wall seconds; a
+``time_scale`` of 0 answers at once (an "instant" engine: what a gateway benchmark compares
+against). It always generates exactly ``max_tokens`` tokens, and exposes vLLM-named
+Prometheus gauges so that a gateway reads it as it reads vLLM.
+
+Library: aiohttp, for the engine, the gateway and the load generator alike. One
+well-kept asyncio package gives server, streaming responses and an HTTP client with
+connection pooling; a Starlette/uvicorn stack would need a second library (httpx) for the
+client side and an ASGI server process model that fits many engines in one process worse.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import time
+import uuid
+from collections import deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from scalesched.cluster.catalog import SERVER_TYPES, can_host
+from scalesched.cluster.model import ClusterSpec, ServerSpec
+from scalesched.cluster.perf import MODELS
+from scalesched.decision.features import MODEL_INDEX, ClusterTables
+from scalesched.decision.llm_engine import EngineBatch
+from scalesched.errors import InputError
+from scalesched.serve.protocol import (
+    BadRequest,
+    CompletionRequest,
+    error_body,
+    error_type,
+    parse_request,
+    sse,
+)
+
+MIN_SLEEP_S = 0.002
+"""Shortest wall sleep of the step loop: faster steps are taken several at a time (the
+same tokens at the same mean rate, fewer wake-ups)."""
+
+
+@dataclass(eq=False)
+class _Request:
+    prompt: int
+    output: int
+    left: int
+    admitted: asyncio.Future[None]
+    tokens: asyncio.Queue[int | None] = field(default_factory=asyncio.Queue)
+    state: str = "waiting"  # waiting -> admitted -> decoding -> done
+
+
+class EmulatedModel:
+    """One model's continuous batch on one server, advanced by its own step loop."""
+
+    def __init__(self, tables: ClusterTables, model: str, time_scale: float) -> None:
+        klass = int(tables.engine_class[0, MODEL_INDEX[model]])
+        self.model = model
+        self.batch = EngineBatch(tables, klass)
+        self.time_scale = time_scale
+        self.waiting: deque[_Request] = deque()
+        self.decoding: list[_Request] = []
+        self._joining: list[_Request] = []
+        self._wake = asyncio.Event()
+        self._loop_task: asyncio.Task[None] | None = None
+        self.prompt_tokens_total = 0
+        self.generation_tokens_total = 0
+
+    @property
+    def running(self) -> int:
+        return self.batch.n_active
+
+    @property
+    def kv_usage(self) -> float:
+        return min(1.0, self.batch.kv_used / max(self.batch.kv_cap, 1))
+
+    async def generate(self, prompt: int, output: int) -> AsyncIterator[int]:
+        """Yield the numbers of tokens produced, as the steps produce them (sum: output)."""
+        self.prompt_tokens_total += prompt
+        if self.time_scale == 0:
+            self.generation_tokens_total += output
+            yield output
+            return
+        if self._loop_task is None:
+            self._loop_task = asyncio.get_running_loop().create_task(self._step_loop())
+        req = _Request(prompt, output, output, asyncio.get_running_loop().create_future())
+        self.waiting.append(req)
+        self._admit()
+        try:
+            await req.admitted
+            await asyncio.sleep(self.batch.perf.prefill_s(prompt) * self.time_scale)
+            req.state = "joining"
+            self._joining.append(req)
+            self._wake.set()
+            while (k := await req.tokens.get()) is not None:
+                self.generation_tokens_total += k
+                yield k
+        finally:
+            self._leave(req)
+
+    def _admit(self) -> None:
+        while self.waiting and self.batch.fits(self.waiting[0].prompt, self.waiting[0].output):
+            req = self.waiting.popleft()
+            self.batch.admit(req.prompt, req.output)
+            req.state = "admitted"
+            req.admitted.set_result(None)
+
+    def _leave(self, req: _Request) -> None:
+        """The request ended or its client went away: free what it held."""
+        if req.state == "waiting":
+            self.waiting.remove(req)
+            return
+        if req.state == "joining":
+            self._joining.remove(req)
+        elif req.state == "decoding":
+            self.decoding.remove(req)
+            self.batch.stop_decoding(req.prompt, req.output)
+        self.batch.release(req.prompt, req.output)
+        req.state = "gone"
+        self._admit()
+
+    async def _step_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time()
+        while True:
+            if self._joining:
+                for req in self._joining:
+                    self.batch.start_decoding(req.prompt, req.output)
+                    req.state = "decoding"
+                self.decoding.extend(self._joining)
+                self._joining.clear()
+            if not self.decoding:
+                self._wake.clear()
+                await self._wake.wait()
+                deadline = loop.time()
+                continue
+            step = self.batch.step_s() * self.time_scale
+            fewest = min(r.left for r in self.decoding)
+            k = 1 if step >= MIN_SLEEP_S else max(1, min(fewest, math.ceil(MIN_SLEEP_S / step)))
+            deadline = max(deadline + step * k, loop.time() - step)  # no catch-up bursts
+            await asyncio.sleep(max(0.0, deadline - loop.time()))
+            for req in list(self.decoding):
+                req.left -= k
+                req.tokens.put_nowait(k)
+                if req.left <= 0:
+                    self.decoding.remove(req)
+                    self.batch.stop_decoding(req.prompt, req.output)
+                    req.state = "finished"
+                    req.tokens.put_nowait(None)
+
+    def close(self) -> None:
+        if self._loop_task is not None:
+            self._loop_task.cancel()
+
+
+def server_of_type(server_type: str, name: str = "engine") -> ServerSpec:
+    """A server of a catalog type (an InputError naming --server-type when unknown)."""
+    if server_type not in SERVER_TYPES:
+        known = ", ".join(SERVER_TYPES)
+        raise InputError(
+            "--server-type", "--server-type", f"unknown {server_type!r}; known: {known}"
+        )
+    spec = SERVER_TYPES[server_type].instance(0)
+    return ServerSpec(
+        name,
+        spec.type,
+        spec.gpu_type,
+        spec.gpus,
+        spec.cpu_cores,
+        spec.core_speed,
+        spec.nic_gbps,
+        spec.load_gbs,
+    )
+
+
+class EngineServer:
+    """The HTTP face of one emulated server: one :class:`EmulatedModel` per served model.
+
+    ``models`` maps served names (what clients send) to catalog names."""
+
+    def __init__(self, server: ServerSpec, models: dict[str, str], time_scale: float) -> None:
+        if not time_scale >= 0 or not math.isfinite(time_scale):
+            raise InputError("--time-scale", "--time-scale", "must be a finite number >= 0")
+        tables = ClusterTables(ClusterSpec(server.name, (server,)))
+        self.server = server
+        self.models: dict[str, EmulatedModel] = {}
+        for served, catalog in models.items():
+            if catalog not in MODELS or not can_host(server, catalog):
+                raise InputError("--model", "--model", f"{catalog} cannot run on {server.type}")
+            self.models[served] = EmulatedModel(tables, catalog, time_scale)
+        self.created = int(time.time())
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_post("/v1/completions", self._completions)
+        app.router.add_get("/v1/models", self._list_models)
+        app.router.add_get("/health", self._health)
+        app.router.add_get("/metrics", self._metrics)
+        app.on_cleanup.append(self._close)
+        return app
+
+    async def _close(self, _app: web.Application) -> None:
+        for model in self.models.values():
+            model.close()
+
+    async def _health(self, _request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def _list_models(self, _request: web.Request) -> web.Response:
+        data = [
+            {"id": name, "object": "model", "created": self.created, "owned_by": "scalesched"}
+            for name in self.models
+        ]
+        return web.json_response({"object": "list", "data": data})
+
+    async def _metrics(self, _request: web.Request) -> web.Response:
+        return web.Response(text=self.metrics_text(), content_type="text/plain")
+
+    def metrics_text(self) -> str:
+        """Prometheus text with vLLM's metric names, one series per served model."""
+        gauges = {
+            "vllm:num_requests_running": lambda m: m.running,
+            "vllm:num_requests_waiting": lambda m: len(m.waiting),
+            "vllm:kv_cache_usage_perc": lambda m: m.kv_usage,
+            "vllm:gpu_cache_usage_perc": lambda m: m.kv_usage,
+            "vllm:prompt_tokens_total": lambda m: m.prompt_tokens_total,
+            "vllm:generation_tokens_total": lambda m: m.generation_tokens_total,
+        }
+        lines = []
+        for metric, read in gauges.items():
+            kind = "counter" if metric.endswith("_total") else "gauge"
+            lines.append(f"# TYPE {metric} {kind}")
+            for name, model in self.models.items():
+                lines.append(f'{metric}{{model_name="{name}"}} {float(read(model))}')
+        return "\n".join(lines) + "\n"
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        return await self._complete(request, chat=True)
+
+    async def _completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._complete(request, chat=False)
+
+    async def _complete(self, request: web.Request, chat: bool) -> web.StreamResponse:
+        try:
+            body = await request.json()
+        except ValueError:
+            return _error(BadRequest("the request body is not valid JSON"))
+        try:
+            req = parse_request(body, chat)
+            model = self.models.get(req.model)
+            if model is None:
+                raise BadRequest(
+                    f"the model {req.model!r} does not exist",
+                    status=404,
+                    param="model",
+                    code="model_not_found",
+                )
+        except BadRequest as exc:
+            return _error(exc)
+        rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:24]
+        if req.stream:
+            return await self._stream(request, req, model, rid)
+        produced = 0
+        async for k in model.generate(req.prompt_tokens, req.max_tokens):
+            produced += k
+        return web.json_response(_completion(req, rid, produced))
+
+    async def _stream(
+        self, request: web.Request, req: CompletionRequest, model: EmulatedModel, rid: str
+    ) -> web.StreamResponse:
+        response = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
+        await response.prepare(request)
+        produced = 0
+        async for k in model.generate(req.prompt_tokens, req.max_tokens):
+            produced += k
+            await response.write(sse(_chunk(req, rid, _text(k), None)))
+        await response.write(sse(_chunk(req, rid, "", "length")))
+        if req.include_usage:
+            usage = _chunk(req, rid, "", None)
+            usage["choices"] = []
+            usage["usage"] = _usage(req, produced)
+            await response.write(sse(usage))
+        await response.write(sse("[DONE]"))
+        await response.write_eof()
+        return response
+
+
+def _text(tokens: int) -> str:
+    return "tok " * tokens
+
+
+def _usage(req: CompletionRequest, produced: int) -> dict[str, int]:
+    return {
+        "prompt_tokens": req.prompt_tokens,
+        "completion_tokens": produced,
+        "total_tokens": req.prompt_tokens + produced,
+    }
+
+
+def _completion(req: CompletionRequest, rid: str, produced: int) -> dict[str, Any]:
+    text = _text(produced)
+    choice: dict[str, Any] = {"index": 0, "finish_reason": "length"}
+    if req.chat:
+        choice["message"] = {"role": "assistant", "content": text}
+    else:
+        choice["text"] = text
+    return {
+        "id": rid,
+        "object": "chat.completion" if req.chat else "text_completion",
+        "created": int(time.time()),
+        "model": req.model,
+        "choices": [choice],
+        "usage": _usage(req, produced),
+    }
+
+
+def _chunk(req: CompletionRequest, rid: str, text: str, finish: str | None) -> dict[str, Any]:
+    choice: dict[str, Any] = {"index": 0, "finish_reason": finish}
+    if req.chat:
+        choice["delta"] = {"content": text} if text else {}
+    else:
+        choice["text"] = text
+    return {
+        "id": rid,
+        "object": "chat.completion.chunk" if req.chat else "text_completion",
+        "created": int(time.time()),
+        "model": req.model,
+        "choices": [choice],
+    }
+
+
+def _error(exc: BadRequest) -> web.Response:
+    body = error_body(str(exc), error_type(exc.status), param=exc.param, code=exc.code)
+    return web.json_response(body, status=exc.status)
+
+
+# -- running engines -----------------------------------------------------------------------
+
+
+async def start_site(app: web.Application, host: str, port: int) -> tuple[web.AppRunner, int]:
+    """Serve ``app`` on host:port (port 0: an ephemeral one); returns the runner (its
+    ``cleanup`` stops it) and the bound port."""
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    server = site._server
+    sockets = getattr(server, "sockets", None) or []
+    return runner, int(sockets[0].getsockname()[1]) if sockets else port
+
+
+def fleet_servers(
+    cluster: ClusterSpec, models: list[str] | None
+) -> list[tuple[ServerSpec, dict[str, str]]]:
+    """The GPU servers of ``cluster`` with the catalog models each serves (``models``, or
+    every catalog model that fits; servers that fit none are left out)."""
+    out = []
+    for server in cluster.servers:
+        if server.gpu_type is None or server.gpus <= 0:
+            continue
+        if server.type not in SERVER_TYPES:
+            raise InputError(
+                cluster.name,
+                f"servers.{server.name}",
+                f"type {server.type} is not a catalog server type",
+            )
+        names = [m for m in (models or sorted(MODELS)) if can_host(server, m)]
+        if names:
+            out.append((server, {m: m for m in names}))
+    if not out:
+        raise InputError(cluster.name, "servers", "no GPU server can run the chosen models")
+    return out
+
+
+def backends_yaml(entries: list[tuple[ServerSpec, dict[str, str], str]]) -> str:
+    """A backends file for (server, models, base_url) triples."""
+    import yaml
+
+    backends = [
+        {
+            "name": s.name,
+            "server_type": s.type,
+            "models": dict(models),
+            "endpoint": {"base_url": url},
+        }
+        for s, models, url in entries
+    ]
+    return yaml.safe_dump({"backends": backends}, sort_keys=False)
+
+
+async def _serve_forever(
+    engines: list[EngineServer], host: str, port: int, ready: Any = None
+) -> None:
+    """Serve ``engines`` on consecutive ports from ``port`` until cancelled; ``ready`` is
+    called with the base URLs once every engine listens."""
+    runners, urls = [], []
+    try:
+        for i, engine in enumerate(engines):
+            runner, bound = await start_site(engine.app(), host, port + i if port else 0)
+            runners.append(runner)
+            urls.append(f"http://{host}:{bound}/v1")
+        if ready is not None:
+            ready(urls)
+        await asyncio.Event().wait()
+    finally:
+        for runner in runners:
+            await runner.cleanup()
+
+
+def run_engines(engines: list[EngineServer], host: str, port: int, ready: Any = None) -> None:
+    """Blocking: serve ``engines`` (one process, one port each) until interrupted."""
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_serve_forever(engines, host, port, ready))

@@ -1,0 +1,546 @@
+"""``scalesched serve``: a workflow-aware OpenAI-compatible gateway in front of engines.
+
+Every request is placed by a scalesched policy through the one decision cycle
+(:func:`scalesched.decision.cycle.drive`): the gateway is a *pushing* executor. A request
+joins ``pending``; ``drive`` asks ``next_decision`` (the head's :class:`Decision`, built on
+:class:`~scalesched.serve.state.GatewayState`), the policy answers, ``apply`` books the
+placement and wakes the request's handler, which forwards it. A ``Defer`` answer parks the
+request until another one ends (``can_defer`` is False when nothing is in flight, so it
+never starves); a ``Hedge`` is sent to its first server only (a gateway does not duplicate
+calls). A policy that raises, or answers a closed server, is replaced for that decision
+by the fallback heuristic, counted in ``/metrics``.
+
+Faults: a backend that refuses connections or breaks mid-response is masked until its
+``/metrics`` answers again (scraped every ``scrape_s``). A request that has not started
+streaming to its client is retried on another backend (up to ``max_attempts`` backends);
+a stream already started ends with an OpenAI-shaped error event and ``[DONE]``. An upstream
+5xx or a body that is not JSON counts as a failed attempt. Bad bodies and unknown models
+are refused with OpenAI-shaped 4xx; more than ``max_pending`` requests at once get 429 with
+``Retry-After``.
+
+Library: aiohttp (server and pooled client in one asyncio package, see
+:mod:`scalesched.serve.engine`), prometheus-client for ``/metrics``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import time
+import uuid
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from scalesched.cluster.endpoints import BackendEntry
+from scalesched.decision.actions import Defer, Hedge, as_action
+from scalesched.decision.cycle import drive
+from scalesched.decision.features import Decision, TaskRequest
+from scalesched.decision.scheduler import Scheduler
+from scalesched.serve.protocol import (
+    BadRequest,
+    CompletionRequest,
+    error_body,
+    error_type,
+    parse_request,
+    sse,
+)
+from scalesched.serve.state import GatewayState
+
+log = logging.getLogger("scalesched.serve")
+
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+RUNNING = ("vllm:num_requests_running", "vllm:num_requests_waiting")
+
+
+class NoBackend(Exception):
+    """No healthy backend serves the request's model (or all were tried)."""
+
+
+class GuardedScheduler:
+    """A policy with a fallback: when the policy raises or answers a server the decision
+    does not allow, the fallback answers instead and ``on_fallback(reason)`` is called."""
+
+    def __init__(self, primary: Scheduler, fallback: Scheduler, on_fallback: Any) -> None:
+        self.primary, self.fallback, self.on_fallback = primary, fallback, on_fallback
+        self.name = primary.name
+        self.ready_order = primary.ready_order
+
+    def reset(self, seed: int) -> None:
+        self.primary.reset(seed)
+        self.fallback.reset(seed)
+
+    def supports(self, n_servers: int) -> bool:
+        return self.primary.supports(n_servers)
+
+    def unsupported_reason(self, n_servers: int) -> str | None:
+        return self.primary.unsupported_reason(n_servers)
+
+    def select(self, decision: Decision) -> Any:
+        try:
+            answer = self.primary.select(decision)
+            if _allowed(answer, decision):
+                return answer
+            reason = "invalid"
+        except Exception:  # a policy bug must not take the gateway down
+            log.exception("policy %s failed; falling back", self.name)
+            reason = "error"
+        self.on_fallback(reason)
+        return self.fallback.select(decision)
+
+
+def _allowed(answer: Any, decision: Decision) -> bool:
+    try:
+        action = as_action(answer)
+    except (TypeError, ValueError):
+        return False
+    if isinstance(action, Defer):
+        return decision.can_defer
+    servers = action.servers if isinstance(action, Hedge) else (action.server,)
+    return all(0 <= s < decision.n_servers and bool(decision.mask[s]) for s in servers)
+
+
+@dataclass(eq=False)
+class _Waiting:
+    served: str
+    task: TaskRequest
+    excluded: tuple[int, ...]
+    placed: asyncio.Future[tuple[int, float]]
+
+
+@dataclass
+class GatewayMetrics:
+    """The gateway's Prometheus series (one registry per gateway)."""
+
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+
+    def __post_init__(self) -> None:
+        r = self.registry
+        self.requests = Counter(
+            "scalesched_gateway_requests", "Requests forwarded", ["backend", "outcome"], registry=r
+        )
+        self.refused = Counter(
+            "scalesched_gateway_refused", "Requests refused by the gateway", ["reason"], registry=r
+        )
+        self.latency = Histogram(
+            "scalesched_gateway_latency_seconds",
+            "Request latency",
+            ["backend"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.ttft = Histogram(
+            "scalesched_gateway_ttft_seconds",
+            "Time to first streamed byte",
+            ["backend"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.decisions = Counter(
+            "scalesched_gateway_decisions", "Placements per policy", ["policy"], registry=r
+        )
+        self.fallbacks = Counter(
+            "scalesched_gateway_fallbacks",
+            "Decisions the fallback made",
+            ["policy", "reason"],
+            registry=r,
+        )
+        self.retries = Counter(
+            "scalesched_gateway_retries", "Attempts retried elsewhere", ["backend"], registry=r
+        )
+        self.in_flight = Gauge(
+            "scalesched_gateway_in_flight", "Requests in the gateway", registry=r
+        )
+        self.queue = Gauge(
+            "scalesched_gateway_queue_depth", "Requests waiting for placement", registry=r
+        )
+        self.healthy = Gauge(
+            "scalesched_gateway_backend_healthy",
+            "1 when a backend is open",
+            ["backend"],
+            registry=r,
+        )
+
+
+class Gateway:
+    """The executor: pending requests, the live state, the forwarding."""
+
+    def __init__(
+        self,
+        backends: Sequence[BackendEntry],
+        scheduler: Scheduler,
+        fallback: Scheduler,
+        *,
+        time_scale: float = 1.0,
+        max_pending: int = 4096,
+        max_attempts: int = 3,
+        scrape_s: float = 1.0,
+        seed: int = 0,
+    ) -> None:
+        self.backends = list(backends)
+        self.state = GatewayState(self.backends, time_scale)
+        self.metrics = GatewayMetrics()
+        self.policy_name = scheduler.name
+        self.scheduler = GuardedScheduler(scheduler, fallback, self._fell_back)
+        self.scheduler.reset(seed)
+        self.max_pending, self.max_attempts, self.scrape_s = max_pending, max_attempts, scrape_s
+        self.pending: deque[_Waiting] = deque()
+        self.deferred: list[_Waiting] = []
+        self._current: tuple[_Waiting, Decision] | None = None
+        self.in_flight = 0
+        self._session: aiohttp.ClientSession | None = None
+        self._scraper: asyncio.Task[None] | None = None
+        self._urls = [b.endpoint.base_url.rstrip("/") for b in self.backends]
+        self._roots = [u[: -len("/v1")] if u.endswith("/v1") else u for u in self._urls]
+        self._headers = [{"Content-Type": "application/json", **_auth(b)} for b in self.backends]
+        for b in self.backends:
+            self.metrics.healthy.labels(b.name).set(1)
+
+    # -- the executor protocol (driven by scalesched.decision.cycle.drive) ----------------
+    def next_decision(self) -> Decision | None:
+        """The head request's decision; None when none waits. A request no open backend
+        can take is failed here (its handler answers 503)."""
+        while self.pending:
+            w = self.pending[0]
+            decision = self.state.decide(w.served, w.task, w.excluded)
+            if decision.mask.any():
+                decision.can_defer = self.in_flight > len(self.pending) + len(self.deferred)
+                self._current = (w, decision)
+                return decision
+            self.pending.popleft()
+            w.placed.set_exception(NoBackend(w.served))
+        return None
+
+    def apply(self, answer: Any) -> None:
+        assert self._current is not None
+        w, decision = self._current
+        self._current = None
+        self.pending.popleft()
+        action = as_action(answer)
+        if isinstance(action, Defer):
+            self.deferred.append(w)
+            return
+        server = action.servers[0] if isinstance(action, Hedge) else action.server
+        est = float(decision.exec_s[server])
+        self.state.place(w.task, server, est)
+        self.metrics.decisions.labels(self.policy_name).inc()
+        w.placed.set_result((server, est))
+
+    def _fell_back(self, reason: str) -> None:
+        self.metrics.fallbacks.labels(self.policy_name, reason).inc()
+
+    async def _place(
+        self, served: str, task: TaskRequest, excluded: tuple[int, ...]
+    ) -> tuple[int, float]:
+        w = _Waiting(served, task, excluded, asyncio.get_running_loop().create_future())
+        self.pending.append(w)
+        self._drive()
+        return await w.placed
+
+    def _drive(self) -> None:
+        self.metrics.queue.set(len(self.pending) + len(self.deferred))
+        drive(self, self.scheduler)
+        self.metrics.queue.set(len(self.pending) + len(self.deferred))
+
+    def _ended(self, task: TaskRequest, server: int, est: float) -> None:
+        self.state.release(task, server, est)
+        if self.deferred:  # capacity was freed: offer the deferred requests again
+            self.pending.extend(self.deferred)
+            self.deferred.clear()
+            self._drive()
+
+    # -- HTTP ------------------------------------------------------------------------------
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_post("/v1/completions", self._completions)
+        app.router.add_get("/v1/models", self._models)
+        app.router.add_get("/health", self._health)
+        app.router.add_get("/metrics", self._metrics)
+        app.on_startup.append(self._start)
+        app.on_cleanup.append(self._stop)
+        return app
+
+    async def _start(self, _app: web.Application) -> None:
+        connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
+        self._session = aiohttp.ClientSession(connector=connector, auto_decompress=False)
+        self._scraper = asyncio.get_running_loop().create_task(self._scrape_loop())
+
+    async def _stop(self, _app: web.Application) -> None:
+        if self._scraper is not None:
+            self._scraper.cancel()
+        if self._session is not None:
+            await self._session.close()
+
+    async def _health(self, _request: web.Request) -> web.Response:
+        open_ = int(self.state.healthy.sum())
+        return web.json_response(
+            {"status": "ok" if open_ else "no backend", "backends_open": open_},
+            status=200 if open_ else 503,
+        )
+
+    async def _models(self, _request: web.Request) -> web.Response:
+        data = [
+            {"id": name, "object": "model", "created": 0, "owned_by": "scalesched"}
+            for name in sorted(self.state.serving)
+        ]
+        return web.json_response({"object": "list", "data": data})
+
+    async def _metrics(self, _request: web.Request) -> web.Response:
+        return web.Response(
+            body=generate_latest(self.metrics.registry),
+            headers={"Content-Type": "text/plain; version=0.0.4"},
+        )
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        return await self._complete(request, "/chat/completions", chat=True)
+
+    async def _completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._complete(request, "/completions", chat=False)
+
+    async def _complete(self, request: web.Request, path: str, chat: bool) -> web.StreamResponse:
+        try:
+            try:
+                raw = await request.read()
+                body = json.loads(raw)
+            except (ValueError, UnicodeDecodeError):
+                raise BadRequest("the request body is not valid JSON") from None
+            req = parse_request(body, chat)
+            if req.model not in self.state.serving:
+                raise BadRequest(
+                    f"the model {req.model!r} does not exist",
+                    status=404,
+                    param="model",
+                    code="model_not_found",
+                )
+        except BadRequest as exc:
+            self.metrics.refused.labels("bad_request").inc()
+            return _error(str(exc), exc.status, param=exc.param, code=exc.code)
+        if self.in_flight >= self.max_pending:
+            self.metrics.refused.labels("queue_full").inc()
+            return _error(
+                "the gateway is at capacity; retry later", 429, headers={"Retry-After": "1"}
+            )
+        workflow = request.headers.get("x-workflow-id") or _user(body) or uuid.uuid4().hex
+        session = request.headers.get("x-session-id") or workflow
+        self.in_flight += 1
+        self.metrics.in_flight.inc()
+        try:
+            task = self.state.task(req, workflow, session)
+            return await self._attempts(request, body, raw, path, req, task)
+        finally:
+            self.in_flight -= 1
+            self.metrics.in_flight.dec()
+
+    async def _attempts(
+        self,
+        request: web.Request,
+        body: dict[str, Any],
+        raw: bytes,
+        path: str,
+        req: CompletionRequest,
+        task: TaskRequest,
+    ) -> web.StreamResponse:
+        tried: list[int] = []
+        last = "no backend serves this model now"
+        for _ in range(self.max_attempts):
+            try:
+                server, est = await self._place(req.model, task, tuple(tried))
+            except NoBackend:
+                break
+            name = self.backends[server].name
+            t0 = time.perf_counter()
+            try:
+                out = await self._forward(request, body, raw, path, req, server, t0)
+            finally:
+                self._ended(task, server, est)
+            if isinstance(out, web.StreamResponse):
+                self.metrics.requests.labels(name, "ok").inc()
+                self.metrics.latency.labels(name).observe(time.perf_counter() - t0)
+                return out
+            self.metrics.requests.labels(name, "error").inc()
+            self.metrics.retries.labels(name).inc()
+            tried.append(server)
+            last = out
+        self.metrics.refused.labels("no_backend").inc()
+        return _error(f"no backend could answer: {last}", 503 if not tried else 502)
+
+    async def _forward(
+        self,
+        request: web.Request,
+        body: dict[str, Any],
+        raw: bytes,
+        path: str,
+        req: CompletionRequest,
+        server: int,
+        t0: float,
+    ) -> web.StreamResponse | str:
+        """One attempt on ``server``: the response sent to the client, or why it failed
+        before anything was sent (the caller retries elsewhere)."""
+        backend = self.backends[server]
+        # The client's bytes as they came (no re-encoding) unless fields must be merged.
+        payload = (
+            json.dumps({**backend.endpoint.extra, **body}).encode()
+            if backend.endpoint.extra
+            else raw
+        )
+        assert self._session is not None
+        timeout = aiohttp.ClientTimeout(total=backend.endpoint.timeout_s)
+        try:
+            upstream = await self._session.post(
+                self._urls[server] + path,
+                data=payload,
+                headers=self._headers[server],
+                timeout=timeout,
+            )
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            self._mask(server, f"connect: {exc!r}")
+            return f"{backend.name} unreachable"
+        async with upstream:
+            if upstream.status >= 500:
+                return f"{backend.name} answered {upstream.status}"
+            if upstream.status != 200 or not req.stream:
+                return await self._whole(upstream, server)
+            return await self._stream(request, upstream, server, t0)
+
+    async def _whole(self, upstream: aiohttp.ClientResponse, server: int) -> web.Response | str:
+        """The upstream's whole answer, checked to be JSON (a 4xx is the client's: passed
+        on as it is)."""
+        name = self.backends[server].name
+        try:
+            raw = await upstream.read()
+            json.loads(raw)
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            self._mask(server, f"answer broke: {exc!r}")
+            return f"{name} broke off its answer"
+        except (ValueError, UnicodeDecodeError):
+            return f"{name} answered malformed JSON"
+        return web.Response(body=raw, status=upstream.status, content_type="application/json")
+
+    async def _stream(
+        self, request: web.Request, upstream: aiohttp.ClientResponse, server: int, t0: float
+    ) -> web.StreamResponse | str:
+        """Pass the upstream's events on as they arrive. If the upstream breaks before its
+        first byte, the attempt failed (retried elsewhere); after it, the stream ends with
+        an OpenAI-shaped error event, since the client has already been answered."""
+        name = self.backends[server].name
+        response = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
+        chunks = upstream.content.iter_any()
+        first = boundary = True
+        while True:
+            try:
+                chunk = await chunks.__anext__()
+            except StopAsyncIteration:
+                break
+            except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+                self._mask(server, f"stream broke: {exc!r}")
+                if first:
+                    return f"{name} broke off before its first byte"
+                self.metrics.requests.labels(name, "broken_stream").inc()
+                message = f"the backend {name} failed mid-response"
+                event = error_body(message, "server_error", code="backend_failed")
+                # Close a partly passed event first, so the error is an event of its own.
+                cut = b"" if boundary else b"\n\n"
+                with contextlib.suppress(ConnectionResetError, aiohttp.ClientError):
+                    await response.write(cut + sse(event) + sse("[DONE]"))
+                break
+            try:
+                if first:
+                    await response.prepare(request)
+                    self.metrics.ttft.labels(name).observe(time.perf_counter() - t0)
+                    first = False
+                await response.write(chunk)
+                boundary = chunk.endswith(b"\n\n")
+            except (ConnectionResetError, aiohttp.ClientError):
+                return response  # the client went away: stop reading the upstream
+        with contextlib.suppress(ConnectionResetError, aiohttp.ClientError):
+            if first:
+                await response.prepare(request)
+            await response.write_eof()
+        return response
+
+    # -- health and load from the backends' /metrics -----------------------------------
+    def _mask(self, server: int, why: str) -> None:
+        if self.state.healthy[server]:
+            log.warning("backend %s masked (%s)", self.backends[server].name, why)
+        self.state.healthy[server] = False
+        self.metrics.healthy.labels(self.backends[server].name).set(0)
+
+    async def _scrape_loop(self) -> None:
+        while True:
+            await asyncio.gather(*[self._scrape(s) for s in range(len(self.backends))])
+            await asyncio.sleep(self.scrape_s)
+
+    async def _scrape(self, server: int) -> None:
+        """Read a backend's vLLM gauges: its load, and whether it is up (any answer
+        below 500 is up; a refused connection, a timeout or a 5xx masks it)."""
+        assert self._session is not None
+        backend = self.backends[server]
+        try:
+            async with self._session.get(
+                self._roots[server] + "/metrics",
+                headers=self._headers[server],
+                timeout=aiohttp.ClientTimeout(total=2.0),
+            ) as r:
+                if r.status >= 500:
+                    raise aiohttp.ClientError(f"status {r.status}")
+                # An engine without /metrics (404) is up, it only reports no load.
+                text = await r.text() if r.status == 200 else ""
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            self._mask(server, f"scrape: {exc!r}")
+            return
+        self.state.observe(server, _load_by_model(text, backend, self.state.catalog))
+        if not self.state.healthy[server]:
+            log.warning("backend %s healthy again", backend.name)
+        self.state.healthy[server] = True
+        self.metrics.healthy.labels(backend.name).set(1)
+
+
+def _load_by_model(text: str, backend: BackendEntry, catalog: dict[str, int]) -> dict[int, float]:
+    """Running + waiting requests per catalog model index, from vLLM's Prometheus text."""
+    out: dict[int, float] = {}
+    try:
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name in RUNNING:
+                    served = sample.labels.get("model_name", "")
+                    if served in backend.models and served in catalog:
+                        m = catalog[served]
+                        out[m] = out.get(m, 0.0) + float(sample.value)
+    except ValueError:  # unparsable metrics: no load information this time
+        return {}
+    return out
+
+
+def _auth(backend: BackendEntry) -> dict[str, str]:
+    env = backend.endpoint.api_key_env
+    key = os.environ.get(env, "") if env else ""
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+def _user(body: dict[str, Any]) -> str | None:
+    user = body.get("user")
+    return user if isinstance(user, str) and user else None
+
+
+def _error(
+    message: str,
+    status: int,
+    *,
+    param: str | None = None,
+    code: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> web.Response:
+    body = error_body(message, error_type(status), param=param, code=code)
+    return web.json_response(body, status=status, headers=headers)

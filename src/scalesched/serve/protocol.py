@@ -1,0 +1,131 @@
+"""The OpenAI wire format as the engine, the gateway and the load generator share it: how a
+prompt is counted in tokens, what a request body must hold, and the error shape.
+
+Tokens are counted as 4 characters each (the usual rule of thumb for English BPE
+vocabularies): the emulated engine, the gateway's estimates and the load generator's
+prompts all use this one rule, so a prompt the load generator sizes at N tokens is N tokens
+everywhere. A real engine tokenizes for itself; the gateway only estimates.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+CHARS_PER_TOKEN = 4
+DEFAULT_MAX_TOKENS = 64
+"""Output tokens of a request that names no ``max_tokens`` (vLLM would fill the context)."""
+MAX_OUTPUT_TOKENS = 1 << 20
+
+
+def count_tokens(text: str) -> int:
+    """Tokens of ``text`` under the shared 4-characters rule (at least one)."""
+    return max(1, math.ceil(len(text) / CHARS_PER_TOKEN))
+
+
+def prompt_of_tokens(tokens: int) -> str:
+    """A prompt that counts as ``tokens`` tokens."""
+    return "tok " * max(1, tokens)
+
+
+class BadRequest(ValueError):
+    """A request the server refuses with an OpenAI-shaped 4xx."""
+
+    def __init__(
+        self, message: str, *, status: int = 400, param: str | None = None, code: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status, self.param, self.code = status, param, code
+
+
+def error_body(
+    message: str, kind: str, *, param: str | None = None, code: str | None = None
+) -> dict[str, Any]:
+    """An OpenAI error object: ``{"error": {"message", "type", "param", "code"}}``."""
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+def error_type(status: int) -> str:
+    """OpenAI's error ``type`` for an HTTP status."""
+    if status == 429:
+        return "rate_limit_error"
+    if status >= 500:
+        return "server_error"
+    return "invalid_request_error"
+
+
+def sse(payload: dict[str, Any] | str) -> bytes:
+    """One server-sent event (``data: ...`` and a blank line)."""
+    text = payload if isinstance(payload, str) else json.dumps(payload, separators=(",", ":"))
+    return f"data: {text}\n\n".encode()
+
+
+@dataclass(frozen=True, slots=True)
+class CompletionRequest:
+    """What the engine and the gateway read off a request body."""
+
+    model: str
+    chat: bool
+    stream: bool
+    prompt_tokens: int
+    max_tokens: int
+    include_usage: bool
+    prefix_text: str
+    """The first message (a system prompt) or the prompt's first 256 characters: what a
+    prefix-matching router keys an application prompt by."""
+
+
+def parse_request(body: Any, chat: bool) -> CompletionRequest:
+    """Validate a ``/v1/chat/completions`` (``chat``) or ``/v1/completions`` body."""
+    if not isinstance(body, dict):
+        raise BadRequest("the request body must be a JSON object")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise BadRequest("'model' is required and must be a string", param="model")
+    if chat:
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise BadRequest("'messages' must be a non-empty list", param="messages")
+        texts = [_message_text(m, i) for i, m in enumerate(messages)]
+    else:
+        prompt = body.get("prompt")
+        if isinstance(prompt, str):
+            texts = [prompt]
+        elif isinstance(prompt, list) and prompt and all(isinstance(p, str) for p in prompt):
+            texts = list(prompt)
+        else:
+            raise BadRequest("'prompt' must be a string or a list of strings", param="prompt")
+    limit = body.get("max_completion_tokens", body.get("max_tokens"))
+    if limit is None:
+        limit = DEFAULT_MAX_TOKENS
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_OUTPUT_TOKENS:
+        raise BadRequest(
+            f"'max_tokens' must be an integer in 1..{MAX_OUTPUT_TOKENS}", param="max_tokens"
+        )
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool):
+        raise BadRequest("'stream' must be a boolean", param="stream")
+    options = body.get("stream_options") or {}
+    include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
+    return CompletionRequest(
+        model=model,
+        chat=chat,
+        stream=stream,
+        prompt_tokens=sum(count_tokens(t) for t in texts),
+        max_tokens=limit,
+        include_usage=include_usage,
+        prefix_text=texts[0][:256],
+    )
+
+
+def _message_text(message: Any, i: int) -> str:
+    if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+        raise BadRequest(f"messages[{i}] must be an object with a 'role'", param="messages")
+    content = message.get("content")
+    if content is None or isinstance(content, str):
+        return content or ""
+    if isinstance(content, list):  # content parts: the text ones count
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    raise BadRequest(f"messages[{i}].content must be a string or a list", param="messages")

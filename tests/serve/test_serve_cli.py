@@ -1,0 +1,38 @@
+"""The serving commands refuse bad input with one line and exit code 2."""
+
+from __future__ import annotations
+
+from typer.testing import CliRunner
+
+from scalesched.cli import app
+
+runner = CliRunner()
+
+
+def _fails(args: list[str], *words: str) -> None:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    out = result.output.strip()
+    assert out.startswith("error:") and len(out.splitlines()) == 1, out
+    for word in words:
+        assert word in out, out
+
+
+def test_serve_names_the_backends_file_and_field(tmp_path):
+    path = tmp_path / "b.yaml"
+    path.write_text(
+        "backends:\n  - name: x\n    server_type: h100-80g-x1\n    models: {a: b}\n"
+        "    endpoint: {base_url: 'http://127.0.0.1:1/v1'}\n"
+    )
+    _fails(["serve", "--backends", str(path)], "b.yaml", "backends[0].models.a", "unknown")
+    _fails(["serve", "--backends", str(tmp_path / "none.yaml")], "no such backends file")
+
+
+def test_loadgen_and_engine_options_are_checked():
+    _fails(["loadgen", "--url", "http://127.0.0.1:1/v1", "--rate", "1", "--load", "0.5"], "--rate")
+    _fails(
+        ["loadgen", "--url", "http://127.0.0.1:1/v1", "--rate", "1", "--time-scale", "0"],
+        "--time-scale",
+    )
+    _fails(["engine", "--server-type", "h100-80g-x9", "--model", "phi-2"], "--server-type")
+    _fails(["engine", "--server-type", "l4-24g-x1", "--model", "llama-2-70b"], "cannot run")

@@ -1,0 +1,139 @@
+"""The emulated engine: OpenAI answers, streaming, vLLM metrics, and timing by the cost
+model (a bigger batch decodes each step more slowly; a full batch queues)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import aiohttp
+
+from scalesched.cluster.catalog import SERVER_TYPES
+from scalesched.cluster.perf import engine_perf
+from scalesched.serve.engine import EngineServer, server_of_type, start_site
+
+
+async def _engine(time_scale: float, server_type: str = "h100-80g-x1"):
+    server = EngineServer(server_of_type(server_type), {"llama": "llama-2-7b"}, time_scale)
+    runner, port = await start_site(server.app(), "127.0.0.1", 0)
+    return server, runner, f"http://127.0.0.1:{port}"
+
+
+def test_chat_and_completions_answer_with_max_tokens():
+    async def main():
+        _, runner, url = await _engine(0.0)
+        try:
+            async with aiohttp.ClientSession() as s:
+                body = {
+                    "model": "llama",
+                    "messages": [{"role": "user", "content": "x" * 40}],
+                    "max_tokens": 7,
+                }
+                async with s.post(url + "/v1/chat/completions", json=body) as r:
+                    assert r.status == 200
+                    out = await r.json()
+                assert out["usage"] == {
+                    "prompt_tokens": 10,
+                    "completion_tokens": 7,
+                    "total_tokens": 17,
+                }
+                assert out["choices"][0]["message"]["role"] == "assistant"
+                body = {"model": "llama", "prompt": "abcd", "max_tokens": 3}
+                async with s.post(url + "/v1/completions", json=body) as r:
+                    out = await r.json()
+                assert out["object"] == "text_completion" and out["usage"]["completion_tokens"] == 3
+                async with s.get(url + "/v1/models") as r:
+                    assert [m["id"] for m in (await r.json())["data"]] == ["llama"]
+                async with s.post(
+                    url + "/v1/completions", json={"model": "nope", "prompt": "a"}
+                ) as r:
+                    assert r.status == 404
+                    assert (await r.json())["error"]["code"] == "model_not_found"
+                async with s.post(url + "/v1/completions", data=b"{not json") as r:
+                    assert r.status == 400
+                    assert (await r.json())["error"]["type"] == "invalid_request_error"
+        finally:
+            await runner.cleanup()
+
+    asyncio.run(main())
+
+
+def test_stream_delivers_every_token_then_done():
+    async def main():
+        _, runner, url = await _engine(0.05)
+        try:
+            async with aiohttp.ClientSession() as s:
+                body = {
+                    "model": "llama",
+                    "prompt": "hi",
+                    "max_tokens": 20,
+                    "stream": True,
+                    "stream_options": {"include_usage": True},
+                }
+                async with s.post(url + "/v1/completions", json=body) as r:
+                    raw = (await r.read()).decode()
+            events = [e[len("data: ") :] for e in raw.split("\n\n") if e]
+            assert events[-1] == "[DONE]"
+            chunks = [json.loads(e) for e in events[:-1]]
+            text = "".join(c["choices"][0]["text"] for c in chunks if c["choices"])
+            assert text.count("tok") == 20
+            assert chunks[-1]["usage"]["completion_tokens"] == 20
+        finally:
+            await runner.cleanup()
+
+    asyncio.run(main())
+
+
+def test_timing_follows_the_cost_model_and_batching_slows_steps():
+    """One request alone takes prefill + output x (batch-1 step); eight at once take
+    longer each (a bigger batch's step is slower), as the cost model says."""
+    scale, out = 0.2, 200
+    perf = engine_perf("llama-2-7b", SERVER_TYPES["h100-80g-x1"].gpu_type or "", 1)
+
+    async def run(n: int) -> float:
+        server, runner, url = await _engine(scale)
+        try:
+            async with aiohttp.ClientSession() as s:
+                body = {"model": "llama", "prompt": "x" * 400, "max_tokens": out}
+                t0 = time.perf_counter()
+                await asyncio.gather(
+                    *[s.post(url + "/v1/completions", json=body) for _ in range(n)]
+                )
+                return (time.perf_counter() - t0) / scale
+        finally:
+            await runner.cleanup()
+
+    alone = asyncio.run(run(1))
+    model = perf.prefill_s(100) + sum(perf.decode_step_s(1, 100 + out // 2) for _ in range(out))
+    assert abs(alone - model) / model < 0.35, (alone, model)
+    eight = asyncio.run(run(8))
+    model8 = perf.prefill_s(100) + out * perf.decode_step_s(8, 8 * (100 + out // 2))
+    assert eight > alone * 1.02
+    assert abs(eight - model8) / model8 < 0.35, (eight, model8)
+
+
+def test_metrics_show_running_and_waiting_under_a_full_batch():
+    async def main():
+        server, runner, url = await _engine(0.5)
+        model = server.models["llama"]
+        model.batch.max_batch = 2  # a tiny batch: the third request must wait
+        try:
+            async with aiohttp.ClientSession() as s:
+                body = {"model": "llama", "prompt": "x", "max_tokens": 50}
+                tasks = [
+                    asyncio.ensure_future(s.post(url + "/v1/completions", json=body))
+                    for _ in range(3)
+                ]
+                await asyncio.sleep(0.05)
+                async with s.get(url + "/metrics") as r:
+                    text = await r.text()
+                assert 'vllm:num_requests_running{model_name="llama"} 2.0' in text
+                assert 'vllm:num_requests_waiting{model_name="llama"} 1.0' in text
+                assert "vllm:gpu_cache_usage_perc" in text and "vllm:kv_cache_usage_perc" in text
+                for t in tasks:
+                    t.cancel()
+        finally:
+            await runner.cleanup()
+
+    asyncio.run(main())
