@@ -956,7 +956,7 @@ def _serve_policy(name: str) -> Any:
 
 
 def _serve_jobs(tables: Any, scenario: Any) -> list[Any]:
-    from scalesched.eval.setup import build_jobs
+    from scalesched.runs.setup import build_jobs
 
     return build_jobs(tables, scenario)
 

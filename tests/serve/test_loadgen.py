@@ -9,7 +9,7 @@ import time
 from aiohttp import web
 
 from scalesched.cluster import get_cluster
-from scalesched.decision.features import ClusterTables
+from scalesched.cluster.tables import ClusterTables
 from scalesched.serve.engine import start_site
 from scalesched.serve.loadgen import LoadGenerator
 from scalesched.serve.protocol import sse

@@ -10,7 +10,7 @@ from conftest import Prefer
 
 from scalesched.cluster import get_cluster
 from scalesched.cluster.endpoints import BackendEntry, EndpointSettings, backends_from_dict
-from scalesched.decision.features import MODEL_INDEX
+from scalesched.cluster.tables import MODEL_INDEX
 from scalesched.policies import get_policy
 from scalesched.serve.engine import (
     EngineServer,

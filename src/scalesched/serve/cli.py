@@ -163,7 +163,7 @@ def loadgen(
     """Drive workflows against an OpenAI-compatible URL as agents would; report times."""
     _need_serve_extra("loadgen")
     from scalesched.cluster import get_cluster
-    from scalesched.decision.features import ClusterTables
+    from scalesched.cluster.tables import ClusterTables
     from scalesched.serve.loadgen import LoadGenerator
     from scalesched.sim.scenario import Scenario
 

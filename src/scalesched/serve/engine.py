@@ -33,9 +33,9 @@ from aiohttp import web
 from scalesched.cluster.catalog import SERVER_TYPES, can_host
 from scalesched.cluster.model import ClusterSpec, ServerSpec
 from scalesched.cluster.perf import MODELS
-from scalesched.decision.features import MODEL_INDEX, ClusterTables
-from scalesched.decision.llm_engine import EngineBatch
+from scalesched.cluster.tables import MODEL_INDEX, ClusterTables
 from scalesched.errors import InputError
+from scalesched.kernel.llm_engine import EngineBatch
 from scalesched.serve.protocol import (
     BadRequest,
     CompletionRequest,

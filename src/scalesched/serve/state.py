@@ -25,16 +25,10 @@ import numpy as np
 from scalesched.cluster.catalog import SERVER_TYPES
 from scalesched.cluster.endpoints import BackendEntry
 from scalesched.cluster.model import ClusterSpec, ServerSpec
-from scalesched.decision.features import (
-    ENGINE_READY,
-    MODEL_INDEX,
-    ClusterTables,
-    Decision,
-    TaskRequest,
-    make_decision,
-)
-from scalesched.decision.ledger import RunLedger
+from scalesched.cluster.tables import MODEL_INDEX, ClusterTables
+from scalesched.decision.features import ENGINE_READY, Decision, TaskRequest, make_decision
 from scalesched.errors import InputError
+from scalesched.kernel.ledger import RunLedger
 from scalesched.serve.protocol import CompletionRequest, count_tokens
 
 V = TypeVar("V")
