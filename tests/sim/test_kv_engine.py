@@ -167,8 +167,10 @@ def test_policy_terms_read_the_visible_session() -> None:
     tasks = [a, tool("t1", cpu=0.0, ext=2.0), b, tool("t2", cpu=0.0, ext=4.0), c]
     job = Job(0, 0.0, workflow(tasks, {(0, 1): 0, (1, 2): 0, (2, 3): 0, (3, 4): 0}))
     sim = Simulation(_one_gpu(), [job], kv_policy="agent-aware")
-    assert sim._kv_terms("ttl", 0, a) == (1.5 * 2.0 + 0.5, 0.0)
-    assert sim._kv_terms("agent-aware", 0, a) == (float("-inf"), 4.0)  # t1, b, t2, c wait
-    assert sim._kv_terms("agent-aware", 2, b) == (float("-inf"), 2.0)
-    assert sim._kv_terms("agent-aware", 4, c) == (float("-inf"), 0.0)  # the session ends
-    assert sim._kv_terms("ttl", 4, c)[0] == float("-inf")
+    kv = sim._kv
+    assert kv is not None
+    assert kv.terms("ttl", 0, a) == (1.5 * 2.0 + 0.5, 0.0)
+    assert kv.terms("agent-aware", 0, a) == (float("-inf"), 4.0)  # t1, b, t2, c wait
+    assert kv.terms("agent-aware", 2, b) == (float("-inf"), 2.0)
+    assert kv.terms("agent-aware", 4, c) == (float("-inf"), 0.0)  # the session ends
+    assert kv.terms("ttl", 4, c)[0] == float("-inf")

@@ -36,16 +36,15 @@ import dataclasses
 import heapq
 import itertools
 import math
-from array import array
 from collections import deque
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from scalesched.cache.kv import NO_CACHE, PrefixCache, Segment, cached_prefill, ttl_expiry
+from scalesched.cache.kv import PrefixCache
 from scalesched.cluster.model import ClusterSpec
 from scalesched.cluster.tables import MODEL_INDEX, MODEL_NAMES, ClusterTables
-from scalesched.decision.actions import Action, LoadReplica
+from scalesched.decision.actions import Action
 from scalesched.decision.features import (
     ENGINE_ABSENT,
     ENGINE_LOADING,
@@ -55,85 +54,24 @@ from scalesched.decision.features import (
 )
 from scalesched.decision.scheduler import ReadyOrder, SchedulingError
 from scalesched.kernel.ledger import RunLedger
-from scalesched.kernel.llm_engine import EngineBatch, lru_evictions
-from scalesched.kernel.metrics import KVRecord, RunRecord, packed, window_bounds
+from scalesched.kernel.llm_engine import lru_evictions
+from scalesched.kernel.metrics import RunRecord, window_bounds
 from scalesched.kernel.records import TaskRecord
+from scalesched.sim.events import ARRIVE as _ARRIVE
+from scalesched.sim.events import CPU_DONE as _CPU_DONE
+from scalesched.sim.events import DECODE as _DECODE
+from scalesched.sim.events import LAND as _LAND
+from scalesched.sim.events import LOAD_DONE as _LOAD_DONE
+from scalesched.sim.events import PREFILL_DONE as _PREFILL_DONE
+from scalesched.sim.events import TASK_DONE as _TASK_DONE
+from scalesched.sim.gpu_engine import SimEngine as _Engine
+from scalesched.sim.kv_reuse import KvReuse
 from scalesched.sim.logits_cache import LogitsCache, logits_row_tokens
+from scalesched.sim.replicas import Replicas
 from scalesched.sim.tool_cache import LOOKUP_S, ToolCache
 from scalesched.workload.instance import Job, TaskInstance
 
-# Event kinds; the heap holds (time, seq, kind, a, b).
-_ARRIVE, _LAND, _CPU_DONE, _TASK_DONE, _PREFILL_DONE, _DECODE, _LOAD_DONE = range(7)
 _TOKEN_EPS = 1e-6
-_RELEASE = 7
-"""An idle replica's release timer (``LoadReplica``); after the seven kinds above."""
-
-
-class _Engine(EngineBatch):
-    """One model served on ``tp`` GPUs of a server by continuous batching: the shared batch
-    model (``decision.llm_engine``) plus the simulator's queue, loading state and fluid
-    token clock."""
-
-    __slots__ = (
-        "server",
-        "model",
-        "tp",
-        "state",
-        "waiting",
-        "marks",
-        "vclock",
-        "last_update",
-        "step",
-        "version",
-        "due",
-        "due_seq",
-        "due_version",
-        "pending",
-        "pending_at",
-        "last_used",
-        "busy",
-        "idle",
-        "kv",
-        "replica_at",
-        "idle_s",
-        "idle_mark",
-    )
-
-    def __init__(self, server: int, model: int, tp: float, klass: int, tables: ClusterTables):
-        super().__init__(tables, klass)
-        self.server, self.model, self.tp = server, model, tp
-        self.state = ENGINE_LOADING
-        self.waiting: deque[int] = deque()
-        self.marks: list[tuple[float, int]] = []
-        self.vclock = 0.0
-        self.last_update = 0.0
-        self.step = 0.0
-        self.version = -1
-        """Changes at every reschedule (from the run's sequence counter, so unique)."""
-        self.due = math.inf
-        self.due_seq = -1
-        self.due_version = -1
-        """When the head request finishes, at the batch as of the reschedule of version
-        ``due_version``; ``due_seq`` orders it among events of the same instant."""
-        self.pending = -2
-        self.pending_at = math.inf
-        """The version and time of the engine's one live decode event (-2: none): it fires
-        at or before ``due`` (lazy rescheduling, ``Simulation._decode_live``)."""
-        self.last_used = 0.0
-        self.busy = False
-        self.idle = False
-        self.kv: PrefixCache | None = None
-        """The engine's prefix cache (``--kv-policy``); None: no KV kept between calls."""
-        self.replica_at = -1.0
-        """When a ``LoadReplica`` started loading it (-1: an engine loaded on demand)."""
-        self.idle_s = math.inf
-        self.idle_mark = -1
-        """A replica: unloaded once idle for ``idle_s``; the timer armed at its latest idle
-        start carries ``idle_mark`` (``Simulation._on_release``)."""
-
-    @property
-    def n_requests(self) -> int:
-        return self.n_active + len(self.waiting)
 
 
 class Simulation(RunLedger):
@@ -195,7 +133,7 @@ class Simulation(RunLedger):
         self._cancelled = self.per_id(False, kept=True)  # stale events of cancelled copies
         self._copies: dict[int, list[int]] = {}
         self._cpu_running: set[int] = set()
-        self._kv = _KVRun(kv_policy) if kv_policy is not None else None
+        self._kv = KvReuse(self, kv_policy) if kv_policy is not None else None
         """KV state across calls (``--kv-policy``): None keeps the engines memoryless."""
         self._tool_cache = ToolCache() if tool_cache else None
         """Repeated tool calls reuse their original's result (``--tool-cache on``)."""
@@ -227,6 +165,7 @@ class Simulation(RunLedger):
         self._current_decision: Decision | None = None
         if self.n_jobs:
             self._push_arrival(0)  # each arrival pushes the next (``_on_arrive``)
+        self._replicas = Replicas(self)
         self._handlers: list[Callable[[int, int], None]] = [
             self._on_arrive,
             self._on_land,
@@ -235,9 +174,8 @@ class Simulation(RunLedger):
             self._on_prefill_done,
             self._on_decode,
             self._on_load_done,
-            self._on_release,
+            self._replicas.on_release,
         ]
-        self._replicas = _ReplicaBooks()
         if t.pinned:
             self._pin_engines()
 
@@ -298,7 +236,7 @@ class Simulation(RunLedger):
         """Carry out the answer to the last decision: place the task on a server, hedge it
         on several, or defer it (``scalesched.decision.actions``)."""
         if type(answer) is not int and getattr(answer, "loads", None):
-            self._apply_with_loads(answer)  # type: ignore[arg-type]
+            self._replicas.apply_with_loads(answer)  # type: ignore[arg-type]
             return
         gid, decision = self._current, self._current_decision
         if gid is None or decision is None:
@@ -523,7 +461,7 @@ class Simulation(RunLedger):
         e.idle = False
         self.idle_gpus[s] -= e.tp
         if e.replica_at >= 0:
-            self._replica_gone(e)
+            self._replicas.gone(e)
         del self._engines[s][e.model]
         self._free_gpus[s] += e.tp
         self.free_gpus[s] += e.tp
@@ -556,7 +494,8 @@ class Simulation(RunLedger):
 
     def _admit(self, eng: _Engine) -> None:
         if eng.kv is not None:
-            self._admit_kv(eng, eng.kv)
+            assert self._kv is not None  # engines keep KV only in a --kv-policy run
+            self._kv.admit(eng, eng.kv)
             return
         tasks_of = self._task
         waiting = eng.waiting
@@ -572,166 +511,6 @@ class Simulation(RunLedger):
                 prefill += self._logits_admit(eng, gid, task)
             self._push(self.now + eng.perf.prefill_s(prefill), _PREFILL_DONE, gid, 0)
         self._refresh_busy(eng)
-
-    # KV state across calls (``--kv-policy``; cache/kv.py has the model)
-    def _admit_kv(self, eng: _Engine, kv: PrefixCache) -> None:
-        """``_admit`` with a prefix cache: a request reserves only the KV its cached prefix
-        does not cover, evicts cached segments to make room (never those it reuses), and
-        prefills only its uncached tokens."""
-        run = self._kv
-        assert run is not None
-        tasks_of = self._task
-        waiting = eng.waiting
-        now = self.now
-        while waiting and eng.n_active < eng.max_batch:
-            gid = waiting[0]
-            task = tasks_of(gid)
-            prompt, output = task.prompt_tokens, task.output_tokens
-            chain = self._kv_chain(gid, task)
-            seg = _deepest(kv, chain) if run.reuse else None
-            base = seg.end if seg is not None else 0
-            private = prompt + output - base
-            kv.hold(seg)
-            room = eng.kv_cap - eng.kv_used
-            if private > room:
-                if eng.n_active and private > room + kv.evictable:
-                    kv.release(seg)
-                    break  # FIFO: the head waits for memory
-                eng.kv_used -= kv.evict(private - room, now)
-            waiting.popleft()
-            kv.touch(seg, now)
-            eng.admit(private, 0)
-            run.held[gid] = (private, seg)
-            hit = cached_prefill(prompt, base)
-            ji = self.tasks.job_of[gid]
-            run.calls(ji, prompt, hit)
-            if task.context_of is not None and chain:
-                ctx = chain[0][0]
-                assert isinstance(ctx, int)
-                miss = seg is None or seg.key != ctx
-                moved = self.server[ctx] != eng.server  # placed away from its context
-                run.reentry(_agent(chain), ji, miss, moved)
-            self.started_at[gid] = now
-            prefill = prompt - hit
-            if task.resample_of is not None and self._logits is not None:
-                prefill += self._logits_admit(eng, gid, task)
-            self._push(now + eng.perf.prefill_s(prefill), _PREFILL_DONE, gid, 0)
-        self._refresh_busy(eng)
-
-    def _kv_chain(self, gid: int, task: TaskInstance) -> list[tuple[object, int]]:
-        """The cache segments call ``gid``'s prompt starts with, deepest first, as (key,
-        end): the calls of its session context (keyed by task id), then its application
-        prompt (keyed by prefix id). Empty for a call with no prefix identity."""
-        if task.prefix_id is None:
-            return []
-        chain: list[tuple[object, int]] = []
-        c = task.context_of
-        if c is not None:
-            ji = self.tasks.job_of[gid]
-            off = self.tasks.offset[ji]
-            tasks = self.jobs[ji].workflow.tasks
-            while c is not None:
-                t = tasks[c]
-                chain.append((off + c, t.prompt_tokens + t.output_tokens))
-                c = t.context_of
-        if task.prefix_tokens > 0:
-            chain.append((task.prefix_id, task.prefix_tokens))
-        return chain
-
-    def _kv_prefilled(self, kv: PrefixCache, gid: int, task: TaskInstance) -> None:
-        """The prompt is computed: its prefix segments are cached (held by the request
-        until it ends), taken out of what the request reserves for itself."""
-        run = self._kv
-        assert run is not None
-        run.ttft(self.tasks.job_of[gid], self.now - self.landed_at[gid])
-        chain = self._kv_chain(gid, task)
-        if not chain or not run.reuse:
-            return
-        private, seg = run.held[gid]
-        base = seg.end if seg is not None else 0
-        top = _deepest(kv, chain)
-        already = (top.end if top is not None else 0) - base  # cached by others meanwhile
-        leaf = top
-        keys = [key for key, _ in chain]
-        missing = keys.index(top.key) if top is not None else len(chain)
-        for key, end in reversed(chain[:missing]):
-            leaf = kv.insert(key, leaf, end, self.now)
-        kv.hold(leaf)
-        kv.release(seg)
-        engine = self._engines[self.server[gid]][MODEL_INDEX[task.model or ""]]
-        engine.kv_used -= already
-        run.held[gid] = (private - (chain[0][1] - base), leaf)
-
-    def _kv_finished(self, eng: _Engine, kv: PrefixCache, gid: int, task: TaskInstance) -> None:
-        """The call ends: its context (prompt + output) stays cached for the session's next
-        turn unless evicted; the rest of its reservation is freed."""
-        run = self._kv
-        assert run is not None
-        private, seg = run.held.pop(gid)
-        if task.prefix_id is not None and run.reuse:
-            key = self.origin[gid]
-            end = task.prompt_tokens + task.output_tokens
-            tokens = end - (seg.end if seg is not None else 0)
-            if kv.get(key) is None:
-                expiry, credit = self._kv_terms(kv.policy, key, task)
-                if credit == 0.0 and kv.policy == "agent-aware":
-                    kv.drop_credit(seg)  # the session ends here: its chain keeps no credit
-                kv.insert(key, seg, end, self.now, expiry=expiry, credit=credit)
-            else:
-                eng.kv_used -= tokens  # a hedged copy cached it first
-            private -= tokens
-        kv.release(seg)
-        eng.release(private, 0)
-
-    def _kv_terms(self, policy: str, gid: int, task: TaskInstance) -> tuple[float, float]:
-        """(TTL expiry, agent-aware credit) of a finished call's segment, from what the
-        engine can observe: the workflow's visible structure, estimates and counts."""
-        if policy == "lru":
-            return -math.inf, 0.0
-        ji = self.tasks.job_of[gid]
-        off = self.tasks.offset[ji]
-        wf = self.jobs[ji].workflow
-        i = gid - off
-        if policy == "ttl":
-            tool_s: float | None = None
-            continues = False
-            speed = self.tables.mean_core_speed
-            for c in wf.children[i]:
-                child = wf.tasks[c]
-                if child.kind == "tool":
-                    est = child.cpu_work / speed + child.ext_latency_est
-                    tool_s = est if tool_s is None else max(tool_s, est)
-                elif child.context_of == i:
-                    continues = True
-            return ttl_expiry(self.now, tool_s, continues), 0.0
-        assert self._kv is not None
-        agent = _agent(self._kv_chain(gid, task)) if task.context_of is not None else gid
-        waiting, continues = self._waiting_on(ji, i)
-        if not continues:
-            return -math.inf, 0.0
-        return -math.inf, float(waiting * (1 + self._kv.reentries.get(agent, 0)))
-
-    def _waiting_on(self, ji: int, i: int) -> tuple[int, bool]:
-        """Unfinished tasks of job ``ji`` downstream of task ``i`` that exist already (not
-        hidden behind a decision still to be made), and whether one of them continues
-        ``i``'s context (its session goes on)."""
-        wf = self.jobs[ji].workflow
-        off = self.tasks.offset[ji]
-        done = self.task_done
-        seen: set[int] = set()
-        continues = False
-        stack = list(wf.children[i])
-        while stack:
-            c = stack.pop()
-            if c in seen or done[off + c]:
-                continue
-            rb = wf.tasks[c].revealed_by
-            if rb is not None and rb != i and not done[off + rb]:
-                continue
-            seen.add(c)
-            continues = continues or wf.tasks[c].context_of == i
-            stack.extend(wf.children[c])
-        return len(seen), continues
 
     # Re-sampled branches (``--logits-cache``; sim/logits_cache.py has the model)
     def _branch_group(self, gid: int, task: TaskInstance) -> tuple[tuple[int, int], int, int]:
@@ -820,7 +599,8 @@ class Simulation(RunLedger):
         s = self.server[gid]
         eng = self._engines[s][MODEL_INDEX[task.model or ""]]
         if eng.kv is not None:
-            self._kv_prefilled(eng.kv, gid, task)
+            assert self._kv is not None  # engines keep KV only in a --kv-policy run
+            self._kv.prefilled(eng.kv, gid, task)
         self._advance(eng)
         if task.resample_of is not None and self._logits is not None:
             steps, ride_end = self._logits.start_decoding(gid, eng, eng.vclock)
@@ -905,7 +685,8 @@ class Simulation(RunLedger):
             if eng.kv is None:
                 eng.release(task.prompt_tokens, task.output_tokens)
             else:
-                self._kv_finished(eng, eng.kv, gid, task)
+                assert self._kv is not None  # engines keep KV only in a --kv-policy run
+                self._kv.finished(eng, eng.kv, gid, task)
             if task.resample_of is not None and self._logits is not None:
                 self._logits_finished(eng, gid, task)
             eng.last_used = self.now
@@ -947,7 +728,7 @@ class Simulation(RunLedger):
             eng.idle = idle
             self.idle_gpus[eng.server] += eng.tp if idle else -eng.tp
             if idle and eng.replica_at >= 0:
-                self._arm_release(eng)
+                self._replicas.arm_release(eng)
 
     # completion
     def _finish(self, x: int) -> None:
@@ -963,7 +744,7 @@ class Simulation(RunLedger):
         if self.release_children(gid, self.now):
             self.in_system -= 1
             if self.done and self._replicas.loads:
-                self._drop_replica_events()
+                self._replicas.drop_events()
             if self.on_workflow_done is not None:
                 self.on_workflow_done(self.workflows_completed)
 
@@ -1031,73 +812,6 @@ class Simulation(RunLedger):
         if eng.idle and self._gpu_wait[s]:
             self._serve_gpu_wait(s)
 
-    # -- scale-out: replicas loaded ahead of demand (``LoadReplica``) -----------------
-    def _apply_with_loads(self, answer: Action) -> None:
-        """Carry out the answer without its loads, then the loads: a replica request sees
-        the state the placement left (its engine, if the task landed at once)."""
-        loads = answer.loads
-        t = self.tables
-        for load in loads:
-            m = MODEL_INDEX.get(load.model)
-            if m is None or not (0 <= load.server < t.n) or not t.feasible[load.server, m]:
-                raise SchedulingError(
-                    f"cannot load a replica of {load.model!r} on server {load.server} "
-                    "(unknown model, server out of range, or the model does not fit there)"
-                )
-        self.apply(dataclasses.replace(answer, loads=()))
-        for load in loads:
-            self._load_replica(load)
-
-    def _load_replica(self, load: LoadReplica) -> None:
-        """Start loading a replica on free GPUs; nothing when the model is resident or
-        loading there, or the free GPUs do not hold it (a replica never evicts)."""
-        s, m = load.server, MODEL_INDEX[load.model]
-        t, books = self.tables, self._replicas
-        books.requests += 1
-        if m in self._engines[s] or self._free_gpus[s] < t.tp[s, m]:
-            return
-        eng = _Engine(s, m, int(t.tp[s, m]), int(t.engine_class[s, m]), t)
-        if self._kv is not None:
-            eng.kv = PrefixCache(self._kv.eviction)
-        eng.replica_at, eng.idle_s, eng.last_used = self.now, load.idle_s, self.now
-        self._engines[s][m] = eng
-        self.engine_state[s, m] = ENGINE_LOADING
-        books.loads += 1
-        books.live[eng] = None
-        self._start_load(eng)
-
-    def _arm_release(self, eng: _Engine) -> None:
-        """A replica fell idle: unload it at ``idle_s`` from now unless used again."""
-        if math.isinf(eng.idle_s) or self.done:
-            return
-        eng.idle_mark = mark = next(self._replicas.marks)
-        key = eng.server * len(MODEL_NAMES) + eng.model
-        self._push(self.now + eng.idle_s, _RELEASE, key, mark)
-
-    def _on_release(self, key: int, mark: int) -> None:
-        s, m = divmod(key, len(MODEL_NAMES))
-        eng = self._engines[s].get(m)
-        if eng is None or eng.idle_mark != mark or not eng.idle:
-            return  # evicted, or used since the timer was armed
-        self._unload(eng)
-        self._replicas.released += 1
-        if self._gpu_wait[s]:
-            self._serve_gpu_wait(s)
-        self.release_deferred()
-
-    def _replica_gone(self, eng: _Engine) -> None:
-        """A replica is unloaded (released, or evicted for another model): book its GPUs."""
-        self._replicas.gpu_s += eng.tp * (self.now - eng.replica_at)
-        self._replicas.live.pop(eng, None)
-        eng.replica_at = -1.0
-
-    def _drop_replica_events(self) -> None:
-        """Every workflow is done: release timers and replicas still loading (the only
-        loads nothing waits for) must not run the clock on."""
-        heap = self._heap  # in place: ``next_decision`` holds it
-        heap[:] = [e for e in heap if e[2] != _RELEASE and e[2] != _LOAD_DONE]
-        heapq.heapify(heap)
-
     # -- results ----------------------------------------------------------------------
     def _mark_window(self) -> None:
         self.close_accounts()
@@ -1137,90 +851,3 @@ class Simulation(RunLedger):
         gpu = np.array(self._gpu_area) / (np.maximum(t.gpus, 1) * h)
         cpu = np.array(self._cpu_area) / (t.cores * h)
         return gpu, cpu
-
-
-def _deepest(kv: PrefixCache, chain: list[tuple[object, int]]) -> Segment | None:
-    """The deepest segment of ``chain`` (deepest first) the cache holds."""
-    for key, _ in chain:
-        seg = kv.get(key)
-        if seg is not None:
-            return seg
-    return None
-
-
-def _agent(chain: list[tuple[object, int]]) -> int:
-    """The agent of a call that continues a session: the session's first call (the last
-    task id of its chain)."""
-    return next(k for k, _ in reversed(chain) if isinstance(k, int))
-
-
-class _KVRun:
-    """A ``--kv-policy`` run's KV bookkeeping: what each admitted call holds, and the
-    measurements ``KVRecord`` carries."""
-
-    def __init__(self, policy: str) -> None:
-        self.reuse = policy != NO_CACHE
-        """False: measure only, cache nothing (``nocache``)."""
-        self.policy = policy
-        self.eviction = policy if self.reuse else "lru"
-        PrefixCache(self.eviction)  # unknown policies fail here, before the run starts
-        self.held: dict[int, tuple[int, Segment | None]] = {}
-        """Per admitted call: (KV tokens it reserves for itself, the deepest segment held)."""
-        self.reentries: dict[int, int] = {}
-        """Re-entries of each agent so far (observable: the engine counts them)."""
-        self.lost = 0
-        self._call_jobs, self._prompt, self._cached = array("q"), array("q"), array("q")
-        self._ttft_jobs, self._ttft = array("q"), array("d")
-        self._re_agents, self._re_jobs = array("q"), array("q")
-        self._re_miss, self._re_moved = array("b"), array("b")
-
-    def calls(self, ji: int, prompt: int, cached: int) -> None:
-        self._call_jobs.append(ji)
-        self._prompt.append(prompt)
-        self._cached.append(cached)
-
-    def ttft(self, ji: int, seconds: float) -> None:
-        self._ttft_jobs.append(ji)
-        self._ttft.append(seconds)
-
-    def reentry(self, agent: int, ji: int, miss: bool, moved: bool) -> None:
-        self.reentries[agent] = self.reentries.get(agent, 0) + 1
-        self._re_agents.append(agent)
-        self._re_jobs.append(ji)
-        self._re_miss.append(miss)
-        self._re_moved.append(moved)
-
-    def record(self, evicted: int) -> KVRecord:
-        a = packed
-        return KVRecord(
-            policy=self.policy,
-            call_jobs=a(self._call_jobs, np.int64),
-            prompt_tokens=a(self._prompt, np.int64),
-            cached_tokens=a(self._cached, np.int64),
-            ttft_jobs=a(self._ttft_jobs, np.int64),
-            ttft_s=a(self._ttft, np.float64),
-            reentry_agents=a(self._re_agents, np.int64),
-            reentry_jobs=a(self._re_jobs, np.int64),
-            reentry_miss=a(self._re_miss, np.int8).astype(bool),
-            reentry_moved=a(self._re_moved, np.int8).astype(bool),
-            evicted_tokens=int(evicted),
-        )
-
-
-class _ReplicaBooks:
-    """What a run's ``LoadReplica`` requests did: the ``replica_*`` metrics."""
-
-    def __init__(self) -> None:
-        self.requests = self.loads = self.released = self.calls = 0
-        self.gpu_s = 0.0
-        """GPU-seconds held by replicas already unloaded (load start to unload)."""
-        self.live: dict[_Engine, None] = {}
-        """Replicas resident or loading, in load order (a dict: a set's order would
-        change the last bits of the GPU-seconds from process to process)."""
-        self.marks = itertools.count()
-
-    def record(self, now: float) -> tuple[int, int, int, int, float]:
-        """(requests, loads, releases, calls that landed on a replica, GPU-seconds held
-        from load start to unload or ``now``)."""
-        live = sum(e.tp * (now - e.replica_at) for e in self.live)
-        return self.requests, self.loads, self.released, self.calls, self.gpu_s + live
