@@ -98,6 +98,11 @@ RANGES: dict[str, Range] = {
     "--connect-timeout": _positive(MAX_SECONDS),
     "--time-scale": _positive(100.0),
     "--max-retries": _count(0, 100),
+    # serving: the gateway, emulated engines and the load generator
+    "--port": _count(0, 65535),
+    "--max-pending": _count(1, 1_000_000),
+    "--scrape-s": _positive(3600.0),
+    "--timeout-s": _positive(MAX_SECONDS),
     "--object-store-mb": Range(None, 1 << 24),  # the floor (75 MiB) is run's own check
     # memory planner hardware and shape
     "--batch": _count(1, 1 << 20),

@@ -86,7 +86,7 @@ def test_stream_delivers_every_token_then_done():
 
 
 def test_timing_follows_the_cost_model_and_batching_slows_steps():
-    """One request alone takes prefill + output x (batch-1 step); eight at once take
+    """One request alone takes prefill + output x (batch-1 step); 64 at once take
     longer each (a bigger batch's step is slower), as the cost model says."""
     scale, out = 0.2, 200
     perf = engine_perf("llama-2-7b", SERVER_TYPES["h100-80g-x1"].gpu_type or "", 1)
@@ -106,11 +106,15 @@ def test_timing_follows_the_cost_model_and_batching_slows_steps():
 
     alone = asyncio.run(run(1))
     model = perf.prefill_s(100) + sum(perf.decode_step_s(1, 100 + out // 2) for _ in range(out))
-    assert abs(alone - model) / model < 0.35, (alone, model)
-    eight = asyncio.run(run(8))
-    model8 = perf.prefill_s(100) + out * perf.decode_step_s(8, 8 * (100 + out // 2))
-    assert eight > alone * 1.02
-    assert abs(eight - model8) / model8 < 0.35, (eight, model8)
+    # A loaded machine only slows the engine down: its pace is never faster than the model,
+    # and a wrong time scale (10x off either way) fails the loose upper bound.
+    assert model * 0.95 < alone < model * 3, (alone, model)
+    # 64 at once: the model's steps are 1.56x slower than alone, a margin the noise of a
+    # loaded machine cannot cross (8 at once differ by 5%, too close to call).
+    many = asyncio.run(run(64))
+    model_many = perf.prefill_s(100) + out * perf.decode_step_s(64, 64 * (100 + out // 2))
+    assert many > alone * 1.2, (many, alone)
+    assert model_many * 0.95 < many < model_many * 3, (many, model_many)
 
 
 def test_metrics_show_running_and_waiting_under_a_full_batch():
