@@ -57,6 +57,8 @@ from scalesched.kernel.ledger import RunLedger
 from scalesched.kernel.llm_engine import lru_evictions
 from scalesched.kernel.metrics import RunRecord, window_bounds
 from scalesched.kernel.records import TaskRecord
+from scalesched.sim.accounts import Accounts
+from scalesched.sim.branch_rides import BranchRides
 from scalesched.sim.events import ARRIVE as _ARRIVE
 from scalesched.sim.events import CPU_DONE as _CPU_DONE
 from scalesched.sim.events import DECODE as _DECODE
@@ -66,7 +68,6 @@ from scalesched.sim.events import PREFILL_DONE as _PREFILL_DONE
 from scalesched.sim.events import TASK_DONE as _TASK_DONE
 from scalesched.sim.gpu_engine import SimEngine as _Engine
 from scalesched.sim.kv_reuse import KvReuse
-from scalesched.sim.logits_cache import LogitsCache, logits_row_tokens
 from scalesched.sim.replicas import Replicas
 from scalesched.sim.tool_cache import LOOKUP_S, ToolCache
 from scalesched.workload.instance import Job, TaskInstance
@@ -137,11 +138,9 @@ class Simulation(RunLedger):
         """KV state across calls (``--kv-policy``): None keeps the engines memoryless."""
         self._tool_cache = ToolCache() if tool_cache else None
         """Repeated tool calls reuse their original's result (``--tool-cache on``)."""
-        self._logits = LogitsCache(logits_cache) if logits_cache is not None else None
+        self._rides = BranchRides(self, logits_cache) if logits_cache is not None else None
         """Re-sampled branches reuse their group's logits (``--logits-cache on``: True;
         False measures the branches without caching); None: branches are plain calls."""
-        self._ride_steps: dict[int, int] = {}
-        """Decode steps each branch riding a sibling runs itself once the ride ends."""
 
         self.in_system = 0
         self.in_system_area = 0.0
@@ -151,7 +150,8 @@ class Simulation(RunLedger):
         self.warmup, self.cooldown = warmup, cooldown
         self.window = window_bounds(self.n_jobs, warmup, cooldown)
         """First and last measured job index (arrival order)."""
-        self._window_marks: list[tuple[np.ndarray, np.ndarray, float]] = []
+        self.accounts = Accounts(self)
+        """Utilisation integrals and the measurement window's marks (``sim.accounts``)."""
 
         self._heap: list[tuple[float, int, int, int, int]] = []
         self.decode_retimes = 0
@@ -314,7 +314,7 @@ class Simulation(RunLedger):
         if ji + 1 < self.n_jobs:
             self._push_arrival(ji + 1)
         if ji in self.window:
-            self._mark_window()
+            self.accounts.mark_window()
         self.in_system += 1
         self.arrive(ji, self.now)
 
@@ -507,74 +507,10 @@ class Simulation(RunLedger):
             eng.admit(task.prompt_tokens, task.output_tokens)
             self.started_at[gid] = self.now
             prefill = task.prompt_tokens
-            if task.resample_of is not None and self._logits is not None:
-                prefill += self._logits_admit(eng, gid, task)
+            if task.resample_of is not None and self._rides is not None:
+                prefill += self._rides.admit(eng, gid, task)
             self._push(self.now + eng.perf.prefill_s(prefill), _PREFILL_DONE, gid, 0)
         self._refresh_busy(eng)
-
-    # Re-sampled branches (``--logits-cache``; sim/logits_cache.py has the model)
-    def _branch_group(self, gid: int, task: TaskInstance) -> tuple[tuple[int, int], int, int]:
-        """(group key (job, first path's index), group size, the branch's own index)."""
-        ji = self.tasks.job_of[gid]
-        first = task.resample_of
-        assert first is not None
-        tasks = self.jobs[ji].workflow.tasks
-        size = sum(1 for t in tasks if t.resample_of == first)
-        return (ji, first), size, self.origin[gid] - self.tasks.offset[ji]
-
-    def _logits_admit(self, eng: _Engine, gid: int, task: TaskInstance) -> int:
-        """Branch ``gid`` is admitted: the tokens it takes from the logits cache now."""
-        assert self._logits is not None
-        key, size, index = self._branch_group(gid, task)
-        vclock = eng.vclock  # read as of now, not advanced: the clock's rounding stays as is
-        if eng.n_decoding:
-            vclock += (self.now - eng.last_update) / eng.step
-        return self._logits.admit(
-            gid, key, size, index, task.output_tokens, task.replay_tokens, eng, vclock, self.now
-        )
-
-    def _start_own_decode(self, eng: _Engine, gid: int) -> None:
-        """A riding branch joins the decode batch for the tokens after its ride."""
-        task = self._task(gid)
-        eng.start_decoding(task.prompt_tokens, task.output_tokens)
-        heapq.heappush(eng.marks, (eng.vclock + self._ride_steps.pop(gid), gid))
-
-    def _wake_riders(self, eng: _Engine) -> None:
-        """Every riding branch of ``eng`` decodes on its own from now (the sibling it rode
-        was cancelled: nothing would move its ride on)."""
-        riders = [-g - 1 for _, g in eng.marks if g < 0]
-        eng.marks = [m for m in eng.marks if m[1] >= 0]
-        heapq.heapify(eng.marks)
-        for gid in riders:
-            self._start_own_decode(eng, gid)
-        self._reschedule(eng)
-
-    def _logits_finished(self, eng: _Engine, gid: int, task: TaskInstance) -> None:
-        """Branch ``gid`` finished: its first-path rows are stored (charged to KV memory)
-        and a group's rows freed with its last branch."""
-        assert self._logits is not None
-        now = self.now
-
-        def make_room(tokens: int) -> bool:  # free memory, or evictable prefix segments
-            free = eng.kv_cap - eng.kv_used
-            if tokens <= free:
-                return True
-            if eng.kv is None or tokens > free + eng.kv.evictable:
-                return False
-            eng.kv_used -= eng.kv.evict(tokens - free, now)
-            return True
-
-        changes = self._logits.finished(
-            gid, eng, logits_row_tokens(task.model or ""), make_room, now
-        )
-        for other, tokens in changes:
-            assert isinstance(other, _Engine)
-            other.kv_used += tokens
-            live = self._engines[other.server].get(other.model) is other
-            if tokens < 0 and other is not eng and live and other.state == ENGINE_READY:
-                self._admit(other)  # memory freed there: its queue may move
-                self._refresh_busy(other)
-                self._set_idle(other)
 
     def extend_record(self, record: RunRecord) -> RunRecord:
         """The simulator's own measurements, where the run had them: replicas, the tool
@@ -583,8 +519,8 @@ class Simulation(RunLedger):
             record = dataclasses.replace(record, replicas=self._replicas.record(self.now))
         if self._tool_cache is not None:
             record = dataclasses.replace(record, tool_cache=self._tool_cache.record())
-        if self._logits is not None:
-            record = dataclasses.replace(record, logits=self._logits.record())
+        if self._rides is not None:
+            record = dataclasses.replace(record, logits=self._rides.cache.record())
         if self._kv is None:
             return record
         evicted = self._kv.lost + sum(
@@ -602,10 +538,10 @@ class Simulation(RunLedger):
             assert self._kv is not None  # engines keep KV only in a --kv-policy run
             self._kv.prefilled(eng.kv, gid, task)
         self._advance(eng)
-        if task.resample_of is not None and self._logits is not None:
-            steps, ride_end = self._logits.start_decoding(gid, eng, eng.vclock)
+        if task.resample_of is not None and self._rides is not None:
+            steps, ride_end = self._rides.cache.start_decoding(gid, eng, eng.vclock)
             if ride_end is not None:  # it rides a sibling: out of the batch until ride_end
-                self._ride_steps[gid] = steps
+                self._rides.ride_steps[gid] = steps
                 heapq.heappush(eng.marks, (ride_end, -gid - 1))
                 self._reschedule(eng)
                 return
@@ -630,7 +566,8 @@ class Simulation(RunLedger):
         version = eng.version = next(self._seq)  # globally unique: stale events never match
         if not eng.n_decoding:
             if eng.marks:  # branches riding a sibling that stopped: they decode on their own
-                self._wake_riders(eng)  # (and reschedule)
+                assert self._rides is not None  # riders exist only with --logits-cache
+                self._rides.wake_riders(eng)  # (and reschedule)
             return
         eng.step = eng.step_s()
         left = max(0.0, eng.marks[0][0] - eng.vclock)
@@ -676,7 +613,8 @@ class Simulation(RunLedger):
         while marks and marks[0][0] <= eng.vclock + _TOKEN_EPS:
             _, gid = heapq.heappop(marks)
             if gid < 0:  # a branch's ride ends: it decodes its own tokens from here
-                self._start_own_decode(eng, -gid - 1)
+                assert self._rides is not None  # riders exist only with --logits-cache
+                self._rides.start_own_decode(eng, -gid - 1)
             else:
                 finished.append(gid)
         for gid in finished:
@@ -687,8 +625,8 @@ class Simulation(RunLedger):
             else:
                 assert self._kv is not None  # engines keep KV only in a --kv-policy run
                 self._kv.finished(eng, eng.kv, gid, task)
-            if task.resample_of is not None and self._logits is not None:
-                self._logits_finished(eng, gid, task)
+            if task.resample_of is not None and self._rides is not None:
+                self._rides.finished(eng, gid, task)
             eng.last_used = self.now
             self.engine_batch[s, m] -= 1
             self.engine_ctx[s, m] -= task.prompt_tokens + task.output_tokens_est // 2
@@ -785,13 +723,14 @@ class Simulation(RunLedger):
             eng.waiting.remove(y)
         else:
             self.extra_server_seconds += self.now - self.started_at[y]
-            if self._logits is not None and task.resample_of is not None:
-                self._logits.cancelled(y)
+            if self._rides is not None and task.resample_of is not None:
+                self._rides.cache.cancelled(y)
             riding = [i for i, (_, g) in enumerate(eng.marks) if g == -y - 1]
             if riding:
                 eng.marks.pop(riding[0])
                 heapq.heapify(eng.marks)
-                del self._ride_steps[y]
+                assert self._rides is not None  # riders exist only with --logits-cache
+                del self._rides.ride_steps[y]
             decoding = [i for i, (_, g) in enumerate(eng.marks) if g == y]
             if decoding:
                 self._advance(eng)
@@ -811,43 +750,3 @@ class Simulation(RunLedger):
         self._set_idle(eng)
         if eng.idle and self._gpu_wait[s]:
             self._serve_gpu_wait(s)
-
-    # -- results ----------------------------------------------------------------------
-    def _mark_window(self) -> None:
-        self.close_accounts()
-        marks = (np.array(self._gpu_area), np.array(self._cpu_area), self.in_system_area)
-        self._window_marks.append(marks)
-
-    def window_utilisation(self) -> tuple[np.ndarray, np.ndarray] | None:
-        """(GPU, CPU) busy fractions per server over the measurement window (None if the
-        window is empty: a single job, or the run has not reached its last arrival)."""
-        if len(self._window_marks) < 2:
-            return None
-        (g0, c0, _), (g1, c1, _) = self._window_marks[0], self._window_marks[-1]
-        first, last = self.window
-        span = self.arrival_time(last) - self.arrival_time(first)
-        if span <= 0:
-            return None
-        t = self.tables
-        return (g1 - g0) / (np.maximum(t.gpus, 1) * span), (c1 - c0) / (t.cores * span)
-
-    def window_in_system_area(self) -> float | None:
-        """Workflow-seconds in the system during the measurement window."""
-        if len(self._window_marks) < 2:
-            return None
-        return self._window_marks[-1][2] - self._window_marks[0][2]
-
-    def close_accounts(self) -> None:
-        """Bring the utilisation integrals up to the current time."""
-        for s in range(self.tables.n):
-            self._cpu_account(s)
-            self._gpu_area[s] += self._busy_gpus[s] * (self.now - self._gpu_mark[s])
-            self._gpu_mark[s] = self.now
-
-    def utilisation(self, horizon: float) -> tuple[np.ndarray, np.ndarray]:
-        """(GPU, CPU) busy fractions per server over ``horizon`` seconds."""
-        t = self.tables
-        h = max(horizon, 1e-12)
-        gpu = np.array(self._gpu_area) / (np.maximum(t.gpus, 1) * h)
-        cpu = np.array(self._cpu_area) / (t.cores * h)
-        return gpu, cpu

@@ -130,8 +130,8 @@ class KvReuse:
                 run.reentry(_agent(chain), ji, miss, moved)
             sim.started_at[gid] = now
             prefill = prompt - hit
-            if task.resample_of is not None and sim._logits is not None:
-                prefill += sim._logits_admit(eng, gid, task)
+            if task.resample_of is not None and sim._rides is not None:
+                prefill += sim._rides.admit(eng, gid, task)
             sim._push(now + eng.perf.prefill_s(prefill), _PREFILL_DONE, gid, 0)
         sim._refresh_busy(eng)
 

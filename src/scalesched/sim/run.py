@@ -93,12 +93,12 @@ def _drive(sim: Simulation, scheduler: Scheduler, seed: int, wall: float) -> Sim
 
 
 def summarise(sim: Simulation, *, policy: str, wall_s: float) -> SimResult:
-    sim.close_accounts()
+    sim.accounts.close()
     rt = sim.response_times
     done = ~np.isnan(rt)
     first = sim.arrival_time(0) if sim.n_jobs else 0.0  # arrivals are sorted
     makespan = sim.now - first if sim.n_jobs else 0.0
-    gpu, cpu = sim.utilisation(makespan)
+    gpu, cpu = sim.accounts.utilisation(makespan)
     metrics = run_metrics(
         sim.run_record(
             policy=policy,
@@ -109,8 +109,8 @@ def summarise(sim: Simulation, *, policy: str, wall_s: float) -> SimResult:
             arrivals=sim.arrivals,
             warmup=sim.warmup,
             cooldown=sim.cooldown,
-            window_utilisation=sim.window_utilisation(),
-            in_system_area=sim.window_in_system_area(),
+            window_utilisation=sim.accounts.window_utilisation(),
+            in_system_area=sim.accounts.window_in_system_area(),
         )
     )
     # The raw arrays cover the measurement window only, like the metrics.
