@@ -14,9 +14,9 @@ from scalesched.cli import app
 from scalesched.cluster import get_cluster
 from scalesched.cluster.model import ClusterSpec
 from scalesched.cluster.tables import ClusterTables
+from scalesched.policies import get_policy
 from scalesched.runs import capacity as cap
 from scalesched.runs.setup import Scenario, build_jobs
-from scalesched.policies import get_policy
 from scalesched.sim.run import simulate
 
 SPEC = get_cluster("hetero-4")

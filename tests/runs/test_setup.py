@@ -9,8 +9,8 @@ import yaml
 
 from scalesched.cluster import get_cluster
 from scalesched.cluster.tables import ClusterTables
-from scalesched.runs.capacity import capacity_wps
 from scalesched.policies import get_policy
+from scalesched.runs.capacity import capacity_wps
 from scalesched.runs.setup import Scenario, build_jobs, prepare, run
 from scalesched.sim import scenario as sim_scenario
 from scalesched.sim.run import simulate

@@ -15,14 +15,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from scalesched.cluster.model import ClusterSpec
-from scalesched.decision.cycle import drive
 from scalesched.cluster.tables import ClusterTables
+from scalesched.decision.cycle import drive
 from scalesched.decision.features import Decision
-from scalesched.decision.scheduler import SchedulingError
-from scalesched.decision.scheduler import BaseScheduler, Scheduler
+from scalesched.decision.scheduler import BaseScheduler, Scheduler, SchedulingError
 from scalesched.errors import InputError
-from scalesched.predict.model import QuantilePredictor
-from scalesched.predict.samples import Samples
 from scalesched.predict.features import (
     TASK_INPUTS,
     duration_baseline,
@@ -32,6 +29,8 @@ from scalesched.predict.features import (
     token_baseline,
     token_inputs,
 )
+from scalesched.predict.model import QuantilePredictor
+from scalesched.predict.samples import Samples
 
 if TYPE_CHECKING:
     from scalesched.sim.engine import Simulation
@@ -57,8 +56,8 @@ class TraceRun:
         """The tables schedulers read, the jobs, the reset policy and a trace-recording
         simulation on ``sim_tables`` (default: the same tables; ``predict drift`` hands it
         a copy it changes mid-run)."""
-        from scalesched.runs.capacity import capacity_wps
         from scalesched.policies import get_policy
+        from scalesched.runs.capacity import capacity_wps
         from scalesched.sim.engine import Simulation
         from scalesched.sim.scenario import Scenario, build_jobs
 
