@@ -439,9 +439,8 @@ class _Prober:
         steady, delivered = True, 0.0
         for seed in seeds:
             scenario = Scenario(workload=self.workload, workflows=self.n_wf, rate=rate, seed=seed)
-            jobs = (stream_jobs if streams_by_default(scenario) else build_jobs)(
-                self.tables, scenario
-            )
+            realise = stream_jobs if streams_by_default(scenario) else build_jobs
+            jobs = realise(self.tables, scenario)
             m = simulate(
                 self.tables.spec,
                 jobs,

@@ -42,6 +42,7 @@ __all__ = [
     "run",
     "scenario_capacity",
     "stream_jobs",
+    "STREAM_FROM",
     "streams_by_default",
 ]
 
