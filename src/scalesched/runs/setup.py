@@ -31,7 +31,7 @@ from scalesched.cluster.tables import ClusterTables
 from scalesched.decision.scheduler import Scheduler
 from scalesched.sim import scenario as sim_scenario
 from scalesched.sim.run import SimResult, simulate
-from scalesched.sim.scenario import Scenario, streams_by_default
+from scalesched.sim.scenario import STREAM_FROM, Scenario, streams_by_default
 from scalesched.workload.instance import Job
 
 __all__ = [
