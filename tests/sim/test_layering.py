@@ -56,7 +56,7 @@ def test_one_llm_engine_model_serves_the_simulator_and_the_runtime() -> None:
     """Both executors read the batch arithmetic (admission, step times, eviction) from the
     neutral module, and that module needs nothing above the contract and the cluster."""
     model = "scalesched.kernel.llm_engine"
-    assert model in imported_modules("sim")["engine.py"]
+    assert model in imported_modules("sim")["gpu_engine.py"]
     assert model in imported_modules("runtime")["agent.py"]
     allowed = ("scalesched.decision.features", "scalesched.cluster")
     own = imported_modules("kernel")["llm_engine.py"]

@@ -50,7 +50,7 @@ class Accounts:
         """Bring the utilisation integrals up to the current time."""
         sim = self.sim
         for s in range(sim.tables.n):
-            sim._cpu_account(s)
+            sim._tools.cpu_account(s)
             sim._gpu_area[s] += sim._busy_gpus[s] * (sim.now - sim._gpu_mark[s])
             sim._gpu_mark[s] = sim.now
 

@@ -39,14 +39,11 @@ import math
 from collections import deque
 from collections.abc import Callable, Sequence
 
-import numpy as np
-
 from scalesched.cache.kv import PrefixCache
 from scalesched.cluster.model import ClusterSpec
 from scalesched.cluster.tables import MODEL_INDEX, MODEL_NAMES, ClusterTables
 from scalesched.decision.actions import Action
 from scalesched.decision.features import (
-    ENGINE_ABSENT,
     ENGINE_LOADING,
     ENGINE_READY,
     Decision,
@@ -54,22 +51,20 @@ from scalesched.decision.features import (
 )
 from scalesched.decision.scheduler import ReadyOrder, SchedulingError
 from scalesched.kernel.ledger import RunLedger
-from scalesched.kernel.llm_engine import lru_evictions
 from scalesched.kernel.metrics import RunRecord, window_bounds
 from scalesched.kernel.records import TaskRecord
 from scalesched.sim.accounts import Accounts
 from scalesched.sim.branch_rides import BranchRides
 from scalesched.sim.events import ARRIVE as _ARRIVE
-from scalesched.sim.events import CPU_DONE as _CPU_DONE
 from scalesched.sim.events import DECODE as _DECODE
 from scalesched.sim.events import LAND as _LAND
-from scalesched.sim.events import LOAD_DONE as _LOAD_DONE
 from scalesched.sim.events import PREFILL_DONE as _PREFILL_DONE
-from scalesched.sim.events import TASK_DONE as _TASK_DONE
 from scalesched.sim.gpu_engine import SimEngine as _Engine
 from scalesched.sim.kv_reuse import KvReuse
 from scalesched.sim.replicas import Replicas
-from scalesched.sim.tool_cache import LOOKUP_S, ToolCache
+from scalesched.sim.residency import Residency
+from scalesched.sim.tool_cache import ToolCache
+from scalesched.sim.tools import ToolServers
 from scalesched.workload.instance import Job, TaskInstance
 
 _TOKEN_EPS = 1e-6
@@ -166,18 +161,20 @@ class Simulation(RunLedger):
         if self.n_jobs:
             self._push_arrival(0)  # each arrival pushes the next (``_on_arrive``)
         self._replicas = Replicas(self)
+        self._residency = Residency(self)
+        self._tools = ToolServers(self)
         self._handlers: list[Callable[[int, int], None]] = [
             self._on_arrive,
             self._on_land,
-            self._on_cpu_done,
+            self._tools.on_cpu_done,
             self._on_task_done,
             self._on_prefill_done,
             self._on_decode,
-            self._on_load_done,
+            self._residency.on_load_done,
             self._replicas.on_release,
         ]
         if t.pinned:
-            self._pin_engines()
+            self._residency.pin_engines()
 
     # -- the driving interface -------------------------------------------------------
     def next_decision(self) -> Decision | None:
@@ -326,69 +323,21 @@ class Simulation(RunLedger):
         task = self._task(gid)
         if task.kind == "llm":
             self._llm_arrive(gid, s, task)
-        elif task.repeat_of is not None and self._tool_cache is not None and self._cache_hit(gid):
+        elif (
+            task.repeat_of is not None
+            and self._tool_cache is not None
+            and self._tools.cache_hit(gid)
+        ):
             return
         elif task.cpu_work <= 0:
             self.started_at[gid] = self.now
-            self._after_cpu(gid, task)
+            self._tools.after_cpu(gid, task)
         elif self._busy_cores[s] < self._cores[s]:
-            self._tool_start(gid, s, task)
+            self._tools.start(gid, s, task)
         else:
             self._cpu_queue[s].append(gid)
 
     # tools
-    def _cpu_account(self, s: int) -> None:
-        self._cpu_area[s] += self._busy_cores[s] * (self.now - self._cpu_mark[s])
-        self._cpu_mark[s] = self.now
-
-    def _cache_hit(self, gid: int) -> bool:
-        """A repeated tool call whose original has finished takes its result: done after
-        ``LOOKUP_S``, holding no core (``scalesched.sim.tool_cache``). False: run it."""
-        task, tasks = self._task(gid), self.tasks
-        ji = tasks.job_of[gid]
-        assert task.repeat_of is not None and self._tool_cache is not None  # see _on_land
-        if not self.task_done[tasks.offset[ji] + task.repeat_of]:
-            return False
-        s = self.server[gid]
-        speed = self._speed[s]
-        self.started_at[gid] = self.now
-        self.cpu_backlog[s] = max(0.0, self.cpu_backlog[s] - task.cpu_work / speed)
-        self.tools_in_flight[s] -= 1
-        self._tool_cache.hit(ji, task.cpu_work / speed + task.ext_latency - LOOKUP_S)
-        self._push(self.now + LOOKUP_S, _TASK_DONE, gid, 0)
-        return True
-
-    def _tool_start(self, gid: int, s: int, task: TaskInstance) -> None:
-        self._cpu_account(s)
-        self._busy_cores[s] += 1
-        self.busy_cores[s] += 1
-        self.started_at[gid] = self.now
-        self._cpu_running.add(gid)
-        self._push(self.now + task.cpu_work / self._speed[s], _CPU_DONE, gid, 0)
-
-    def _on_cpu_done(self, gid: int, _: int) -> None:
-        if self._cancelled[gid]:
-            return
-        self._cpu_running.discard(gid)
-        self.release_deferred()
-        s = self.server[gid]
-        task = self._task(gid)
-        self._cpu_account(s)
-        self._busy_cores[s] -= 1
-        self.busy_cores[s] -= 1
-        self.cpu_backlog[s] = max(0.0, self.cpu_backlog[s] - task.cpu_work / self._speed[s])
-        queue = self._cpu_queue[s]
-        if queue:
-            nxt = queue.popleft()
-            self._tool_start(nxt, s, self._task(nxt))
-        self._after_cpu(gid, task)
-
-    def _after_cpu(self, gid: int, task: TaskInstance) -> None:
-        self.tools_in_flight[self.server[gid]] -= 1
-        if task.ext_latency > 0:
-            self._push(self.now + task.ext_latency, _TASK_DONE, gid, 0)
-        else:
-            self._finish(gid)
 
     def _on_task_done(self, gid: int, _: int) -> None:
         if not self._cancelled[gid]:
@@ -413,7 +362,7 @@ class Simulation(RunLedger):
                 eng.kv = PrefixCache(self._kv.eviction)
             engines[m] = eng
             self.engine_state[s, m] = ENGINE_LOADING
-            self._request_gpus(eng)
+            self._residency.request_gpus(eng)
         eng.waiting.append(gid)
         if eng.replica_at >= 0:
             self._replicas.calls += 1
@@ -421,76 +370,6 @@ class Simulation(RunLedger):
         self._set_idle(eng)
         if eng.state == ENGINE_READY:
             self._admit(eng)
-
-    def _request_gpus(self, eng: _Engine) -> None:
-        s = eng.server
-        if self._free_gpus[s] < eng.tp:
-            self._evict_for(s, eng.tp)
-        if self._free_gpus[s] >= eng.tp:
-            self._start_load(eng)
-        else:
-            self._gpu_wait[s].append(eng)
-            guess = self.est_work[s] / max(1.0, self.n_assigned[s])
-            self.engine_ready_at[s, eng.model] = self.now + self.tables.load_s[s, eng.model] + guess
-
-    def _pin_engines(self) -> None:
-        """A deployment: every engine the tables allow is resident from time 0 and never
-        unloads (no other engine can be created, so nothing ever evicts it)."""
-        t = self.tables
-        for s, m in zip(*np.nonzero(t.feasible), strict=True):
-            eng = _Engine(int(s), int(m), float(t.tp[s, m]), int(t.engine_class[s, m]), t)
-            if self._kv is not None:
-                eng.kv = PrefixCache(self._kv.eviction)
-            eng.state = ENGINE_READY
-            self._engines[int(s)][int(m)] = eng
-            self.engine_state[s, m] = ENGINE_READY
-            self._free_gpus[s] -= eng.tp
-            self.free_gpus[s] -= eng.tp
-
-    def _evict_for(self, s: int, need: float) -> None:
-        idle = [e for e in self._engines[s].values() if e.idle]
-        for e in lru_evictions(self._free_gpus[s], need, idle) or ():
-            self._unload(e)
-
-    def _unload(self, e: _Engine) -> None:
-        """Idle engine ``e`` leaves its server (evicted, or a replica released): its GPUs
-        are free and its caches go with it."""
-        s = e.server
-        if e.kv is not None and self._kv is not None:
-            self._kv.lost += e.kv.resident
-        e.idle = False
-        self.idle_gpus[s] -= e.tp
-        if e.replica_at >= 0:
-            self._replicas.gone(e)
-        del self._engines[s][e.model]
-        self._free_gpus[s] += e.tp
-        self.free_gpus[s] += e.tp
-        self.engine_state[s, e.model] = ENGINE_ABSENT
-
-    def _start_load(self, eng: _Engine) -> None:
-        s, m = eng.server, eng.model
-        self._free_gpus[s] -= eng.tp
-        self.free_gpus[s] -= eng.tp
-        eng.state = ENGINE_LOADING
-        self.model_loads += 1
-        ready_at = self.now + float(self.tables.load_s[s, m])
-        self.engine_ready_at[s, m] = ready_at
-        self._refresh_busy(eng)
-        self._push(ready_at, _LOAD_DONE, s, m)
-
-    def _on_load_done(self, s: int, m: int) -> None:
-        eng = self._engines[s][m]
-        eng.state = ENGINE_READY
-        eng.last_update = self.now
-        self.engine_state[s, m] = ENGINE_READY
-        self._admit(eng)
-        self._refresh_busy(eng)
-        self._set_idle(eng)
-        if eng.idle and self._gpu_wait[s]:
-            # nobody uses it yet (a replica, or every copy it loaded for was cancelled):
-            # evictable for the engines waiting for this server's GPUs
-            self._serve_gpu_wait(s)
-        self.release_deferred()
 
     def _admit(self, eng: _Engine) -> None:
         if eng.kv is not None:
@@ -637,18 +516,7 @@ class Simulation(RunLedger):
         for gid in finished:
             self._finish(gid)
         if eng.idle and self._gpu_wait[s]:
-            self._serve_gpu_wait(s)
-
-    def _serve_gpu_wait(self, s: int) -> None:
-        wait = self._gpu_wait[s]
-        while wait:
-            eng = wait[0]
-            if self._free_gpus[s] < eng.tp:
-                self._evict_for(s, eng.tp)
-            if self._free_gpus[s] < eng.tp:
-                return
-            wait.popleft()
-            self._start_load(eng)
+            self._residency.serve_gpu_wait(s)
 
     def _refresh_busy(self, eng: _Engine) -> None:
         busy = eng.state == ENGINE_LOADING or eng.n_active > 0
@@ -703,13 +571,13 @@ class Simulation(RunLedger):
             if running:
                 self._cpu_running.discard(y)
                 self.extra_server_seconds += self.now - self.started_at[y]
-                self._cpu_account(s)
+                self._tools.cpu_account(s)
                 self._busy_cores[s] -= 1
                 self.busy_cores[s] -= 1
                 queue = self._cpu_queue[s]
                 if queue:
                     nxt = queue.popleft()
-                    self._tool_start(nxt, s, self._task(nxt))
+                    self._tools.start(nxt, s, self._task(nxt))
             elif landed and not started:
                 self._cpu_queue[s].remove(y)
             return  # a copy waiting on the outside world holds nothing
@@ -749,4 +617,4 @@ class Simulation(RunLedger):
         self._refresh_busy(eng)
         self._set_idle(eng)
         if eng.idle and self._gpu_wait[s]:
-            self._serve_gpu_wait(s)
+            self._residency.serve_gpu_wait(s)

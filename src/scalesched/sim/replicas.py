@@ -76,7 +76,7 @@ class Replicas:
         sim.engine_state[s, m] = ENGINE_LOADING
         books.loads += 1
         books.live[eng] = None
-        sim._start_load(eng)
+        sim._residency.start_load(eng)
 
     def arm_release(self, eng: _Engine) -> None:
         """A replica fell idle: unload it at ``idle_s`` from now unless used again."""
@@ -93,10 +93,10 @@ class Replicas:
         eng = sim._engines[s].get(m)
         if eng is None or eng.idle_mark != mark or not eng.idle:
             return  # evicted, or used since the timer was armed
-        sim._unload(eng)
+        sim._residency.unload(eng)
         self.released += 1
         if sim._gpu_wait[s]:
-            sim._serve_gpu_wait(s)
+            sim._residency.serve_gpu_wait(s)
         sim.release_deferred()
 
     def gone(self, eng: _Engine) -> None:
