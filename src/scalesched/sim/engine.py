@@ -333,7 +333,7 @@ class Simulation(RunLedger):
             self.started_at[gid] = self.now
             self._tools.after_cpu(gid, task)
         elif self._busy_cores[s] < self._cores[s]:
-            self._tools.start(gid, s, task)
+            self._tools.start_tool(gid, s, task)
         else:
             self._cpu_queue[s].append(gid)
 
@@ -577,7 +577,7 @@ class Simulation(RunLedger):
                 queue = self._cpu_queue[s]
                 if queue:
                     nxt = queue.popleft()
-                    self._tools.start(nxt, s, self._task(nxt))
+                    self._tools.start_tool(nxt, s, self._task(nxt))
             elif landed and not started:
                 self._cpu_queue[s].remove(y)
             return  # a copy waiting on the outside world holds nothing

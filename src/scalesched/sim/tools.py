@@ -45,7 +45,7 @@ class ToolServers:
         sim._push(sim.now + LOOKUP_S, _TASK_DONE, gid, 0)
         return True
 
-    def start(self, gid: int, s: int, task: TaskInstance) -> None:
+    def start_tool(self, gid: int, s: int, task: TaskInstance) -> None:
         sim = self.sim
         self.cpu_account(s)
         sim._busy_cores[s] += 1
@@ -69,7 +69,7 @@ class ToolServers:
         queue = sim._cpu_queue[s]
         if queue:
             nxt = queue.popleft()
-            self.start(nxt, s, sim._task(nxt))
+            self.start_tool(nxt, s, sim._task(nxt))
         self.after_cpu(gid, task)
 
     def after_cpu(self, gid: int, task: TaskInstance) -> None:
