@@ -4,7 +4,7 @@ Three parts, each a command of its own (each a few minutes of one core at most):
 
 ``accuracy``: for each setting (cluster/workload), the fast method's figure and wall time
 against the full method's. The full figure is the shipped table's (measured by
-``scripts/measure_capacity.py`` with the full method; its recorded time is from that
+``scripts/derive/measure_capacity.py`` with the full method; its recorded time is from that
 measurement, possibly on other load) unless ``--remeasure-full`` measures it again here.
 
 ``scaling``: the scaling rule checked on the shipped full measurements: the capacity of

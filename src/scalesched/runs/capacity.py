@@ -45,7 +45,7 @@ depends on it: shorter runs deliver less in their window) and saves runs:
 Results are cached by a fingerprint of the cluster's servers, of the workload spec (a
 preset's name, a file's content) and of the method: first in memory, then in the user
 cache file (``$SCALESCHED_CACHE_DIR`` or ``~/.cache/scalesched``), then in the table shipped
-with the package for the presets the docs and tests use (``scripts/measure_capacity.py``
+with the package for the presets the docs and tests use (``scripts/derive/measure_capacity.py``
 writes it). A full-method entry is preferred to a fast one in each. The user cache is
 validated entry by entry: a damaged entry is ignored with one warning and rewritten.
 """
@@ -720,7 +720,7 @@ def capacity_found(
 
 
 def store_shipped(entries: dict[str, CapacityResult], path: Path) -> None:
-    """Write the shipped table (used by scripts/measure_capacity.py)."""
+    """Write the shipped table (used by scripts/derive/measure_capacity.py)."""
     table = _parse_table(path.read_bytes()).entries if path.is_file() else {}
     # Entries of an older method can never be read again: drop them.
     current = (CAPACITY_METHOD + "|", FAST_METHOD + "|")

@@ -1,7 +1,7 @@
 """Pick the best checkpoint of each variant and ship it in the package.
 
-    python scripts/ship_policies.py runs/                       # by in-training validation
-    python scripts/ship_policies.py runs/ --select results/validation/results.csv
+    python scripts/derive/ship_policies.py runs/                       # by in-training validation
+    python scripts/derive/ship_policies.py runs/ --select results/validation/results.csv
 
 Candidates are runs/<config>-s<seed>/best.pt (and, with --select, last.pt too). Without
 --select, "best" is the score recorded in best.pt during training: ``val_ratio``, the mean
@@ -37,7 +37,7 @@ VARIANTS = {
     "scale-steady-prior-ssm-srr-n16": "scale-ssm-srr",
     "mlp16-steady-n16": "mlp-16",
 }
-DEST = Path(__file__).resolve().parents[1] / "src" / "scalesched" / "policies" / "trained"
+DEST = Path(__file__).resolve().parents[2] / "src" / "scalesched" / "policies" / "trained"
 
 
 def main() -> None:
@@ -48,7 +48,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     measured = _scores(args.select) if args.select else None
-    out = Path(__file__).resolve().parents[1] / "docs" / "training-seeds.csv"
+    out = Path(__file__).resolve().parents[2] / "docs" / "training-seeds.csv"
     previous = list(csv.DictReader(out.open())) if out.is_file() else []
     summary: list[dict[str, object]] = []
     for config, name in VARIANTS.items():

@@ -2,13 +2,13 @@
 the heuristics on the same runs, per preset, load, seed and KV policy, with seed-paired
 95% intervals of tao / the best heuristic.
 
-    nice -n 10 python scripts/tao_study.py --presets tool-heavy:0.8,agentic-mix:0.7 \\
+    nice -n 10 python research/tao_study.py --presets tool-heavy:0.8,agentic-mix:0.7 \\
         --seeds 5 --workflows 1430 --kv lru,agent-aware --out results/tao_study
 
 1430 workflows leave 1001 measured (20% warm-up and 10% cool-down excluded, as ``eval``
 does). The best heuristic of a (preset, load, KV policy) is the one of ``--heuristics``
 with the lowest mean response averaged over the seeds; tao's ratios to it are paired by
-seed (Student-t half-widths, ``scripts/paired_ratios.py``). Besides the engine's TTFT
+seed (Student-t half-widths, ``research/paired_ratios.py``). Besides the engine's TTFT
 (landing to the end of prefill) each run reports ``llm_admit_wait``: ready to admission
 of the LLM calls, from the trace, which counts the time a deferred call spends in the
 deferred queue (TTFT does not: a deferred call has not landed). Writes rows.csv and

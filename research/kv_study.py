@@ -1,7 +1,7 @@
 """KV-policy study (docs/cache.md, "Study"): placement policies x KV policies on one preset at
 loads given as fractions of the cluster's measured capacity, several seeds.
 
-    nice -n 10 python scripts/kv_study.py --workload tool-heavy --loads 0.5,0.8 --seeds 3 \\
+    nice -n 10 python research/kv_study.py --workload tool-heavy --loads 0.5,0.8 --seeds 3 \\
         --workflows 1000 --out results/kv_study
 
 Writes rows.csv (one row per run: the ``simulate --json`` metrics, appended as each run
@@ -12,7 +12,7 @@ study; ``--render`` reads one or more rows.csv and prints one table with seed-pa
 their 95% Student-t half-widths against ``--reference`` (placement:kv), and the hotspot
 ratios with theirs:
 
-    python scripts/kv_study.py --render results/kv05/*/rows.csv --reference eft:lru
+    python research/kv_study.py --render results/kv05/*/rows.csv --reference eft:lru
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Seed-paired ratios (policy / reference on the same seed) with 95% Student-t half-widths,
 for response mean and p95, TTFT p95 and the prefix hit rate, over several eval results.csv.
 
-    python scripts/cache_feature_ratios.py --reference eft --label PATH=NAME ... \\
+    python research/cache_feature_ratios.py --reference eft --label PATH=NAME ... \\
         results.csv [results.csv ...]
 """
 

@@ -1,7 +1,7 @@
 """Sweep SRR's two weights (decorrelation x KL) at a reduced budget; pick on validation at
 the training size only; report the attention feature's drift with N for every setting.
 
-    python scripts/srr_sweep.py --config configs/train/scale-steady-n16.yaml \\
+    python research/srr_sweep.py --config configs/train/scale-steady-n16.yaml \\
         --decorrelation 0.003,0.01,0.03 --kl 0.01,0.03,0.1 --steps 150000 --out runs/srr-sweep
 
 Each setting trains one policy (same seed, same config but the two weights) into

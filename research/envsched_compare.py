@@ -4,10 +4,10 @@
       scalesched train --config configs/train/scale-$s-n16.yaml --steps 100000 --seed $seed \\
           --out runs/envsched-cmp/$s-s$seed --no-progress
     done; done
-    python scripts/envsched_compare.py runs/envsched-cmp [--json]
+    python research/envsched_compare.py runs/envsched-cmp [--json]
 
 Any two arms trained side by side compare the same way, e.g. the critic comparison of
-docs/training.md: ``python scripts/envsched_compare.py runs/critic --arms own,shared``.
+docs/training.md: ``python research/envsched_compare.py runs/critic --arms own,shared``.
 
 Both configs validate at N = 16 only (hetero-16, agentic-mix, load 0.7, 600 workflows with
 100 of warm-up, seeds 1000-1002) against the best of eft, least_loaded and soft_eft, so

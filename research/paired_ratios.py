@@ -1,6 +1,6 @@
 """Seed-paired ratios of response-time statistics from a ``scalesched eval`` results.csv.
 
-    python scripts/paired_ratios.py results/tail08/results.csv --reference eft
+    python research/paired_ratios.py results/tail08/results.csv --reference eft
 
 For every policy, size and load: the mean over seeds of mean/p50/p95/p99 response time,
 and the mean over seeds of (policy / reference on the same seed) with a 95% Student-t

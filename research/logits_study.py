@@ -1,8 +1,8 @@
 """Logits-cache study (docs/cache.md, "Logits cache"): the re-sampling speed-up by pattern,
 branch count and per-token agreement, and its effect on response time at steady state.
 
-    nice -n 10 python scripts/logits_study.py isolated --out results/logits
-    nice -n 10 python scripts/logits_study.py steady --loads 0.5,0.7,0.9 --seeds 5 \\
+    nice -n 10 python research/logits_study.py isolated --out results/logits
+    nice -n 10 python research/logits_study.py steady --loads 0.5,0.7,0.9 --seeds 5 \\
         --workflows 1500 --out results/logits
 
 ``isolated``: one workflow at a time (arrivals ``--gap`` seconds apart, so nothing queues),

@@ -2,7 +2,7 @@
 server held anything), on the eval's runs (same scenario, window and seeds); rows in the
 eval's results.csv format, for cache_feature_ratios.py.
 
-    python scripts/cache_feature_ablate.py CHECKPOINT NAME OUT.csv
+    python research/cache_feature_ablate.py CHECKPOINT NAME OUT.csv
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """tail's scale-out signal against tail and eft, seed-paired (docs/tail.md, "Scale-out").
 
-    python scripts/scaleout_study.py --cluster hetero-16 --load 0.8 --seeds 0,1,2,3,4 \\
+    python research/scaleout_study.py --cluster hetero-16 --load 0.8 --seeds 0,1,2,3,4 \\
         --policies eft,tail,tail_scaleout --out results/scaleout/h16-08.jsonl
 
 A policy is a registered name, or ``tail_scaleout:slo=S:idle=T`` for the scale-out signal
