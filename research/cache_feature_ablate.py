@@ -34,7 +34,7 @@ class Zeroed(BaseScheduler):
     def select(self, decision: Decision) -> int:
         f = decision.server_features.copy()
         f[:, CACHED_SHARE_FEATURE:] = 0.0
-        decision._server_features = f  # the one place this is read from
+        decision.server_features = f
         return self.inner.select(decision)
 
 

@@ -23,9 +23,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-from paired_ratios import half_width
-
+from scalesched.eval.stats import mean_ci_text, mean_sd
 from scalesched.runs.setup import Scenario, prepare, run
 
 KEYS = (
@@ -109,8 +107,7 @@ def main() -> None:
 def _ms(values: list[float]) -> str:
     if not values:
         return "-"
-    mean = statistics.fmean(values)
-    sd = statistics.stdev(values) if len(values) > 1 else 0.0
+    mean, sd = mean_sd(values)
     return f"{mean:.3g} ± {sd:.2g}"
 
 
@@ -135,8 +132,7 @@ LEVELS = ("prefix_hit_rate", "reentry_moved_rate", "hotspot_miss_rate", "hotspot
 
 
 def _ci(ratios: list[float]) -> str:
-    x = np.asarray(ratios)
-    return f"{x.mean():.3f} ± {half_width(x):.3f}" if x.size else "-"
+    return mean_ci_text(ratios)
 
 
 def _mean(rows: list[dict[str, Any]], key: str) -> str:

@@ -29,9 +29,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from derive_llm_perf import GPUS, GRID, MODELS, isotonic, roofline_scale, sig  # noqa: E402
+from derive_llm_perf import GPUS, GRID, MODELS, isotonic, roofline_scale, sig  # a sibling
 
 REPO = Path(__file__).resolve().parents[2]
 OUT = REPO / "src" / "scalesched" / "memplan" / "data" / "train_costs.json"
