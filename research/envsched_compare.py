@@ -1,4 +1,4 @@
-"""EnvSched against uniform sampling (issue 9, item 5): learning speed from the training logs.
+"""EnvSched against uniform sampling: learning speed from the training logs.
 
     for seed in 0 1 2; do for s in envsched uniform; do
       scalesched train --config configs/train/scale-$s-n16.yaml --steps 100000 --seed $seed \\

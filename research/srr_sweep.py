@@ -6,7 +6,7 @@ the training size only; report the attention feature's drift with N for every se
 
 Each setting trains one policy (same seed, same config but the two weights) into
 OUT/d<w>-k<w>/; its score is best.pt's validation ratio to the best baseline heuristic,
-validated at the training cluster's size only (issue 9: strict zero-shot), so no other N
+validated at the training cluster's size only (strict zero-shot), so no other N
 takes part in the choice. Afterwards, and only for the report, each best.pt runs on
 hetero-N for every ``--drift-sizes`` N (seeds 2000+, disjoint from validation and
 evaluation) and the attention feature's batch statistics are compared with those at the
