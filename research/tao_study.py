@@ -8,7 +8,7 @@ the heuristics on the same runs, per preset, load, seed and KV policy, with seed
 1430 workflows leave 1001 measured (20% warm-up and 10% cool-down excluded, as ``eval``
 does). The best heuristic of a (preset, load, KV policy) is the one of ``--heuristics``
 with the lowest mean response averaged over the seeds; tao's ratios to it are paired by
-seed (Student-t half-widths, ``research/paired_ratios.py``). Besides the engine's TTFT
+seed (Student-t half-widths, ``scalesched.eval.stats``). Besides the engine's TTFT
 (landing to the end of prefill) each run reports ``llm_admit_wait``: ready to admission
 of the LLM calls, from the trace, which counts the time a deferred call spends in the
 deferred queue (TTFT does not: a deferred call has not landed). Writes rows.csv and
