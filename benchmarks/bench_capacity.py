@@ -4,7 +4,7 @@ Three parts, each a command of its own (each a few minutes of one core at most):
 
 ``accuracy``: for each setting (cluster/workload), the fast method's figure and wall time
 against the full method's. The full figure is the shipped table's (measured by
-``scripts/measure_capacity.py`` with the full method; its recorded time is from that
+``scripts/derive/measure_capacity.py`` with the full method; its recorded time is from that
 measurement, possibly on other load) unless ``--remeasure-full`` measures it again here.
 
 ``scaling``: the scaling rule checked on the shipped full measurements: the capacity of
@@ -43,7 +43,7 @@ DEFAULT_SETTINGS = (
 
 
 def _full_entry(cluster: str, workload: str) -> dict[str, object] | None:
-    return cap._shipped_table().get(cap.cache_key(get_cluster(cluster), workload))
+    return cap.shipped_entry(cap.cache_key(get_cluster(cluster), workload))
 
 
 def accuracy(settings: str, remeasure_full: bool) -> None:
@@ -107,20 +107,12 @@ def cold(clusters: str, workload: str, fraction: float) -> None:
     print("|---|---|---|---|---|---|")
     for cluster in clusters.split(","):
         spec = get_cluster(cluster)
-        with tempfile.TemporaryDirectory() as empty:
+        with tempfile.TemporaryDirectory() as empty, cap.ignoring_shipped_table():
             os.environ["SCALESCHED_CACHE_DIR"] = empty
-            cap._memory.clear()
-            shipped = cap._shipped_table
-            cap._shipped_table = dict  # type: ignore[assignment]
-            try:
-                wall = time.perf_counter()
-                found = cap.capacity_found(spec, workload, reporter=cap.Reporter(bar=False))
-                first = time.perf_counter() - wall
-                full_s = cap.planned_runs("full", 3) * _time_one_full_run(
-                    cluster, workload, fraction
-                )
-            finally:
-                cap._shipped_table = shipped  # type: ignore[assignment]
+            wall = time.perf_counter()
+            found = cap.capacity_found(spec, workload, reporter=cap.Reporter(bar=False))
+            first = time.perf_counter() - wall
+            full_s = cap.planned_runs("full", 3) * _time_one_full_run(cluster, workload, fraction)
         how = found.entry.get("scaled_from") or "measured"
         print(
             f"| {cluster} | {found.entry['capacity_wps']:.2f} | {how} | {first:.0f} | "

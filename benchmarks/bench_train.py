@@ -53,7 +53,7 @@ def env_only(settings: dict[str, Any], steps: int, seed: int) -> dict[str, float
     episodes, reset_s = 0, 0.0
     t0, c0 = time.perf_counter(), time.process_time()
     for _ in range(steps):
-        d = env._decision
+        d = env.decision
         assert d is not None
         _, _, terminated, truncated, _ = env.step(
             int(np.argmin(np.where(d.mask, d.finish_s, np.inf)))

@@ -40,7 +40,10 @@ def test_catalogue_keys():
     assert MODELS["llama-2-7b"].kv_bytes_per_token == 2 * 32 * 32 * 128 * 2
     assert MODELS["llama-2-70b"].kv_bytes_per_token == 2 * 80 * 8 * 128 * 2
     prov = provenance()
-    assert "7d47513" in prov["kernel_profiles"] and prov["script"] == "scripts/derive_llm_perf.py"
+    assert (
+        "7d47513" in prov["kernel_profiles"]
+        and prov["script"] == "scripts/derive/derive_llm_perf.py"
+    )
 
 
 def test_published_vocab_fits_the_profiled_lm_head():

@@ -26,13 +26,25 @@ def greedy_eft_episode(env: SchedulingEnv, seed: int) -> tuple[float, dict[str, 
     obs, _ = env.reset(seed=seed)
     total = 0.0
     while True:
-        decision = env._decision
+        decision = env.decision
         assert decision is not None
         action = int(np.argmin(np.where(decision.mask, decision.finish_s, np.inf)))
         obs, reward, terminated, truncated, info = env.step(action)
         total += reward
         if terminated or truncated:
             return total, info["episode_metrics"]
+
+
+def test_the_pending_decision_is_public_while_an_episode_runs() -> None:
+    env = SchedulingEnv(SMALL)
+    assert env.decision is None
+    env.reset(seed=1)
+    decision = env.decision
+    assert decision is not None and decision.mask.shape == (4,)
+    while decision is not None:
+        *_, terminated, truncated, _ = env.step(int(np.flatnonzero(decision.mask)[0]))
+        decision = env.decision
+        assert (decision is None) == (terminated or truncated)
 
 
 def test_episode_return_is_minus_mean_response_time() -> None:

@@ -69,17 +69,17 @@ def test_overrides_and_bad_values() -> None:
 
 
 def test_provenance_names_the_script() -> None:
-    assert cm.provenance()["script"] == "scripts/derive_train_costs.py"
+    assert cm.provenance()["script"] == "scripts/derive/derive_train_costs.py"
 
 
 def test_committed_table_is_what_the_script_derives(tmp_path: Path) -> None:
-    """Provenance: rerunning scripts/derive_train_costs.py reproduces the shipped table."""
+    """Provenance: rerunning scripts/derive/derive_train_costs.py reproduces the shipped table."""
     repo = Path(__file__).resolve().parents[2]
     shared = repo.parent / "shared" / "data"
     if not (shared / "llm-profiles").is_dir():
         pytest.skip("reference data not present")
     out = tmp_path / "t.json"
-    script = repo / "scripts" / "derive_train_costs.py"
+    script = repo / "scripts" / "derive" / "derive_train_costs.py"
     subprocess.run(
         [sys.executable, str(script), str(shared), "--out", str(out)],
         check=True,

@@ -190,7 +190,7 @@ def test_the_torch_path_is_kept_where_the_actor_cannot_serve() -> None:
 
 
 def test_recording_switched_on_after_construction_records() -> None:
-    # scripts/srr_sweep.py once set the flag on a built scheduler, and the numpy actor
+    # research/srr_sweep.py once set the flag on a built scheduler, and the numpy actor
     # kept acting without recording: every drift figure of the sweep came back empty.
     scheduler = load_scheduler(shipped_policies()["scale"])
     scheduler.record_features = True

@@ -103,7 +103,7 @@ def test_shipped_predictor_loads() -> None:
     from scalesched.predict import default_predictor
 
     p = default_predictor()
-    assert p.meta["script"] == "scripts/fit_default_predictor.py"
+    assert p.meta["script"] == "scripts/derive/fit_default_predictor.py"
     assert set(p.meta["trace_seeds"]).isdisjoint({0, 1, 2, 9001})
 
 

@@ -311,3 +311,23 @@ def test_an_unshipped_large_cluster_measures_its_smallest_base_and_caches_both(
     assert measured == ["homogeneous-64"]
     small = cap.lookup(get_cluster("homogeneous-64"), WORKLOAD)
     assert small is not None and small.source == "user cache"
+
+
+def test_ignoring_the_shipped_table_measures_a_shipped_cluster_again(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("SCALESCHED_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(cap, "_memory", {})
+    monkeypatch.setattr(cap, "measure_capacity", _canned_measure)
+    spec = get_cluster("hetero-16")
+    key = cap.cache_key(spec, "agentic-mix")
+    shipped = cap.shipped_entry(key)
+    assert shipped is not None and shipped["capacity_wps"] != 1.25
+    assert cap.capacity_found(spec, "agentic-mix").source == "shipped table"
+    with cap.ignoring_shipped_table():
+        assert cap.shipped_entry(key) is None
+        found = cap.capacity_found(spec, "agentic-mix", reporter=cap.Reporter(bar=False))
+        assert found.source == "measured now" and found.entry["capacity_wps"] == 1.25
+    assert cap.shipped_entry(key) == shipped
+    # the figure found without the table is not remembered past the block
+    assert cap.capacity_found(spec, "agentic-mix").source != "memory"

@@ -1,7 +1,7 @@
 """LLM serving cost model: per-engine prefill, decode-step and load times.
 
 The tables come from ``data/llm_perf.json``, derived from measured kernel profiles by
-``scripts/derive_llm_perf.py`` (provenance inside the file; method in docs/cost-model.md).
+``scripts/derive/derive_llm_perf.py`` (provenance inside the file; method in docs/cost-model.md).
 Attention is added analytically here.  Everything a call needs is precomputed per engine,
 so ``prefill_s`` and ``decode_step_s`` are a list lookup and a few float operations.
 """

@@ -226,6 +226,15 @@ class Decision:
             self._server_features = self._build_server_features()
         return self._server_features
 
+    @server_features.setter
+    def server_features(self, features: np.ndarray) -> None:
+        """Show a learned policy other server features for this decision: for ablations
+        (say, the cache columns zeroed) without a second feature builder."""
+        expected = (self.n_servers, SERVER_FEATURES)
+        if features.shape != expected:
+            raise ValueError(f"server features must be {expected}, got {features.shape}")
+        self._server_features = features
+
     def _build_server_features(self) -> np.ndarray:
         t, v, mask = self._tables, self._view, self.mask
         f = np.empty((t.n, SERVER_FEATURES))

@@ -178,6 +178,13 @@ class SchedulingEnv(gym.Env[Observation, int]):
         """Index of the current episode's setting (-1 without a source)."""
         self._mix_tables: dict[str, tuple[ClusterSpec, ClusterTables]] = {}
 
+    @property
+    def decision(self) -> Decision | None:
+        """The decision the next ``step`` answers (None before ``reset`` and once the
+        episode is over): its estimates let a heuristic act in the environment, as a
+        baseline or in a benchmark of the environment alone."""
+        return self._decision
+
     def _apply_setting(self) -> EnvConfig:
         """With a setting source: take the next setting (cluster mix, workload, load,
         warm-up) and make it this episode's; else the config as it is."""

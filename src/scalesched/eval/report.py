@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from scalesched.eval.stats import paired_ratio_ci, paired_ratios
 from scalesched.eval.study import STATUS_OK, mean_ci
 from scalesched.policies import HEURISTICS
 
@@ -102,19 +103,16 @@ def paired_ratio(
     """Mean over seeds of policy/baseline mean response time on the same workload, with the
     half-width of its 95% CI: the seed-paired comparison (common random numbers)."""
 
-    a, b = _rt_by_seed(rows, policy, n), _rt_by_seed(rows, baseline, n)
-    common = sorted(set(a) & set(b))
-    return mean_ci([a[s] / b[s] for s in common]) if common else (math.nan, math.nan)
+    return paired_ratio_ci(_rt_by_seed(rows, policy, n), _rt_by_seed(rows, baseline, n))
 
 
 def _srr_gain(rows: Sequence[dict[str, Any]], n: int) -> dict[str, float]:
     """1 - scale/scale-nosrr on mean response time, seed-paired, when both were run."""
     gains: dict[str, float] = {}
     for with_srr, without in (("scale", "scale-nosrr"), ("scale-ssm-srr", "scale-ssm")):
-        a, b = _rt_by_seed(rows, with_srr, n), _rt_by_seed(rows, without, n)
-        common = sorted(set(a) & set(b))
-        if common:
-            m, ci = mean_ci([1 - a[s] / b[s] for s in common])
+        ratios = paired_ratios(_rt_by_seed(rows, with_srr, n), _rt_by_seed(rows, without, n))
+        if ratios:
+            m, ci = mean_ci([1 - r for r in ratios])
             key = "srr_gain" if with_srr == "scale" else "srr_gain_ssm"
             gains[key] = m
             gains[f"{key}_ci"] = ci

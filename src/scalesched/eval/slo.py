@@ -20,12 +20,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from scalesched.eval.stats import mean_ci
 from scalesched.eval.study import (
     STATUS_OK,
     STATUS_UNSUPPORTED,
     RunSpec,
     StudyConfig,
-    mean_ci,
     resolve_capacities,
     run_parallel,
 )

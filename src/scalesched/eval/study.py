@@ -7,7 +7,6 @@ any order and the results are the same. The workload of a seed is the same for e
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -15,6 +14,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from scalesched.errors import InputError
+from scalesched.eval.stats import mean_ci as mean_ci  # re-exported for older callers
 
 STATUS_OK = "ok"
 STATUS_UNSUPPORTED = "unsupported"
@@ -274,20 +274,6 @@ def seeds_from(count_or_list: str) -> tuple[int, ...]:
 
 MAX_SEEDS = 1000
 """Most seeds of one study (each is a run per policy and size)."""
-
-
-def mean_ci(values: Sequence[float]) -> tuple[float, float]:
-    """Mean and half-width of its 95% confidence interval (Student t over seeds)."""
-    vals = [v for v in values if v is not None and not math.isnan(v)]
-    if not vals:
-        return math.nan, math.nan
-    m = sum(vals) / len(vals)
-    if len(vals) < 2:
-        return m, math.nan
-    from scipy import stats
-
-    sd = math.sqrt(sum((v - m) ** 2 for v in vals) / (len(vals) - 1))
-    return m, float(stats.t.ppf(0.975, len(vals) - 1) * sd / math.sqrt(len(vals)))
 
 
 def config_dict(cfg: StudyConfig) -> dict[str, Any]:

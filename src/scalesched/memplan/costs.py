@@ -1,7 +1,7 @@
 """Training cost model: per-layer forward/backward time and memory of one training iteration.
 
 Forward times of a layer's matrix multiplies and element-wise ops come from the measured
-kernel profiles (``data/train_costs.json``, derived by ``scripts/derive_train_costs.py``,
+kernel profiles (``data/train_costs.json``, derived by ``scripts/derive/derive_train_costs.py``,
 tensor-parallel degree 1); attention and the LM head are added analytically, as in the
 inference cost model (``scalesched.cluster.perf``).  Backward is a documented multiple of the
 forward per operator class (``BWD_MULTIPLE``).  Sizes follow the usual mixed-precision Adam

@@ -210,7 +210,7 @@ DEFAULT_FILE = "default_predictor.npz"
 
 
 def default_predictor() -> QuantilePredictor:
-    """The shipped predictor (``scripts/fit_default_predictor.py`` regenerates it)."""
+    """The shipped predictor (``scripts/derive/fit_default_predictor.py`` regenerates it)."""
     global _DEFAULT
     if _DEFAULT is None:
         from importlib import resources

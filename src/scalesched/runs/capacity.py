@@ -45,13 +45,14 @@ depends on it: shorter runs deliver less in their window) and saves runs:
 Results are cached by a fingerprint of the cluster's servers, of the workload spec (a
 preset's name, a file's content) and of the method: first in memory, then in the user
 cache file (``$SCALESCHED_CACHE_DIR`` or ``~/.cache/scalesched``), then in the table shipped
-with the package for the presets the docs and tests use (``scripts/measure_capacity.py``
+with the package for the presets the docs and tests use (``scripts/derive/measure_capacity.py``
 writes it). A full-method entry is preferred to a fast one in each. The user cache is
 validated entry by entry: a damaged entry is ignored with one warning and rewritten.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -61,7 +62,7 @@ import re
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -249,11 +250,38 @@ def _user_cache_path() -> Path:
 
 
 def _shipped_table() -> dict[str, dict[str, Any]]:
+    if not _shipped_enabled:
+        return {}
     try:
         data = resources.files("scalesched.runs").joinpath("data", _SHIPPED).read_bytes()
     except FileNotFoundError:
         return {}
     return _parse_table(data).entries
+
+
+_shipped_enabled = True
+"""False inside :func:`ignoring_shipped_table`."""
+
+
+def shipped_entry(key: str) -> dict[str, Any] | None:
+    """The shipped table's entry under ``key`` (see :func:`cache_key`), or None: the
+    reference a fast figure is compared with."""
+    return _shipped_table().get(key)
+
+
+@contextlib.contextmanager
+def ignoring_shipped_table() -> Iterator[None]:
+    """Within the block, answer as if the package shipped no capacity table and this process
+    had looked nothing up: what the first figure costs on a cluster nobody measured. Point
+    ``SCALESCHED_CACHE_DIR`` at an empty folder to leave the user cache out too."""
+    global _shipped_enabled
+    _memory.clear()
+    _shipped_enabled = False
+    try:
+        yield
+    finally:
+        _shipped_enabled = True
+        _memory.clear()  # figures found without the shipped table must not outlive the block
 
 
 def _read_user_table() -> _Table:
@@ -721,7 +749,7 @@ def capacity_found(
 
 
 def store_shipped(entries: dict[str, CapacityResult], path: Path) -> None:
-    """Write the shipped table (used by scripts/measure_capacity.py)."""
+    """Write the shipped table (used by scripts/derive/measure_capacity.py)."""
     table = _parse_table(path.read_bytes()).entries if path.is_file() else {}
     # Entries of an older method can never be read again: drop them.
     current = (CAPACITY_METHOD + "|", FAST_METHOD + "|")

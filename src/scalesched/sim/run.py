@@ -128,3 +128,10 @@ def summarise(sim: Simulation, *, policy: str, wall_s: float) -> SimResult:
         server_names=list(sim.tables.names),
         trace=sim.trace,
     )
+
+
+def drive_simulation(sim: Simulation, scheduler: Scheduler, *, seed: int = 0) -> SimResult:
+    """Run a :class:`Simulation` the caller built, with ``scheduler`` placing every task,
+    and summarise it as :func:`simulate` does. For studies that read the engine's records
+    afterwards (``sim.run_record(...).logits``), which ``SimResult`` does not carry."""
+    return _drive(sim, scheduler, seed, time.perf_counter())

@@ -1,8 +1,8 @@
 """Logits-cache study (docs/cache.md, "Logits cache"): the re-sampling speed-up by pattern,
 branch count and per-token agreement, and its effect on response time at steady state.
 
-    nice -n 10 python scripts/logits_study.py isolated --out results/logits
-    nice -n 10 python scripts/logits_study.py steady --loads 0.5,0.7,0.9 --seeds 5 \\
+    nice -n 10 python research/logits_study.py isolated --out results/logits
+    nice -n 10 python research/logits_study.py steady --loads 0.5,0.7,0.9 --seeds 5 \\
         --workflows 1500 --out results/logits
 
 ``isolated``: one workflow at a time (arrivals ``--gap`` seconds apart, so nothing queues),
@@ -26,29 +26,26 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from kv_study import write_rows  # a sibling: one CSV layout for the cache studies
 
 from scalesched.cluster import get_cluster
 from scalesched.cluster.tables import ClusterTables
+from scalesched.eval.stats import half_width
 from scalesched.kernel.metrics import LogitsRecord
 from scalesched.policies import get_policy
 from scalesched.runs.setup import Scenario, prepare, run
 from scalesched.sim.engine import Simulation
-from scalesched.sim.run import _drive
+from scalesched.sim.run import drive_simulation
 from scalesched.workload.agent_patterns import best_of_n, self_consistency, tree_of_thought
 from scalesched.workload.instance import Job
 from scalesched.workload.sessions import mark_replays, replay_rng
 from scalesched.workload.source import TemplateSource, sample_jobs, workflow_rng
 from scalesched.workload.template import WorkflowTemplate
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from kv_study import write_rows  # noqa: E402  (one CSV layout for the cache studies)
-from paired_ratios import half_width  # noqa: E402
 
 PATTERNS: dict[str, Callable[..., WorkflowTemplate]] = {
     "best-of-n": best_of_n,
@@ -83,7 +80,7 @@ def _isolated_run(
 ) -> dict[tuple[int, int], tuple[int, float, int, int]]:
     spec = get_cluster(cluster)
     sim = Simulation(spec, jobs, tables=ClusterTables(spec), kv_policy="lru", logits_cache=mode)
-    _drive(sim, get_policy(policy), 0, 0.0)
+    drive_simulation(sim, get_policy(policy), seed=0)
     zeros = sim.tables.zeros
     rec = sim.run_record(
         policy=policy, cluster=cluster, makespan_s=1.0, utilisation=(zeros, zeros), wall_s=0

@@ -1,6 +1,6 @@
 """tail's scale-out signal against tail and eft, seed-paired (docs/tail.md, "Scale-out").
 
-    python scripts/scaleout_study.py --cluster hetero-16 --load 0.8 --seeds 0,1,2,3,4 \\
+    python research/scaleout_study.py --cluster hetero-16 --load 0.8 --seeds 0,1,2,3,4 \\
         --policies eft,tail,tail_scaleout --out results/scaleout/h16-08.jsonl
 
 A policy is a registered name, or ``tail_scaleout:slo=S:idle=T`` for the scale-out signal
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -34,12 +33,10 @@ import torch
 from scalesched.decision import Place
 from scalesched.decision.features import ENGINE_ABSENT, Decision
 from scalesched.decision.scheduler import Scheduler
+from scalesched.eval.stats import mean_ci_text
 from scalesched.policies import get_policy
 from scalesched.policies.tail import ScaleOutTailScheduler, TailScheduler
 from scalesched.runs.setup import Scenario, prepare, run
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from paired_ratios import half_width  # noqa: E402  (one interval for the ratio scripts)
 
 STATS = ("avg_response_time_s", "p50_response_time_s", "p99_response_time_s")
 
@@ -214,7 +211,7 @@ def main() -> None:
         cells = [f"{v:.2f}" for v in level]
         for k in STATS:
             x = np.array([float(a[k]) / float(b[k]) for a, b in zip(mine, ref, strict=True)])
-            cells.append(f"{x.mean():.3f} ± {half_width(x):.3f}")
+            cells.append(mean_ci_text(x))
         loads = [int(r.get("replica_loads", 0)) for r in mine]
         calls = np.mean([int(r.get("replica_calls", 0)) for r in mine])
         gpu_s = np.mean([float(r.get("replica_gpu_seconds", 0.0)) for r in mine])

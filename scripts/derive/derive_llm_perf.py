@@ -6,7 +6,7 @@ writes, for every (model, GPU type, tensor-parallel degree), the time of one for
 everything except attention (all layers' linear/norm/activation ops, the embedding and the
 LM head) at ~40 num_tokens points.  See docs/cost-model.md for every modelling choice.
 
-Usage: python scripts/derive_llm_perf.py [SHARED_DATA_DIR]   (default ../shared/data)
+Usage: python scripts/derive/derive_llm_perf.py [SHARED_DATA_DIR]   (default ../shared/data)
 The package never reads the shared directory at run time; rerun this script to refresh.
 """
 
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 OUT = REPO / "src" / "scalesched" / "cluster" / "data" / "llm_perf.json"
 
 # Public data-sheet figures, per GPU (gpu-and-model-specs.md). Dense BF16/FP16 TFLOPS.
@@ -269,7 +269,7 @@ def main() -> int:
             "in shared/data/gpu-and-model-specs.md; vocab_size and context_window "
             "(max_position_embeddings) from each model's published config.json",
             "method": "docs/cost-model.md",
-            "script": "scripts/derive_llm_perf.py",
+            "script": "scripts/derive/derive_llm_perf.py",
             "date": dt.date.today().isoformat(),
         },
         "units": "linear_s: seconds for one forward pass over num_tokens tokens "

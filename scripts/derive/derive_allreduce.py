@@ -8,7 +8,7 @@ made non-decreasing in size by isotonic regression (pool adjacent violators).  G
 no NVLink profile (A40, L40S, L4: PCIe servers) get a ring all-reduce alpha-beta model whose
 two constants are stated below (an assumption, not a measurement).  Method: docs/cost-model.md.
 
-Usage: python scripts/derive_allreduce.py [SHARED_DATA_DIR]   (default ../shared/data)
+Usage: python scripts/derive/derive_allreduce.py [SHARED_DATA_DIR]   (default ../shared/data)
 The package never reads the shared directory at run time; rerun this script to refresh.
 """
 
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 OUT = REPO / "src" / "scalesched" / "cluster" / "data" / "allreduce.json"
 PROFILES = {"A100-80G": "a100", "H100-80G": "h100"}
 WORKERS = (2, 4, 8)
@@ -93,7 +93,7 @@ def main() -> int:
             "pcie_ring": "assumed, not measured: ring all-reduce 2(n-1) steps of alpha plus "
             "2(n-1)/n x bytes / bus bandwidth, for GPU types without an NVLink profile",
             "method": "docs/cost-model.md",
-            "script": "scripts/derive_allreduce.py",
+            "script": "scripts/derive/derive_allreduce.py",
             "date": dt.date.today().isoformat(),
         },
     }

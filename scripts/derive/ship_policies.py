@@ -1,13 +1,13 @@
 """Pick the best checkpoint of each variant and ship it in the package.
 
-    python scripts/ship_policies.py runs/                       # by in-training validation
-    python scripts/ship_policies.py runs/ --select results/validation/results.csv
+    python scripts/derive/ship_policies.py runs/                       # by in-training validation
+    python scripts/derive/ship_policies.py runs/ --select results/validation/results.csv
 
 Candidates are runs/<config>-s<seed>/best.pt (and, with --select, last.pt too). Without
 --select, "best" is the score recorded in best.pt during training: ``val_ratio``, the mean
 response over steady-state validation runs at the TRAINING size only (600 workflows, 100 of
-warm-up, seeds 1000-1002) divided by the best baseline heuristic's on the same seeds (issue 9:
-strict zero-shot, so no other N takes part in the choice). Checkpoints without that score
+warm-up, seeds 1000-1002) divided by the best baseline heuristic's on the same seeds (strict
+zero-shot, so no other N takes part in the choice). Checkpoints without that score
 (trained before it existed, and validated at N = 32 and 48 too) are not candidates. With
 --select, it is the ratio to eft measured by a `scalesched eval` of the candidates and eft on
 validation seeds (never the evaluation's), which must then be run at the training size only.
@@ -28,16 +28,16 @@ from pathlib import Path
 from scalesched.nn.checkpoint import load_checkpoint, save_checkpoint
 
 VARIANTS = {
-    # SCALE and its no-SRR pair: the steady-state configs with the eft prior (issue 9).
+    # SCALE and its no-SRR pair: the steady-state configs with the eft prior.
     "scale-steady-prior-n16": "scale",
     "scale-steady-prior-nosrr-n16": "scale-nosrr",
-    # The rest at steady state too, at a reduced budget of 40k steps (issue 9 item 8): the
+    # The rest at steady state too, at a reduced budget of 40k steps: the
     # scalable-softmax pair and the fixed-size baseline, all with the eft prior.
     "scale-steady-prior-ssm-n16": "scale-ssm",
     "scale-steady-prior-ssm-srr-n16": "scale-ssm-srr",
     "mlp16-steady-n16": "mlp-16",
 }
-DEST = Path(__file__).resolve().parents[1] / "src" / "scalesched" / "policies" / "trained"
+DEST = Path(__file__).resolve().parents[2] / "src" / "scalesched" / "policies" / "trained"
 
 
 def main() -> None:
@@ -48,7 +48,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     measured = _scores(args.select) if args.select else None
-    out = Path(__file__).resolve().parents[1] / "docs" / "training-seeds.csv"
+    out = Path(__file__).resolve().parents[2] / "docs" / "training-seeds.csv"
     previous = list(csv.DictReader(out.open())) if out.is_file() else []
     summary: list[dict[str, object]] = []
     for config, name in VARIANTS.items():

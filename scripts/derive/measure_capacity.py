@@ -1,9 +1,9 @@
 """Measure capacity for the presets the docs, the study and the tests use, and write the
 table shipped with the package (src/scalesched/runs/data/capacity.json).
 
-Usage: python scripts/measure_capacity.py [--clusters hetero-16,hetero-32] [--workloads W,..]
-       python scripts/measure_capacity.py --envsched [--mixes m1,m2]   # EnvSched's settings
-       python scripts/measure_capacity.py --method fast --clusters hetero-512,hetero-1024
+Usage: python scripts/derive/measure_capacity.py [--clusters hetero-16,hetero-32] [--workloads W,..]
+       python scripts/derive/measure_capacity.py --envsched [--mixes m1,m2]   # EnvSched's settings
+       python scripts/derive/measure_capacity.py --method fast --clusters hetero-512,hetero-1024
 
 ``--method full`` (the default) is the 30-run search every shipped figure up to hetero-256
 comes from; ``--method fast`` is what a cache miss runs (large clusters scaled from the
@@ -30,7 +30,7 @@ from scalesched.runs.capacity import (
 )
 
 DEFAULT_CLUSTERS = "hetero-4,hetero-8,hetero-16,hetero-32,hetero-48,hetero-64"
-TABLE = Path(__file__).resolve().parents[1] / "src/scalesched/runs/data/capacity.json"
+TABLE = Path(__file__).resolve().parents[2] / "src/scalesched/runs/data/capacity.json"
 
 
 def main() -> None:

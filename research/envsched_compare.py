@@ -1,13 +1,13 @@
-"""EnvSched against uniform sampling (issue 9, item 5): learning speed from the training logs.
+"""EnvSched against uniform sampling: learning speed from the training logs.
 
     for seed in 0 1 2; do for s in envsched uniform; do
       scalesched train --config configs/train/scale-$s-n16.yaml --steps 100000 --seed $seed \\
           --out runs/envsched-cmp/$s-s$seed --no-progress
     done; done
-    python scripts/envsched_compare.py runs/envsched-cmp [--json]
+    python research/envsched_compare.py runs/envsched-cmp [--json]
 
 Any two arms trained side by side compare the same way, e.g. the critic comparison of
-docs/training.md: ``python scripts/envsched_compare.py runs/critic --arms own,shared``.
+docs/training.md: ``python research/envsched_compare.py runs/critic --arms own,shared``.
 
 Both configs validate at N = 16 only (hetero-16, agentic-mix, load 0.7, 600 workflows with
 100 of warm-up, seeds 1000-1002) against the best of eft, least_loaded and soft_eft, so
@@ -30,7 +30,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from scalesched.eval.study import mean_ci
+from scalesched.eval.stats import mean_ci
 
 SAMPLERS = ("envsched", "uniform")
 METRICS = ("steps_to_best_heuristic", "best_val_ratio", "last_val_ratio", "mean_val_ratio")

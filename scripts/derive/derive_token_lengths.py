@@ -7,7 +7,7 @@ quantiles 0%, 1%, ..., 100% (numpy's default linear method), the 11 tail quantil
 99.1%, ..., 100% (the top percentile of output lengths is long: interpolating it linearly
 from p99 to the maximum would inflate the code_output mean by 22%), count, mean, min, max.
 
-Usage: python scripts/derive_token_lengths.py [SHARED_DATA_DIR]   (default ../shared/data)
+Usage: python scripts/derive/derive_token_lengths.py [SHARED_DATA_DIR]   (default ../shared/data)
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 OUT = REPO / "src" / "scalesched" / "workload" / "data" / "token_lengths.json"
 COLUMNS = {"prompt": "num_prefill_tokens", "output": "num_decode_tokens"}
 
@@ -57,7 +57,7 @@ def main() -> int:
             "source": "Splitwise production traces (Azure LLM inference, 2023; coding and "
             "conversation services), as published with the Splitwise paper and processed by "
             "the Vidur project (microsoft/vidur, MIT licence, commit 7d47513)",
-            "script": "scripts/derive_token_lengths.py",
+            "script": "scripts/derive/derive_token_lengths.py",
             "date": dt.date.today().isoformat(),
             "quantiles": "101 quantiles at 0, 1, ..., 100 percent and tail_quantiles at 99.0, "
             "99.1, ..., 100 percent (numpy linear method)",

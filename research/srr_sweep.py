@@ -1,12 +1,12 @@
 """Sweep SRR's two weights (decorrelation x KL) at a reduced budget; pick on validation at
 the training size only; report the attention feature's drift with N for every setting.
 
-    python scripts/srr_sweep.py --config configs/train/scale-steady-n16.yaml \\
+    python research/srr_sweep.py --config configs/train/scale-steady-n16.yaml \\
         --decorrelation 0.003,0.01,0.03 --kl 0.01,0.03,0.1 --steps 150000 --out runs/srr-sweep
 
 Each setting trains one policy (same seed, same config but the two weights) into
 OUT/d<w>-k<w>/; its score is best.pt's validation ratio to the best baseline heuristic,
-validated at the training cluster's size only (issue 9: strict zero-shot), so no other N
+validated at the training cluster's size only (strict zero-shot), so no other N
 takes part in the choice. Afterwards, and only for the report, each best.pt runs on
 hetero-N for every ``--drift-sizes`` N (seeds 2000+, disjoint from validation and
 evaluation) and the attention feature's batch statistics are compared with those at the

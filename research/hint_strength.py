@@ -1,6 +1,6 @@
 """How strongly the difficulty hint relates to the hidden truth (docs/tail.md).
 
-    python scripts/hint_strength.py [WORKLOAD]
+    python research/hint_strength.py [WORKLOAD]
 
 Realises 1500 workflows (seed 123) and prints Spearman correlations of the hint, the
 static estimate and the prompt length with the true output tokens (pooled and per role),

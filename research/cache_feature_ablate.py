@@ -2,7 +2,7 @@
 server held anything), on the eval's runs (same scenario, window and seeds); rows in the
 eval's results.csv format, for cache_feature_ratios.py.
 
-    python scripts/cache_feature_ablate.py CHECKPOINT NAME OUT.csv
+    python research/cache_feature_ablate.py CHECKPOINT NAME OUT.csv
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ class Zeroed(BaseScheduler):
     def select(self, decision: Decision) -> int:
         f = decision.server_features.copy()
         f[:, CACHED_SHARE_FEATURE:] = 0.0
-        decision._server_features = f  # the one place this is read from
+        decision.server_features = f
         return self.inner.select(decision)
 
 

@@ -1,6 +1,6 @@
 """Extra server time of hedging as a share of all busy server time (docs/tail.md, section 5).
 
-    python scripts/hedge_share.py --policy hedge --seeds 0,1,2 --load 0.8
+    python research/hedge_share.py --policy hedge --seeds 0,1,2 --load 0.8
 
 The simulator charges a cancelled copy's time from its start to its cancellation
 (``extra_server_seconds``: request-seconds in an engine's batch for LLM calls, core-seconds

@@ -2,13 +2,13 @@
 the heuristics on the same runs, per preset, load, seed and KV policy, with seed-paired
 95% intervals of tao / the best heuristic.
 
-    nice -n 10 python scripts/tao_study.py --presets tool-heavy:0.8,agentic-mix:0.7 \\
+    nice -n 10 python research/tao_study.py --presets tool-heavy:0.8,agentic-mix:0.7 \\
         --seeds 5 --workflows 1430 --kv lru,agent-aware --out results/tao_study
 
 1430 workflows leave 1001 measured (20% warm-up and 10% cool-down excluded, as ``eval``
 does). The best heuristic of a (preset, load, KV policy) is the one of ``--heuristics``
 with the lowest mean response averaged over the seeds; tao's ratios to it are paired by
-seed (Student-t half-widths, ``scripts/paired_ratios.py``). Besides the engine's TTFT
+seed (Student-t half-widths, ``scalesched.eval.stats``). Besides the engine's TTFT
 (landing to the end of prefill) each run reports ``llm_admit_wait``: ready to admission
 of the LLM calls, from the trace, which counts the time a deferred call spends in the
 deferred queue (TTFT does not: a deferred call has not landed). Writes rows.csv and
@@ -24,22 +24,19 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from kv_study import write_rows  # a sibling: one CSV layout for the cache studies
 
 from scalesched.cluster.tables import MODEL_INDEX, ClusterTables
+from scalesched.eval.stats import mean_ci_text, mean_sd
 from scalesched.kernel.records import lower_bound
 from scalesched.policies import get_policy
 from scalesched.runs.setup import Scenario, prepare, run
 from scalesched.runs.windows import default_cooldown, default_warmup
 from scalesched.workload.instance import Job
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from kv_study import write_rows  # noqa: E402  (one CSV layout for the cache studies)
-from paired_ratios import half_width  # noqa: E402  (the shared paired-CI helper)
 
 HEURISTICS = "eft,least_loaded,kv_aware,p2c,cache_aware,soft_eft"
 RATIO_KEYS = ("avg_response_time_s", "p95_response_time_s", "ttft_mean_s", "ttft_p95_s")
@@ -148,8 +145,7 @@ def main() -> None:
 
 
 def _ms(values: list[float]) -> str:
-    mean = statistics.fmean(values)
-    sd = statistics.stdev(values) if len(values) > 1 else 0.0
+    mean, sd = mean_sd(values)
     return f"{mean:.3g} ± {sd:.2g}"
 
 
@@ -181,7 +177,7 @@ def tables(rows: list[dict[str, Any]], heuristics: list[str]) -> str:
                 x = np.array(
                     [float(by[("tao", s)][key]) / float(by[(other, s)][key]) for s in seeds]
                 )
-                ratios.append(f"{x.mean():.3f} ± {half_width(x):.3f}")
+                ratios.append(mean_ci_text(x))
             out.append(f"| tao / {other} | " + " | ".join(ratios) + " |")
     return "\n".join(out)
 

@@ -1,7 +1,7 @@
 """KV-policy study (docs/cache.md, "Study"): placement policies x KV policies on one preset at
 loads given as fractions of the cluster's measured capacity, several seeds.
 
-    nice -n 10 python scripts/kv_study.py --workload tool-heavy --loads 0.5,0.8 --seeds 3 \\
+    nice -n 10 python research/kv_study.py --workload tool-heavy --loads 0.5,0.8 --seeds 3 \\
         --workflows 1000 --out results/kv_study
 
 Writes rows.csv (one row per run: the ``simulate --json`` metrics, appended as each run
@@ -12,7 +12,7 @@ study; ``--render`` reads one or more rows.csv and prints one table with seed-pa
 their 95% Student-t half-widths against ``--reference`` (placement:kv), and the hotspot
 ratios with theirs:
 
-    python scripts/kv_study.py --render results/kv05/*/rows.csv --reference eft:lru
+    python research/kv_study.py --render results/kv05/*/rows.csv --reference eft:lru
 """
 
 from __future__ import annotations
@@ -23,9 +23,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-from paired_ratios import half_width
-
+from scalesched.eval.stats import mean_ci_text, mean_sd
 from scalesched.runs.setup import Scenario, prepare, run
 
 KEYS = (
@@ -109,8 +107,7 @@ def main() -> None:
 def _ms(values: list[float]) -> str:
     if not values:
         return "-"
-    mean = statistics.fmean(values)
-    sd = statistics.stdev(values) if len(values) > 1 else 0.0
+    mean, sd = mean_sd(values)
     return f"{mean:.3g} ± {sd:.2g}"
 
 
@@ -135,8 +132,7 @@ LEVELS = ("prefix_hit_rate", "reentry_moved_rate", "hotspot_miss_rate", "hotspot
 
 
 def _ci(ratios: list[float]) -> str:
-    x = np.asarray(ratios)
-    return f"{x.mean():.3f} ± {half_width(x):.3f}" if x.size else "-"
+    return mean_ci_text(ratios)
 
 
 def _mean(rows: list[dict[str, Any]], key: str) -> str:

@@ -1,7 +1,7 @@
 """Seed-paired ratios (policy / reference on the same seed) with 95% Student-t half-widths,
 for response mean and p95, TTFT p95 and the prefix hit rate, over several eval results.csv.
 
-    python scripts/cache_feature_ratios.py --reference eft --label PATH=NAME ... \\
+    python research/cache_feature_ratios.py --reference eft --label PATH=NAME ... \\
         results.csv [results.csv ...]
 """
 
@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import argparse
 import csv
-import sys
 from collections import defaultdict
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from paired_ratios import half_width  # noqa: E402  (one interval for the ratio scripts)
+from scalesched.eval.stats import mean_ci_text
 
 STATS = ("avg_response_time_s", "p95_response_time_s", "ttft_p95_s", "prefix_hit_rate")
 
@@ -49,7 +46,7 @@ def main() -> None:
         cells += [f"{v:.1f}" for v in level[:2]] + [f"{level[2]:.3f}", f"{level[3]:.3f}"]
         moved = np.mean([float(rows[k]["reentry_moved_rate"]) for k in keys])
         cells.append(f"{moved:.2f}")
-        cells += [f"{r.mean():.3f} ± {half_width(r):.3f}" for r in ratios]
+        cells += [mean_ci_text(r) for r in ratios]
         print(f"| {policy} | " + " | ".join(cells) + " |")
 
 

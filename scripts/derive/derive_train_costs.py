@@ -15,7 +15,7 @@ A40: the GEMM class by the same compute/bandwidth roofline blend as the inferenc
 memory-bound classes by the bandwidth ratio.  Backward multiples, attention and the LM head
 are applied at run time (``scalesched.memplan.costs``; method in docs/memplan.md).
 
-Usage: python scripts/derive_train_costs.py [SHARED_DATA_DIR]   (default ../shared/data)
+Usage: python scripts/derive/derive_train_costs.py [SHARED_DATA_DIR]   (default ../shared/data)
 """
 
 from __future__ import annotations
@@ -29,11 +29,9 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+from derive_llm_perf import GPUS, GRID, MODELS, isotonic, roofline_scale, sig  # a sibling
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from derive_llm_perf import GPUS, GRID, MODELS, isotonic, roofline_scale, sig  # noqa: E402
-
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 OUT = REPO / "src" / "scalesched" / "memplan" / "data" / "train_costs.json"
 
 GEMM_OPS = ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj")
@@ -103,7 +101,7 @@ def main() -> int:
             "data/profiling/): per-operator kernel times of one layer, tp=1, median columns",
             "specs": "shared/data/gpu-and-model-specs.md (vendor data sheets, model configs)",
             "method": "docs/memplan.md",
-            "script": "scripts/derive_train_costs.py",
+            "script": "scripts/derive/derive_train_costs.py",
             "date": dt.date.today().isoformat(),
         },
         "units": "seconds of ONE layer's forward pass over num_tokens tokens, by op class",

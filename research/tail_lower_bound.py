@@ -1,6 +1,6 @@
 """How much of eft's p99 response any router could remove (docs/tail.md).
 
-    python scripts/tail_lower_bound.py [--policies eft,tail] [--seeds 0,1,2] [--load 0.8]
+    python research/tail_lower_bound.py [--policies eft,tail] [--seeds 0,1,2] [--load 0.8]
 
 Every workflow's response time is at least its contention-free lower bound (each task alone
 on its fastest server), so every quantile of response is at least the same quantile of the

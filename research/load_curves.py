@@ -2,7 +2,7 @@
 cluster mixes: the figure and table of docs/steady-state.md.
 
 Usage:
-    python scripts/load_curves.py [--clusters C1,C2,..] [--loads 0.3,0.4,..] [--seeds 2]
+    python research/load_curves.py [--clusters C1,C2,..] [--loads 0.3,0.4,..] [--seeds 2]
         [--workflows 1500] [--jobs 2] [--out docs/img/load_curves.png]
 
 Load is a fraction of each cluster's measured capacity (``scalesched capacity``); every run

@@ -1,6 +1,6 @@
 """Seed-paired ratios of response-time statistics from a ``scalesched eval`` results.csv.
 
-    python scripts/paired_ratios.py results/tail08/results.csv --reference eft
+    python research/paired_ratios.py results/tail08/results.csv --reference eft
 
 For every policy, size and load: the mean over seeds of mean/p50/p95/p99 response time,
 and the mean over seeds of (policy / reference on the same seed) with a 95% Student-t
@@ -14,15 +14,10 @@ import csv
 from collections import defaultdict
 
 import numpy as np
-from scipy.stats import t as student_t
+
+from scalesched.eval.stats import mean_ci_text, paired_ratios
 
 STATS = ("avg_response_time_s", "p50_response_time_s", "p95_response_time_s", "p99_response_time_s")
-
-
-def half_width(x: np.ndarray) -> float:
-    if x.size < 2:
-        return float("nan")
-    return float(student_t.ppf(0.975, x.size - 1) * x.std(ddof=1) / np.sqrt(x.size))
 
 
 def main() -> None:
@@ -40,9 +35,12 @@ def main() -> None:
     for policy, rows in runs.items():
         keys = sorted(rows)
         level = [np.mean([float(rows[k][s]) for k in keys]) for s in STATS]
-        ratios = [np.array([float(rows[k][s]) / float(ref[k][s]) for k in keys]) for s in STATS]
         cells = [f"{v:.1f}" for v in level]
-        cells += [f"{r.mean():.3f} ± {half_width(r):.3f}" for r in ratios]
+        for s in STATS:
+            mine = {k: float(rows[k][s]) for k in keys}
+            cells.append(
+                mean_ci_text(paired_ratios(mine, {k: float(r[s]) for k, r in ref.items()}))
+            )
         print(f"| {policy} | " + " | ".join(cells) + " |")
 
 

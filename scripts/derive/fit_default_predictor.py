@@ -1,6 +1,6 @@
 """Regenerate the shipped predictor, src/scalesched/predict/data/default_predictor.npz.
 
-    python scripts/fit_default_predictor.py
+    python scripts/derive/fit_default_predictor.py
 
 Traces: agentic-mix, 1500 workflows per run, placed by soft_eft; hetero-16 at loads 0.6,
 0.8 and 0.9 with trace seeds 101 and 102, plus hetero-8 (seed 103) and hetero-32 (seed 104)
@@ -26,7 +26,7 @@ RUNS: tuple[tuple[str, int, float], ...] = (
     ("hetero-8", 103, 0.8),
     ("hetero-32", 104, 0.8),
 )
-OUT = Path(__file__).resolve().parents[1] / "src/scalesched/predict/data" / DEFAULT_FILE
+OUT = Path(__file__).resolve().parents[2] / "src/scalesched/predict/data" / DEFAULT_FILE
 
 
 def main() -> None:
@@ -41,7 +41,7 @@ def main() -> None:
         "runs": [list(r) for r in RUNS],
         "trace_seeds": sorted({seed for _, seed, _ in RUNS}),
         "policy": "soft_eft",
-        "script": "scripts/fit_default_predictor.py",
+        "script": "scripts/derive/fit_default_predictor.py",
     }
     predictor = fit(Samples.concat(parts), seed=101, meta=meta)
     save(predictor, OUT)

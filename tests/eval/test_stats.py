@@ -1,0 +1,94 @@
+"""The one statistics module: intervals checked against scipy and against hand values."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from scalesched.eval.stats import (
+    half_width,
+    mean_ci,
+    mean_ci_text,
+    mean_sd,
+    paired_ratio_ci,
+    paired_ratios,
+)
+
+
+def test_mean_ci_known_value() -> None:
+    # mean 2, sd 1, t_{0.975, 2} = 4.302653 (t tables): half-width 4.302653/sqrt(3)
+    m, h = mean_ci([1.0, 2.0, 3.0])
+    assert m == 2.0
+    assert h == pytest.approx(4.302653 / math.sqrt(3), rel=1e-6)
+
+
+@pytest.mark.parametrize("n", [2, 3, 5, 10, 30])
+@pytest.mark.parametrize("confidence", [0.9, 0.95, 0.99])
+def test_mean_ci_matches_scipy_interval(n: int, confidence: float) -> None:
+    x = np.random.default_rng(n).lognormal(1.0, 0.5, n)
+    lo, hi = sps.t.interval(confidence, n - 1, loc=x.mean(), scale=sps.sem(x))
+    m, h = mean_ci(x.tolist(), confidence)
+    assert m == pytest.approx(x.mean(), rel=1e-12)
+    assert h == pytest.approx((hi - lo) / 2, rel=1e-10)
+    assert half_width(x.tolist(), confidence) == h
+
+
+def test_mean_ci_leaves_out_missing_values() -> None:
+    assert mean_ci([1.0, None, math.nan, 3.0]) == mean_ci([1.0, 3.0])
+
+
+def test_mean_ci_undefined_spread_is_nan_not_zero() -> None:
+    m, h = mean_ci([4.0])
+    assert m == 4.0 and math.isnan(h)
+    assert all(math.isnan(v) for v in mean_ci([]))
+    assert all(math.isnan(v) for v in mean_ci([math.nan, None]))
+    assert math.isnan(half_width([4.0]))
+
+
+def test_mean_ci_rejects_a_level_outside_the_unit_interval() -> None:
+    with pytest.raises(ValueError, match="confidence"):
+        mean_ci([1.0, 2.0], confidence=95)
+
+
+def test_mean_ci_text() -> None:
+    h = 4.302653 / math.sqrt(3)  # 2.484
+    assert mean_ci_text([1.0, 2.0, 3.0]) == f"2.000 ± {h:.3f}"
+    assert mean_ci_text([1.0, 2.0, 3.0], digits=1) == f"2.0 ± {h:.1f}"
+    assert mean_ci_text([]) == "-"
+    assert mean_ci_text([2.0]) == "2.000 ± nan"
+
+
+def test_mean_sd_matches_numpy() -> None:
+    x = [3.0, 5.0, 4.0, 8.0]
+    m, sd = mean_sd(x)
+    assert m == pytest.approx(np.mean(x)) and sd == pytest.approx(np.std(x, ddof=1))
+    assert mean_sd([7.0]) == (7.0, 0.0)
+    with pytest.raises(ValueError, match="no values"):
+        mean_sd([])
+
+
+def test_paired_ratios_pair_on_common_keys_in_order() -> None:
+    a = {2: 6.0, 0: 2.0, 1: 3.0, 9: 1.0}
+    b = {0: 1.0, 1: 2.0, 2: 4.0, 5: 1.0}
+    assert paired_ratios(a, b) == [2.0, 1.5, 1.5]
+    assert paired_ratios({("x", 1): 1.0}, {("x", 1): 4.0}) == [0.25]
+
+
+def test_paired_ratio_ci_is_the_interval_of_the_per_seed_ratios() -> None:
+    rng = np.random.default_rng(3)
+    base = rng.uniform(5.0, 10.0, 8)
+    other = base * rng.uniform(0.8, 1.0, 8)
+    ratios = other / base
+    lo, hi = sps.t.interval(0.95, 7, loc=ratios.mean(), scale=sps.sem(ratios))
+    m, h = paired_ratio_ci(dict(enumerate(other)), dict(enumerate(base)))
+    assert m == pytest.approx(ratios.mean(), rel=1e-12)
+    assert h == pytest.approx((hi - lo) / 2, rel=1e-10)
+    # pairing removes the seed-to-seed spread of the level: far tighter than the unpaired CI
+    assert h < half_width(list(other)) / mean_ci(list(base))[0]
+
+
+def test_paired_ratio_ci_without_common_keys() -> None:
+    assert all(math.isnan(v) for v in paired_ratio_ci({0: 1.0}, {1: 1.0}))
