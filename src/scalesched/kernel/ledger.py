@@ -176,6 +176,10 @@ class RunTasks:
     def task(self, gid: int) -> TaskInstance:
         return self.of[gid]
 
+    def flat_boxes(self) -> list[object]:
+        """Containers of plain values and immutable tasks (a fork copies them flat)."""
+        return [self.offset, self.job_of, self.local, self.of, self.done, *self.ranks.flat_boxes()]
+
     def add_copy(self, gid: int) -> int:
         """A new id for one more copy of task ``gid`` (a hedge); returns it."""
         if isinstance(self.job_of, dict):
@@ -330,6 +334,18 @@ class RunLedger:
         if kept is not None:
             self._kept = (cast("PerId[object]", box), kept)
         return box
+
+    def shared_parts(self) -> list[object]:
+        """What never changes during a run: the cluster's tables, and the jobs (a list; a
+        streamed run's source of jobs, which realises job ``i`` from its own seed)."""
+        return [self.tables, self.stream if self.streamed else self.jobs]
+
+    def flat_boxes(self) -> list[object]:
+        """Every container of per-task or per-job state that holds plain values only, for a
+        fork to copy flat rather than element by element (``Simulation.fork``)."""
+        boxes: list[object] = [box for box, _, _ in self._per_id]
+        boxes += [self.missing, self.origin, self.job_left, self.job_end, self._in_flight]
+        return boxes + self.tasks.flat_boxes()
 
     def arrival_time(self, ji: int) -> float:
         return float(self._arrivals[ji])

@@ -10,8 +10,9 @@ docs/runtime.md). Prefill times come from the engine's perf entry (``perf.prefil
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Sequence
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from scalesched.cluster.tables import ClusterTables
 
@@ -39,6 +40,21 @@ class EngineBatch:
         "_attn",
         "_top",
     )
+
+    SHARED = frozenset({"perf", "_lin"})
+    """Slots that hold the cluster's static tables: a copy of a running engine (a fork of
+    its simulation) shares them instead of copying thousands of floats."""
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> EngineBatch:
+        clone = object.__new__(type(self))
+        memo[id(self)] = clone
+        for cls in type(self).__mro__:
+            for name in getattr(cls, "__slots__", ()):
+                if not hasattr(self, name):
+                    continue
+                value = getattr(self, name)
+                setattr(clone, name, value if name in self.SHARED else copy.deepcopy(value, memo))
+        return clone
 
     def __init__(self, tables: ClusterTables, klass: int) -> None:
         perf = tables.engines[klass]

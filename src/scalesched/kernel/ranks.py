@@ -87,6 +87,11 @@ class VisibleRanks:
             self._ranks[job] = ranks
         return ranks[task]
 
+    def flat_boxes(self) -> list[object]:
+        """The caches: containers of values never changed in place (a fork copies them
+        flat; ``Simulation.fork``)."""
+        return [self._workflows, self._ranks, self._costs, self._deciders]
+
     def task_finished(self, job: int, task: int) -> None:
         if task in self._deciders[job]:
             self._ranks[job] = None

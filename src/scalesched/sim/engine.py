@@ -32,6 +32,7 @@ Execution model (see docs/simulator.md for the why of each choice):
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import heapq
 import itertools
@@ -274,6 +275,29 @@ class Simulation(RunLedger):
     @property
     def done(self) -> bool:
         return self.workflows_completed == self.n_jobs
+
+    # -- lookahead ---------------------------------------------------------------------
+    def fork(self) -> Simulation:
+        """A copy of this running simulation that continues exactly as this one would under
+        the same answers, and shares nothing that either of them changes.
+
+        What never changes during a run is shared, not copied: the cluster and its tables,
+        the jobs and their realised workflows and tasks (a streamed run realises workflow
+        ``i`` from its own seed, so sharing the stream is safe). Per-task state holds plain
+        numbers and is copied flat; the rest (engines, queues, caches, the event heap, the
+        parts) is deep-copied, with every part bound to the copy. A policy that is asked
+        to decide in the copy must be a fork of its own (``copy.deepcopy`` of a scheduler
+        keeps its random state)."""
+        memo: dict[int, object] = {id(self.cluster): self.cluster}
+        for shared in self.shared_parts():
+            memo[id(shared)] = shared
+        if self._current_decision is not None:  # the decision refers to the tables too
+            memo[id(self._current_decision.task)] = self._current_decision.task
+        for box in self.flat_boxes():
+            memo[id(box)] = box.copy()  # type: ignore[attr-defined]
+        clone = copy.deepcopy(self, memo)
+        clone._task = clone.tasks.of.__getitem__  # a C method: deepcopy would keep ours
+        return clone
 
     # -- helpers ---------------------------------------------------------------------
     def _push(self, time: float, kind: int, a: int, b: int) -> None:
