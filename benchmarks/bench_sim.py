@@ -73,7 +73,7 @@ def run_once(n: int, workflows: int, seed: int) -> dict[str, float]:
     engine.make_decision = timed_make  # type: ignore[assignment]
     start = time.perf_counter()
     peak = [0]
-    timed = Watched(policy, lambda *_: peak.__setitem__(0, max(peak[0], len(sim._heap))))
+    timed = Watched(policy, lambda *_: peak.__setitem__(0, max(peak[0], sim.events_pending)))
     try:
         drive(sim, timed)
     finally:

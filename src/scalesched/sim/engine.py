@@ -273,6 +273,11 @@ class Simulation(RunLedger):
         return self._current
 
     @property
+    def events_pending(self) -> int:
+        """Events in the heap now (benchmarks read the heap's peak)."""
+        return len(self._heap)
+
+    @property
     def done(self) -> bool:
         return self.workflows_completed == self.n_jobs
 
