@@ -64,17 +64,34 @@ class ClusterTables:
             raise ValueError("a cluster needs at least one server")
         self.spec = spec
         self.n = n
+        self._init_servers()
+        self._init_engines(deployment)
+        self._init_masks()
+        self._init_decode_tables()
+        self.server_static = _static_server_features(self)
+        self.slots_cap = np.minimum(self.kv_capacity, self.max_batch)
+        self._init_model_classes()
+        self._init_decision_columns()
+
+    def _init_servers(self) -> None:
+        """Per-server hardware as arrays (GPUs, cores, core speed, NIC), and the cluster
+        means and maxima the cost estimates use."""
+        servers = self.spec.servers
         self.names = [s.name for s in servers]
         self.gpus = np.array([s.gpus for s in servers], dtype=np.float64)
         self.cores = np.array([s.cpu_cores for s in servers], dtype=np.float64)
         self.core_speed = np.array([s.core_speed for s in servers], dtype=np.float64)
         self.nic_bytes_per_s = np.array([s.nic_gbps * 1e9 / 8 for s in servers])
-        self.latency_s = spec.network_latency_s
+        self.latency_s = self.spec.network_latency_s
         self.max_core_speed = float(self.core_speed.max())
         self.mean_core_speed = float(self.core_speed.mean())
         self.mean_nic_bytes_per_s = float(self.nic_bytes_per_s.mean())
 
-        n_models = len(MODEL_NAMES)
+    def _init_engines(self, deployment: Deployment | None) -> None:
+        """Which engine runs each model on each server: one engine class per distinct
+        (model, GPU type, tensor-parallel degree), or per pinned replica group under a
+        deployment; with the GPUs it holds and its load time there."""
+        n, n_models = self.n, len(MODEL_NAMES)
         self.pinned = deployment is not None
         # GPUs each engine holds: fractional under a deployment with shared GPUs.
         self.tp = np.zeros((n, n_models), dtype=np.float64 if self.pinned else np.int64)
@@ -82,7 +99,7 @@ class ClusterTables:
         self.load_s = np.zeros((n, n_models))
         classes: dict[object, int] = {}
         self.engines: list[EnginePerf | ReplicaGroupPerf] = []
-        for si, server in enumerate(servers):
+        for si, server in enumerate(self.spec.servers):
             for mi, model in enumerate(MODEL_NAMES):
                 if deployment is not None:
                     group = deployment.engine_at(si, model)
@@ -107,6 +124,10 @@ class ClusterTables:
                 self.tp[si, mi] = held
                 self.engine_class[si, mi] = k
                 self.load_s[si, mi] = self.engines[k].load_s(server.load_gbs)
+
+    def _init_masks(self) -> None:
+        """Feasibility (read-only, shared by every decision) and the constant masks."""
+        n = self.n
         self.feasible = self.engine_class >= 0
         self.feasible.setflags(write=False)
         self.class_or_zero = np.where(self.feasible, self.engine_class, 0)
@@ -115,8 +136,11 @@ class ClusterTables:
         self.zeros = np.zeros(n)
         self.zeros.setflags(write=False)
         self.feasible_any = np.asarray(self.feasible.any(axis=0), dtype=bool)
-        # Decode step = lin[k, batch] + attn[k] * context_tokens (the cost model is linear in
-        # context by construction); tabulate once so decisions index instead of calling.
+
+    def _init_decode_tables(self) -> None:
+        """Decode step = lin[k, batch] + attn[k] * context_tokens (the cost model is linear
+        in context by construction): tabulated once so decisions index instead of calling;
+        and each engine class's batch cap and KV capacity."""
         n_classes = max(1, len(self.engines))
         self.decode_lin = np.zeros((n_classes, MAX_BATCH_TABLE + 2))
         self.decode_attn = np.zeros(n_classes)
@@ -132,9 +156,9 @@ class ClusterTables:
         self.decode_step_increase[:, 1:] = np.diff(self.decode_lin, axis=1)
         self.max_batch = np.array([e.max_batch for e in self.engines] or [1])
         self.kv_capacity = np.array([e.kv_capacity_tokens for e in self.engines] or [1])
-        self.server_static = _static_server_features(self)
-        self.slots_cap = np.minimum(self.kv_capacity, self.max_batch)
-        # Per model: (class, engine, servers of that class, batch-1 step, attention coef).
+
+    def _init_model_classes(self) -> None:
+        """Per model: (class, engine, servers of that class, batch-1 step, attention coef)."""
         self.model_classes: list[
             list[tuple[int, EnginePerf | ReplicaGroupPerf, int, float, float]]
         ] = [
@@ -151,7 +175,6 @@ class ClusterTables:
             ]
             for mi, model in enumerate(MODEL_NAMES)
         ]
-        self._init_decision_columns()
 
     def _init_decision_columns(self) -> None:
         """Per model, the columns ``make_decision`` reads, kept contiguous so a decision

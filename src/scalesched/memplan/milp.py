@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -41,6 +42,36 @@ class MilpResult:
     optimal: bool
 
 
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """Where each variable sits in the vector: the valid (layer, option) pairs first, then
+    the allowed state modes, then one window length per window."""
+
+    layers: int
+    windows: int
+    xs: list[tuple[int, int]]
+    """The (layer, option index) of each x variable."""
+    ss: list[int]
+    """The state index (in ``STATES``) of each y variable."""
+
+    @property
+    def nx(self) -> int:
+        return len(self.xs)
+
+    @property
+    def ny(self) -> int:
+        return len(self.ss)
+
+    @property
+    def t0(self) -> int:
+        """Index of the first window length (the binaries come before it)."""
+        return self.nx + self.ny
+
+    @property
+    def nv(self) -> int:
+        return self.nx + self.ny + self.windows
+
+
 def solve(
     c: TrainCosts,
     *,
@@ -55,19 +86,64 @@ def solve(
     first plan within the memory caps.
     """
     from scipy.optimize import Bounds, LinearConstraint, milp  # lazy: keeps the CLI fast
-    from scipy.sparse import csr_matrix
 
     coef = coef if coef is not None else coefficients(c)
     L, n_opt = coef.valid.shape
-    W = coef.const_time.shape[1]
-    xs = [(i, o) for i in range(L) for o in range(n_opt) if coef.valid[i, o]]
-    ss = [STATES.index(s) for s in states]
-    nx, ny = len(xs), len(ss)
-    nv = nx + ny + W
-    t0 = nx + ny
+    lay = _Layout(
+        layers=L,
+        windows=coef.const_time.shape[1],
+        xs=[(i, o) for i in range(L) for o in range(n_opt) if coef.valid[i, o]],
+        ss=[STATES.index(s) for s in states],
+    )
+    a, lo, hi = _constraints(coef, lay)
+    nv, t0 = lay.nv, lay.t0
+    objective = np.zeros(nv)
+    if not feasibility_only:
+        objective[t0:] = 1.0
+    integrality = np.zeros(nv)
+    integrality[:t0] = 1
+    lb = np.zeros(nv)
+    ub = np.full(nv, np.inf)
+    ub[:t0] = 1.0
+    options = {"time_limit": time_limit_s, "mip_rel_gap": 1e-7, "presolve": True}
+    start = time.perf_counter()
+    res = milp(
+        objective,
+        constraints=LinearConstraint(a, lo, hi),
+        integrality=integrality,
+        bounds=Bounds(lb, ub),
+        options=options,
+    )
+    elapsed = time.perf_counter() - start
+    if res.x is None:
+        status = "infeasible" if res.status == 2 else f"no plan ({res.message})"
+        return MilpResult(None, float("inf"), float("inf"), elapsed, status, res.status == 2)
+    plan = _decode(res.x, lay)
+    gap = float(getattr(res, "mip_gap", 0.0) or 0.0)
+    optimal = res.status == 0
+    objective_s = float(res.x[t0:].sum())
+    if feasibility_only:  # T is unconstrained without an objective
+        objective_s = evaluate(c, plan, coef).iteration_s
+    return MilpResult(
+        plan,
+        objective_s,
+        gap,
+        elapsed,
+        "optimal" if optimal else "time limit (best incumbent)",
+        optimal,
+    )
 
-    iv = np.array([i for i, _ in xs])
-    ov = np.array([o for _, o in xs])
+
+def _constraints(coef: Coefficients, lay: _Layout) -> tuple[Any, np.ndarray, np.ndarray]:
+    """The constraint matrix (sparse) and its row bounds: one choice per layer and one
+    state mode, each stream's load within its window's length, each device's memory
+    within its cap. All-zero rows are left out."""
+    from scipy.sparse import csr_matrix
+
+    L, W, nx, ny, nv, t0 = lay.layers, lay.windows, lay.nx, lay.ny, lay.nv, lay.t0
+    iv = np.array([i for i, _ in lay.xs])
+    ov = np.array([o for _, o in lay.xs])
+    ss = lay.ss
     blocks: list[np.ndarray] = []
     lo: list[np.ndarray] = []
     hi: list[np.ndarray] = []
@@ -99,45 +175,15 @@ def solve(
     blocks.append(mem[used])
     lo.append(np.full(int(used.sum()), -np.inf))
     hi.append(1.0 - coef.const_mem.reshape(-1)[used] / caps[used])
-    a = csr_matrix(np.vstack(blocks))
-    objective = np.zeros(nv)
-    if not feasibility_only:
-        objective[t0:] = 1.0
-    integrality = np.zeros(nv)
-    integrality[:t0] = 1
-    lb = np.zeros(nv)
-    ub = np.full(nv, np.inf)
-    ub[:t0] = 1.0
-    options = {"time_limit": time_limit_s, "mip_rel_gap": 1e-7, "presolve": True}
-    start = time.perf_counter()
-    res = milp(
-        objective,
-        constraints=LinearConstraint(a, np.concatenate(lo), np.concatenate(hi)),
-        integrality=integrality,
-        bounds=Bounds(lb, ub),
-        options=options,
-    )
-    elapsed = time.perf_counter() - start
-    if res.x is None:
-        status = "infeasible" if res.status == 2 else f"no plan ({res.message})"
-        return MilpResult(None, float("inf"), float("inf"), elapsed, status, res.status == 2)
-    x = np.round(res.x[:t0]).astype(int)
-    choices = ["" for _ in range(L)]
-    for j, (i, o) in enumerate(xs):
+    return csr_matrix(np.vstack(blocks)), np.concatenate(lo), np.concatenate(hi)
+
+
+def _decode(x_all: np.ndarray, lay: _Layout) -> Plan:
+    """The plan a solution vector picks: each layer's option, and the state mode."""
+    x = np.round(x_all[: lay.t0]).astype(int)
+    choices = ["" for _ in range(lay.layers)]
+    for j, (i, o) in enumerate(lay.xs):
         if x[j]:
             choices[i] = OPTIONS[o]
-    state = STATES[ss[int(np.argmax(x[nx:t0]))]]
-    plan = Plan(state, tuple(choices))
-    gap = float(getattr(res, "mip_gap", 0.0) or 0.0)
-    optimal = res.status == 0
-    objective_s = float(res.x[t0:].sum())
-    if feasibility_only:  # T is unconstrained without an objective
-        objective_s = evaluate(c, plan, coef).iteration_s
-    return MilpResult(
-        plan,
-        objective_s,
-        gap,
-        elapsed,
-        "optimal" if optimal else "time limit (best incumbent)",
-        optimal,
-    )
+    state = STATES[lay.ss[int(np.argmax(x[lay.nx : lay.t0]))]]
+    return Plan(state, tuple(choices))

@@ -133,97 +133,135 @@ class Coefficients:
 
 def coefficients(c: TrainCosts) -> Coefficients:
     """Fill the window model for ``c`` (the semantics of the module docstring)."""
+    const_time, const_mem = _constant_loads(c)
+    opt_time, opt_mem, valid = _option_loads(c)
+    state_time, state_mem = _state_loads(c)
+    caps = np.array([c.hw.gpu_mem_bytes, c.hw.cpu_mem_bytes, c.hw.nvme_bytes])
+    return Coefficients(
+        const_time, const_mem, opt_time, opt_mem, state_time, state_mem, valid, caps
+    )
+
+
+def _constant_loads(c: TrainCosts) -> tuple[np.ndarray, np.ndarray]:
+    """What every plan runs and holds: each layer's forward, backward and its workspace,
+    the embedding, and the LM head with its logits."""
     L = c.layers
     W = n_windows(L)
-    hw = c.hw
-    pcie = hw.pcie_gbs * 1e9
     const_time = np.zeros((5, W))
     const_mem = np.zeros((3, W))
-    opt_time = np.zeros((L, len(OPTIONS), 5, W))
-    opt_mem = np.zeros((L, len(OPTIONS), 3, W))
-    state_time = np.zeros((len(STATES), 5, W))
-    state_mem = np.zeros((len(STATES), 3, W))
-    valid = np.zeros((L, len(OPTIONS)), dtype=bool)
-
     for i in range(L):
         f, b = fwd_window(i), bwd_window(i, L)
         const_time[COMPUTE, f] += c.fwd_s[i]
         const_time[COMPUTE, b] += c.bwd_s[i]
         const_mem[GPU_MEM, b] += c.ws_bytes[i]
-        a, ck = c.act_bytes[i], c.ckpt_bytes[i]
-        for o, opt in enumerate(OPTIONS):
-            if not option_valid(i, L, opt):
-                continue
-            valid[i, o] = True
-            t, m = opt_time[i, o], opt_mem[i, o]
-            target = offload_target(opt)
-            if opt == "keep":
-                m[GPU_MEM, f : b + 1] += a
-            elif opt == "recompute":
-                t[COMPUTE, b] += c.fwd_s[i]
-                m[GPU_MEM, f : b + 1] += ck
-                m[GPU_MEM, f] += a - ck
-                m[GPU_MEM, b] += a - ck
-            else:
-                out_w, in_w = f + 1, bwd_window(i + prefetch_lead(opt), L)
-                m[GPU_MEM, f : out_w + 1] += a
-                m[GPU_MEM, in_w : b + 1] += a
-                t[D2H, out_w] += a / pcie
-                t[H2D, in_w] += a / pcie
-                if target == "cpu":
-                    m[CPU_MEM, out_w : in_w + 1] += a
-                else:
-                    m[NVME_MEM, out_w : in_w + 1] += a
-                    t[NVME, out_w] += a / (hw.nvme_write_gbs * 1e9)
-                    t[NVME, in_w] += a / (hw.nvme_read_gbs * 1e9)
     const_time[COMPUTE, fwd_window(0)] += c.emb_fwd_s
     const_time[COMPUTE, fwd_window(L - 1)] += c.head_fwd_s
     const_time[COMPUTE, bwd_window(L - 1, L)] += c.head_bwd_s
     const_time[COMPUTE, bwd_window(0, L)] += c.emb_bwd_s
     const_mem[GPU_MEM, fwd_window(L - 1)] += c.head_bytes
     const_mem[GPU_MEM, bwd_window(L - 1, L)] += c.head_bytes
+    return const_time, const_mem
 
-    for s, state in enumerate(STATES):
-        where, prec = state_parts(state)
-        t, m = state_time[s], state_mem[s]
-        total = float(sum(c.params))
-        opt_bytes = STATE_BYTES_PER_PARAM[prec]
-        adam = ADAM_BYTES_PER_PARAM[prec]
-        if where == "gpu":
-            m[GPU_MEM, :] += total * (2.0 + opt_bytes)
-        elif where == "cpu":
-            m[GPU_MEM, :] += total * 2.0
-            m[CPU_MEM, :] += total * (opt_bytes + 2.0)
+
+def _option_loads(c: TrainCosts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per layer and activation option, the time and memory the option adds; and which
+    options a layer may take."""
+    L = c.layers
+    W = n_windows(L)
+    opt_time = np.zeros((L, len(OPTIONS), 5, W))
+    opt_mem = np.zeros((L, len(OPTIONS), 3, W))
+    valid = np.zeros((L, len(OPTIONS)), dtype=bool)
+    for i in range(L):
+        for o, opt in enumerate(OPTIONS):
+            if not option_valid(i, L, opt):
+                continue
+            valid[i, o] = True
+            _add_option(c, i, opt, opt_time[i, o], opt_mem[i, o])
+    return opt_time, opt_mem, valid
+
+
+def _add_option(c: TrainCosts, i: int, opt: str, t: np.ndarray, m: np.ndarray) -> None:
+    """Layer i's activations under ``opt``: kept on the GPU from forward to backward, a
+    checkpoint plus a recomputation, or offloaded (PCIe out and back, held on the host or
+    on the NVMe drive in between)."""
+    L, hw = c.layers, c.hw
+    pcie = hw.pcie_gbs * 1e9
+    f, b = fwd_window(i), bwd_window(i, L)
+    a, ck = c.act_bytes[i], c.ckpt_bytes[i]
+    target = offload_target(opt)
+    if opt == "keep":
+        m[GPU_MEM, f : b + 1] += a
+    elif opt == "recompute":
+        t[COMPUTE, b] += c.fwd_s[i]
+        m[GPU_MEM, f : b + 1] += ck
+        m[GPU_MEM, f] += a - ck
+        m[GPU_MEM, b] += a - ck
+    else:
+        out_w, in_w = f + 1, bwd_window(i + prefetch_lead(opt), L)
+        m[GPU_MEM, f : out_w + 1] += a
+        m[GPU_MEM, in_w : b + 1] += a
+        t[D2H, out_w] += a / pcie
+        t[H2D, in_w] += a / pcie
+        if target == "cpu":
+            m[CPU_MEM, out_w : in_w + 1] += a
         else:
-            m[CPU_MEM, :] += total * (2.0 + opt_bytes + 2.0)
-        for i in range(L):
-            p = c.params[i]
-            f, b = fwd_window(i), bwd_window(i, L)
-            if where == "gpu":
-                m[GPU_MEM, b] += 2.0 * p  # gradients, consumed by the fused step
-                t[COMPUTE, b] += p * adam / (hw.hbm_gbs * 1e9 * ADAM_GPU_BW_EFF)
-                continue
-            m[GPU_MEM, b : b + 2] += 2.0 * p
-            t[D2H, b + 1] += 2.0 * p / pcie
-            t[CPU, b + 2] += p * adam / (hw.cpu_adam_gbs * 1e9)
-            if where == "cpu":
-                t[H2D, b + 3] += 2.0 * p / pcie
-                continue
-            # stream: weights loaded one window before the forward (wrapping to the last
-            # tail window for layer 0) and one window before the backward
-            load_f = (f - 1) % W
-            t[H2D, load_f] += 2.0 * p / pcie
-            m[GPU_MEM, load_f] += 2.0 * p
-            if i < L - 1:
-                m[GPU_MEM, f] += 2.0 * p
-                t[H2D, b - 1] += 2.0 * p / pcie
-                m[GPU_MEM, b - 1 : b + 1] += 2.0 * p
-            else:  # the last layer's weights stay from its forward to its backward
-                m[GPU_MEM, f : b + 1] += 2.0 * p
-    caps = np.array([c.hw.gpu_mem_bytes, c.hw.cpu_mem_bytes, c.hw.nvme_bytes])
-    return Coefficients(
-        const_time, const_mem, opt_time, opt_mem, state_time, state_mem, valid, caps
-    )
+            m[NVME_MEM, out_w : in_w + 1] += a
+            t[NVME, out_w] += a / (hw.nvme_write_gbs * 1e9)
+            t[NVME, in_w] += a / (hw.nvme_read_gbs * 1e9)
+
+
+def _state_loads(c: TrainCosts) -> tuple[np.ndarray, np.ndarray]:
+    """Per state mode, the time and memory of weights, gradients and the optimizer."""
+    W = n_windows(c.layers)
+    state_time = np.zeros((len(STATES), 5, W))
+    state_mem = np.zeros((len(STATES), 3, W))
+    for s, state in enumerate(STATES):
+        _add_state(c, state, state_time[s], state_mem[s])
+    return state_time, state_mem
+
+
+def _add_state(c: TrainCosts, state: str, t: np.ndarray, m: np.ndarray) -> None:
+    """One state mode: its persistent memory, then per layer the gradients and the Adam
+    step (fused on the GPU, or a host pipeline: gradients out, CPU Adam, weights back or
+    streamed in ahead of each use)."""
+    L, hw = c.layers, c.hw
+    W = n_windows(L)
+    pcie = hw.pcie_gbs * 1e9
+    where, prec = state_parts(state)
+    total = float(sum(c.params))
+    opt_bytes = STATE_BYTES_PER_PARAM[prec]
+    adam = ADAM_BYTES_PER_PARAM[prec]
+    if where == "gpu":
+        m[GPU_MEM, :] += total * (2.0 + opt_bytes)
+    elif where == "cpu":
+        m[GPU_MEM, :] += total * 2.0
+        m[CPU_MEM, :] += total * (opt_bytes + 2.0)
+    else:
+        m[CPU_MEM, :] += total * (2.0 + opt_bytes + 2.0)
+    for i in range(L):
+        p = c.params[i]
+        f, b = fwd_window(i), bwd_window(i, L)
+        if where == "gpu":
+            m[GPU_MEM, b] += 2.0 * p  # gradients, consumed by the fused step
+            t[COMPUTE, b] += p * adam / (hw.hbm_gbs * 1e9 * ADAM_GPU_BW_EFF)
+            continue
+        m[GPU_MEM, b : b + 2] += 2.0 * p
+        t[D2H, b + 1] += 2.0 * p / pcie
+        t[CPU, b + 2] += p * adam / (hw.cpu_adam_gbs * 1e9)
+        if where == "cpu":
+            t[H2D, b + 3] += 2.0 * p / pcie
+            continue
+        # stream: weights loaded one window before the forward (wrapping to the last
+        # tail window for layer 0) and one window before the backward
+        load_f = (f - 1) % W
+        t[H2D, load_f] += 2.0 * p / pcie
+        m[GPU_MEM, load_f] += 2.0 * p
+        if i < L - 1:
+            m[GPU_MEM, f] += 2.0 * p
+            t[H2D, b - 1] += 2.0 * p / pcie
+            m[GPU_MEM, b - 1 : b + 1] += 2.0 * p
+        else:  # the last layer's weights stay from its forward to its backward
+            m[GPU_MEM, f : b + 1] += 2.0 * p
 
 
 @dataclass(frozen=True, slots=True)

@@ -67,18 +67,39 @@ class ReplayResult:
     """Per device, (time, bytes in use) after every change."""
 
 
+@dataclass(frozen=True, slots=True)
+class _Setup:
+    """What every step of writing the program reads: the costs, the plan, and the state
+    mode split into where the optimizer state lives and its precision's byte counts."""
+
+    c: TrainCosts
+    plan: Plan
+    where: str
+    adam: float
+    """Bytes an Adam step moves per parameter."""
+    pcie: float
+    """PCIe bandwidth, bytes/s."""
+
+
 def _program(c: TrainCosts, plan: Plan) -> tuple[list[_Op], list[tuple[str, str, float]]]:
     """The plan's operations and the allocations alive from the start (persistent state)."""
-    L = c.layers
-    W = n_windows(L)
-    hw = c.hw
-    pcie = hw.pcie_gbs * 1e9
     where, prec = state_parts(plan.state)
-    adam = ADAM_BYTES_PER_PARAM[prec]
-    total = float(sum(c.params))
+    s = _Setup(c, plan, where, ADAM_BYTES_PER_PARAM[prec], c.hw.pcie_gbs * 1e9)
+    initial = _persistent_state(c, where, STATE_BYTES_PER_PARAM[prec])
     ops: list[_Op] = []
+    for i in range(c.layers):
+        _forward_ops(s, i, ops)
+        _backward_ops(s, i, ops)
+        _offload_ops(s, i, ops)
+        _optimizer_ops(s, i, ops)
+    return ops, initial
+
+
+def _persistent_state(c: TrainCosts, where: str, opt_bytes: float) -> list[tuple[str, str, float]]:
+    """Weights, optimizer state and gradient buffers, where the state mode keeps them (with
+    streaming, layer 0's forward weights come loaded by the previous iteration)."""
+    total = float(sum(c.params))
     initial: list[tuple[str, str, float]] = []
-    opt_bytes = STATE_BYTES_PER_PARAM[prec]
     if where == "gpu":
         initial.append(("gpu", "weights+state", total * (2.0 + opt_bytes)))
     elif where == "cpu":
@@ -87,86 +108,110 @@ def _program(c: TrainCosts, plan: Plan) -> tuple[list[_Op], list[tuple[str, str,
     else:
         initial.append(("cpu", "weights+state+grad buffer", total * (2.0 + opt_bytes + 2.0)))
         initial.append(("gpu", "w_f0", 2.0 * c.params[0]))  # loaded by the previous iteration
+    return initial
 
-    for i in range(L):
-        f, b = fwd_window(i), bwd_window(i, L)
-        a, ck, p = c.act_bytes[i], c.ckpt_bytes[i], c.params[i]
-        opt = plan.choices[i]
-        target = offload_target(opt)
-        act_key = f"act{i}"
 
-        # forward
-        if i == 0:
-            ops.append(_Op(f, "compute", "embedding fwd", None, c.emb_fwd_s))
-        fwd = _Op(f, "compute", f"fwd L{i}", i, c.fwd_s[i])
-        if opt == "recompute":
-            fwd.allocs += [("gpu", f"ckpt{i}", ck), ("gpu", f"tmp_f{i}", a - ck)]
-            fwd.frees.append(f"tmp_f{i}")
+def _forward_ops(s: _Setup, i: int, ops: list[_Op]) -> None:
+    """Layer i's forward (after the embedding for layer 0, before the head for the last):
+    it keeps its activations, or only a checkpoint when it will be recomputed."""
+    c, L = s.c, s.c.layers
+    f = fwd_window(i)
+    a, ck = c.act_bytes[i], c.ckpt_bytes[i]
+    opt = s.plan.choices[i]
+    if i == 0:
+        ops.append(_Op(f, "compute", "embedding fwd", None, c.emb_fwd_s))
+    fwd = _Op(f, "compute", f"fwd L{i}", i, c.fwd_s[i])
+    if opt == "recompute":
+        fwd.allocs += [("gpu", f"ckpt{i}", ck), ("gpu", f"tmp_f{i}", a - ck)]
+        fwd.frees.append(f"tmp_f{i}")
+    else:
+        fwd.allocs.append(("gpu", f"act{i}", a))
+    if s.where == "stream" and i < L - 1:
+        fwd.frees.append(f"w_f{i}")
+    ops.append(fwd)
+    if i == L - 1:
+        head = _Op(f, "compute", "lm head fwd", None, c.head_fwd_s)
+        head.allocs.append(("gpu", "logits_f", c.head_bytes))
+        head.frees.append("logits_f")
+        ops.append(head)
+
+
+def _backward_ops(s: _Setup, i: int, ops: list[_Op]) -> None:
+    """Layer i's backward (after the head's for the last layer, the embedding's after
+    layer 0), preceded by its recomputation when planned, followed by the fused Adam step
+    when the state lives on the GPU."""
+    c, L, hw = s.c, s.c.layers, s.c.hw
+    b = bwd_window(i, L)
+    a, ck, p = c.act_bytes[i], c.ckpt_bytes[i], c.params[i]
+    opt = s.plan.choices[i]
+    if i == L - 1:
+        head = _Op(b, "compute", "lm head bwd", None, c.head_bwd_s)
+        head.allocs.append(("gpu", "logits_b", c.head_bytes))
+        head.frees.append("logits_b")
+        ops.append(head)
+    if opt == "recompute":
+        ops.append(
+            _Op(b, "compute", f"recompute L{i}", i, c.fwd_s[i], [("gpu", f"tmp_b{i}", a - ck)])
+        )
+    bwd = _Op(b, "compute", f"bwd L{i}", i, c.bwd_s[i])
+    bwd.allocs += [("gpu", f"ws{i}", c.ws_bytes[i]), ("gpu", f"grad{i}", 2.0 * p)]
+    bwd.frees.append(f"ws{i}")
+    bwd.frees += [f"ckpt{i}", f"tmp_b{i}"] if opt == "recompute" else [f"act{i}"]
+    if s.where == "stream":
+        bwd.frees.append(f"w_f{i}" if i == L - 1 else f"w_b{i}")
+    ops.append(bwd)
+    if s.where == "gpu":
+        secs = p * s.adam / (hw.hbm_gbs * 1e9 * ADAM_GPU_BW_EFF)
+        ops.append(_Op(b, "compute", f"adam L{i}", i, secs, frees=[f"grad{i}"]))
+    if i == 0:
+        ops.append(_Op(b, "compute", "embedding bwd", None, c.emb_bwd_s))
+
+
+def _offload_ops(s: _Setup, i: int, ops: list[_Op]) -> None:
+    """An offloaded layer's activations: out over PCIe the window after its forward, back
+    in ahead of its backward, through host memory or through the NVMe drive."""
+    c, L, hw = s.c, s.c.layers, s.c.hw
+    opt = s.plan.choices[i]
+    target = offload_target(opt)
+    if target is None:
+        return
+    f, a, act_key = fwd_window(i), c.act_bytes[i], f"act{i}"
+    out_w, in_w = f + 1, bwd_window(i + prefetch_lead(opt), L)
+    host = f"{target}_act{i}"
+    ops.append(_Op(out_w, "d2h", f"offload L{i}", i, a / s.pcie, frees=[act_key]))
+    ops.append(_Op(in_w, "h2d", f"prefetch L{i}", i, a / s.pcie, [("gpu", act_key, a)]))
+    if target == "cpu":
+        ops[-2].allocs.append(("cpu", host, a))
+        ops[-1].frees.append(host)
+    else:
+        wr = a / (hw.nvme_write_gbs * 1e9)
+        rd = a / (hw.nvme_read_gbs * 1e9)
+        ops.append(_Op(out_w, "nvme", f"write L{i}", i, wr, [("nvme", host, a)]))
+        ops.append(_Op(in_w, "nvme", f"read L{i}", i, rd, frees=[host]))
+
+
+def _optimizer_ops(s: _Setup, i: int, ops: list[_Op]) -> None:
+    """The host optimizer pipeline of layer i (gradients out, CPU Adam, weights back) and,
+    when streaming, its weight loads ahead of its forward and its backward."""
+    if s.where == "gpu":
+        return
+    c, L, hw = s.c, s.c.layers, s.c.hw
+    f, b, p = fwd_window(i), bwd_window(i, L), c.params[i]
+    pcie = s.pcie
+    ops.append(_Op(b + 1, "d2h", f"grads L{i}", i, 2.0 * p / pcie, frees=[f"grad{i}"]))
+    cpu_s = p * s.adam / (hw.cpu_adam_gbs * 1e9)
+    ops.append(_Op(b + 2, "cpu", f"adam L{i}", i, cpu_s))
+    if s.where == "cpu":
+        ops.append(_Op(b + 3, "h2d", f"weights L{i}", i, 2.0 * p / pcie))
+    if s.where == "stream":
+        w_s = 2.0 * p / pcie
+        if i == 0:  # the next iteration's first layer, in the last tail window
+            W = n_windows(L)
+            ops.append(_Op(W - 1, "h2d", "load W L0", 0, w_s, [("gpu", "w_next0", 2 * p)]))
         else:
-            fwd.allocs.append(("gpu", act_key, a))
-        if where == "stream" and i < L - 1:
-            fwd.frees.append(f"w_f{i}")
-        ops.append(fwd)
-        if i == L - 1:
-            head = _Op(f, "compute", "lm head fwd", None, c.head_fwd_s)
-            head.allocs.append(("gpu", "logits_f", c.head_bytes))
-            head.frees.append("logits_f")
-            ops.append(head)
-
-        # backward
-        if i == L - 1:
-            head = _Op(b, "compute", "lm head bwd", None, c.head_bwd_s)
-            head.allocs.append(("gpu", "logits_b", c.head_bytes))
-            head.frees.append("logits_b")
-            ops.append(head)
-        if opt == "recompute":
-            ops.append(
-                _Op(b, "compute", f"recompute L{i}", i, c.fwd_s[i], [("gpu", f"tmp_b{i}", a - ck)])
-            )
-        bwd = _Op(b, "compute", f"bwd L{i}", i, c.bwd_s[i])
-        bwd.allocs += [("gpu", f"ws{i}", c.ws_bytes[i]), ("gpu", f"grad{i}", 2.0 * p)]
-        bwd.frees.append(f"ws{i}")
-        bwd.frees += [f"ckpt{i}", f"tmp_b{i}"] if opt == "recompute" else [act_key]
-        if where == "stream":
-            bwd.frees.append(f"w_f{i}" if i == L - 1 else f"w_b{i}")
-        ops.append(bwd)
-        if where == "gpu":
-            secs = p * adam / (hw.hbm_gbs * 1e9 * ADAM_GPU_BW_EFF)
-            ops.append(_Op(b, "compute", f"adam L{i}", i, secs, frees=[f"grad{i}"]))
-        if i == 0:
-            ops.append(_Op(b, "compute", "embedding bwd", None, c.emb_bwd_s))
-
-        # activation offload and prefetch
-        if target is not None:
-            out_w, in_w = f + 1, bwd_window(i + prefetch_lead(opt), L)
-            host = f"{target}_act{i}"
-            ops.append(_Op(out_w, "d2h", f"offload L{i}", i, a / pcie, frees=[act_key]))
-            ops.append(_Op(in_w, "h2d", f"prefetch L{i}", i, a / pcie, [("gpu", act_key, a)]))
-            if target == "cpu":
-                ops[-2].allocs.append(("cpu", host, a))
-                ops[-1].frees.append(host)
-            else:
-                wr = a / (hw.nvme_write_gbs * 1e9)
-                rd = a / (hw.nvme_read_gbs * 1e9)
-                ops.append(_Op(out_w, "nvme", f"write L{i}", i, wr, [("nvme", host, a)]))
-                ops.append(_Op(in_w, "nvme", f"read L{i}", i, rd, frees=[host]))
-
-        # optimizer pipeline on the host
-        if where != "gpu":
-            ops.append(_Op(b + 1, "d2h", f"grads L{i}", i, 2.0 * p / pcie, frees=[f"grad{i}"]))
-            cpu_s = p * adam / (hw.cpu_adam_gbs * 1e9)
-            ops.append(_Op(b + 2, "cpu", f"adam L{i}", i, cpu_s))
-        if where == "cpu":
-            ops.append(_Op(b + 3, "h2d", f"weights L{i}", i, 2.0 * p / pcie))
-        if where == "stream":
-            w_s = 2.0 * p / pcie
-            if i == 0:  # the next iteration's first layer, in the last tail window
-                ops.append(_Op(W - 1, "h2d", "load W L0", 0, w_s, [("gpu", "w_next0", 2 * p)]))
-            else:
-                ops.append(_Op(f - 1, "h2d", f"load W L{i}", i, w_s, [("gpu", f"w_f{i}", 2 * p)]))
-            if i < L - 1:
-                ops.append(_Op(b - 1, "h2d", f"load W L{i}", i, w_s, [("gpu", f"w_b{i}", 2 * p)]))
-    return ops, initial
+            ops.append(_Op(f - 1, "h2d", f"load W L{i}", i, w_s, [("gpu", f"w_f{i}", 2 * p)]))
+        if i < L - 1:
+            ops.append(_Op(b - 1, "h2d", f"load W L{i}", i, w_s, [("gpu", f"w_b{i}", 2 * p)]))
 
 
 def replay(c: TrainCosts, plan: Plan) -> ReplayResult:

@@ -56,10 +56,24 @@ def network_from_dict(data: Any, source: str = "network") -> nx.Graph:
         raise InputError(
             source, str(extra[0]), f"unknown field; known: {', '.join(sorted(_TOP_KEYS))}"
         )
-    raw_nodes = data.get("nodes")
+    g = nx.Graph(name=str(data.get("name", Path(source).stem)))
+    names = _add_nodes(g, data.get("nodes"), source)
+    has_matrix, has_links = "bandwidth" in data, "links" in data
+    if has_matrix == has_links and len(names) > 1:
+        raise InputError(source, "bandwidth", "give either a bandwidth matrix or links")
+    if has_matrix:
+        if "default_bandwidth" in data:
+            raise InputError(source, "default_bandwidth", "only goes with links")
+        _add_matrix(g, names, data["bandwidth"], source)
+    elif has_links:
+        _add_links(g, names, data["links"], data.get("default_bandwidth"), source)
+    return g
+
+
+def _add_nodes(g: nx.Graph, raw_nodes: Any, source: str) -> list[str]:
+    """The nodes, each a unique name and a positive speed; returns the names in order."""
     if not isinstance(raw_nodes, list) or not raw_nodes:
         raise InputError(source, "nodes", "expected a non-empty list of {name, speed}")
-    g = nx.Graph(name=str(data.get("name", Path(source).stem)))
     names: list[str] = []
     for k, node in enumerate(raw_nodes):
         f = f"nodes[{k}]"
@@ -77,69 +91,67 @@ def network_from_dict(data: Any, source: str = "network") -> nx.Graph:
             raise InputError(source, f"{f}.speed", "missing")
         g.add_node(name, weight=_num(node["speed"], source, f"{f}.speed"))
         names.append(name)
+    return names
+
+
+def _add_matrix(g: nx.Graph, names: list[str], m: Any, source: str) -> None:
+    """Bandwidths from a full, symmetric n x n matrix (the diagonal is ignored)."""
     n = len(names)
-    has_matrix, has_links = "bandwidth" in data, "links" in data
-    if has_matrix == has_links and n > 1:
-        raise InputError(source, "bandwidth", "give either a bandwidth matrix or links")
-    if has_matrix:
-        if "default_bandwidth" in data:
-            raise InputError(source, "default_bandwidth", "only goes with links")
-        m = data["bandwidth"]
-        if not isinstance(m, list) or len(m) != n:
-            raise InputError(source, "bandwidth", f"expected {n} rows (one per node)")
-        for a, row in enumerate(m):
-            if not isinstance(row, list) or len(row) != n:
-                raise InputError(source, f"bandwidth[{a}]", f"expected {n} columns")
-        for a in range(n):
-            for b in range(a + 1, n):
-                x = _num(m[a][b], source, f"bandwidth[{a}][{b}]", allow_inf=True)
-                y = _num(m[b][a], source, f"bandwidth[{b}][{a}]", allow_inf=True)
-                if x != y:
-                    raise InputError(
-                        source,
-                        f"bandwidth[{b}][{a}]",
-                        f"the matrix must be symmetric: {y!r} != bandwidth[{a}][{b}] = {x!r}",
-                    )
-                g.add_edge(names[a], names[b], weight=x)
-    elif has_links:
-        links = data["links"]
-        if not isinstance(links, list):
-            raise InputError(source, "links", "expected a list of {between: [a, b], bandwidth}")
-        for k, link in enumerate(links):
-            f = f"links[{k}]"
-            if not isinstance(link, dict) or set(link) != {"between", "bandwidth"}:
-                raise InputError(source, f, "expected exactly {between: [a, b], bandwidth}")
-            pair = link["between"]
-            if not isinstance(pair, list) or len(pair) != 2:
-                raise InputError(source, f"{f}.between", "expected two node names")
-            for end in pair:
-                if end not in g:
-                    raise InputError(source, f"{f}.between", f"unknown node {end!r}")
-            a, b = pair
-            if a == b:
-                raise InputError(source, f"{f}.between", "a link joins two different nodes")
-            if g.has_edge(a, b):
-                raise InputError(source, f"{f}.between", f"second link between {a!r} and {b!r}")
-            g.add_edge(
-                a, b, weight=_num(link["bandwidth"], source, f"{f}.bandwidth", allow_inf=True)
-            )
-        default = data.get("default_bandwidth")
-        if default is not None:
-            bw = _num(default, source, "default_bandwidth", allow_inf=True)
-            for a in range(n):
-                for b in range(a + 1, n):
-                    if not g.has_edge(names[a], names[b]):
-                        g.add_edge(names[a], names[b], weight=bw)
+    if not isinstance(m, list) or len(m) != n:
+        raise InputError(source, "bandwidth", f"expected {n} rows (one per node)")
+    for a, row in enumerate(m):
+        if not isinstance(row, list) or len(row) != n:
+            raise InputError(source, f"bandwidth[{a}]", f"expected {n} columns")
+    for a in range(n):
+        for b in range(a + 1, n):
+            x = _num(m[a][b], source, f"bandwidth[{a}][{b}]", allow_inf=True)
+            y = _num(m[b][a], source, f"bandwidth[{b}][{a}]", allow_inf=True)
+            if x != y:
+                raise InputError(
+                    source,
+                    f"bandwidth[{b}][{a}]",
+                    f"the matrix must be symmetric: {y!r} != bandwidth[{a}][{b}] = {x!r}",
+                )
+            g.add_edge(names[a], names[b], weight=x)
+
+
+def _add_links(g: nx.Graph, names: list[str], links: Any, default: Any, source: str) -> None:
+    """Bandwidths from links between named nodes, ``default_bandwidth`` for the pairs no
+    link names; every pair must end up with one."""
+    if not isinstance(links, list):
+        raise InputError(source, "links", "expected a list of {between: [a, b], bandwidth}")
+    for k, link in enumerate(links):
+        f = f"links[{k}]"
+        if not isinstance(link, dict) or set(link) != {"between", "bandwidth"}:
+            raise InputError(source, f, "expected exactly {between: [a, b], bandwidth}")
+        pair = link["between"]
+        if not isinstance(pair, list) or len(pair) != 2:
+            raise InputError(source, f"{f}.between", "expected two node names")
+        for end in pair:
+            if end not in g:
+                raise InputError(source, f"{f}.between", f"unknown node {end!r}")
+        a, b = pair
+        if a == b:
+            raise InputError(source, f"{f}.between", "a link joins two different nodes")
+        if g.has_edge(a, b):
+            raise InputError(source, f"{f}.between", f"second link between {a!r} and {b!r}")
+        g.add_edge(a, b, weight=_num(link["bandwidth"], source, f"{f}.bandwidth", allow_inf=True))
+    n = len(names)
+    if default is not None:
+        bw = _num(default, source, "default_bandwidth", allow_inf=True)
         for a in range(n):
             for b in range(a + 1, n):
                 if not g.has_edge(names[a], names[b]):
-                    raise InputError(
-                        source,
-                        "links",
-                        f"no link between {names[a]!r} and {names[b]!r} (add one or set "
-                        "default_bandwidth)",
-                    )
-    return g
+                    g.add_edge(names[a], names[b], weight=bw)
+    for a in range(n):
+        for b in range(a + 1, n):
+            if not g.has_edge(names[a], names[b]):
+                raise InputError(
+                    source,
+                    "links",
+                    f"no link between {names[a]!r} and {names[b]!r} (add one or set "
+                    "default_bandwidth)",
+                )
 
 
 def load_network(path: str | Path) -> nx.Graph:

@@ -392,6 +392,109 @@ class TrainState:
     episodes: int = 0
 
 
+@dataclass
+class _Rollout:
+    """One rollout's buffers, (T steps, K environments) each: what the policy saw, did and
+    got, the state value it predicted, and (EnvSched) each step's setting."""
+
+    task: torch.Tensor
+    servers: torch.Tensor
+    mask: torch.Tensor
+    n: torch.Tensor
+    actions: torch.Tensor
+    logprobs: torch.Tensor
+    rewards: torch.Tensor
+    dones: torch.Tensor
+    values: torch.Tensor
+    settings: np.ndarray
+
+    @classmethod
+    def empty(cls, t_steps: int, k: int, n_max: int, server_dim: int) -> _Rollout:
+        return cls(
+            task=torch.zeros((t_steps, k, TASK_FEATURES)),
+            servers=torch.zeros((t_steps, k, n_max, server_dim)),
+            mask=torch.zeros((t_steps, k, n_max), dtype=torch.bool),
+            n=torch.zeros((t_steps, k), dtype=torch.long),
+            actions=torch.zeros((t_steps, k), dtype=torch.long),
+            logprobs=torch.zeros((t_steps, k)),
+            rewards=torch.zeros((t_steps, k)),
+            dones=torch.zeros((t_steps, k)),
+            values=torch.zeros((t_steps, k)),
+            settings=np.full((t_steps, k), -1),
+        )
+
+
+@dataclass
+class _Run:
+    """What carries from one rollout to the next: the environments, the observation they
+    stand at, the returns of episodes in progress, and the recent finished ones."""
+
+    envs: gym.vector.SyncVectorEnv
+    queue: SettingQueue | None
+    next_obs: tuple[torch.Tensor, ...]
+    next_done: torch.Tensor
+    episode_return: np.ndarray
+    recent_returns: list[float] = field(default_factory=list)
+    recent_rt: list[float] = field(default_factory=list)
+    wall0: float = 0.0
+    steps0: int = 0
+
+
+@dataclass(frozen=True)
+class _Batch:
+    """A rollout flattened to one batch of T x K samples, with advantages and returns."""
+
+    task: torch.Tensor
+    servers: torch.Tensor
+    mask: torch.Tensor
+    n: torch.Tensor
+    actions: torch.Tensor
+    logprobs: torch.Tensor
+    adv: torch.Tensor
+    returns: torch.Tensor
+    values: torch.Tensor
+
+    @classmethod
+    def of(
+        cls, buf: _Rollout, advantages: torch.Tensor, returns: torch.Tensor, server_dim: int
+    ) -> _Batch:
+        n_max = buf.mask.shape[-1]
+        return cls(
+            task=buf.task.reshape(-1, TASK_FEATURES),
+            servers=buf.servers.reshape(-1, n_max, server_dim),
+            mask=buf.mask.reshape(-1, n_max),
+            n=buf.n.reshape(-1),
+            actions=buf.actions.reshape(-1),
+            logprobs=buf.logprobs.reshape(-1),
+            adv=advantages.reshape(-1),
+            returns=returns.reshape(-1),
+            values=buf.values.reshape(-1),
+        )
+
+
+@dataclass
+class _Losses:
+    """The loss terms of one minibatch, and the diagnostics taken on the way."""
+
+    pg: torch.Tensor
+    value: torch.Tensor
+    entropy: torch.Tensor
+    srr: Any
+    """SRR's terms (``scalesched.nn.srr.SrrLosses``)."""
+    approx_kl: torch.Tensor
+    clipfrac: float
+
+
+@dataclass
+class _UpdateStats:
+    """What one PPO update reports: the last minibatch's losses, the gradient norm of each
+    term (first minibatch), and the share of clipped ratios over all minibatches."""
+
+    stats: dict[str, float] = field(default_factory=dict)
+    grad_norms: dict[str, float] = field(default_factory=dict)
+    clipfracs: list[float] = field(default_factory=list)
+
+
 class Trainer:
     """Runs PPO for one config, writing logs and checkpoints under ``out``."""
 
@@ -553,200 +656,239 @@ class Trainer:
 
     # -- the loop --------------------------------------------------------------------
     def train(self) -> TrainState:
-        cfg, net = self.cfg, self.net
-        queue = self._setting_queue()
-        envs = make_envs(cfg, queue)
-        n_max = envs.single_observation_space["servers"].shape[0]  # type: ignore[index]
-        k, t_steps = cfg.num_envs, cfg.num_steps
-        buf_task = torch.zeros((t_steps, k, TASK_FEATURES))
-        buf_servers = torch.zeros((t_steps, k, n_max, cfg.server_dim))
-        buf_mask = torch.zeros((t_steps, k, n_max), dtype=torch.bool)
-        buf_n = torch.zeros((t_steps, k), dtype=torch.long)
-        actions = torch.zeros((t_steps, k), dtype=torch.long)
-        logprobs = torch.zeros((t_steps, k))
-        rewards = torch.zeros((t_steps, k))
-        dones = torch.zeros((t_steps, k))
-        values = torch.zeros((t_steps, k))
-        settings = np.full((t_steps, k), -1)  # EnvSched: each step's setting
-
-        # Each (re)start seeds the environments from the run seed and the update index, so
-        # a resumed run is reproducible too.
-        obs, _ = envs.reset(seed=cfg.seed + 7919 * self.state.update)
-        next_obs = obs_to_tensors(obs)
-        next_done = torch.zeros(k)
-        episode_return = np.zeros(k)
-        recent_returns: list[float] = []
-        recent_rt: list[float] = []
-        start_update = self.state.update
-        wall0 = time.perf_counter()
-        steps0 = self.state.global_step
-
-        for update in range(start_update + 1, cfg.num_updates + 1):
+        """Run the remaining updates: each one a rollout, its advantages, a PPO update, a
+        logged row (with validation when due) and a checkpoint when due."""
+        cfg = self.cfg
+        run = self._start_run()
+        n_max = run.envs.single_observation_space["servers"].shape[0]  # type: ignore[index]
+        buf = _Rollout.empty(cfg.num_steps, cfg.num_envs, n_max, cfg.server_dim)
+        for update in range(self.state.update + 1, cfg.num_updates + 1):
             if cfg.anneal_lr:
                 frac = 1.0 - (update - 1.0) / cfg.num_updates
                 self.optimizer.param_groups[0]["lr"] = frac * cfg.learning_rate
-            net.eval()
-            for step in range(t_steps):
-                self.state.global_step += k
-                task, servers, mask, n = next_obs
-                buf_task[step], buf_servers[step], buf_mask[step], buf_n[step] = (
-                    task,
-                    servers,
-                    mask,
-                    n,
-                )
-                dones[step] = next_done
-                if queue is not None:
-                    settings[step] = [env.setting for env in envs.envs]  # type: ignore[attr-defined]
-                with torch.no_grad():
-                    out = net(task, servers, mask, n)
-                    dist = torch.distributions.Categorical(logits=out.logits)
-                    action = dist.sample()
-                values[step] = out.value
-                actions[step] = action
-                logprobs[step] = dist.log_prob(action)
-                obs, reward, term, trunc, info = envs.step(action.numpy())
-                episode_return += reward
-                rewards[step] = torch.as_tensor(reward, dtype=torch.float32)
-                if trunc.any():  # a cut, not an end: the rest of the episode is worth V
-                    rewards[step] += cfg.gamma * final_values(net, info, trunc)
-                next_done = torch.as_tensor(np.logical_or(term, trunc), dtype=torch.float32)
-                next_obs = obs_to_tensors(obs)
-                if "final_info" in info:
-                    metrics = info["final_info"].get("episode_metrics", {})
-                    for i in np.flatnonzero(info.get("_final_info", [])):
-                        rt = float(metrics.get("window_response_time_s", [math.nan] * k)[i])
-                        if math.isfinite(rt):
-                            recent_rt.append(rt)
-                        recent_returns.append(float(episode_return[i]))
-                        episode_return[i] = 0.0
-                        self.state.episodes += 1
-
-            # GAE over the rollout, bootstrapped from the value of the next observation.
-            with torch.no_grad():
-                next_value = net(*next_obs).value
-                advantages = gae(
-                    rewards, values, dones, next_value, next_done, cfg.gamma, cfg.gae_lambda
-                )
-                returns = advantages + values
-            settings_fed = queue.feed(settings, advantages.numpy()) if queue is not None else 0
-
-            b_task = buf_task.reshape(-1, TASK_FEATURES)
-            b_servers = buf_servers.reshape(-1, n_max, cfg.server_dim)
-            b_mask = buf_mask.reshape(-1, n_max)
-            b_n = buf_n.reshape(-1)
-            b_actions = actions.reshape(-1)
-            b_logprobs = logprobs.reshape(-1)
-            b_adv = advantages.reshape(-1)
-            b_returns = returns.reshape(-1)
-            b_values = values.reshape(-1)
-
-            net.train()
-            idx = np.arange(cfg.batch_size)
-            clipfracs: list[float] = []
-            stats: dict[str, float] = {}
-            grad_norms: dict[str, float] = {}
-            params = [p for p in net.parameters() if p.requires_grad]
-            clip_groups = self._clip_groups()
-            approx_kl = torch.tensor(0.0)
-            for _epoch in range(cfg.update_epochs):
-                np.random.shuffle(idx)
-                for start in range(0, cfg.batch_size, cfg.minibatch_size):
-                    mb = torch.as_tensor(idx[start : start + cfg.minibatch_size])
-                    out = net(b_task[mb], b_servers[mb], b_mask[mb], b_n[mb])
-                    dist = torch.distributions.Categorical(logits=out.logits)
-                    new_logprob = dist.log_prob(b_actions[mb])
-                    entropy = dist.entropy()
-                    logratio = new_logprob - b_logprobs[mb]
-                    ratio = logratio.exp()
-                    with torch.no_grad():
-                        approx_kl = ((ratio - 1) - logratio).mean()
-                        clipfracs.append(
-                            ((ratio - 1.0).abs() > cfg.clip_coef).float().mean().item()
-                        )
-                    mb_adv = b_adv[mb]
-                    if cfg.norm_adv and mb_adv.numel() > 1:
-                        mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8)
-                    pg_loss = torch.max(
-                        -mb_adv * ratio,
-                        -mb_adv * torch.clamp(ratio, 1 - cfg.clip_coef, 1 + cfg.clip_coef),
-                    ).mean()
-                    new_value = out.value
-                    if cfg.clip_vloss:
-                        v_unclipped = (new_value - b_returns[mb]) ** 2
-                        v_clipped = b_values[mb] + torch.clamp(
-                            new_value - b_values[mb], -cfg.clip_coef, cfg.clip_coef
-                        )
-                        v_loss = (
-                            0.5 * torch.max(v_unclipped, (v_clipped - b_returns[mb]) ** 2).mean()
-                        )
-                    else:
-                        v_loss = 0.5 * ((new_value - b_returns[mb]) ** 2).mean()
-                    ent = entropy.mean()
-                    srr = srr_losses(out.attn_feature, self.srr_cfg)
-                    loss = pg_loss - cfg.ent_coef * ent + cfg.vf_coef * v_loss + srr.total
-                    if not grad_norms:  # once per update: what each term pulls, as weighted
-                        grad_norms = term_grad_norms(
-                            params,
-                            {
-                                "grad_norm_policy": pg_loss,
-                                "grad_norm_value": cfg.vf_coef * v_loss,
-                                "grad_norm_srr_decorrelation": self.srr_cfg.decorrelation_weight
-                                * srr.decorrelation,
-                                "grad_norm_srr_kl": self.srr_cfg.kl_weight * srr.kl,
-                            },
-                        )
-                    self.optimizer.zero_grad()
-                    loss.backward()
-                    for group in clip_groups:
-                        nn.utils.clip_grad_norm_(group, cfg.max_grad_norm)
-                    self.optimizer.step()
-                    stats = {
-                        "policy_loss": pg_loss.item(),
-                        "value_loss": v_loss.item(),
-                        "entropy": ent.item(),
-                        "srr_decorrelation": float(srr.decorrelation.item()),
-                        "srr_kl": float(srr.kl.item()),
-                        "approx_kl": approx_kl.item(),
-                    }
-                if cfg.target_kl is not None and approx_kl.item() > cfg.target_kl:
-                    break
-
-            with torch.no_grad():
-                feats = net(b_task[:1024], b_servers[:1024], b_mask[:1024], b_n[:1024])
-                fstats = feature_stats(feats.attn_feature)
-            elapsed = time.perf_counter() - wall0
-            row: dict[str, float] = {
-                "global_step": self.state.global_step,
-                "update": update,
-                "learning_rate": self.optimizer.param_groups[0]["lr"],
-                "episodes": self.state.episodes,
-                "mean_return": float(np.mean(recent_returns[-20:])) if recent_returns else math.nan,
-                "mean_response_time_s": float(np.mean(recent_rt[-20:])) if recent_rt else math.nan,
-                **stats,
-                **grad_norms,
-                "clipfrac": float(np.mean(clipfracs)) if clipfracs else 0.0,
-                "feature_mean": fstats["mean"],
-                "feature_var": fstats["var"],
-                "feature_offdiag_corr": fstats["mean_abs_offdiag_corr"],
-                "steps_per_s": (self.state.global_step - steps0) / max(elapsed, 1e-9),
-                "settings_fed": settings_fed,
-            }
-            self.state.update = update
-            last_update = update == cfg.num_updates
-            if (cfg.validate_every and update % cfg.validate_every == 0) or last_update:
-                row.update(self.validate())
-            self._log(row)
-            if update % cfg.checkpoint_every == 0 or last_update:
-                save_checkpoint(self.out / "last.pt", self.checkpoint_payload())
-            if self.progress is not None:
-                self.progress(update, cfg.num_updates, row)
-        envs.close()
+            self._rollout(run, buf)
+            advantages, returns = self._advantages(run, buf)
+            settings_fed = (
+                run.queue.feed(buf.settings, advantages.numpy()) if run.queue is not None else 0
+            )
+            batch = _Batch.of(buf, advantages, returns, cfg.server_dim)
+            result = self._update(batch)
+            row = self._row(update, run, batch, result, settings_fed)
+            self._end_update(update, row)
+        run.envs.close()
         if self._tb:
             self._tb.close()
         if not (self.out / "best.pt").exists():
             save_checkpoint(self.out / "best.pt", self.checkpoint_payload())
         return self.state
+
+    def _start_run(self) -> _Run:
+        """The environments, reset. Each (re)start seeds them from the run seed and the
+        update index, so a resumed run is reproducible too."""
+        cfg = self.cfg
+        queue = self._setting_queue()
+        envs = make_envs(cfg, queue)
+        obs, _ = envs.reset(seed=cfg.seed + 7919 * self.state.update)
+        return _Run(
+            envs=envs,
+            queue=queue,
+            next_obs=obs_to_tensors(obs),
+            next_done=torch.zeros(cfg.num_envs),
+            episode_return=np.zeros(cfg.num_envs),
+            wall0=time.perf_counter(),
+            steps0=self.state.global_step,
+        )
+
+    def _rollout(self, run: _Run, buf: _Rollout) -> None:
+        """T steps of the K environments with the current policy (sampled, no gradient)
+        into ``buf``; a truncated episode's last reward gets gamma x V(final observation)."""
+        cfg, net, k = self.cfg, self.net, self.cfg.num_envs
+        net.eval()
+        for step in range(cfg.num_steps):
+            self.state.global_step += k
+            task, servers, mask, n = run.next_obs
+            buf.task[step], buf.servers[step], buf.mask[step], buf.n[step] = (
+                task,
+                servers,
+                mask,
+                n,
+            )
+            buf.dones[step] = run.next_done
+            if run.queue is not None:
+                buf.settings[step] = [env.setting for env in run.envs.envs]  # type: ignore[attr-defined]
+            with torch.no_grad():
+                out = net(task, servers, mask, n)
+                dist = torch.distributions.Categorical(logits=out.logits)
+                action = dist.sample()
+            buf.values[step] = out.value
+            buf.actions[step] = action
+            buf.logprobs[step] = dist.log_prob(action)
+            obs, reward, term, trunc, info = run.envs.step(action.numpy())
+            run.episode_return += reward
+            buf.rewards[step] = torch.as_tensor(reward, dtype=torch.float32)
+            if trunc.any():  # a cut, not an end: the rest of the episode is worth V
+                buf.rewards[step] += cfg.gamma * final_values(net, info, trunc)
+            run.next_done = torch.as_tensor(np.logical_or(term, trunc), dtype=torch.float32)
+            run.next_obs = obs_to_tensors(obs)
+            if "final_info" in info:
+                self._record_episodes(run, info)
+
+    def _record_episodes(self, run: _Run, info: dict[str, Any]) -> None:
+        """The return and response time of each episode that just ended (for the log)."""
+        k = self.cfg.num_envs
+        metrics = info["final_info"].get("episode_metrics", {})
+        for i in np.flatnonzero(info.get("_final_info", [])):
+            rt = float(metrics.get("window_response_time_s", [math.nan] * k)[i])
+            if math.isfinite(rt):
+                run.recent_rt.append(rt)
+            run.recent_returns.append(float(run.episode_return[i]))
+            run.episode_return[i] = 0.0
+            self.state.episodes += 1
+
+    def _advantages(self, run: _Run, buf: _Rollout) -> tuple[torch.Tensor, torch.Tensor]:
+        """GAE over the rollout, bootstrapped from the value of the next observation; and
+        the returns the critic is fitted to."""
+        cfg = self.cfg
+        with torch.no_grad():
+            next_value = self.net(*run.next_obs).value
+            advantages = gae(
+                buf.rewards,
+                buf.values,
+                buf.dones,
+                next_value,
+                run.next_done,
+                cfg.gamma,
+                cfg.gae_lambda,
+            )
+            returns = advantages + buf.values
+        return advantages, returns
+
+    def _update(self, b: _Batch) -> _UpdateStats:
+        """``update_epochs`` passes over shuffled minibatches of the batch, each a clipped
+        gradient step; stops early once the approximate KL passes ``target_kl``."""
+        cfg, net = self.cfg, self.net
+        net.train()
+        idx = np.arange(cfg.batch_size)
+        result = _UpdateStats()
+        params = [p for p in net.parameters() if p.requires_grad]
+        clip_groups = self._clip_groups()
+        approx_kl = torch.tensor(0.0)
+        for _epoch in range(cfg.update_epochs):
+            np.random.shuffle(idx)
+            for start in range(0, cfg.batch_size, cfg.minibatch_size):
+                mb = torch.as_tensor(idx[start : start + cfg.minibatch_size])
+                terms = self._losses(b, mb)
+                approx_kl = terms.approx_kl
+                result.clipfracs.append(terms.clipfrac)
+                srr = terms.srr
+                loss = (
+                    terms.pg - cfg.ent_coef * terms.entropy + cfg.vf_coef * terms.value + srr.total
+                )
+                if not result.grad_norms:  # once per update: what each term pulls, as weighted
+                    result.grad_norms = term_grad_norms(
+                        params,
+                        {
+                            "grad_norm_policy": terms.pg,
+                            "grad_norm_value": cfg.vf_coef * terms.value,
+                            "grad_norm_srr_decorrelation": self.srr_cfg.decorrelation_weight
+                            * srr.decorrelation,
+                            "grad_norm_srr_kl": self.srr_cfg.kl_weight * srr.kl,
+                        },
+                    )
+                self.optimizer.zero_grad()
+                loss.backward()
+                for group in clip_groups:
+                    nn.utils.clip_grad_norm_(group, cfg.max_grad_norm)
+                self.optimizer.step()
+                result.stats = {
+                    "policy_loss": terms.pg.item(),
+                    "value_loss": terms.value.item(),
+                    "entropy": terms.entropy.item(),
+                    "srr_decorrelation": float(srr.decorrelation.item()),
+                    "srr_kl": float(srr.kl.item()),
+                    "approx_kl": approx_kl.item(),
+                }
+            if cfg.target_kl is not None and approx_kl.item() > cfg.target_kl:
+                break
+        return result
+
+    def _losses(self, b: _Batch, mb: torch.Tensor) -> _Losses:
+        """The clipped policy loss, the (optionally clipped) value loss, the entropy and
+        SRR's terms of one minibatch, with the approximate KL and the clipped share."""
+        cfg = self.cfg
+        out = self.net(b.task[mb], b.servers[mb], b.mask[mb], b.n[mb])
+        dist = torch.distributions.Categorical(logits=out.logits)
+        new_logprob = dist.log_prob(b.actions[mb])
+        entropy = dist.entropy()
+        logratio = new_logprob - b.logprobs[mb]
+        ratio = logratio.exp()
+        with torch.no_grad():
+            approx_kl = ((ratio - 1) - logratio).mean()
+            clipfrac = ((ratio - 1.0).abs() > cfg.clip_coef).float().mean().item()
+        mb_adv = b.adv[mb]
+        if cfg.norm_adv and mb_adv.numel() > 1:
+            mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8)
+        pg_loss = torch.max(
+            -mb_adv * ratio,
+            -mb_adv * torch.clamp(ratio, 1 - cfg.clip_coef, 1 + cfg.clip_coef),
+        ).mean()
+        v_loss = self._value_loss(out.value, b, mb)
+        ent = entropy.mean()
+        srr = srr_losses(out.attn_feature, self.srr_cfg)
+        return _Losses(pg_loss, v_loss, ent, srr, approx_kl, clipfrac)
+
+    def _value_loss(self, new_value: torch.Tensor, b: _Batch, mb: torch.Tensor) -> torch.Tensor:
+        """Half the squared error to the returns; with ``clip_vloss``, the worse of that and
+        the error of a value kept within ``clip_coef`` of the rollout's."""
+        cfg = self.cfg
+        if cfg.clip_vloss:
+            v_unclipped = (new_value - b.returns[mb]) ** 2
+            v_clipped = b.values[mb] + torch.clamp(
+                new_value - b.values[mb], -cfg.clip_coef, cfg.clip_coef
+            )
+            return 0.5 * torch.max(v_unclipped, (v_clipped - b.returns[mb]) ** 2).mean()
+        return 0.5 * ((new_value - b.returns[mb]) ** 2).mean()
+
+    def _row(
+        self, update: int, run: _Run, b: _Batch, result: _UpdateStats, settings_fed: int
+    ) -> dict[str, float]:
+        """The update's row of train.csv: progress, recent episodes, the update's losses,
+        gradient norms and clipped share, and statistics of the attention feature."""
+        with torch.no_grad():
+            feats = self.net(b.task[:1024], b.servers[:1024], b.mask[:1024], b.n[:1024])
+            fstats = feature_stats(feats.attn_feature)
+        elapsed = time.perf_counter() - run.wall0
+        recent_returns, recent_rt, clipfracs = run.recent_returns, run.recent_rt, result.clipfracs
+        return {
+            "global_step": self.state.global_step,
+            "update": update,
+            "learning_rate": self.optimizer.param_groups[0]["lr"],
+            "episodes": self.state.episodes,
+            "mean_return": float(np.mean(recent_returns[-20:])) if recent_returns else math.nan,
+            "mean_response_time_s": float(np.mean(recent_rt[-20:])) if recent_rt else math.nan,
+            **result.stats,
+            **result.grad_norms,
+            "clipfrac": float(np.mean(clipfracs)) if clipfracs else 0.0,
+            "feature_mean": fstats["mean"],
+            "feature_var": fstats["var"],
+            "feature_offdiag_corr": fstats["mean_abs_offdiag_corr"],
+            "steps_per_s": (self.state.global_step - run.steps0) / max(elapsed, 1e-9),
+            "settings_fed": settings_fed,
+        }
+
+    def _end_update(self, update: int, row: dict[str, float]) -> None:
+        """Validate when due (and always after the last update), log the row, save
+        last.pt when due, report progress."""
+        cfg = self.cfg
+        self.state.update = update
+        last_update = update == cfg.num_updates
+        if (cfg.validate_every and update % cfg.validate_every == 0) or last_update:
+            row.update(self.validate())
+        self._log(row)
+        if update % cfg.checkpoint_every == 0 or last_update:
+            save_checkpoint(self.out / "last.pt", self.checkpoint_payload())
+        if self.progress is not None:
+            self.progress(update, cfg.num_updates, row)
 
     def _clip_groups(self) -> list[list[nn.Parameter]]:
         """Parameter sets whose gradient norms are clipped each on its own: the whole

@@ -575,9 +575,97 @@ def _check_session_fields(t: WorkflowTemplate, f: str, task: TaskTemplate) -> No
             )
 
 
-def _compile(t: WorkflowTemplate) -> _Plan:
-    import networkx as nx
+@dataclass(slots=True)
+class _Compiling:
+    """What the compile steps share: the template, its task index and graph, and which
+    rule body each task belongs to (filled by :func:`_claim_rule_bodies`)."""
 
+    t: WorkflowTemplate
+    index: dict[str, int]
+    g: Any
+    """The template's DAG over task indices (a networkx DiGraph)."""
+    member: list[int]
+    rule_of: list[int]
+    option_of: list[int]
+    max_copies: list[int]
+    """Most copies a realisation may make of each task (fan-out width, loop iterations)."""
+    in_option: set[int] = field(default_factory=set)
+    """Tasks some branch may drop (set once every rule body is claimed)."""
+
+    @property
+    def n(self) -> int:
+        return len(self.t.tasks)
+
+    def claim(self, task_id: Any, fld: str, kind: int, r: int, opt: int = -1) -> int:
+        """Put a task in a rule body; rules don't nest, so a task is claimed once."""
+        if not isinstance(task_id, str) or task_id not in self.index:
+            raise _err(self.t, fld, f"unknown task id {task_id!r}")
+        i = self.index[task_id]
+        if self.member[i] != _STATIC:
+            raise _err(
+                self.t,
+                fld,
+                f"task {task_id!r} already belongs to rules[{self.rule_of[i]}] (rules don't nest)",
+            )
+        self.member[i], self.rule_of[i], self.option_of[i] = kind, r, opt
+        return i
+
+    def reaches(self, dec: int, targets: Sequence[int], allowed_extra: set[int]) -> bool:
+        """Whether ``dec`` is an ancestor of every target through tasks no branch can drop
+        (and ``allowed_extra``), so it stays one whatever the branches choose."""
+        import networkx as nx
+
+        keep = [x for x in range(self.n) if x not in self.in_option or x in allowed_extra]
+        sub = self.g.subgraph(keep)
+        if dec not in sub:
+            return False
+        desc = nx.descendants(sub, dec)
+        return all(x in desc for x in targets)
+
+    def convex(self, body: set[int]) -> bool:
+        """Whether no path leaves ``body`` and comes back (a body copied as a whole)."""
+        import networkx as nx
+
+        down: set[int] = set()
+        for b in body:
+            down |= nx.descendants(self.g, b)
+        outside = down - body
+        return not any(nx.descendants(self.g, o) & body for o in outside)
+
+
+def _compile(t: WorkflowTemplate) -> _Plan:
+    """Validate ``t`` (InputError naming the field) and precompute what :func:`realize`
+    needs, so realising runs on integer plans and plain lists only."""
+    index = _check_tasks(t)
+    n = len(t.tasks)
+    c = _Compiling(t, index, _task_graph(t, index), [_STATIC] * n, [-1] * n, [-1] * n, [1] * n)
+    _claim_rule_bodies(c)
+    c.in_option = {i for i in range(n) if c.member[i] == _BRANCH}
+    rules_plan, loop_entries = _check_rules(c)
+    static_rb = _static_reveals(c)
+    blocks = _block_order(c)
+    _check_realised_size(t, index, c.member, c.rule_of, c.max_copies)
+    tplans = [_task_plan(task) for task in t.tasks]
+    return _Plan(
+        tasks=tplans,
+        member=c.member,
+        rule_of=c.rule_of,
+        option_of=c.option_of,
+        static_rb=static_rb,
+        blocks=blocks,
+        copy_ids=_copy_ids(c),
+        edges=_edges_plan(c),
+        u_is_loop=[m == _LOOP for m in c.member],
+        rules=rules_plan,
+        loop_entries=loop_entries,
+        orphan_dec=_orphan_deciders(c),
+        has_sessions=any(p.prefix_id is not None or p.session is not None for p in tplans),
+        has_replays=any(p.agreement is not None for p in tplans),
+    )
+
+
+def _check_tasks(t: WorkflowTemplate) -> dict[str, int]:
+    """The name and every task's own fields; returns the index of each task id."""
     if not isinstance(t.name, str) or not t.name:
         raise _err(t, "name", "must be a non-empty string")
     if not t.tasks:
@@ -596,46 +684,64 @@ def _compile(t: WorkflowTemplate) -> _Plan:
         if task.kind not in KNOWN_KINDS:
             raise _err(t, f + ".kind", f"unknown kind {task.kind!r}; known: {list(KNOWN_KINDS)}")
         if task.kind == "llm":
-            if task.model not in models:
-                raise _err(t, f + ".model", f"unknown model {task.model!r}; known: {list(models)}")
-            _check_tokens(t, f + ".prompt_tokens", task.prompt_tokens)
-            _check_tokens(t, f + ".output_tokens", task.output_tokens)
-            est = task.output_tokens_est
-            if est is not None and (
-                isinstance(est, bool) or not isinstance(est, int) or not 0 <= est <= MAX_TOKENS
-            ):
-                raise _err(
-                    t,
-                    f + ".output_tokens_est",
-                    f"must be an integer in [0, {MAX_TOKENS}], got {short_repr(est)}",
-                )
+            _check_llm_fields(t, f, task, models)
         else:
-            if task.tool is None or task.tool == "":
-                raise _err(t, f + ".tool", "a tool task needs a tool name or a tool choice")
-            if isinstance(task.tool, ToolChoice):
-                if not task.tool.options:
-                    raise _err(t, f + ".tool", "a tool choice needs at least one option")
-                for k, opt in enumerate(task.tool.options):
-                    of = f"{f}.tool.options[{k}]"
-                    if not isinstance(opt.name, str) or not opt.name:
-                        raise _err(t, of + ".name", "must be a non-empty string")
-                    if not (math.isfinite(opt.weight) and opt.weight > 0):
-                        raise _err(t, of + ".weight", f"must be > 0, got {opt.weight}")
-                    if opt.cpu_work is not None:
-                        _check_num(t, of + ".cpu_work", opt.cpu_work)
-                    if opt.ext_latency is not None:
-                        _check_num(t, of + ".ext_latency", opt.ext_latency)
-            elif not isinstance(task.tool, str):
-                raise _err(t, f + ".tool", f"expected a tool name or ToolChoice, got {task.tool!r}")
+            _check_tool_field(t, f, task)
         _check_session_fields(t, f, task)
         _check_num(t, f + ".cpu_work", task.cpu_work)
         _check_num(t, f + ".ext_latency", task.ext_latency)
         if task.ext_latency_est is not None:
             _check_num(t, f + ".ext_latency_est", task.ext_latency_est)
+    return index
 
-    n = len(t.tasks)
+
+def _check_llm_fields(
+    t: WorkflowTemplate, f: str, task: TaskTemplate, models: tuple[str, ...]
+) -> None:
+    """An LLM call names a known model and valid token counts."""
+    if task.model not in models:
+        raise _err(t, f + ".model", f"unknown model {task.model!r}; known: {list(models)}")
+    _check_tokens(t, f + ".prompt_tokens", task.prompt_tokens)
+    _check_tokens(t, f + ".output_tokens", task.output_tokens)
+    est = task.output_tokens_est
+    if est is not None and (
+        isinstance(est, bool) or not isinstance(est, int) or not 0 <= est <= MAX_TOKENS
+    ):
+        raise _err(
+            t,
+            f + ".output_tokens_est",
+            f"must be an integer in [0, {MAX_TOKENS}], got {short_repr(est)}",
+        )
+
+
+def _check_tool_field(t: WorkflowTemplate, f: str, task: TaskTemplate) -> None:
+    """A tool task names its tool, or a choice of named, positively weighted tools."""
+    if task.tool is None or task.tool == "":
+        raise _err(t, f + ".tool", "a tool task needs a tool name or a tool choice")
+    if isinstance(task.tool, ToolChoice):
+        if not task.tool.options:
+            raise _err(t, f + ".tool", "a tool choice needs at least one option")
+        for k, opt in enumerate(task.tool.options):
+            of = f"{f}.tool.options[{k}]"
+            if not isinstance(opt.name, str) or not opt.name:
+                raise _err(t, of + ".name", "must be a non-empty string")
+            if not (math.isfinite(opt.weight) and opt.weight > 0):
+                raise _err(t, of + ".weight", f"must be > 0, got {opt.weight}")
+            if opt.cpu_work is not None:
+                _check_num(t, of + ".cpu_work", opt.cpu_work)
+            if opt.ext_latency is not None:
+                _check_num(t, of + ".ext_latency", opt.ext_latency)
+    elif not isinstance(task.tool, str):
+        raise _err(t, f + ".tool", f"expected a tool name or ToolChoice, got {task.tool!r}")
+
+
+def _task_graph(t: WorkflowTemplate, index: dict[str, int]) -> Any:
+    """The edges checked (known ids, no self-loop, no duplicate, no cycle) as a networkx
+    DiGraph; ``t.edges`` is put in canonical order on the way."""
+    import networkx as nx
+
     g: Any = nx.DiGraph()
-    g.add_nodes_from(range(n))
+    g.add_nodes_from(range(len(t.tasks)))
     seen_edges: set[tuple[int, int]] = set()
     for k, e in enumerate(t.edges):
         f = f"edges[{k}]"
@@ -658,167 +764,179 @@ def _compile(t: WorkflowTemplate) -> _Plan:
     # round trip through formats that store edges as parent lists.
     edges_sorted = sorted(t.edges, key=lambda e: (index[e.dst], index[e.src]))
     object.__setattr__(t, "edges", tuple(edges_sorted))
+    return g
 
-    member = [_STATIC] * n
-    rule_of = [-1] * n
-    option_of = [-1] * n
 
-    def claim(task_id: Any, fld: str, kind: int, r: int, opt: int = -1) -> int:
-        if not isinstance(task_id, str) or task_id not in index:
-            raise _err(t, fld, f"unknown task id {task_id!r}")
-        i = index[task_id]
-        if member[i] != _STATIC:
-            raise _err(
-                t,
-                fld,
-                f"task {task_id!r} already belongs to rules[{rule_of[i]}] (rules don't nest)",
-            )
-        member[i], rule_of[i], option_of[i] = kind, r, opt
-        return i
-
+def _claim_rule_bodies(c: _Compiling) -> None:
+    """Mark each task with the rule body it belongs to (before any rule is checked, since
+    the checks ask which tasks a branch may drop)."""
+    t = c.t
     for r, rule in enumerate(t.rules):
         f = f"rules[{r}]"
         if isinstance(rule, FanOut):
             if not rule.body:
                 raise _err(t, f + ".body", "a fan-out body needs at least one task")
             for k, tid in enumerate(rule.body):
-                claim(tid, f"{f}.body[{k}]", _FANOUT, r)
+                c.claim(tid, f"{f}.body[{k}]", _FANOUT, r)
         elif isinstance(rule, Branch):
             if not rule.options:
                 raise _err(t, f + ".options", "a branch needs at least one option")
             _check_probs(t, f + ".options", [o.prob for o in rule.options])
             for k, o in enumerate(rule.options):
                 for m, tid in enumerate(o.tasks):
-                    claim(tid, f"{f}.options[{k}].tasks[{m}]", _BRANCH, r, k)
+                    c.claim(tid, f"{f}.options[{k}].tasks[{m}]", _BRANCH, r, k)
         elif isinstance(rule, Loop):
             if not rule.body:
                 raise _err(t, f + ".body", "a loop body needs at least one task")
             for k, tid in enumerate(rule.body):
-                claim(tid, f"{f}.body[{k}]", _LOOP, r)
+                c.claim(tid, f"{f}.body[{k}]", _LOOP, r)
         else:
             raise _err(t, f, f"unknown rule type {type(rule).__name__}")
 
-    in_option = {i for i in range(n) if member[i] == _BRANCH}
+
+def _check_rules(
+    c: _Compiling,
+) -> tuple[list[tuple[Any, ...]], dict[int, tuple[int, ...]]]:
+    """Each rule's decider and shape; returns the rule plans (in rule order) and each
+    loop's entry tasks. Sets ``max_copies`` of every fan-out and loop body task."""
+    t, index = c.t, c.index
     rules_plan: list[tuple[Any, ...]] = []
     loop_entries: dict[int, tuple[int, ...]] = {}
-    max_copies = [1] * n
-
-    def reaches(dec: int, targets: Sequence[int], allowed_extra: set[int]) -> bool:
-        keep = [x for x in range(n) if x not in in_option or x in allowed_extra]
-        sub = g.subgraph(keep)
-        if dec not in sub:
-            return False
-        desc = nx.descendants(sub, dec)
-        return all(x in desc for x in targets)
-
-    def convex(body: set[int]) -> bool:
-        down: set[int] = set()
-        for b in body:
-            down |= nx.descendants(g, b)
-        outside = down - body
-        return not any(nx.descendants(g, o) & body for o in outside)
-
     for r, rule in enumerate(t.rules):
         f = f"rules[{r}]"
         if not isinstance(rule.decider, str) or rule.decider not in index:
             raise _err(t, f + ".decider", f"unknown task id {rule.decider!r}")
         d = index[rule.decider]
-        if isinstance(rule, FanOut | Branch) and member[d] != _STATIC:
+        if isinstance(rule, FanOut | Branch) and c.member[d] != _STATIC:
             raise _err(
                 t,
                 f + ".decider",
                 f"decider {rule.decider!r} must not itself belong to a rule body",
             )
         if isinstance(rule, FanOut):
-            wmax = _check_width(t, f + ".width", rule.width)
-            body = [index[x] for x in rule.body]
-            if not convex(set(body)):
-                raise _err(
-                    t,
-                    f + ".body",
-                    "the body must be a convex sub-DAG (no path leaves it and comes back)",
-                )
-            if not reaches(d, body, set()):
-                raise _err(
-                    t,
-                    f + ".decider",
-                    f"decider {rule.decider!r} must be an ancestor of "
-                    "every body task (through tasks no branch can drop)",
-                )
-            for b in body:
-                max_copies[b] = wmax
-            rules_plan.append((_FANOUT, d, rule.width))
+            rules_plan.append(_check_fanout(c, f, rule, d))
         elif isinstance(rule, Branch):
-            for k, o in enumerate(rule.options):
-                opt_idx = [index[x] for x in o.tasks]
-                if opt_idx and not reaches(d, opt_idx, set(opt_idx)):
-                    raise _err(
-                        t,
-                        f"{f}.options[{k}]",
-                        f"decider {rule.decider!r} must be an "
-                        "ancestor of every task of the option (through static tasks "
-                        "or tasks of the same option)",
-                    )
-            cum: list[float] = []
-            acc = 0.0
-            for o in rule.options:
-                acc += o.prob
-                cum.append(acc)
-            rules_plan.append((_BRANCH, d, tuple(cum)))
+            rules_plan.append(_check_branch(c, f, rule, d))
         else:
-            if member[d] != _LOOP or rule_of[d] != r:
-                raise _err(t, f + ".decider", f"loop decider {rule.decider!r} must be in the body")
-            mi = rule.max_iter
-            if isinstance(mi, bool) or not isinstance(mi, int) or not 1 <= mi <= MAX_LOOP_ITER:
-                raise _err(
-                    t,
-                    f + ".max_iter",
-                    f"must be an integer in [1, {MAX_LOOP_ITER}], got {short_repr(mi)}",
-                )
-            cp = rule.continue_prob
-            if not (math.isfinite(cp) and 0.0 <= cp <= 1.0):
-                raise _err(t, f + ".continue_prob", f"must be in [0, 1], got {cp}")
-            _check_num(t, f + ".carry_bytes", rule.carry_bytes, MAX_BYTES)
-            body_set = {index[x] for x in rule.body}
-            if any(c in body_set for c in g.successors(d)):
-                raise _err(
-                    t,
-                    f + ".decider",
-                    f"loop decider {rule.decider!r} must be a sink of "
-                    "the body (no child inside the body)",
-                )
-            if not convex(body_set):
-                raise _err(
-                    t,
-                    f + ".body",
-                    "the body must be a convex sub-DAG (no path leaves it and comes back)",
-                )
-            entries = tuple(
-                sorted(b for b in body_set if not any(p in body_set for p in g.predecessors(b)))
-            )
-            loop_entries[r] = entries
-            for b in body_set:
-                max_copies[b] = mi
-            rules_plan.append((_LOOP, d, mi, cp, rule.carry_bytes))
+            plan, loop_entries[r] = _check_loop(c, f, r, rule, d)
+            rules_plan.append(plan)
+    return rules_plan, loop_entries
 
-    static_rb = [-1] * n
+
+def _check_fanout(c: _Compiling, f: str, rule: FanOut, d: int) -> tuple[Any, ...]:
+    """A fan-out: a valid width, a convex body, a decider that reaches all of it."""
+    t, index = c.t, c.index
+    wmax = _check_width(t, f + ".width", rule.width)
+    body = [index[x] for x in rule.body]
+    if not c.convex(set(body)):
+        raise _err(
+            t,
+            f + ".body",
+            "the body must be a convex sub-DAG (no path leaves it and comes back)",
+        )
+    if not c.reaches(d, body, set()):
+        raise _err(
+            t,
+            f + ".decider",
+            f"decider {rule.decider!r} must be an ancestor of "
+            "every body task (through tasks no branch can drop)",
+        )
+    for b in body:
+        c.max_copies[b] = wmax
+    return (_FANOUT, d, rule.width)
+
+
+def _check_branch(c: _Compiling, f: str, rule: Branch, d: int) -> tuple[Any, ...]:
+    """A branch: the decider reaches every task of every option; the plan keeps the
+    options' cumulative probabilities."""
+    t, index = c.t, c.index
+    for k, o in enumerate(rule.options):
+        opt_idx = [index[x] for x in o.tasks]
+        if opt_idx and not c.reaches(d, opt_idx, set(opt_idx)):
+            raise _err(
+                t,
+                f"{f}.options[{k}]",
+                f"decider {rule.decider!r} must be an "
+                "ancestor of every task of the option (through static tasks "
+                "or tasks of the same option)",
+            )
+    cum: list[float] = []
+    acc = 0.0
+    for o in rule.options:
+        acc += o.prob
+        cum.append(acc)
+    return (_BRANCH, d, tuple(cum))
+
+
+def _check_loop(
+    c: _Compiling, f: str, r: int, rule: Loop, d: int
+) -> tuple[tuple[Any, ...], tuple[int, ...]]:
+    """A loop: its decider a sink of its convex body, valid iteration bounds and carry;
+    returns the plan and the body's entries (tasks without a parent in the body)."""
+    t, index, g = c.t, c.index, c.g
+    if c.member[d] != _LOOP or c.rule_of[d] != r:
+        raise _err(t, f + ".decider", f"loop decider {rule.decider!r} must be in the body")
+    mi = rule.max_iter
+    if isinstance(mi, bool) or not isinstance(mi, int) or not 1 <= mi <= MAX_LOOP_ITER:
+        raise _err(
+            t,
+            f + ".max_iter",
+            f"must be an integer in [1, {MAX_LOOP_ITER}], got {short_repr(mi)}",
+        )
+    cp = rule.continue_prob
+    if not (math.isfinite(cp) and 0.0 <= cp <= 1.0):
+        raise _err(t, f + ".continue_prob", f"must be in [0, 1], got {cp}")
+    _check_num(t, f + ".carry_bytes", rule.carry_bytes, MAX_BYTES)
+    body_set = {index[x] for x in rule.body}
+    if any(x in body_set for x in g.successors(d)):
+        raise _err(
+            t,
+            f + ".decider",
+            f"loop decider {rule.decider!r} must be a sink of the body (no child inside the body)",
+        )
+    if not c.convex(body_set):
+        raise _err(
+            t,
+            f + ".body",
+            "the body must be a convex sub-DAG (no path leaves it and comes back)",
+        )
+    entries = tuple(
+        sorted(b for b in body_set if not any(p in body_set for p in g.predecessors(b)))
+    )
+    for b in body_set:
+        c.max_copies[b] = mi
+    return (_LOOP, d, mi, cp, rule.carry_bytes), entries
+
+
+def _static_reveals(c: _Compiling) -> list[int]:
+    """Each static task's ``revealed_by`` as a template index (-1: none), checked to be a
+    static ancestor that no branch can cut off."""
+    t, index = c.t, c.index
+    static_rb = [-1] * c.n
     for i, task in enumerate(t.tasks):
         if task.revealed_by is None:
             continue
         f = f"tasks[{i}].revealed_by"
         if task.revealed_by not in index:
             raise _err(t, f, f"unknown task id {task.revealed_by!r}")
-        if member[i] != _STATIC:
+        if c.member[i] != _STATIC:
             raise _err(t, f, "only tasks outside rule bodies may name revealed_by")
         d = index[task.revealed_by]
-        if member[d] != _STATIC:
+        if c.member[d] != _STATIC:
             raise _err(t, f, f"{task.revealed_by!r} belongs to a rule body")
-        if not reaches(d, [i], set()):
+        if not c.reaches(d, [i], set()):
             raise _err(t, f, f"{task.revealed_by!r} must be an ancestor of {task.id!r}")
         static_rb[i] = d
+    return static_rb
 
-    # Block order: contract each loop body to one node, topological sort (ties broken by
-    # declaration order), expand loops into their body's topological order.
+
+def _block_order(c: _Compiling) -> list[tuple[int, tuple[int, ...]]]:
+    """The order tasks are realised in: contract each loop body to one node, sort
+    topologically (ties broken by declaration order), expand each loop into its body's
+    topological order, so a loop unrolls iteration by iteration in one contiguous run."""
+    import networkx as nx
+
+    n, g, member, rule_of = c.n, c.g, c.member, c.rule_of
     node_of = [i if member[i] != _LOOP else n + rule_of[i] for i in range(n)]
     cg: Any = nx.DiGraph()
     cg.add_nodes_from(sorted(set(node_of)))
@@ -837,47 +955,45 @@ def _compile(t: WorkflowTemplate) -> _Plan:
             body_nodes = [i for i in range(n) if member[i] == _LOOP and rule_of[i] == r]
             order = list(nx.lexicographical_topological_sort(g.subgraph(body_nodes)))
             blocks.append((r, tuple(order)))
+    return blocks
 
-    _check_realised_size(t, index, member, rule_of, max_copies)
+
+def _copy_ids(c: _Compiling) -> list[list[str]]:
+    """The ids of every copy a realisation may make, computed once: ``t#c`` for fan-out
+    copies, ``t@j`` for loop iterations after the first."""
     copy_ids: list[list[str]] = []
-    for i, task in enumerate(t.tasks):
-        if member[i] == _FANOUT:
-            copy_ids.append([f"{task.id}#{c}" for c in range(max_copies[i])])
-        elif member[i] == _LOOP:
-            copy_ids.append([task.id] + [f"{task.id}@{j}" for j in range(1, max_copies[i])])
+    for i, task in enumerate(c.t.tasks):
+        if c.member[i] == _FANOUT:
+            copy_ids.append([f"{task.id}#{k}" for k in range(c.max_copies[i])])
+        elif c.member[i] == _LOOP:
+            copy_ids.append([task.id] + [f"{task.id}@{j}" for j in range(1, c.max_copies[i])])
         else:
             copy_ids.append([task.id])
+    return copy_ids
 
+
+def _edges_plan(c: _Compiling) -> list[tuple[int, int, Num, int]]:
+    """Each template edge with whether it joins copies pairwise (both ends in the same
+    fan-out or loop body) or every copy to every copy."""
+    member, rule_of = c.member, c.rule_of
     edges_plan: list[tuple[int, int, Num, int]] = []
-    for e in t.edges:
-        u, v = index[e.src], index[e.dst]
+    for e in c.t.edges:
+        u, v = c.index[e.src], c.index[e.dst]
         same = member[u] in (_FANOUT, _LOOP) and member[u] == member[v] and rule_of[u] == rule_of[v]
         edges_plan.append((u, v, e.nbytes, 1 if same else 0))
+    return edges_plan
 
+
+def _orphan_deciders(c: _Compiling) -> list[tuple[int, int]]:
+    """Tasks whose parents all sit in branch options, with the decider that becomes their
+    parent when the chosen options drop them all."""
     orphan_dec: list[tuple[int, int]] = []
-    for i in range(n):
-        preds = sorted(g.predecessors(i))
-        if preds and all(member[p] == _BRANCH for p in preds):
-            first_rule = t.rules[rule_of[preds[0]]]
-            orphan_dec.append((i, index[first_rule.decider]))
-
-    tplans = [_task_plan(task) for task in t.tasks]
-    return _Plan(
-        tasks=tplans,
-        member=member,
-        rule_of=rule_of,
-        option_of=option_of,
-        static_rb=static_rb,
-        blocks=blocks,
-        copy_ids=copy_ids,
-        edges=edges_plan,
-        u_is_loop=[m == _LOOP for m in member],
-        rules=rules_plan,
-        loop_entries=loop_entries,
-        orphan_dec=orphan_dec,
-        has_sessions=any(p.prefix_id is not None or p.session is not None for p in tplans),
-        has_replays=any(p.agreement is not None for p in tplans),
-    )
+    for i in range(c.n):
+        preds = sorted(c.g.predecessors(i))
+        if preds and all(c.member[p] == _BRANCH for p in preds):
+            first_rule = c.t.rules[c.rule_of[preds[0]]]
+            orphan_dec.append((i, c.index[first_rule.decider]))
+    return orphan_dec
 
 
 def _check_realised_size(
@@ -1095,7 +1211,37 @@ def realize(
     """
     plan = template._plan
     hints = hint_rng(rng)
-    # 1. rule outcomes: fan-out width, chosen branch option, loop iterations
+    outcome = _draw_outcomes(plan, rng)  # 1. fan-out widths, branch options, loop iterations
+    out, copies = _realise_tasks(plan, outcome, rng, hints)  # 2. tasks, in output order
+    links = _Links.empty(len(out))  # 3. edges
+    _link_template_edges(plan, copies, links, rng)
+    _link_loop_carries(plan, outcome, copies, links, rng)
+    _link_orphans(plan, copies, links)
+    tplans = plan.tasks
+    parent_lists = tuple(tuple(sorted(p)) for p in links.parents)
+    if plan.has_sessions:  # 4. prefixes and session contexts (no draws)
+        from scalesched.workload.sessions import link_sessions
+
+        of = _template_of(copies, len(out))
+        out = link_sessions(out, parent_lists, [tplans[t] for t in of])
+    if plan.has_replays:  # 5. re-sampled branches (a generator of their own)
+        from scalesched.workload.sessions import mark_replays, replay_rng
+
+        groups = [(p.agreement, copies[t]) for t, p in enumerate(tplans) if p.agreement is not None]
+        out = mark_replays(out, groups, replay_rng(rng))
+    return WorkflowInstance(
+        name=name if name is not None else template.name,
+        pattern=template.pattern,
+        tasks=tuple(out),
+        parents=parent_lists,
+        children=tuple(tuple(sorted(c)) for c in links.children),
+        edge_bytes=links.edge_bytes,
+    )
+
+
+def _draw_outcomes(plan: _Plan, rng: np.random.Generator) -> list[int]:
+    """Each rule's outcome, in rule order: a fan-out's width, the index of the branch
+    option kept, a loop's iterations."""
     outcome: list[int] = []
     for rp in plan.rules:
         kind = rp[0]
@@ -1107,8 +1253,14 @@ def realize(
             outcome.append(min(k, len(rp[2]) - 1))
         else:
             outcome.append(draw_loop_iterations(rp[2], rp[3], rng))
+    return outcome
 
-    # 2. tasks, in output order
+
+def _realise_tasks(
+    plan: _Plan, outcome: list[int], rng: np.random.Generator, hints: np.random.Generator
+) -> tuple[list[TaskInstance], list[list[int]]]:
+    """The realised tasks in output order (block by block, loops unrolled), and for each
+    template task the output indices of its copies."""
     member = plan.member
     rule_of = plan.rule_of
     tplans = plan.tasks
@@ -1148,12 +1300,30 @@ def realize(
                 for t in body:
                     copies[t].append(len(out))
                     append(_make_task(tplans[t], copy_ids[t][j], rng, rb, hints))
+    return out, copies
 
-    # 3. edges
-    n_out = len(out)
-    parents: list[list[int]] = [[] for _ in range(n_out)]
-    children: list[list[int]] = [[] for _ in range(n_out)]
-    edge_bytes: dict[tuple[int, int], float] = {}
+
+@dataclass(slots=True)
+class _Links:
+    """The realised edges as they are built: parent and child lists per realised task, and
+    the payload of each edge that carries one."""
+
+    parents: list[list[int]]
+    children: list[list[int]]
+    edge_bytes: dict[tuple[int, int], float]
+
+    @classmethod
+    def empty(cls, n_out: int) -> _Links:
+        return cls([[] for _ in range(n_out)], [[] for _ in range(n_out)], {})
+
+
+def _link_template_edges(
+    plan: _Plan, copies: list[list[int]], links: _Links, rng: np.random.Generator
+) -> None:
+    """Each template edge between realised copies, payloads drawn in template edge order:
+    copy i to copy i inside one body, else every copy to every copy (from a loop body's
+    last iteration only)."""
+    parents, children, edge_bytes = links.parents, links.children, links.edge_bytes
     u_is_loop = plan.u_is_loop
     for u, v, nb, pairwise in plan.edges:
         cu = copies[u]
@@ -1176,6 +1346,18 @@ def realize(
                     x = nb if isinstance(nb, float) else nb.sample(rng)
                     if x > 0.0:
                         edge_bytes[(a, b)] = x
+
+
+def _link_loop_carries(
+    plan: _Plan,
+    outcome: list[int],
+    copies: list[list[int]],
+    links: _Links,
+    rng: np.random.Generator,
+) -> None:
+    """The edges that carry a loop from one iteration to the next: ``decider@(j-1)`` to
+    every entry of iteration ``j``, payloads drawn after the template edges'."""
+    parents, children, edge_bytes = links.parents, links.children, links.edge_bytes
     for r, entries in plan.loop_entries.items():
         k = outcome[r]
         if k < 2:
@@ -1191,28 +1373,15 @@ def realize(
                 x = carry if isinstance(carry, float) else carry.sample(rng)
                 if x > 0.0:
                     edge_bytes[(a, b)] = x
+
+
+def _link_orphans(plan: _Plan, copies: list[list[int]], links: _Links) -> None:
+    """A kept task whose parents were all dropped by branches gets the branch's decider
+    as its only parent (no payload, no draw)."""
+    parents, children = links.parents, links.children
     for t, d in plan.orphan_dec:
         for b in copies[t]:
             if not parents[b]:
                 a = copies[d][0]
                 parents[b].append(a)
                 children[a].append(b)
-
-    parent_lists = tuple(tuple(sorted(p)) for p in parents)
-    if plan.has_sessions:  # 4. prefixes and session contexts (no draws)
-        from scalesched.workload.sessions import link_sessions
-
-        out = link_sessions(out, parent_lists, [tplans[t] for t in _template_of(copies, n_out)])
-    if plan.has_replays:  # 5. re-sampled branches (a generator of their own)
-        from scalesched.workload.sessions import mark_replays, replay_rng
-
-        groups = [(p.agreement, copies[t]) for t, p in enumerate(tplans) if p.agreement is not None]
-        out = mark_replays(out, groups, replay_rng(rng))
-    return WorkflowInstance(
-        name=name if name is not None else template.name,
-        pattern=template.pattern,
-        tasks=tuple(out),
-        parents=parent_lists,
-        children=tuple(tuple(sorted(c)) for c in children),
-        edge_bytes=edge_bytes,
-    )

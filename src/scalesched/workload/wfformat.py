@@ -26,6 +26,7 @@ import json
 import math
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -248,6 +249,49 @@ def template_from_wfformat(
 ) -> WorkflowTemplate:
     """Build a template from a parsed WfFormat document (see :func:`load_workflow_template`)."""
     c = _Ctx(source)
+    head = _document_head(c, doc, default_name)
+    sizes = _file_sizes(c, head.spec)
+    exe = _execution_records(c, head.wf)
+    ids, objs = _task_ids(c, head.raw_tasks)
+    parents = _task_parents(c, ids, objs)
+    _check_acyclic(c, ids, parents)
+    inputs, outputs = _task_files(c, objs, sizes)
+    edges = _edges_from_files(c, ids, parents, inputs, outputs, sizes)
+    tasks = [
+        _parse_task(c, i, objs[i], ids[i], exe.runtime, exe.machine_of, exe.speed, exe.category)
+        for i in range(len(ids))
+    ]
+    wpath = "workflow.scalesched" if EXT in head.wf or EXT not in head.root else EXT
+    rules, pattern = _workflow_extension(c, head.wf.get(EXT, head.root.get(EXT)), wpath)
+    try:
+        return WorkflowTemplate(
+            name=head.name,
+            tasks=tuple(tasks),
+            edges=tuple(edges),
+            rules=tuple(rules),
+            pattern=pattern,
+            description=head.description,
+            source=source,
+        )
+    except InputError as e:
+        raise InputError(source, _json_field(e.field, wpath), e.message) from None
+
+
+@dataclass(frozen=True, slots=True)
+class _Head:
+    """The top of a WfFormat document, checked: where its parts are."""
+
+    root: dict[str, Any]
+    wf: dict[str, Any]
+    spec: dict[str, Any]
+    raw_tasks: list[Any]
+    name: str
+    description: str
+
+
+def _document_head(c: _Ctx, doc: Any, default_name: str) -> _Head:
+    """The name, the description and the path to a non-empty task list (WfFormat 1.5
+    keeps tasks in ``workflow.specification.tasks``)."""
     root = c.obj(doc, "(root)")
     name = root.get("name", default_name)
     name = c.string(name, "name")
@@ -270,8 +314,12 @@ def template_from_wfformat(
     raw_tasks = c.lst(spec["tasks"], _TASKS)
     if not raw_tasks:
         raise c.err(_TASKS, "a workflow needs at least one task")
+    return _Head(root, wf, spec, raw_tasks, name, description)
 
-    # files
+
+def _file_sizes(c: _Ctx, spec: dict[str, Any]) -> dict[str, Num]:
+    """Each file's size in bytes: ``sizeInBytes``, or the extension's exact or distributed
+    ``size`` when it has one."""
     sizes: dict[str, Num] = {}
     for j, f in enumerate(c.lst(spec.get("files", []), _FILES)):
         fp = f"{_FILES}[{j}]"
@@ -293,60 +341,80 @@ def template_from_wfformat(
         if problem is not None:
             raise c.err(size_path, problem)
         sizes[fid] = size
+    return sizes
 
-    # execution records and machine speeds
-    runtime: dict[str, float] = {}
-    machine_of: dict[str, str] = {}
-    speed: dict[str, float] = {}
-    category: dict[str, str] = {}
+
+@dataclass(slots=True)
+class _Execution:
+    """What an execution record says about each task: its measured runtime, the machine it
+    ran on, and that machine's speed relative to :data:`REFERENCE_CPU_MHZ`."""
+
+    runtime: dict[str, float] = field(default_factory=dict)
+    machine_of: dict[str, str] = field(default_factory=dict)
+    speed: dict[str, float] = field(default_factory=dict)
+    category: dict[str, str] = field(default_factory=dict)
+
+
+def _execution_records(c: _Ctx, wf: dict[str, Any]) -> _Execution:
+    """The optional ``workflow.execution``: machine speeds, then per-task records."""
+    out = _Execution()
     exe_raw = wf.get("execution")
-    if exe_raw is not None:
-        ep = "workflow.execution"
-        exe = c.obj(exe_raw, ep)
-        for m_i, m in enumerate(c.lst(exe.get("machines", []), ep + ".machines")):
-            mp = f"{ep}.machines[{m_i}]"
-            m = c.obj(m, mp)
-            node = c.string(m.get("nodeName"), mp + ".nodeName")
-            cpu = m.get("cpu")
-            if cpu is not None and c.obj(cpu, mp + ".cpu").get("speedInMHz") is not None:
-                mhz = c.number(cpu["speedInMHz"], mp + ".cpu.speedInMHz")
-                if not 0 < mhz <= MAX_CPU_MHZ:
-                    raise c.err(
-                        mp + ".cpu.speedInMHz", f"must be in (0, {MAX_CPU_MHZ:g}], got {mhz}"
-                    )
-                speed[node] = mhz / REFERENCE_CPU_MHZ
-        for k, et in enumerate(c.lst(exe.get("tasks", []), ep + ".tasks")):
-            tp = f"{ep}.tasks[{k}]"
-            et = c.obj(et, tp)
-            tid = c.string(et.get("id"), tp + ".id")
-            if "runtimeInSeconds" in et:
-                rt = c.number(et["runtimeInSeconds"], tp + ".runtimeInSeconds")
-                if rt > MAX_SECONDS:
-                    raise c.err(tp + ".runtimeInSeconds", f"must be <= {MAX_SECONDS:g}, got {rt}")
-                runtime[tid] = rt
-            ms = et.get("machines", et.get("machine"))
-            if isinstance(ms, list) and ms and isinstance(ms[0], str):
-                machine_of[tid] = ms[0]
-            elif isinstance(ms, str):
-                machine_of[tid] = ms
-            if isinstance(et.get("category"), str) and et["category"]:
-                category[tid] = et["category"]
+    if exe_raw is None:
+        return out
+    ep = "workflow.execution"
+    exe = c.obj(exe_raw, ep)
+    for m_i, m in enumerate(c.lst(exe.get("machines", []), ep + ".machines")):
+        mp = f"{ep}.machines[{m_i}]"
+        m = c.obj(m, mp)
+        node = c.string(m.get("nodeName"), mp + ".nodeName")
+        cpu = m.get("cpu")
+        if cpu is not None and c.obj(cpu, mp + ".cpu").get("speedInMHz") is not None:
+            mhz = c.number(cpu["speedInMHz"], mp + ".cpu.speedInMHz")
+            if not 0 < mhz <= MAX_CPU_MHZ:
+                raise c.err(mp + ".cpu.speedInMHz", f"must be in (0, {MAX_CPU_MHZ:g}], got {mhz}")
+            out.speed[node] = mhz / REFERENCE_CPU_MHZ
+    for k, et in enumerate(c.lst(exe.get("tasks", []), ep + ".tasks")):
+        tp = f"{ep}.tasks[{k}]"
+        et = c.obj(et, tp)
+        tid = c.string(et.get("id"), tp + ".id")
+        if "runtimeInSeconds" in et:
+            rt = c.number(et["runtimeInSeconds"], tp + ".runtimeInSeconds")
+            if rt > MAX_SECONDS:
+                raise c.err(tp + ".runtimeInSeconds", f"must be <= {MAX_SECONDS:g}, got {rt}")
+            out.runtime[tid] = rt
+        ms = et.get("machines", et.get("machine"))
+        if isinstance(ms, list) and ms and isinstance(ms[0], str):
+            out.machine_of[tid] = ms[0]
+        elif isinstance(ms, str):
+            out.machine_of[tid] = ms
+        if isinstance(et.get("category"), str) and et["category"]:
+            out.category[tid] = et["category"]
+    return out
 
-    # tasks: ids first, so parents may point forward
+
+def _task_ids(c: _Ctx, raw_tasks: list[Any]) -> tuple[list[str], list[dict[str, Any]]]:
+    """Every task's id (``id``, else ``name``; unique) and object, read before any
+    dependency so that parents and children may point forward."""
     ids: list[str] = []
-    pos: dict[str, int] = {}
+    seen: set[str] = set()
     objs: list[dict[str, Any]] = []
     for i, t in enumerate(raw_tasks):
         tp = f"{_TASKS}[{i}]"
         t = c.obj(t, tp)
         raw_id = t.get("id", t.get("name"))
         tid = c.string(raw_id, tp + ".id")
-        if tid in pos:
+        if tid in seen:
             raise c.err(tp + ".id", f"duplicate task id {tid!r}")
-        pos[tid] = i
+        seen.add(tid)
         ids.append(tid)
         objs.append(t)
+    return ids, objs
 
+
+def _task_parents(c: _Ctx, ids: list[str], objs: list[dict[str, Any]]) -> list[list[int]]:
+    """Each task's parents, from its own ``parents`` and the ``children`` of the others
+    (either side may name an edge; each edge counts once)."""
+    pos = {tid: i for i, tid in enumerate(ids)}
     parents: list[list[int]] = [[] for _ in ids]
     for i, t in enumerate(objs):
         tp = f"{_TASKS}[{i}]"
@@ -365,8 +433,13 @@ def template_from_wfformat(
             ch = pos[cid]
             if i not in parents[ch]:
                 parents[ch].append(i)
-    _check_acyclic(c, ids, parents)
+    return parents
 
+
+def _task_files(
+    c: _Ctx, objs: list[dict[str, Any]], sizes: dict[str, Num]
+) -> tuple[list[list[str]], list[list[str]]]:
+    """Each task's input and output file ids, every one a declared file."""
     inputs: list[list[str]] = []
     outputs: list[list[str]] = []
     for i, t in enumerate(objs):
@@ -377,7 +450,19 @@ def template_from_wfformat(
                 if fid not in sizes:
                     raise c.err(f"{tp}.{key}[{k}]", f"unknown file id {fid!r} (not in {_FILES})")
             acc.append(fl)
+    return inputs, outputs
 
+
+def _edges_from_files(
+    c: _Ctx,
+    ids: list[str],
+    parents: list[list[int]],
+    inputs: list[list[str]],
+    outputs: list[list[str]],
+    sizes: dict[str, Num],
+) -> list[Edge]:
+    """One edge per dependency, its payload the files the parent writes and the child
+    reads (a sum of fixed sizes, or one distributed size alone)."""
     edges: list[Edge] = []
     for i in range(len(ids)):
         ins = set(inputs[i])
@@ -397,35 +482,20 @@ def template_from_wfformat(
                         "distribution; a distributed payload must be the edge's only file",
                     )
             edges.append(Edge(ids[p], ids[i], nb))
+    return edges
 
-    tasks = [
-        _parse_task(c, i, objs[i], ids[i], runtime, machine_of, speed, category)
-        for i in range(len(ids))
-    ]
 
-    wext_raw = wf.get(EXT, root.get(EXT))
+def _workflow_extension(c: _Ctx, wext_raw: Any, wpath: str) -> tuple[list[Rule], str]:
+    """The workflow's ``scalesched`` object, if any: its dynamic rules and pattern label."""
     rules: list[Rule] = []
     pattern = ""
-    wpath = "workflow.scalesched" if EXT in wf or EXT not in root else EXT
     if wext_raw is not None:
         wext = c.obj(wext_raw, wpath)
         if wext.get("pattern") is not None:
             pattern = c.string(wext["pattern"], wpath + ".pattern")
         for r, rule in enumerate(c.lst(wext.get("rules", []), wpath + ".rules")):
             rules.append(_parse_rule(c, rule, f"{wpath}.rules[{r}]"))
-
-    try:
-        return WorkflowTemplate(
-            name=name,
-            tasks=tuple(tasks),
-            edges=tuple(edges),
-            rules=tuple(rules),
-            pattern=pattern,
-            description=description,
-            source=source,
-        )
-    except InputError as e:
-        raise InputError(source, _json_field(e.field, wpath), e.message) from None
+    return rules, pattern
 
 
 _CAMEL = {
@@ -506,6 +576,8 @@ def _parse_task(
     speed: Mapping[str, float],
     category: Mapping[str, str],
 ) -> TaskTemplate:
+    """One task: a plain WfCommons task becomes a CPU tool task (its measured work); the
+    ``scalesched`` extension makes it an LLM call or a tool task of its own."""
     tp = f"{_TASKS}[{i}]"
     base_work = runtime.get(tid, 0.0) * speed.get(machine_of.get(tid, ""), 1.0)
     ext_raw = t.get(EXT)
@@ -518,6 +590,37 @@ def _parse_task(
         return TaskTemplate(id=tid, kind="tool", tool=f"wfcommons:{cat}", cpu_work=base_work)
     ep = f"{tp}.{EXT}"
     x = c.obj(ext_raw, ep)
+    common = _task_extension_common(c, x, ep)
+    if common.kind == "llm":
+        return _llm_task(c, x, ep, tid, common)
+    tool = _parse_tool(c, x.get("tool"), ep)
+    return TaskTemplate(
+        id=tid,
+        kind="tool",
+        tool=tool,
+        cpu_work=common.cpu if "cpuWork" in x else base_work,
+        ext_latency=common.ext,
+        ext_latency_est=common.ext_est,
+        revealed_by=common.revealed_by,
+        difficulty_hint=common.hint,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _TaskExt:
+    """The extension fields every task kind shares."""
+
+    kind: str
+    revealed_by: str | None
+    cpu: Num
+    ext: Num
+    ext_est: float | None
+    hint: float | None
+
+
+def _task_extension_common(c: _Ctx, x: dict[str, Any], ep: str) -> _TaskExt:
+    """Kind, static reveal, cpu work, external latency (and its estimate), difficulty
+    hint: read in this order, so the first bad field is the one reported."""
     kind = x.get("kind", "tool")
     if kind not in ("llm", "tool"):
         raise c.err(ep + ".kind", f"unknown kind {kind!r}; known: 'llm', 'tool'")
@@ -538,88 +641,80 @@ def _parse_task(
     )
     if hint is not None and abs(hint) > MAX_HINT:
         raise c.err(ep + ".difficultyHint", f"must be within +-{MAX_HINT:g} (a log ratio)")
-    if kind == "llm":
-        model = c.string(x.get("model"), ep + ".model")
-        models = known_models()
-        if model not in models:
-            raise c.err(ep + ".model", f"unknown model {model!r}; known: {', '.join(models)}")
-        role = None if x.get("role") is None else c.string(x["role"], ep + ".role")
-        role_def = None
-        if role is not None:
-            from scalesched.workload.roles import ROLES
+    return _TaskExt(kind, revealed_by, cpu, ext, ext_est, hint)
 
-            role_def = ROLES.get(role)
-        prompt: Tokens
-        output: Tokens
-        if "promptTokens" in x:
-            prompt = _parse_tokens(c, x["promptTokens"], ep + ".promptTokens")
-        elif role_def is not None:
-            prompt = role_def.prompt
-        else:
-            raise c.err(ep + ".promptTokens", "missing (give promptTokens or a known role)")
-        if "outputTokens" in x:
-            output = _parse_tokens(c, x["outputTokens"], ep + ".outputTokens")
-        elif role_def is not None:
-            output = role_def.output
-        else:
-            raise c.err(ep + ".outputTokens", "missing (give outputTokens or a known role)")
-        out_est = (
-            None
-            if x.get("outputTokensEst") is None
-            else c.integer(x["outputTokensEst"], ep + ".outputTokensEst")
-        )
-        return TaskTemplate(
-            id=tid,
-            kind="llm",
-            model=model,
-            role=role,
-            prompt_tokens=prompt,
-            output_tokens=output,
-            output_tokens_est=out_est,
-            cpu_work=cpu,
-            ext_latency=ext,
-            ext_latency_est=ext_est,
-            revealed_by=revealed_by,
-            difficulty_hint=hint,
-        )
-    tool_raw = x.get("tool")
-    tool: str | ToolChoice
-    if isinstance(tool_raw, dict):
-        opts = []
-        cp = ep + ".tool.choice"
-        for k, o in enumerate(c.lst(tool_raw.get("choice"), cp)):
-            op = f"{cp}[{k}]"
-            o = c.obj(o, op)
-            w = c.number(o.get("weight"), op + ".weight")
-            if w <= 0:
-                raise c.err(op + ".weight", f"must be > 0, got {w}")
-            opts.append(
-                ToolOption(
-                    c.string(o.get("name"), op + ".name"),
-                    w,
-                    _parse_num(c, o["cpuWork"], op + ".cpuWork") if "cpuWork" in o else None,
-                    _parse_num(c, o["extLatency"], op + ".extLatency")
-                    if "extLatency" in o
-                    else None,
-                )
-            )
-        if not opts:
-            raise c.err(cp, "a tool choice needs at least one option")
-        tool = ToolChoice(tuple(opts))
+
+def _llm_task(c: _Ctx, x: dict[str, Any], ep: str, tid: str, common: _TaskExt) -> TaskTemplate:
+    """An LLM call: a known model, and token counts given or taken from a known role."""
+    model = c.string(x.get("model"), ep + ".model")
+    models = known_models()
+    if model not in models:
+        raise c.err(ep + ".model", f"unknown model {model!r}; known: {', '.join(models)}")
+    role = None if x.get("role") is None else c.string(x["role"], ep + ".role")
+    role_def = None
+    if role is not None:
+        from scalesched.workload.roles import ROLES
+
+        role_def = ROLES.get(role)
+    prompt: Tokens
+    output: Tokens
+    if "promptTokens" in x:
+        prompt = _parse_tokens(c, x["promptTokens"], ep + ".promptTokens")
+    elif role_def is not None:
+        prompt = role_def.prompt
     else:
-        tool = c.string(tool_raw, ep + ".tool")
-    if "cpuWork" not in x:
-        cpu = base_work
+        raise c.err(ep + ".promptTokens", "missing (give promptTokens or a known role)")
+    if "outputTokens" in x:
+        output = _parse_tokens(c, x["outputTokens"], ep + ".outputTokens")
+    elif role_def is not None:
+        output = role_def.output
+    else:
+        raise c.err(ep + ".outputTokens", "missing (give outputTokens or a known role)")
+    out_est = (
+        None
+        if x.get("outputTokensEst") is None
+        else c.integer(x["outputTokensEst"], ep + ".outputTokensEst")
+    )
     return TaskTemplate(
         id=tid,
-        kind="tool",
-        tool=tool,
-        cpu_work=cpu,
-        ext_latency=ext,
-        ext_latency_est=ext_est,
-        revealed_by=revealed_by,
-        difficulty_hint=hint,
+        kind="llm",
+        model=model,
+        role=role,
+        prompt_tokens=prompt,
+        output_tokens=output,
+        output_tokens_est=out_est,
+        cpu_work=common.cpu,
+        ext_latency=common.ext,
+        ext_latency_est=common.ext_est,
+        revealed_by=common.revealed_by,
+        difficulty_hint=common.hint,
     )
+
+
+def _parse_tool(c: _Ctx, tool_raw: Any, ep: str) -> str | ToolChoice:
+    """A tool name, or ``{"choice": [...]}``: named, positively weighted options that may
+    override the task's cpu work and external latency."""
+    if not isinstance(tool_raw, dict):
+        return c.string(tool_raw, ep + ".tool")
+    opts = []
+    cp = ep + ".tool.choice"
+    for k, o in enumerate(c.lst(tool_raw.get("choice"), cp)):
+        op = f"{cp}[{k}]"
+        o = c.obj(o, op)
+        w = c.number(o.get("weight"), op + ".weight")
+        if w <= 0:
+            raise c.err(op + ".weight", f"must be > 0, got {w}")
+        opts.append(
+            ToolOption(
+                c.string(o.get("name"), op + ".name"),
+                w,
+                _parse_num(c, o["cpuWork"], op + ".cpuWork") if "cpuWork" in o else None,
+                _parse_num(c, o["extLatency"], op + ".extLatency") if "extLatency" in o else None,
+            )
+        )
+    if not opts:
+        raise c.err(cp, "a tool choice needs at least one option")
+    return ToolChoice(tuple(opts))
 
 
 def _parse_rule(c: _Ctx, raw: Any, rp: str) -> Rule:
