@@ -82,7 +82,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "task_finished",
         "workflow_finished",
         "rank",
-        "_pop_pending",
+        "pop_pending",
         "may_defer",
     ),
 }

@@ -27,20 +27,15 @@ class Allowed(NamedTuple):
 
 
 ALLOWED: dict[str, Allowed] = {
-    "sim/engine.py::Simulation": Allowed(
-        63, "the simulator's event loop and state; being split into parts on the lead's branch"
-    ),
     "sim/engine.py::Simulation.__init__": Allowed(
-        95, "split together with the Simulation class on the lead's branch (95 on main)"
+        95, "every piece of per-server execution state, set up in one place; to be split"
     ),
     "kernel/ledger.py::RunLedger.__init__": Allowed(
-        101, "being split on the lead's branch, with the kernel's other changes"
+        101, "every piece of the run's bookkeeping, set up in one place; to be split"
     ),
-    "cli.py::run": Allowed(156, "the Ray runtime command; cli.py is split on another branch"),
-    "cli.py::simulate": Allowed(87, "the simulate command; cli.py is split on another branch"),
-    "sim/trace.py::plot_gantt": Allowed(
-        86, "sim/trace.py is being edited on another branch; split there"
-    ),
+    "cli.py::run": Allowed(156, "the Ray runtime command's options and set-up; to be split"),
+    "cli.py::simulate": Allowed(87, "the simulate command's options and set-up; to be split"),
+    "sim/trace.py::plot_gantt": Allowed(86, "the Gantt chart's drawing; to be split"),
 }
 
 

@@ -183,7 +183,7 @@ class Simulation(RunLedger):
         heap, pending, handlers, pop = self._heap, self.pending, self._handlers, heapq.heappop
         while True:
             if pending and (not heap or heap[0][0] > self.now):
-                gid = self._pop_pending()
+                gid = self.pop_pending(self.ready_order)
                 self._current = gid
                 decision = make_decision(self.tables, self, self.request(gid, self.now))
                 decision.can_defer = self.may_defer(gid)
@@ -213,7 +213,7 @@ class Simulation(RunLedger):
             return []
         batch = [(self._current, first)]
         while self.pending:
-            gid = self._pop_pending()
+            gid = self.pop_pending(self.ready_order)
             decision = make_decision(self.tables, self, self.request(gid, self.now))
             decision.can_defer = self.may_defer(gid)
             batch.append((gid, decision))
@@ -246,14 +246,12 @@ class Simulation(RunLedger):
         if len(servers) == 1:
             self._launch(gid, servers[0], decision)
             return
-        ids = [gid] + [self._new_copy(gid) for _ in servers[1:]]
+        # ``add_copy`` extends ``_est`` and ``_cancelled`` too (``per_id``)
+        ids = [gid] + [self.add_copy(gid) for _ in servers[1:]]
         self._copies[gid] = ids
         for x, server in zip(ids, servers, strict=True):
             if not self._cancelled[x]:  # a copy that finished at once cancels the rest
                 self._launch(x, server, decision)
-
-    def _new_copy(self, gid: int) -> int:
-        return self.add_copy(gid)  # extends ``_est`` and ``_cancelled`` too (``per_id``)
 
     def _launch(self, gid: int, server: int, decision: Decision) -> None:
         """Send task (or copy) ``gid`` to ``server``: its inputs travel, then it lands."""
@@ -312,9 +310,6 @@ class Simulation(RunLedger):
         """Job ``ji``'s arrival; its sequence number (negative, in job order) puts it before
         any other event of the same instant, as if every arrival had been pushed first."""
         heapq.heappush(self._heap, (self.arrival_time(ji), ji - self.n_jobs, _ARRIVE, ji, 0))
-
-    def _pop_pending(self) -> int:
-        return self.pop_pending(self.ready_order)
 
     def _move_inputs(self, gid: int, dst: int) -> float:
         ji = self.tasks.job_of[gid]
