@@ -55,7 +55,7 @@ class VisibleRanks:
     Ranks of a workflow are computed when first asked for and dropped when one of its
     deciding tasks finishes (new tasks became visible) or the workflow completes. ``done``
     is the run's per-task finished flags, indexed like ``offsets[job] + task``. The caches
-    are keyed by job, so a streamed run (``decision.ledger.StreamRanks``) keeps only the
+    are keyed by job, so a streamed run (``kernel.ledger.StreamRanks``) keeps only the
     jobs in flight with the same code.
     """
 

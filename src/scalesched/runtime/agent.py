@@ -17,7 +17,7 @@ functions, a Ray task pinned to the same node, see ``python_tool``). An agent ex
     take ``prefill(prompt) + output x decode_step(batch, contexts)`` with the batch and
     contexts **taken at admission** (the simulator re-times the batch at every event:
     see docs/runtime.md for this gap); admission, step times and eviction are
-    ``decision.llm_engine``'s, the simulator's own code;
+    ``kernel.llm_engine``'s, the simulator's own code;
 
 * LLM requests sent to a real OpenAI-compatible endpoint (``backends.OpenAIClient``);
 * Python LLM tasks of the decorator API (the function builds the prompt, the backend
@@ -104,7 +104,7 @@ class FaultConfig:
 
 
 class _Engine(EngineBatch):
-    """One model's engine on this server: the shared batch model (``decision.llm_engine``)
+    """One model's engine on this server: the shared batch model (``kernel.llm_engine``)
     plus what queues, loads and wakes its requests here."""
 
     def __init__(

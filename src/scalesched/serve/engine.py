@@ -1,7 +1,7 @@
 """An emulated OpenAI-compatible LLM engine: ``scalesched engine`` and ``scalesched fleet``.
 
 Each served model is one continuous batch timed by the project's engine arithmetic
-(:class:`~scalesched.decision.llm_engine.EngineBatch` over the cost model of
+(:class:`~scalesched.kernel.llm_engine.EngineBatch` over the cost model of
 ``cluster/perf.py``): a request waits in FIFO order until the batch has a slot and KV
 memory for ``prompt + max_tokens`` tokens, prefills for ``perf.prefill_s(prompt)``, then
 decodes one token per step of the batch as it stands (``step_s``), every decoding request

@@ -1,7 +1,7 @@
 """The gateway's live cluster state: the ``ClusterStateView`` its decisions read.
 
 The gateway is an executor like the simulator and the Ray runtime, so it keeps the same
-ledger (:class:`~scalesched.decision.ledger.RunLedger`: the per-server arrays, which
+ledger (:class:`~scalesched.kernel.ledger.RunLedger`: the per-server arrays, which
 servers are alive, the route memory the cache features read) over a cluster built from the
 backends file, one server per backend of its catalog server type, and builds every
 decision with :func:`~scalesched.decision.features.make_decision`. What differs is where
