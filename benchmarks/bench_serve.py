@@ -55,21 +55,22 @@ def _wait_http(url: str, deadline_s: float = 60.0) -> None:
     raise SystemExit(f"{url} did not come up")
 
 
-def _stack(cluster: str, policy: str, time_scale: float, port: int, work: Path):
-    """Start a fleet and a gateway; returns (processes, gateway URL, first engine URL)."""
+def _stack(
+    cluster: str,
+    policy: str,
+    time_scale: float,
+    port: int,
+    work: Path,
+    deployment: Path | None = None,
+):
+    """Start a fleet and a gateway (both running ``deployment``'s replicas when given);
+    returns (processes, gateway URL, first engine URL)."""
     backends = work / "backends.yaml"
+    backends.unlink(missing_ok=True)
+    pinned = ["--deployment", str(deployment)] if deployment is not None else []
+    fleet_args = ["fleet", "--cluster", cluster, "--port", str(port + 1)]
     fleet = _start(
-        [
-            "fleet",
-            "--cluster",
-            cluster,
-            "--port",
-            str(port + 1),
-            "--time-scale",
-            str(time_scale),
-            "--backends-out",
-            str(backends),
-        ]
+        fleet_args + ["--time-scale", str(time_scale), "--backends-out", str(backends), *pinned]
     )
     end = time.monotonic() + 60
     while not backends.exists() and time.monotonic() < end:
@@ -85,6 +86,9 @@ def _stack(cluster: str, policy: str, time_scale: float, port: int, work: Path):
             str(port),
             "--time-scale",
             str(time_scale or 1.0),
+            "--cluster",
+            cluster,
+            *pinned,
         ]
     )
     _wait_http(f"http://127.0.0.1:{port}/health")
@@ -144,80 +148,109 @@ def overhead(args: argparse.Namespace) -> dict[str, float]:
     }
 
 
-def fidelity(args: argparse.Namespace) -> dict[str, object]:
-    common = [
-        "--workload",
-        args.workload,
-        "--load",
-        str(args.load),
-        "--workflows",
-        str(args.workflows),
-        "--seed",
-        str(args.seed),
-    ]
-    with tempfile.TemporaryDirectory() as tmp:
-        procs, gateway, _ = _stack(args.cluster, args.policy, args.time_scale, args.port, Path(tmp))
-        try:
-            live = subprocess.run(
-                CLI
-                + [
-                    "loadgen",
-                    "--url",
-                    gateway,
-                    "--cluster",
-                    args.cluster,
-                    "--time-scale",
-                    str(args.time_scale),
-                    "--json",
-                    *common,
-                ],
-                env=ENV,
-                check=True,
-                capture_output=True,
-                text=True,
-            ).stdout
-        finally:
-            for p in procs:
-                p.terminate()
-                p.wait(timeout=10)
-    sim = subprocess.run(
+KEYS = ("workflows_completed", "avg_response_time_s", "p50_response_time_s", "p99_response_time_s")
+
+
+def _plan(args: argparse.Namespace, work: Path) -> Path:
+    """A deployment for the run's arrival rate (``scalesched plan``), which both the fleet
+    and the simulator then run: the same resident engines on both sides."""
+    from scalesched.cluster import get_cluster
+    from scalesched.runs.capacity import capacity_wps
+
+    rate = args.load * capacity_wps(get_cluster(args.cluster), args.workload)
+    out = work / "plan.yaml"
+    plan = ["plan", "--cluster", args.cluster, "--workload", args.workload]
+    subprocess.run(
+        CLI + plan + ["--rate", f"{rate:.6g}", "--out", str(out)],
+        env=ENV,
+        check=True,
+        capture_output=True,
+    )
+    return out
+
+
+def _live(args: argparse.Namespace, policy: str, seed: int, common: list[str], work: Path):
+    deployment = getattr(args, "deployment_path", None)
+    procs, gateway, _ = _stack(args.cluster, policy, args.time_scale, args.port, work, deployment)
+    try:
+        t0 = time.perf_counter()
+        out = subprocess.run(
+            CLI
+            + ["loadgen", "--url", gateway, "--cluster", args.cluster]
+            + ["--time-scale", str(args.time_scale), "--json", *common],
+            env=ENV,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        wall = time.perf_counter() - t0
+    finally:
+        for p in procs:
+            p.terminate()
+            p.wait(timeout=10)
+    m = json.loads(out)
+    return {k: m[k] for k in KEYS} | {"requests_failed": m["requests_failed"], "wall_s": wall}
+
+
+def _simulated(args: argparse.Namespace, policy: str, common: list[str]) -> dict[str, object]:
+    deployment = getattr(args, "deployment_path", None)
+    pinned = ["--deployment", str(deployment)] if deployment is not None else []
+    sim = ["simulate", "--cluster", args.cluster, "--policy", policy]
+    out = subprocess.run(
         CLI
-        + [
-            "simulate",
-            "--cluster",
-            args.cluster,
-            "--policy",
-            args.policy,
-            "--warmup",
-            "0",
-            "--cooldown",
-            "0",
-            "--json",
-            "--no-progress",
-            *common,
-        ],
+        + sim
+        + ["--warmup", "0", "--cooldown", "0", "--json", "--no-progress"]
+        + common
+        + pinned,
         env=ENV,
         check=True,
         capture_output=True,
         text=True,
     ).stdout
-    live_m, sim_m = json.loads(live), json.loads(sim.strip().splitlines()[-1])
-    keys = (
-        "workflows_completed",
-        "avg_response_time_s",
-        "p50_response_time_s",
-        "p99_response_time_s",
-    )
-    return {
-        "live": {k: live_m[k] for k in keys} | {"requests_failed": live_m["requests_failed"]},
-        "simulate": {k: sim_m[k] for k in keys},
-    }
+    m = json.loads(out.strip().splitlines()[-1])
+    return {k: m[k] for k in KEYS} | {"model_loads": m["model_loads"]}
+
+
+def fidelity(args: argparse.Namespace) -> dict[str, object]:
+    """Every (policy, seed): live and simulated on the same jobs and the same engines."""
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        if args.residency == "deployment":
+            args.deployment_path = args.deployment or _plan(args, work)
+        for seed in args.seeds:
+            common = ["--workload", args.workload, "--load", str(args.load)]
+            common += ["--workflows", str(args.workflows), "--seed", str(seed)]
+            for policy in args.policies:
+                live = _live(args, policy, seed, common, work)
+                sim = _simulated(args, policy, common)
+                ratio = live["avg_response_time_s"] / sim["avg_response_time_s"]
+                rows.append(
+                    {"policy": policy, "seed": seed, "live": live, "simulate": sim}
+                    | {"live_over_sim_mean": ratio}
+                )
+                print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    return {"residency": args.residency, "load": args.load, "runs": rows}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cluster", default="hetero-16")
-    parser.add_argument("--policy", default="eft")
+    parser.add_argument("--policy", default="eft", help="the overhead run's policy")
+    parser.add_argument(
+        "--policies", type=lambda v: v.split(","), default=["eft"], help="fidelity: a,b,..."
+    )
+    parser.add_argument(
+        "--seeds", type=lambda v: [int(x) for x in v.split(",")], default=[0], help="fidelity"
+    )
+    parser.add_argument(
+        "--residency",
+        choices=("deployment", "dynamic"),
+        default="deployment",
+        help="fidelity: fleet and simulator run one deployment (--deployment, or `plan` at "
+        "the run's rate), or the fleet every model resident and the simulator dynamic loads",
+    )
+    parser.add_argument("--deployment", type=Path, default=None)
     parser.add_argument("--rate", type=float, default=200.0, help="requests per second")
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--port", type=int, default=18080)
@@ -225,7 +258,6 @@ def main() -> None:
     parser.add_argument("--workload", default="agentic-mix")
     parser.add_argument("--load", type=float, default=0.5)
     parser.add_argument("--workflows", type=int, default=20)
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--time-scale", type=float, default=0.1)
     args = parser.parse_args()
     print(json.dumps(fidelity(args) if args.fidelity else overhead(args), indent=1))

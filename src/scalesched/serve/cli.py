@@ -72,17 +72,30 @@ def fleet(
     backends_out: Annotated[
         Path | None, typer.Option(help="Write the backends file for `serve` here.")
     ] = None,
+    deployment: Annotated[
+        Path | None,
+        typer.Option(
+            help="Deployment YAML: run exactly its replicas (as `simulate --deployment` "
+            "does) instead of every model resident on every server."
+        ),
+    ] = None,
 ) -> None:
     """Run one emulated engine per GPU server of a cluster, in one process."""
     _need_serve_extra("fleet")
     from scalesched.cluster import get_cluster
+    from scalesched.cluster.deployment import load_deployment_file
+    from scalesched.cluster.tables import ClusterTables
     from scalesched.serve.engine import EngineServer, backends_yaml, fleet_servers, run_engines
 
     _check_scale(time_scale, "--time-scale", zero_ok=True)
+    if deployment is not None and models:
+        raise InputError("--models", "--models", "give --models or --deployment, not both")
     spec = get_cluster(cluster)
+    pinned = load_deployment_file(deployment, spec) if deployment is not None else None
+    tables = ClusterTables(spec, pinned) if pinned is not None else None
     chosen = [m.strip() for m in models.split(",") if m.strip()] if models else None
-    plan = fleet_servers(spec, chosen)
-    engines = [EngineServer(server, served, time_scale) for server, served in plan]
+    plan = fleet_servers(spec, chosen, pinned)
+    engines = [EngineServer(server, served, time_scale, tables) for server, served in plan]
 
     def ready(urls: list[str]) -> None:
         text = backends_yaml([(s, m, u) for (s, m), u in zip(plan, urls, strict=True)])
@@ -111,11 +124,23 @@ def serve(
         float, typer.Option(help="Seconds between scrapes of the backends' /metrics.")
     ] = 1.0,
     seed: Annotated[int, typer.Option(help="Seed of the policy's random choices.")] = 0,
+    deployment: Annotated[
+        Path | None,
+        typer.Option(
+            help="Deployment YAML the backends run (e.g. a `fleet --deployment`): the "
+            "decisions use its replicas' engines; backends are matched to its servers by name."
+        ),
+    ] = None,
+    cluster: Annotated[
+        str, typer.Option(help="Cluster preset or YAML file the --deployment is for.")
+    ] = "hetero-16",
 ) -> None:
     """Serve an OpenAI-compatible API that places every call with a scalesched policy."""
     _need_serve_extra("serve")
     from aiohttp import web
 
+    from scalesched.cluster import get_cluster
+    from scalesched.cluster.deployment import load_deployment_file
     from scalesched.cluster.endpoints import load_backends_file
     from scalesched.serve.gateway import Gateway
 
@@ -124,6 +149,9 @@ def serve(
     if max_pending < 1:
         raise InputError("--max-pending", "--max-pending", "must be at least 1")
     entries = load_backends_file(str(backends))
+    pinned = (
+        load_deployment_file(deployment, get_cluster(cluster)) if deployment is not None else None
+    )
     scheduler, backup = _PROVIDED["get_policy"](policy), _PROVIDED["get_policy"](fallback)
     for sched, option in ((scheduler, "--policy"), (backup, "--fallback")):
         if not sched.supports(len(entries)):
@@ -136,6 +164,8 @@ def serve(
         max_pending=max_pending,
         scrape_s=scrape_s,
         seed=seed,
+        deployment=pinned,
+        backends_source=str(backends),
     )
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s")
     typer.echo(f"serving http://{host}:{port}/v1 over {len(entries)} backends, {policy}", err=True)

@@ -31,6 +31,7 @@ from typing import Any
 from aiohttp import web
 
 from scalesched.cluster.catalog import SERVER_TYPES, can_host
+from scalesched.cluster.deployment import Deployment
 from scalesched.cluster.model import ClusterSpec, ServerSpec
 from scalesched.cluster.perf import MODELS
 from scalesched.cluster.tables import MODEL_INDEX, ClusterTables
@@ -63,8 +64,7 @@ class _Request:
 class EmulatedModel:
     """One model's continuous batch on one server, advanced by its own step loop."""
 
-    def __init__(self, tables: ClusterTables, model: str, time_scale: float) -> None:
-        klass = int(tables.engine_class[0, MODEL_INDEX[model]])
+    def __init__(self, tables: ClusterTables, klass: int, model: str, time_scale: float) -> None:
         self.model = model
         self.batch = EngineBatch(tables, klass)
         self.time_scale = time_scale
@@ -186,18 +186,35 @@ def server_of_type(server_type: str, name: str = "engine") -> ServerSpec:
 class EngineServer:
     """The HTTP face of one emulated server: one :class:`EmulatedModel` per served model.
 
-    ``models`` maps served names (what clients send) to catalog names."""
+    ``models`` maps served names (what clients send) to catalog names. ``tables``: the
+    tables of a whole cluster the server is part of (by name), e.g. under a deployment, so
+    that each model runs the very engine the simulator runs there (a pinned replica group:
+    its tensor-parallel degree, GPU share and replica count); without them, each model
+    runs as dynamic residency would load it on this server alone (the smallest
+    tensor-parallel degree that fits, the server's GPUs to itself)."""
 
-    def __init__(self, server: ServerSpec, models: dict[str, str], time_scale: float) -> None:
+    def __init__(
+        self,
+        server: ServerSpec,
+        models: dict[str, str],
+        time_scale: float,
+        tables: ClusterTables | None = None,
+    ) -> None:
         if not time_scale >= 0 or not math.isfinite(time_scale):
             raise InputError("--time-scale", "--time-scale", "must be a finite number >= 0")
-        tables = ClusterTables(ClusterSpec(server.name, (server,)))
+        if tables is None:
+            tables, index = ClusterTables(ClusterSpec(server.name, (server,))), 0
+        else:
+            index = tables.names.index(server.name)
         self.server = server
         self.models: dict[str, EmulatedModel] = {}
         for served, catalog in models.items():
-            if catalog not in MODELS or not can_host(server, catalog):
+            klass = (
+                int(tables.engine_class[index, MODEL_INDEX[catalog]]) if catalog in MODELS else -1
+            )
+            if klass < 0 or not can_host(server, catalog):
                 raise InputError("--model", "--model", f"{catalog} cannot run on {server.type}")
-            self.models[served] = EmulatedModel(tables, catalog, time_scale)
+            self.models[served] = EmulatedModel(tables, klass, catalog, time_scale)
         self.created = int(time.time())
 
     def app(self) -> web.Application:
@@ -363,10 +380,18 @@ async def start_site(app: web.Application, host: str, port: int) -> tuple[web.Ap
 
 
 def fleet_servers(
-    cluster: ClusterSpec, models: list[str] | None
+    cluster: ClusterSpec, models: list[str] | None, deployment: Deployment | None = None
 ) -> list[tuple[ServerSpec, dict[str, str]]]:
-    """The GPU servers of ``cluster`` with the catalog models each serves (``models``, or
-    every catalog model that fits; servers that fit none are left out)."""
+    """The GPU servers of ``cluster`` with the catalog models each serves: the replicas a
+    ``deployment`` places there, or else ``models`` (default: every catalog model) that fit
+    (servers that serve none are left out)."""
+    if deployment is not None:
+        placed: dict[str, set[str]] = {}
+        for r in deployment.replicas:
+            placed.setdefault(r.server, set()).add(r.model)
+        return [
+            (s, {m: m for m in sorted(placed[s.name])}) for s in cluster.servers if s.name in placed
+        ]
     out = []
     for server in cluster.servers:
         if server.gpu_type is None or server.gpus <= 0:

@@ -41,6 +41,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from scalesched.cluster.deployment import Deployment
 from scalesched.cluster.endpoints import BackendEntry
 from scalesched.decision.actions import Defer, Hedge, as_action
 from scalesched.decision.cycle import drive
@@ -185,9 +186,11 @@ class Gateway:
         max_attempts: int = 3,
         scrape_s: float = 1.0,
         seed: int = 0,
+        deployment: Deployment | None = None,
+        backends_source: str = "backends",
     ) -> None:
         self.backends = list(backends)
-        self.state = GatewayState(self.backends, time_scale)
+        self.state = GatewayState(self.backends, time_scale, backends_source, deployment)
         self.metrics = GatewayMetrics()
         self.policy_name = scheduler.name
         self.scheduler = GuardedScheduler(scheduler, fallback, self._fell_back)

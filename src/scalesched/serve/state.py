@@ -23,6 +23,11 @@ from typing import TypeVar
 import numpy as np
 
 from scalesched.cluster.catalog import SERVER_TYPES
+from scalesched.cluster.deployment import (
+    Deployment,
+    deployment_from_dict,
+    deployment_to_dict,
+)
 from scalesched.cluster.endpoints import BackendEntry
 from scalesched.cluster.model import ClusterSpec, ServerSpec
 from scalesched.cluster.tables import MODEL_INDEX, ClusterTables
@@ -35,6 +40,34 @@ V = TypeVar("V")
 
 MAX_REMEMBERED = 100_000
 """Workflows and sessions remembered (least recently seen forgotten first)."""
+
+
+def deployment_on_backends(
+    deployment: Deployment, backends: Sequence[BackendEntry], source: str
+) -> Deployment:
+    """``deployment`` (validated against its cluster) re-read on the backends' cluster,
+    its servers matched to backends by name, so that the gateway's decisions see the very
+    engines the backends run. Both sides must agree: a replica on a server no backend is
+    named after, or a backend model without a replica there, is an input error (it would
+    make the gateway and the simulator compare different clusters)."""
+    cluster = backends_cluster(backends)
+    names = {b.name: i for i, b in enumerate(backends)}
+    for i, r in enumerate(deployment.replicas):
+        if r.server not in names:
+            raise InputError(
+                "--deployment", f"replicas[{i}].server", f"no backend is named {r.server!r}"
+            )
+    placed = {(r.server, r.model) for r in deployment.replicas}
+    for s, b in enumerate(backends):
+        for served, catalog in b.models.items():
+            if (b.name, catalog) not in placed:
+                raise InputError(
+                    source,
+                    f"backends[{s}].models.{served}",
+                    f"the deployment places no {catalog} replica on {b.name}",
+                )
+    data = deployment_to_dict(deployment.name, cluster.name, list(deployment.replicas))
+    return deployment_from_dict(data, cluster, "--deployment")
 
 
 def backends_cluster(backends: Sequence[BackendEntry]) -> ClusterSpec:
@@ -61,9 +94,14 @@ class GatewayState(RunLedger):
     """The ledger of the gateway's placements plus what the backends report."""
 
     def __init__(
-        self, backends: Sequence[BackendEntry], time_scale: float = 1.0, source: str = "backends"
+        self,
+        backends: Sequence[BackendEntry],
+        time_scale: float = 1.0,
+        source: str = "backends",
+        deployment: Deployment | None = None,
     ) -> None:
-        tables = ClusterTables(backends_cluster(backends))
+        pinned = deployment_on_backends(deployment, backends, source) if deployment else None
+        tables = ClusterTables(backends_cluster(backends), pinned)
         super().__init__(tables, ())
         self.time_scale = time_scale
         self._t0 = time.perf_counter()
