@@ -46,9 +46,11 @@ from scalesched.serve.protocol import (
     sse,
 )
 
-MIN_SLEEP_S = 0.002
+MIN_SLEEP_S = 0.01
 """Shortest wall sleep of the step loop: faster steps are taken several at a time (the
-same tokens at the same mean rate, fewer wake-ups)."""
+same tokens at the same times at chunk ends, fewer wake-ups and fewer chunks to stream:
+what keeps a fleet of engines, a gateway and a load generator on a few CPU cores in model
+time). A request's first chunk may come up to this much wall time after its first step."""
 
 
 @dataclass(eq=False)
@@ -75,6 +77,11 @@ class EmulatedModel:
         self._loop_task: asyncio.Task[None] | None = None
         self.prompt_tokens_total = 0
         self.generation_tokens_total = 0
+        self.late_s_max = 0.0
+        self.late_s_sum = 0.0
+        self.wakeups = 0
+        """How late (wall s) the step loop's wake-ups came: what a starved CPU costs. The
+        virtual clock makes up for it, so it delays a chunk, never the model."""
 
     @property
     def running(self) -> int:
@@ -130,8 +137,12 @@ class EmulatedModel:
         self._admit()
 
     async def _step_loop(self) -> None:
+        """Decode on a virtual clock that keeps model time, not wake-up time: each wake-up
+        produces the steps the elapsed wall time is worth at the batch as it stands (at
+        most up to the next request's end, where the batch changes), so an emulator
+        starved of CPU streams in bigger chunks rather than slowing its model down."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time()
+        clock = loop.time()  # wall time the steps produced so far reach
         while True:
             if self._joining:
                 for req in self._joining:
@@ -142,21 +153,33 @@ class EmulatedModel:
             if not self.decoding:
                 self._wake.clear()
                 await self._wake.wait()
-                deadline = loop.time()
+                clock = loop.time()
                 continue
             step = self.batch.step_s() * self.time_scale
             fewest = min(r.left for r in self.decoding)
-            k = 1 if step >= MIN_SLEEP_S else max(1, min(fewest, math.ceil(MIN_SLEEP_S / step)))
-            deadline = max(deadline + step * k, loop.time() - step)  # no catch-up bursts
-            await asyncio.sleep(max(0.0, deadline - loop.time()))
-            for req in list(self.decoding):
-                req.left -= k
-                req.tokens.put_nowait(k)
-                if req.left <= 0:
-                    self.decoding.remove(req)
-                    self.batch.stop_decoding(req.prompt, req.output)
-                    req.state = "finished"
-                    req.tokens.put_nowait(None)
+            want = max(1, min(fewest, math.ceil(MIN_SLEEP_S / step))) if step > 0 else fewest
+            target = clock + step * want
+            await asyncio.sleep(max(0.0, target - loop.time()))
+            now = loop.time()
+            late = max(0.0, now - target)
+            self.late_s_max, self.late_s_sum = max(self.late_s_max, late), self.late_s_sum + late
+            self.wakeups += 1
+            due = math.floor((now - clock) / step) if step > 0 else fewest
+            k = max(1, min(fewest, due))
+            clock += step * k
+            self._produce(k)
+
+    def _produce(self, k: int) -> None:
+        """Every decoding request gets ``k`` more tokens; those that reach their end leave
+        the batch."""
+        for req in list(self.decoding):
+            req.left -= k
+            req.tokens.put_nowait(k)
+            if req.left <= 0:
+                self.decoding.remove(req)
+                self.batch.stop_decoding(req.prompt, req.output)
+                req.state = "finished"
+                req.tokens.put_nowait(None)
 
     def close(self) -> None:
         if self._loop_task is not None:
@@ -253,6 +276,9 @@ class EngineServer:
             "vllm:gpu_cache_usage_perc": lambda m: m.kv_usage,
             "vllm:prompt_tokens_total": lambda m: m.prompt_tokens_total,
             "vllm:generation_tokens_total": lambda m: m.generation_tokens_total,
+            "scalesched_emulator_late_seconds_max": lambda m: m.late_s_max,
+            "scalesched_emulator_late_seconds_total": lambda m: m.late_s_sum,
+            "scalesched_emulator_wakeups_total": lambda m: m.wakeups,
         }
         lines = []
         for metric, read in gauges.items():
