@@ -30,6 +30,9 @@ from pathlib import Path
 import aiohttp
 import numpy as np
 
+from scalesched.serve.loop import loop_name
+from scalesched.serve.loop import run as run_loop
+
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 ENV = {**os.environ, "PYTHONPATH": SRC}
 CLI = [sys.executable, "-m", "scalesched"]
@@ -129,7 +132,7 @@ def overhead(args: argparse.Namespace) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         procs, gateway, engine = _stack(args.cluster, args.policy, 0.0, args.port, Path(tmp))
         try:
-            direct, via = asyncio.run(_open_loop([engine, gateway], args.rate, args.seconds))
+            direct, via = run_loop(_open_loop([engine, gateway], args.rate, args.seconds))
         finally:
             for p in procs:
                 p.terminate()
@@ -139,6 +142,7 @@ def overhead(args: argparse.Namespace) -> dict[str, float]:
         "rate_per_s": args.rate,
         "requests_each": int(d.size),
         "policy": args.policy,
+        "loop": loop_name(),
         "direct_p50_ms": float(np.percentile(d, 50)),
         "direct_p99_ms": float(np.percentile(d, 99)),
         "gateway_p50_ms": float(np.percentile(g, 50)),

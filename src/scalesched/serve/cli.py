@@ -143,6 +143,7 @@ def serve(
     from scalesched.cluster.deployment import load_deployment_file
     from scalesched.cluster.endpoints import load_backends_file
     from scalesched.serve.gateway import Gateway
+    from scalesched.serve.loop import loop_name, new_event_loop
 
     _check_scale(time_scale, "--time-scale", zero_ok=False)
     _check_scale(scrape_s, "--scrape-s", zero_ok=False)
@@ -168,8 +169,11 @@ def serve(
         backends_source=str(backends),
     )
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s")
-    typer.echo(f"serving http://{host}:{port}/v1 over {len(entries)} backends, {policy}", err=True)
-    web.run_app(gateway.app(), host=host, port=port, access_log=None, print=None)
+    where = f"http://{host}:{port}/v1 over {len(entries)} backends"
+    typer.echo(f"serving {where}, {policy}, on {loop_name()}", err=True)
+    web.run_app(
+        gateway.app(), host=host, port=port, access_log=None, print=None, loop=new_event_loop()
+    )
 
 
 def loadgen(

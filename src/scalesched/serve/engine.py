@@ -37,6 +37,7 @@ from scalesched.cluster.perf import MODELS
 from scalesched.cluster.tables import MODEL_INDEX, ClusterTables
 from scalesched.errors import InputError
 from scalesched.kernel.llm_engine import EngineBatch
+from scalesched.serve.loop import run as run_loop
 from scalesched.serve.protocol import (
     BadRequest,
     CompletionRequest,
@@ -474,4 +475,4 @@ async def _serve_forever(
 def run_engines(engines: list[EngineServer], host: str, port: int, ready: Any = None) -> None:
     """Blocking: serve ``engines`` (one process, one port each) until interrupted."""
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_serve_forever(engines, host, port, ready))
+        run_loop(_serve_forever(engines, host, port, ready))

@@ -54,6 +54,7 @@ from scalesched.serve.protocol import (
     error_type,
     parse_request,
     sse,
+    task_signals,
 )
 from scalesched.serve.state import GatewayState
 
@@ -318,6 +319,7 @@ class Gateway:
             except (ValueError, UnicodeDecodeError):
                 raise BadRequest("the request body is not valid JSON") from None
             req = parse_request(body, chat)
+            signals = task_signals(request.headers)
             if req.model not in self.state.serving:
                 raise BadRequest(
                     f"the model {req.model!r} does not exist",
@@ -338,7 +340,7 @@ class Gateway:
         self.in_flight += 1
         self.metrics.in_flight.inc()
         try:
-            task = self.state.task(req, workflow, session)
+            task = self.state.task(req, workflow, session, signals)
             return await self._attempts(request, body, raw, path, req, task)
         finally:
             self.in_flight -= 1

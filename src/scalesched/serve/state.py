@@ -34,7 +34,7 @@ from scalesched.cluster.tables import MODEL_INDEX, ClusterTables
 from scalesched.decision.features import ENGINE_READY, Decision, TaskRequest, make_decision
 from scalesched.errors import InputError
 from scalesched.kernel.ledger import RunLedger
-from scalesched.serve.protocol import CompletionRequest, count_tokens
+from scalesched.serve.protocol import NO_SIGNALS, CompletionRequest, TaskSignals, count_tokens
 
 V = TypeVar("V")
 
@@ -133,26 +133,37 @@ class GatewayState(RunLedger):
         """Model seconds since the gateway started."""
         return (time.perf_counter() - self._t0) / self.time_scale
 
-    def task(self, req: CompletionRequest, workflow: str, session: str) -> TaskRequest:
+    def task(
+        self,
+        req: CompletionRequest,
+        workflow: str,
+        session: str,
+        signals: TaskSignals = NO_SIGNALS,
+    ) -> TaskRequest:
         """The request as a scheduler sees it: a one-call LLM task of its workflow, with
-        the prefix identity a prefix-matching router reads off the prompt."""
+        the prefix identity a prefix-matching router reads off the prompt and the signals
+        its client sent (the output estimate is ``max_tokens`` without one)."""
         m = self.catalog[req.model]
         now = self.now
         first = _remember(self._first_seen, workflow, now)
         k = _remember(self._calls, session, -1) + 1
         self._calls[session] = k
         prefix_tokens = min(count_tokens(req.prefix_text), req.prompt_tokens)
+        est = req.max_tokens if signals.output_est is None else signals.output_est
         return TaskRequest(
             kind="llm",
             model=m,
             prompt_tokens=req.prompt_tokens,
-            output_tokens_est=req.max_tokens,
+            output_tokens_est=est,
             cpu_work=0.0,
             ext_latency_est=0.0,
             parent_servers=(),
             parent_bytes=(),
-            rank=self.tables.mean_llm_time(m, req.prompt_tokens, req.max_tokens),
+            rank=self.tables.mean_llm_time(m, req.prompt_tokens, est),
             workflow_age=now - first,
+            role=signals.role,
+            pattern=signals.pattern,
+            difficulty_hint=signals.hint,
             prefix_id=hashlib.blake2b(req.prefix_text.encode(), digest_size=8).hexdigest(),
             prefix_tokens=prefix_tokens,
             call_key=(session, k),
