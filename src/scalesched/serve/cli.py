@@ -46,16 +46,18 @@ def engine(
     model: Annotated[list[str], typer.Option(help="Catalog model to serve (repeatable).")],
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
-    time_scale: Annotated[
-        float, typer.Option(help="Wall seconds per model second; 0 answers at once.")
-    ] = 1.0,
+    time_scale: Annotated[float, typer.Option(help="Wall seconds per model second.")] = 1.0,
+    instant: Annotated[
+        bool, typer.Option(help="Answer at once (what a gateway's overhead is measured on).")
+    ] = False,
 ) -> None:
     """Run one emulated OpenAI-compatible engine timed by the cost model."""
     _need_serve_extra("engine")
     from scalesched.serve.engine import EngineServer, run_engines, server_of_type
 
-    _check_scale(time_scale, "--time-scale", zero_ok=True)
-    server = EngineServer(server_of_type(server_type), {m: m for m in model}, time_scale)
+    _check_scale(time_scale, "--time-scale", zero_ok=False)
+    scale = 0.0 if instant else time_scale
+    server = EngineServer(server_of_type(server_type), {m: m for m in model}, scale)
     run_engines([server], host, port, lambda urls: typer.echo(f"serving {urls[0]}", err=True))
 
 
@@ -63,9 +65,10 @@ def fleet(
     cluster: Annotated[str, typer.Option(help="Cluster preset or YAML file.")] = "hetero-16",
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="First port; one port per GPU server.")] = 18000,
-    time_scale: Annotated[
-        float, typer.Option(help="Wall seconds per model second; 0 answers at once.")
-    ] = 1.0,
+    time_scale: Annotated[float, typer.Option(help="Wall seconds per model second.")] = 1.0,
+    instant: Annotated[
+        bool, typer.Option(help="Answer at once (what a gateway's overhead is measured on).")
+    ] = False,
     models: Annotated[
         str | None, typer.Option(help="Comma-separated catalog models (default: all that fit).")
     ] = None,
@@ -87,7 +90,7 @@ def fleet(
     from scalesched.cluster.tables import ClusterTables
     from scalesched.serve.engine import EngineServer, backends_yaml, fleet_servers, run_engines
 
-    _check_scale(time_scale, "--time-scale", zero_ok=True)
+    _check_scale(time_scale, "--time-scale", zero_ok=False)
     if deployment is not None and models:
         raise InputError("--models", "--models", "give --models or --deployment, not both")
     spec = get_cluster(cluster)
@@ -95,7 +98,8 @@ def fleet(
     tables = ClusterTables(spec, pinned) if pinned is not None else None
     chosen = [m.strip() for m in models.split(",") if m.strip()] if models else None
     plan = fleet_servers(spec, chosen, pinned)
-    engines = [EngineServer(server, served, time_scale, tables) for server, served in plan]
+    scale = 0.0 if instant else time_scale
+    engines = [EngineServer(server, served, scale, tables) for server, served in plan]
 
     def ready(urls: list[str]) -> None:
         text = backends_yaml([(s, m, u) for (s, m), u in zip(plan, urls, strict=True)])
