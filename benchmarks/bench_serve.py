@@ -164,18 +164,21 @@ async def _open_loop(urls: list[str], rate: float, seconds: float) -> list[tuple
     return [(lat, failed[i]) for i, (lat, _) in enumerate(out)]
 
 
-def _sglang_router(urls: list[str], port: int, work: Path) -> subprocess.Popen[bytes] | None:
-    """sglang-router (``pip install sglang-router``) over the same engines, round robin;
-    None when it is not installed or does not come up."""
-    try:
-        import sglang_router  # noqa: F401
-    except ImportError:
+def _sglang_router(
+    urls: list[str], port: int, work: Path, python: str
+) -> subprocess.Popen[bytes] | None:
+    """sglang-router (``pip install sglang-router``, in ``python``'s environment) over the
+    same engines, round robin; None when it is not installed or does not come up."""
+    found = subprocess.run(
+        [python, "-c", "import sglang_router"], capture_output=True, check=False
+    ).returncode
+    if found != 0:
         return None
     _check_ports_free(port, 1)
     roots = [u.removesuffix("/v1") for u in urls]
     with open(work / "sglang.log", "ab") as err:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "sglang_router.launch_router", "--worker-urls", *roots]
+            [python, "-m", "sglang_router.launch_router", "--worker-urls", *roots]
             + ["--port", str(port), "--policy", "round_robin", "--log-level", "warn"],
             stdout=subprocess.DEVNULL,
             stderr=err,
@@ -215,7 +218,11 @@ def overhead(args: argparse.Namespace) -> dict[str, object]:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         procs, gateway, engines = _stack(args.cluster, args.policy, 0.0, args.port, work)
-        router = _sglang_router(engines, args.port + 40, work) if args.sglang else None
+        router = (
+            _sglang_router(engines, args.port + 40, work, args.sglang_python)
+            if args.sglang
+            else None
+        )
         targets = {"engine": engines[0], "gateway": gateway}
         if router is not None:
             procs.append(router)
@@ -282,7 +289,9 @@ def _plan(args: argparse.Namespace, work: Path) -> Path:
 
 def _live(args: argparse.Namespace, policy: str, seed: int, common: list[str], work: Path):
     deployment = getattr(args, "deployment_path", None)
-    procs, gateway, _ = _stack(args.cluster, policy, args.time_scale, args.port, work, deployment)
+    procs, gateway, engines = _stack(
+        args.cluster, policy, args.time_scale, args.port, work, deployment
+    )
     try:
         t0 = time.perf_counter()
         out = subprocess.run(
@@ -295,10 +304,35 @@ def _live(args: argparse.Namespace, policy: str, seed: int, common: list[str], w
             text=True,
         ).stdout
         wall = time.perf_counter() - t0
+        late = _lateness(engines)
     finally:
         _stop(procs)
     m = json.loads(out)
-    return {k: m[k] for k in KEYS} | {"requests_failed": m["requests_failed"], "wall_s": wall}
+    return (
+        {k: m[k] for k in KEYS}
+        | {"requests_failed": m["requests_failed"], "wall_s": wall, "avg_ttft_s": m["avg_ttft_s"]}
+        | late
+    )
+
+
+def _lateness(engines: list[str]) -> dict[str, float]:
+    """How late the fleet's step loops woke up over the run (wall ms, max and mean): how
+    far a CPU-starved emulator fell behind before its virtual clock caught up."""
+    import urllib.request
+
+    worst, total, wakeups = 0.0, 0.0, 0.0
+    for url in engines:
+        with urllib.request.urlopen(url.removesuffix("/v1") + "/metrics", timeout=5) as r:
+            for line in r.read().decode().splitlines():
+                name, _, value = line.rpartition(" ")
+                if name.startswith("scalesched_emulator_late_seconds_max"):
+                    worst = max(worst, float(value))
+                elif name.startswith("scalesched_emulator_late_seconds_total"):
+                    total += float(value)
+                elif name.startswith("scalesched_emulator_wakeups_total"):
+                    wakeups += float(value)
+    mean = total / wakeups if wakeups else 0.0
+    return {"engine_late_max_ms": worst * 1e3, "engine_late_mean_ms": mean * 1e3}
 
 
 def _simulated(args: argparse.Namespace, policy: str, common: list[str]) -> dict[str, object]:
@@ -368,6 +402,11 @@ def main() -> None:
     )
     parser.add_argument(
         "--no-sglang", dest="sglang", action="store_false", help="overhead: skip sglang-router"
+    )
+    parser.add_argument(
+        "--sglang-python",
+        default=sys.executable,
+        help="overhead: the Python whose environment has sglang-router",
     )
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--port", type=int, default=18080)
