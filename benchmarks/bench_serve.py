@@ -304,7 +304,7 @@ def _live(args: argparse.Namespace, policy: str, seed: int, common: list[str], w
             text=True,
         ).stdout
         wall = time.perf_counter() - t0
-        late = _lateness(engines)
+        late = _lateness(engines) | _gateway_counts(gateway)
     finally:
         _stop(procs)
     m = json.loads(out)
@@ -313,6 +313,29 @@ def _live(args: argparse.Namespace, policy: str, seed: int, common: list[str], w
         | {"requests_failed": m["requests_failed"], "wall_s": wall, "avg_ttft_s": m["avg_ttft_s"]}
         | late
     )
+
+
+def _gateway_counts(gateway: str) -> dict[str, float]:
+    """The gateway's fallbacks and mean decision time over the run."""
+    import urllib.request
+
+    got: dict[str, float] = {}
+    with urllib.request.urlopen(gateway.removesuffix("/v1") + "/metrics", timeout=5) as r:
+        for line in r.read().decode().splitlines():
+            name, _, value = line.rpartition(" ")
+            for key in (
+                "scalesched_gateway_fallbacks_total",
+                "scalesched_gateway_decision_seconds_sum",
+                "scalesched_gateway_decision_seconds_count",
+            ):
+                if name.startswith(key):
+                    got[key] = got.get(key, 0.0) + float(value)
+    passes = got.get("scalesched_gateway_decision_seconds_count", 0.0)
+    total = got.get("scalesched_gateway_decision_seconds_sum", 0.0)
+    return {
+        "fallbacks": got.get("scalesched_gateway_fallbacks_total", 0.0),
+        "decision_mean_ms": 1e3 * total / passes if passes else 0.0,
+    }
 
 
 def _lateness(engines: list[str]) -> dict[str, float]:

@@ -65,6 +65,7 @@ def test_eft_places_answers_and_streams_through_the_cycle():
                     metrics = await r.text()
             assert 'scalesched_gateway_decisions_total{policy="eft"} 5.0' in metrics
             assert "scalesched_gateway_ttft_seconds_bucket" in metrics
+            assert "scalesched_gateway_decision_seconds_count 5.0" in metrics
             # Every placement was released: nothing left booked on the state.
             assert gw.state.n_assigned.sum() == 0 and gw.state.own_batch.sum() == 0
             assert gw.state._calls["wf-1/agent"] == 3  # the session's calls were counted

@@ -61,6 +61,7 @@ from scalesched.serve.state import GatewayState
 log = logging.getLogger("scalesched.serve")
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+DECISION_BUCKETS = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1)
 RUNNING = ("vllm:num_requests_running", "vllm:num_requests_waiting")
 
 
@@ -154,6 +155,12 @@ class GatewayMetrics:
             "scalesched_gateway_fallbacks",
             "Decisions the fallback made",
             ["policy", "reason"],
+            registry=r,
+        )
+        self.decision_time = Histogram(
+            "scalesched_gateway_decision_seconds",
+            "Time to place the waiting requests (decision, policy, booking), per pass",
+            buckets=DECISION_BUCKETS,
             registry=r,
         )
         self.retries = Counter(
@@ -260,7 +267,9 @@ class Gateway:
 
     def _drive(self) -> None:
         self.metrics.queue.set(len(self.pending) + len(self.deferred))
+        t0 = time.perf_counter()
         drive(self, self.scheduler)
+        self.metrics.decision_time.observe(time.perf_counter() - t0)
         self.metrics.queue.set(len(self.pending) + len(self.deferred))
 
     def _ended(self, task: TaskRequest, server: int, est: float) -> None:
