@@ -437,7 +437,7 @@ def main() -> None:
     parser.add_argument("--workload", default="agentic-mix")
     parser.add_argument("--load", type=float, default=0.5)
     parser.add_argument("--workflows", type=int, default=20)
-    parser.add_argument("--time-scale", type=float, default=0.1)
+    parser.add_argument("--time-scale", type=float, default=0.5)
     args = parser.parse_args()
     print(json.dumps(fidelity(args) if args.fidelity else overhead(args), indent=1))
 
