@@ -65,6 +65,7 @@ def test_eft_places_answers_and_streams_through_the_cycle():
                     metrics = await r.text()
             assert 'scalesched_gateway_decisions_total{policy="eft"} 5.0' in metrics
             assert "scalesched_gateway_ttft_seconds_bucket" in metrics
+            assert "scalesched_gateway_decision_seconds_count 5.0" in metrics
             # Every placement was released: nothing left booked on the state.
             assert gw.state.n_assigned.sum() == 0 and gw.state.own_batch.sum() == 0
             assert gw.state._calls["wf-1/agent"] == 3  # the session's calls were counted
@@ -225,5 +226,50 @@ def test_a_killed_backend_breaks_its_streams_cleanly_and_is_masked_until_healthy
             assert gw.state.n_assigned.sum() == 0
         finally:
             await cleanup(runner, es[0][1])
+
+    asyncio.run(main())
+
+
+class Seen(Prefer):
+    """Prefer, recording the task of every decision."""
+
+    def __init__(self, order: list[int]) -> None:
+        super().__init__(order)
+        self.tasks: list = []
+
+    def select(self, decision):  # type: ignore[no-untyped-def]
+        self.tasks.append(decision.task)
+        return super().select(decision)
+
+
+def test_task_signal_headers_reach_the_decision_and_bad_ones_are_refused():
+    async def main():
+        es = await engines(1)
+        seen = Seen([0])
+        gw, runner, url = await gateway([backend("b0", es[0][2])], seen)
+        try:
+            async with aiohttp.ClientSession() as s:
+                signals = {
+                    "x-task-role": "coder",
+                    "x-task-pattern": "codegen",
+                    "x-task-output-est": "120",
+                    "x-task-hint": "-0.25",
+                }
+                async with s.post(url + "/v1/chat/completions", json=CHAT, headers=signals) as r:
+                    assert r.status == 200
+                async with s.post(url + "/v1/chat/completions", json=CHAT) as r:
+                    assert r.status == 200
+                for header, value in (("x-task-output-est", "many"), ("x-task-hint", "nan")):
+                    async with s.post(
+                        url + "/v1/chat/completions", json=CHAT, headers={header: value}
+                    ) as r:
+                        assert r.status == 400
+                        assert (await r.json())["error"]["param"] == header
+        finally:
+            await cleanup(runner, *[r for _, r, _ in es])
+        with_signals, without = seen.tasks
+        assert (with_signals.role, with_signals.pattern) == ("coder", "codegen")
+        assert (with_signals.output_tokens_est, with_signals.difficulty_hint) == (120, -0.25)
+        assert (without.role, without.output_tokens_est, without.difficulty_hint) == (None, 8, 0.0)
 
     asyncio.run(main())

@@ -39,6 +39,9 @@ class Recorder:
                 "max_tokens": body["max_tokens"],
                 "model": body["model"],
                 "t": time.perf_counter(),
+                "est": request.headers["x-task-output-est"],
+                "role": request.headers.get("x-task-role"),
+                "hint": float(request.headers["x-task-hint"]),
             }
         )
         if self.fail_every and len(self.calls) % self.fail_every == 0:
@@ -74,6 +77,11 @@ def test_every_call_sent_once_with_headers_and_true_output_length():
     expected = sorted((f"wf-{j.workflow_id}", t.output_tokens, t.model) for j, t in llm)
     assert sorted((c["wf"], c["max_tokens"], c["model"]) for c in rec.calls) == expected
     assert all(c["session"].startswith(c["wf"] + "/") for c in rec.calls)
+    # The signals a simulated scheduler sees, never the truth: the estimate, role, hint.
+    signals = sorted((f"wf-{j.workflow_id}", str(t.output_tokens_est), t.role) for j, t in llm)
+    assert sorted((c["wf"], c["est"], c["role"]) for c in rec.calls) == signals
+    assert any(str(t.output_tokens) != str(t.output_tokens_est) for _, t in llm)
+    assert sorted(c["hint"] for c in rec.calls) == sorted(t.difficulty_hint for _, t in llm)
 
 
 def test_a_failed_call_fails_its_workflow_and_the_run_still_ends():

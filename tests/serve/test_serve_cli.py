@@ -36,3 +36,21 @@ def test_loadgen_and_engine_options_are_checked():
     )
     _fails(["engine", "--server-type", "h100-80g-x9", "--model", "phi-2"], "--server-type")
     _fails(["engine", "--server-type", "l4-24g-x1", "--model", "llama-2-70b"], "cannot run")
+
+
+def test_fleet_and_serve_check_the_deployment(tmp_path):
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(
+        "name: p\ncluster: hetero-8\nreplicas:\n"
+        "  - {model: phi-2, server: h100-80g-x4-0, gpus: [0]}\n"
+    )
+    _fails(["fleet", "--models", "phi-2", "--deployment", str(plan)], "--models", "not both")
+    _fails(["fleet", "--cluster", "hetero-16", "--deployment", str(plan)], "plan.yaml", "cluster")
+    backends = tmp_path / "b.yaml"
+    backends.write_text(
+        "backends:\n  - name: h100-80g-x4-0\n    server_type: h100-80g-x4\n"
+        "    models: {llama-2-7b: llama-2-7b}\n"
+        "    endpoint: {base_url: 'http://127.0.0.1:1/v1'}\n"
+    )
+    args = ["serve", "--backends", str(backends), "--deployment", str(plan)]
+    _fails(args + ["--cluster", "hetero-8"], "b.yaml", "backends[0].models.llama-2-7b")

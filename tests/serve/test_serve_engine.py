@@ -141,3 +141,33 @@ def test_metrics_show_running_and_waiting_under_a_full_batch():
             await runner.cleanup()
 
     asyncio.run(main())
+
+
+def test_a_starved_event_loop_delays_chunks_not_the_model():
+    """The event loop blocked for 0.3 s mid-decode (a CPU-starved emulator): the request
+    still ends when the cost model says (tokens due are caught up at once), and the
+    lateness shows in the engine's metrics."""
+    scale, out = 1.0, 200
+    server = EngineServer(server_of_type("h100-80g-x1"), {"llama": "llama-2-7b"}, scale)
+    model = server.models["llama"]
+    perf = model.batch.perf
+    expected = perf.prefill_s(10) + out * perf.decode_step_s(1, 10 + out // 2)
+
+    async def main() -> float:
+        async def hog() -> None:
+            await asyncio.sleep(expected * 0.3)
+            time.sleep(0.3)  # blocks the loop: no step wakes up meanwhile
+
+        t0 = time.perf_counter()
+        hogging = asyncio.ensure_future(hog())
+        produced = [k async for k in model.generate(10, out)]
+        await hogging
+        assert sum(produced) == out
+        model.close()
+        return time.perf_counter() - t0
+
+    took = asyncio.run(main())
+    assert expected > 0.6  # the block is a large part of the request
+    assert abs(took - expected) < 0.1 * expected, (took, expected)
+    assert model.late_s_max >= 0.25
+    assert "scalesched_emulator_late_seconds_max" in server.metrics_text()

@@ -46,16 +46,18 @@ def engine(
     model: Annotated[list[str], typer.Option(help="Catalog model to serve (repeatable).")],
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
-    time_scale: Annotated[
-        float, typer.Option(help="Wall seconds per model second; 0 answers at once.")
-    ] = 1.0,
+    time_scale: Annotated[float, typer.Option(help="Wall seconds per model second.")] = 1.0,
+    instant: Annotated[
+        bool, typer.Option(help="Answer at once (what a gateway's overhead is measured on).")
+    ] = False,
 ) -> None:
     """Run one emulated OpenAI-compatible engine timed by the cost model."""
     _need_serve_extra("engine")
     from scalesched.serve.engine import EngineServer, run_engines, server_of_type
 
-    _check_scale(time_scale, "--time-scale", zero_ok=True)
-    server = EngineServer(server_of_type(server_type), {m: m for m in model}, time_scale)
+    _check_scale(time_scale, "--time-scale", zero_ok=False)
+    scale = 0.0 if instant else time_scale
+    server = EngineServer(server_of_type(server_type), {m: m for m in model}, scale)
     run_engines([server], host, port, lambda urls: typer.echo(f"serving {urls[0]}", err=True))
 
 
@@ -63,26 +65,41 @@ def fleet(
     cluster: Annotated[str, typer.Option(help="Cluster preset or YAML file.")] = "hetero-16",
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="First port; one port per GPU server.")] = 18000,
-    time_scale: Annotated[
-        float, typer.Option(help="Wall seconds per model second; 0 answers at once.")
-    ] = 1.0,
+    time_scale: Annotated[float, typer.Option(help="Wall seconds per model second.")] = 1.0,
+    instant: Annotated[
+        bool, typer.Option(help="Answer at once (what a gateway's overhead is measured on).")
+    ] = False,
     models: Annotated[
         str | None, typer.Option(help="Comma-separated catalog models (default: all that fit).")
     ] = None,
     backends_out: Annotated[
         Path | None, typer.Option(help="Write the backends file for `serve` here.")
     ] = None,
+    deployment: Annotated[
+        Path | None,
+        typer.Option(
+            help="Deployment YAML: run exactly its replicas (as `simulate --deployment` "
+            "does) instead of every model resident on every server."
+        ),
+    ] = None,
 ) -> None:
     """Run one emulated engine per GPU server of a cluster, in one process."""
     _need_serve_extra("fleet")
     from scalesched.cluster import get_cluster
+    from scalesched.cluster.deployment import load_deployment_file
+    from scalesched.cluster.tables import ClusterTables
     from scalesched.serve.engine import EngineServer, backends_yaml, fleet_servers, run_engines
 
-    _check_scale(time_scale, "--time-scale", zero_ok=True)
+    _check_scale(time_scale, "--time-scale", zero_ok=False)
+    if deployment is not None and models:
+        raise InputError("--models", "--models", "give --models or --deployment, not both")
     spec = get_cluster(cluster)
+    pinned = load_deployment_file(deployment, spec) if deployment is not None else None
+    tables = ClusterTables(spec, pinned) if pinned is not None else None
     chosen = [m.strip() for m in models.split(",") if m.strip()] if models else None
-    plan = fleet_servers(spec, chosen)
-    engines = [EngineServer(server, served, time_scale) for server, served in plan]
+    plan = fleet_servers(spec, chosen, pinned)
+    scale = 0.0 if instant else time_scale
+    engines = [EngineServer(server, served, scale, tables) for server, served in plan]
 
     def ready(urls: list[str]) -> None:
         text = backends_yaml([(s, m, u) for (s, m), u in zip(plan, urls, strict=True)])
@@ -111,19 +128,35 @@ def serve(
         float, typer.Option(help="Seconds between scrapes of the backends' /metrics.")
     ] = 1.0,
     seed: Annotated[int, typer.Option(help="Seed of the policy's random choices.")] = 0,
+    deployment: Annotated[
+        Path | None,
+        typer.Option(
+            help="Deployment YAML the backends run (e.g. a `fleet --deployment`): the "
+            "decisions use its replicas' engines; backends are matched to its servers by name."
+        ),
+    ] = None,
+    cluster: Annotated[
+        str, typer.Option(help="Cluster preset or YAML file the --deployment is for.")
+    ] = "hetero-16",
 ) -> None:
     """Serve an OpenAI-compatible API that places every call with a scalesched policy."""
     _need_serve_extra("serve")
     from aiohttp import web
 
+    from scalesched.cluster import get_cluster
+    from scalesched.cluster.deployment import load_deployment_file
     from scalesched.cluster.endpoints import load_backends_file
     from scalesched.serve.gateway import Gateway
+    from scalesched.serve.loop import loop_name, new_event_loop
 
     _check_scale(time_scale, "--time-scale", zero_ok=False)
     _check_scale(scrape_s, "--scrape-s", zero_ok=False)
     if max_pending < 1:
         raise InputError("--max-pending", "--max-pending", "must be at least 1")
     entries = load_backends_file(str(backends))
+    pinned = (
+        load_deployment_file(deployment, get_cluster(cluster)) if deployment is not None else None
+    )
     scheduler, backup = _PROVIDED["get_policy"](policy), _PROVIDED["get_policy"](fallback)
     for sched, option in ((scheduler, "--policy"), (backup, "--fallback")):
         if not sched.supports(len(entries)):
@@ -136,10 +169,15 @@ def serve(
         max_pending=max_pending,
         scrape_s=scrape_s,
         seed=seed,
+        deployment=pinned,
+        backends_source=str(backends),
     )
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s")
-    typer.echo(f"serving http://{host}:{port}/v1 over {len(entries)} backends, {policy}", err=True)
-    web.run_app(gateway.app(), host=host, port=port, access_log=None, print=None)
+    where = f"http://{host}:{port}/v1 over {len(entries)} backends"
+    typer.echo(f"serving {where}, {policy}, on {loop_name()}", err=True)
+    web.run_app(
+        gateway.app(), host=host, port=port, access_log=None, print=None, loop=new_event_loop()
+    )
 
 
 def loadgen(

@@ -31,11 +31,13 @@ from typing import Any
 from aiohttp import web
 
 from scalesched.cluster.catalog import SERVER_TYPES, can_host
+from scalesched.cluster.deployment import Deployment
 from scalesched.cluster.model import ClusterSpec, ServerSpec
 from scalesched.cluster.perf import MODELS
 from scalesched.cluster.tables import MODEL_INDEX, ClusterTables
 from scalesched.errors import InputError
 from scalesched.kernel.llm_engine import EngineBatch
+from scalesched.serve.loop import run as run_loop
 from scalesched.serve.protocol import (
     BadRequest,
     CompletionRequest,
@@ -45,9 +47,11 @@ from scalesched.serve.protocol import (
     sse,
 )
 
-MIN_SLEEP_S = 0.002
+MIN_SLEEP_S = 0.01
 """Shortest wall sleep of the step loop: faster steps are taken several at a time (the
-same tokens at the same mean rate, fewer wake-ups)."""
+same tokens at the same times at chunk ends, fewer wake-ups and fewer chunks to stream:
+what keeps a fleet of engines, a gateway and a load generator on a few CPU cores in model
+time). A request's first chunk may come up to this much wall time after its first step."""
 
 
 @dataclass(eq=False)
@@ -63,8 +67,7 @@ class _Request:
 class EmulatedModel:
     """One model's continuous batch on one server, advanced by its own step loop."""
 
-    def __init__(self, tables: ClusterTables, model: str, time_scale: float) -> None:
-        klass = int(tables.engine_class[0, MODEL_INDEX[model]])
+    def __init__(self, tables: ClusterTables, klass: int, model: str, time_scale: float) -> None:
         self.model = model
         self.batch = EngineBatch(tables, klass)
         self.time_scale = time_scale
@@ -75,6 +78,11 @@ class EmulatedModel:
         self._loop_task: asyncio.Task[None] | None = None
         self.prompt_tokens_total = 0
         self.generation_tokens_total = 0
+        self.late_s_max = 0.0
+        self.late_s_sum = 0.0
+        self.wakeups = 0
+        """How late (wall s) the step loop's wake-ups came: what a starved CPU costs. The
+        virtual clock makes up for it, so it delays a chunk, never the model."""
 
     @property
     def running(self) -> int:
@@ -130,8 +138,12 @@ class EmulatedModel:
         self._admit()
 
     async def _step_loop(self) -> None:
+        """Decode on a virtual clock that keeps model time, not wake-up time: each wake-up
+        produces the steps the elapsed wall time is worth at the batch as it stands (at
+        most up to the next request's end, where the batch changes), so an emulator
+        starved of CPU streams in bigger chunks rather than slowing its model down."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time()
+        clock = loop.time()  # wall time the steps produced so far reach
         while True:
             if self._joining:
                 for req in self._joining:
@@ -142,21 +154,33 @@ class EmulatedModel:
             if not self.decoding:
                 self._wake.clear()
                 await self._wake.wait()
-                deadline = loop.time()
+                clock = loop.time()
                 continue
             step = self.batch.step_s() * self.time_scale
             fewest = min(r.left for r in self.decoding)
-            k = 1 if step >= MIN_SLEEP_S else max(1, min(fewest, math.ceil(MIN_SLEEP_S / step)))
-            deadline = max(deadline + step * k, loop.time() - step)  # no catch-up bursts
-            await asyncio.sleep(max(0.0, deadline - loop.time()))
-            for req in list(self.decoding):
-                req.left -= k
-                req.tokens.put_nowait(k)
-                if req.left <= 0:
-                    self.decoding.remove(req)
-                    self.batch.stop_decoding(req.prompt, req.output)
-                    req.state = "finished"
-                    req.tokens.put_nowait(None)
+            want = max(1, min(fewest, math.ceil(MIN_SLEEP_S / step))) if step > 0 else fewest
+            target = clock + step * want
+            await asyncio.sleep(max(0.0, target - loop.time()))
+            now = loop.time()
+            late = max(0.0, now - target)
+            self.late_s_max, self.late_s_sum = max(self.late_s_max, late), self.late_s_sum + late
+            self.wakeups += 1
+            due = math.floor((now - clock) / step) if step > 0 else fewest
+            k = max(1, min(fewest, due))
+            clock += step * k
+            self._produce(k)
+
+    def _produce(self, k: int) -> None:
+        """Every decoding request gets ``k`` more tokens; those that reach their end leave
+        the batch."""
+        for req in list(self.decoding):
+            req.left -= k
+            req.tokens.put_nowait(k)
+            if req.left <= 0:
+                self.decoding.remove(req)
+                self.batch.stop_decoding(req.prompt, req.output)
+                req.state = "finished"
+                req.tokens.put_nowait(None)
 
     def close(self) -> None:
         if self._loop_task is not None:
@@ -186,18 +210,35 @@ def server_of_type(server_type: str, name: str = "engine") -> ServerSpec:
 class EngineServer:
     """The HTTP face of one emulated server: one :class:`EmulatedModel` per served model.
 
-    ``models`` maps served names (what clients send) to catalog names."""
+    ``models`` maps served names (what clients send) to catalog names. ``tables``: the
+    tables of a whole cluster the server is part of (by name), e.g. under a deployment, so
+    that each model runs the very engine the simulator runs there (a pinned replica group:
+    its tensor-parallel degree, GPU share and replica count); without them, each model
+    runs as dynamic residency would load it on this server alone (the smallest
+    tensor-parallel degree that fits, the server's GPUs to itself)."""
 
-    def __init__(self, server: ServerSpec, models: dict[str, str], time_scale: float) -> None:
+    def __init__(
+        self,
+        server: ServerSpec,
+        models: dict[str, str],
+        time_scale: float,
+        tables: ClusterTables | None = None,
+    ) -> None:
         if not time_scale >= 0 or not math.isfinite(time_scale):
             raise InputError("--time-scale", "--time-scale", "must be a finite number >= 0")
-        tables = ClusterTables(ClusterSpec(server.name, (server,)))
+        if tables is None:
+            tables, index = ClusterTables(ClusterSpec(server.name, (server,))), 0
+        else:
+            index = tables.names.index(server.name)
         self.server = server
         self.models: dict[str, EmulatedModel] = {}
         for served, catalog in models.items():
-            if catalog not in MODELS or not can_host(server, catalog):
+            klass = (
+                int(tables.engine_class[index, MODEL_INDEX[catalog]]) if catalog in MODELS else -1
+            )
+            if klass < 0 or not can_host(server, catalog):
                 raise InputError("--model", "--model", f"{catalog} cannot run on {server.type}")
-            self.models[served] = EmulatedModel(tables, catalog, time_scale)
+            self.models[served] = EmulatedModel(tables, klass, catalog, time_scale)
         self.created = int(time.time())
 
     def app(self) -> web.Application:
@@ -236,6 +277,9 @@ class EngineServer:
             "vllm:gpu_cache_usage_perc": lambda m: m.kv_usage,
             "vllm:prompt_tokens_total": lambda m: m.prompt_tokens_total,
             "vllm:generation_tokens_total": lambda m: m.generation_tokens_total,
+            "scalesched_emulator_late_seconds_max": lambda m: m.late_s_max,
+            "scalesched_emulator_late_seconds_total": lambda m: m.late_s_sum,
+            "scalesched_emulator_wakeups_total": lambda m: m.wakeups,
         }
         lines = []
         for metric, read in gauges.items():
@@ -363,10 +407,18 @@ async def start_site(app: web.Application, host: str, port: int) -> tuple[web.Ap
 
 
 def fleet_servers(
-    cluster: ClusterSpec, models: list[str] | None
+    cluster: ClusterSpec, models: list[str] | None, deployment: Deployment | None = None
 ) -> list[tuple[ServerSpec, dict[str, str]]]:
-    """The GPU servers of ``cluster`` with the catalog models each serves (``models``, or
-    every catalog model that fits; servers that fit none are left out)."""
+    """The GPU servers of ``cluster`` with the catalog models each serves: the replicas a
+    ``deployment`` places there, or else ``models`` (default: every catalog model) that fit
+    (servers that serve none are left out)."""
+    if deployment is not None:
+        placed: dict[str, set[str]] = {}
+        for r in deployment.replicas:
+            placed.setdefault(r.server, set()).add(r.model)
+        return [
+            (s, {m: m for m in sorted(placed[s.name])}) for s in cluster.servers if s.name in placed
+        ]
     out = []
     for server in cluster.servers:
         if server.gpu_type is None or server.gpus <= 0:
@@ -423,4 +475,4 @@ async def _serve_forever(
 def run_engines(engines: list[EngineServer], host: str, port: int, ready: Any = None) -> None:
     """Blocking: serve ``engines`` (one process, one port each) until interrupted."""
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_serve_forever(engines, host, port, ready))
+        run_loop(_serve_forever(engines, host, port, ready))

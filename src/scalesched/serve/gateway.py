@@ -41,6 +41,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from scalesched.cluster.deployment import Deployment
 from scalesched.cluster.endpoints import BackendEntry
 from scalesched.decision.actions import Defer, Hedge, as_action
 from scalesched.decision.cycle import drive
@@ -53,12 +54,14 @@ from scalesched.serve.protocol import (
     error_type,
     parse_request,
     sse,
+    task_signals,
 )
 from scalesched.serve.state import GatewayState
 
 log = logging.getLogger("scalesched.serve")
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+DECISION_BUCKETS = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1)
 RUNNING = ("vllm:num_requests_running", "vllm:num_requests_waiting")
 
 
@@ -154,6 +157,12 @@ class GatewayMetrics:
             ["policy", "reason"],
             registry=r,
         )
+        self.decision_time = Histogram(
+            "scalesched_gateway_decision_seconds",
+            "Time to place the waiting requests (decision, policy, booking), per pass",
+            buckets=DECISION_BUCKETS,
+            registry=r,
+        )
         self.retries = Counter(
             "scalesched_gateway_retries", "Attempts retried elsewhere", ["backend"], registry=r
         )
@@ -185,9 +194,11 @@ class Gateway:
         max_attempts: int = 3,
         scrape_s: float = 1.0,
         seed: int = 0,
+        deployment: Deployment | None = None,
+        backends_source: str = "backends",
     ) -> None:
         self.backends = list(backends)
-        self.state = GatewayState(self.backends, time_scale)
+        self.state = GatewayState(self.backends, time_scale, backends_source, deployment)
         self.metrics = GatewayMetrics()
         self.policy_name = scheduler.name
         self.scheduler = GuardedScheduler(scheduler, fallback, self._fell_back)
@@ -202,8 +213,16 @@ class Gateway:
         self._urls = [b.endpoint.base_url.rstrip("/") for b in self.backends]
         self._roots = [u[: -len("/v1")] if u.endswith("/v1") else u for u in self._urls]
         self._headers = [{"Content-Type": "application/json", **_auth(b)} for b in self.backends]
+        self._timeouts = [aiohttp.ClientTimeout(total=b.endpoint.timeout_s) for b in self.backends]
+        # The per-request series, labelled once: a ``labels()`` lookup costs a few
+        # microseconds on every request otherwise.
+        m = self.metrics
+        self._ok = [m.requests.labels(b.name, "ok") for b in self.backends]
+        self._latency = [m.latency.labels(b.name) for b in self.backends]
+        self._ttft = [m.ttft.labels(b.name) for b in self.backends]
+        self._decided = m.decisions.labels(self.policy_name)
         for b in self.backends:
-            self.metrics.healthy.labels(b.name).set(1)
+            m.healthy.labels(b.name).set(1)
 
     # -- the executor protocol (driven by scalesched.decision.cycle.drive) ----------------
     def next_decision(self) -> Decision | None:
@@ -232,7 +251,7 @@ class Gateway:
         server = action.servers[0] if isinstance(action, Hedge) else action.server
         est = float(decision.exec_s[server])
         self.state.place(w.task, server, est)
-        self.metrics.decisions.labels(self.policy_name).inc()
+        self._decided.inc()
         w.placed.set_result((server, est))
 
     def _fell_back(self, reason: str) -> None:
@@ -248,7 +267,9 @@ class Gateway:
 
     def _drive(self) -> None:
         self.metrics.queue.set(len(self.pending) + len(self.deferred))
+        t0 = time.perf_counter()
         drive(self, self.scheduler)
+        self.metrics.decision_time.observe(time.perf_counter() - t0)
         self.metrics.queue.set(len(self.pending) + len(self.deferred))
 
     def _ended(self, task: TaskRequest, server: int, est: float) -> None:
@@ -315,6 +336,7 @@ class Gateway:
             except (ValueError, UnicodeDecodeError):
                 raise BadRequest("the request body is not valid JSON") from None
             req = parse_request(body, chat)
+            signals = task_signals(request.headers)
             if req.model not in self.state.serving:
                 raise BadRequest(
                     f"the model {req.model!r} does not exist",
@@ -335,7 +357,7 @@ class Gateway:
         self.in_flight += 1
         self.metrics.in_flight.inc()
         try:
-            task = self.state.task(req, workflow, session)
+            task = self.state.task(req, workflow, session, signals)
             return await self._attempts(request, body, raw, path, req, task)
         finally:
             self.in_flight -= 1
@@ -364,8 +386,8 @@ class Gateway:
             finally:
                 self._ended(task, server, est)
             if isinstance(out, web.StreamResponse):
-                self.metrics.requests.labels(name, "ok").inc()
-                self.metrics.latency.labels(name).observe(time.perf_counter() - t0)
+                self._ok[server].inc()
+                self._latency[server].observe(time.perf_counter() - t0)
                 return out
             self.metrics.requests.labels(name, "error").inc()
             self.metrics.retries.labels(name).inc()
@@ -394,7 +416,7 @@ class Gateway:
             else raw
         )
         assert self._session is not None
-        timeout = aiohttp.ClientTimeout(total=backend.endpoint.timeout_s)
+        timeout = self._timeouts[server]
         try:
             upstream = await self._session.post(
                 self._urls[server] + path,
@@ -458,7 +480,7 @@ class Gateway:
             try:
                 if first:
                     await response.prepare(request)
-                    self.metrics.ttft.labels(name).observe(time.perf_counter() - t0)
+                    self._ttft[server].observe(time.perf_counter() - t0)
                     first = False
                 await response.write(chunk)
                 boundary = chunk.endswith(b"\n\n")

@@ -27,7 +27,14 @@ from typing import Any
 import aiohttp
 import numpy as np
 
-from scalesched.serve.protocol import prompt_of_tokens
+from scalesched.serve.loop import run as run_loop
+from scalesched.serve.protocol import (
+    HINT_HEADER,
+    OUTPUT_EST_HEADER,
+    PATTERN_HEADER,
+    ROLE_HEADER,
+    prompt_of_tokens,
+)
 from scalesched.workload.instance import Job, TaskInstance, WorkflowInstance
 
 
@@ -95,6 +102,19 @@ def chat_body(task: TaskInstance) -> dict[str, Any]:
     }
 
 
+def signal_headers(task: TaskInstance, pattern: str) -> dict[str, str]:
+    """The ``x-task-*`` headers of an LLM task: what the simulator's scheduler sees of it
+    (role, pattern, output estimate, difficulty hint), never its true output length."""
+    headers = {
+        OUTPUT_EST_HEADER: str(max(1, task.output_tokens_est)),
+        HINT_HEADER: repr(float(task.difficulty_hint)),
+        PATTERN_HEADER: pattern,
+    }
+    if task.role:
+        headers[ROLE_HEADER] = task.role
+    return headers
+
+
 class LoadGenerator:
     """One run of ``jobs`` against ``url`` (the base up to /v1)."""
 
@@ -116,7 +136,7 @@ class LoadGenerator:
         self._t0 = 0.0
 
     def run(self) -> LoadResult:
-        asyncio.run(self.run_async())
+        run_loop(self.run_async())
         return self.result
 
     async def run_async(self) -> LoadResult:
@@ -166,6 +186,7 @@ class LoadGenerator:
         headers = {
             "x-workflow-id": f"wf-{job.workflow_id}",
             "x-session-id": f"wf-{job.workflow_id}/{root}",
+            **signal_headers(task, job.workflow.pattern),
         }
         self.result.requests += 1
         sent = time.perf_counter()

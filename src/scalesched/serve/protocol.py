@@ -129,3 +129,55 @@ def _message_text(message: Any, i: int) -> str:
     if isinstance(content, list):  # content parts: the text ones count
         return "".join(p.get("text", "") for p in content if isinstance(p, dict))
     raise BadRequest(f"messages[{i}].content must be a string or a list", param="messages")
+
+
+ROLE_HEADER = "x-task-role"
+PATTERN_HEADER = "x-task-pattern"
+OUTPUT_EST_HEADER = "x-task-output-est"
+HINT_HEADER = "x-task-hint"
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSignals:
+    """What an agent framework may tell the gateway about a call beyond its body: the
+    observable signals a scheduler sees in the simulator (``TaskRequest``'s role, pattern,
+    output-length estimate and difficulty hint), so that a policy that reads them (``tail``
+    and its predictor) decides on the same information live as simulated."""
+
+    role: str | None = None
+    pattern: str = ""
+    output_est: int | None = None
+    """None: the gateway estimates the output as ``max_tokens``."""
+    hint: float = 0.0
+
+
+NO_SIGNALS = TaskSignals()
+
+
+def task_signals(headers: Any) -> TaskSignals:
+    """The ``x-task-*`` headers of a request (a mapping); a malformed number is a
+    :class:`BadRequest` naming its header."""
+    role, pattern = headers.get(ROLE_HEADER), headers.get(PATTERN_HEADER)
+    est, hint = headers.get(OUTPUT_EST_HEADER), headers.get(HINT_HEADER)
+    if role is None and pattern is None and est is None and hint is None:
+        return NO_SIGNALS
+    output_est = None
+    if est is not None:
+        try:
+            output_est = int(est)
+        except ValueError:
+            output_est = 0
+        if not 1 <= output_est <= MAX_OUTPUT_TOKENS:
+            raise BadRequest(
+                f"{OUTPUT_EST_HEADER} must be an integer in 1..{MAX_OUTPUT_TOKENS}",
+                param=OUTPUT_EST_HEADER,
+            )
+    value = 0.0
+    if hint is not None:
+        try:
+            value = float(hint)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value):
+            raise BadRequest(f"{HINT_HEADER} must be a finite number", param=HINT_HEADER)
+    return TaskSignals(role or None, pattern or "", output_est, value)

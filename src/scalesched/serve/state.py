@@ -23,18 +23,51 @@ from typing import TypeVar
 import numpy as np
 
 from scalesched.cluster.catalog import SERVER_TYPES
+from scalesched.cluster.deployment import (
+    Deployment,
+    deployment_from_dict,
+    deployment_to_dict,
+)
 from scalesched.cluster.endpoints import BackendEntry
 from scalesched.cluster.model import ClusterSpec, ServerSpec
 from scalesched.cluster.tables import MODEL_INDEX, ClusterTables
 from scalesched.decision.features import ENGINE_READY, Decision, TaskRequest, make_decision
 from scalesched.errors import InputError
 from scalesched.kernel.ledger import RunLedger
-from scalesched.serve.protocol import CompletionRequest, count_tokens
+from scalesched.serve.protocol import NO_SIGNALS, CompletionRequest, TaskSignals, count_tokens
 
 V = TypeVar("V")
 
 MAX_REMEMBERED = 100_000
 """Workflows and sessions remembered (least recently seen forgotten first)."""
+
+
+def deployment_on_backends(
+    deployment: Deployment, backends: Sequence[BackendEntry], source: str
+) -> Deployment:
+    """``deployment`` (validated against its cluster) re-read on the backends' cluster,
+    its servers matched to backends by name, so that the gateway's decisions see the very
+    engines the backends run. Both sides must agree: a replica on a server no backend is
+    named after, or a backend model without a replica there, is an input error (it would
+    make the gateway and the simulator compare different clusters)."""
+    cluster = backends_cluster(backends)
+    names = {b.name: i for i, b in enumerate(backends)}
+    for i, r in enumerate(deployment.replicas):
+        if r.server not in names:
+            raise InputError(
+                "--deployment", f"replicas[{i}].server", f"no backend is named {r.server!r}"
+            )
+    placed = {(r.server, r.model) for r in deployment.replicas}
+    for s, b in enumerate(backends):
+        for served, catalog in b.models.items():
+            if (b.name, catalog) not in placed:
+                raise InputError(
+                    source,
+                    f"backends[{s}].models.{served}",
+                    f"the deployment places no {catalog} replica on {b.name}",
+                )
+    data = deployment_to_dict(deployment.name, cluster.name, list(deployment.replicas))
+    return deployment_from_dict(data, cluster, "--deployment")
 
 
 def backends_cluster(backends: Sequence[BackendEntry]) -> ClusterSpec:
@@ -61,9 +94,14 @@ class GatewayState(RunLedger):
     """The ledger of the gateway's placements plus what the backends report."""
 
     def __init__(
-        self, backends: Sequence[BackendEntry], time_scale: float = 1.0, source: str = "backends"
+        self,
+        backends: Sequence[BackendEntry],
+        time_scale: float = 1.0,
+        source: str = "backends",
+        deployment: Deployment | None = None,
     ) -> None:
-        tables = ClusterTables(backends_cluster(backends))
+        pinned = deployment_on_backends(deployment, backends, source) if deployment else None
+        tables = ClusterTables(backends_cluster(backends), pinned)
         super().__init__(tables, ())
         self.time_scale = time_scale
         self._t0 = time.perf_counter()
@@ -95,26 +133,37 @@ class GatewayState(RunLedger):
         """Model seconds since the gateway started."""
         return (time.perf_counter() - self._t0) / self.time_scale
 
-    def task(self, req: CompletionRequest, workflow: str, session: str) -> TaskRequest:
+    def task(
+        self,
+        req: CompletionRequest,
+        workflow: str,
+        session: str,
+        signals: TaskSignals = NO_SIGNALS,
+    ) -> TaskRequest:
         """The request as a scheduler sees it: a one-call LLM task of its workflow, with
-        the prefix identity a prefix-matching router reads off the prompt."""
+        the prefix identity a prefix-matching router reads off the prompt and the signals
+        its client sent (the output estimate is ``max_tokens`` without one)."""
         m = self.catalog[req.model]
         now = self.now
         first = _remember(self._first_seen, workflow, now)
         k = _remember(self._calls, session, -1) + 1
         self._calls[session] = k
         prefix_tokens = min(count_tokens(req.prefix_text), req.prompt_tokens)
+        est = req.max_tokens if signals.output_est is None else signals.output_est
         return TaskRequest(
             kind="llm",
             model=m,
             prompt_tokens=req.prompt_tokens,
-            output_tokens_est=req.max_tokens,
+            output_tokens_est=est,
             cpu_work=0.0,
             ext_latency_est=0.0,
             parent_servers=(),
             parent_bytes=(),
-            rank=self.tables.mean_llm_time(m, req.prompt_tokens, req.max_tokens),
+            rank=self.tables.mean_llm_time(m, req.prompt_tokens, est),
             workflow_age=now - first,
+            role=signals.role,
+            pattern=signals.pattern,
+            difficulty_hint=signals.hint,
             prefix_id=hashlib.blake2b(req.prefix_text.encode(), digest_size=8).hexdigest(),
             prefix_tokens=prefix_tokens,
             call_key=(session, k),
