@@ -668,6 +668,8 @@ def surface_cases(tmp: Path) -> list[Case]:
         ("typo-first-line", "0.5x\n1\n2\n3\n4\n5\n", "line 1"),
         ("all-zero", "0\n0\n0\n0\n0\n0\n", "span no time"),
         ("long-field", "0\n" + "7" * 300_000 + "\n", "line 2"),
+        ("equal-prefix", "0\n0\n0\n0\n0\n1\n2\n", "the first 5 arrival times"),
+        ("denormal-prefix", "0\n5e-324\n1e-323\n2e-323\n3e-323\n9\n", "span only"),
     ):
         path = tmp / f"replay2-{name}.txt"
         path.write_text(text)
