@@ -680,7 +680,25 @@ def surface_cases(tmp: Path) -> list[Case]:
     out.append(("jsonout-memplan-infeasible", infeasible))
     out += checkpoint_surface_cases(tmp)
     out += output_path_cases(tmp, memplan)
+    out += runtime_cases(tmp)
     return out
+
+
+LONG_TMPDIR = """
+import os, sys, tempfile
+long = os.path.join(sys.argv[1], "t" * 90)
+os.makedirs(long, exist_ok=True)
+os.environ["TMPDIR"] = long  # read by tempfile before anything asks for the temp dir
+sys.argv = ["scalesched", "run", "--local", "--cluster", "homogeneous-2", "--workflows", "2",
+            "--rate", "1", "--json"]  # --json: no "starting a local Ray cluster" notice
+from scalesched.cli import app
+app(prog_name="scalesched")
+"""
+
+
+def runtime_cases(tmp: Path) -> list[Case]:
+    """A local Ray cluster that cannot start: its folder is too long for Ray's sockets."""
+    return [("runtime-long-tmpdir", ["-c", LONG_TMPDIR, str(tmp)], "TMPDIR")]
 
 
 def output_path_cases(tmp: Path, memplan: list[str]) -> list[Case]:
