@@ -697,8 +697,14 @@ app(prog_name="scalesched")
 
 
 def runtime_cases(tmp: Path) -> list[Case]:
-    """A local Ray cluster that cannot start: its folder is too long for Ray's sockets."""
-    return [("runtime-long-tmpdir", ["-c", LONG_TMPDIR, str(tmp)], "TMPDIR")]
+    """Local Ray clusters that cannot start: a folder too long for Ray's sockets, an object
+    store larger than the machine's memory."""
+    huge_store = ["run", "--local", "--cluster", "homogeneous-2", "--workflows", "2"]
+    huge_store += ["--rate", "1", "--object-store-mb", "16000000", "--json"]
+    return [
+        ("runtime-long-tmpdir", ["-c", LONG_TMPDIR, str(tmp)], "TMPDIR"),
+        ("runtime-object-store-16tb", huge_store, "did not start"),
+    ]
 
 
 def output_path_cases(tmp: Path, memplan: list[str]) -> list[Case]:
