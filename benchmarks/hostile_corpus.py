@@ -670,6 +670,9 @@ def surface_cases(tmp: Path) -> list[Case]:
         ("long-field", "0\n" + "7" * 300_000 + "\n", "line 2"),
         ("equal-prefix", "0\n0\n0\n0\n0\n1\n2\n", "the first 5 arrival times"),
         ("denormal-prefix", "0\n5e-324\n1e-323\n2e-323\n3e-323\n9\n", "span only"),
+        # the prefix spans time, but the measured window (after the one warm-up workflow)
+        # does not: its offered rate is undefined
+        ("window-one-instant", "0\n1\n1\n1\n1\n", "offer"),
     ):
         path = tmp / f"replay2-{name}.txt"
         path.write_text(text)
