@@ -668,6 +668,11 @@ def surface_cases(tmp: Path) -> list[Case]:
         ("typo-first-line", "0.5x\n1\n2\n3\n4\n5\n", "line 1"),
         ("all-zero", "0\n0\n0\n0\n0\n0\n", "span no time"),
         ("long-field", "0\n" + "7" * 300_000 + "\n", "line 2"),
+        ("equal-prefix", "0\n0\n0\n0\n0\n1\n2\n", "the first 5 arrival times"),
+        ("denormal-prefix", "0\n5e-324\n1e-323\n2e-323\n3e-323\n9\n", "span only"),
+        # the prefix spans time, but the measured window (after the one warm-up workflow)
+        # does not: its offered rate is undefined
+        ("window-one-instant", "0\n1\n1\n1\n1\n", "offer"),
     ):
         path = tmp / f"replay2-{name}.txt"
         path.write_text(text)
@@ -678,7 +683,31 @@ def surface_cases(tmp: Path) -> list[Case]:
     out.append(("jsonout-memplan-infeasible", infeasible))
     out += checkpoint_surface_cases(tmp)
     out += output_path_cases(tmp, memplan)
+    out += runtime_cases(tmp)
     return out
+
+
+LONG_TMPDIR = """
+import os, sys, tempfile
+long = os.path.join(sys.argv[1], "t" * 90)
+os.makedirs(long, exist_ok=True)
+os.environ["TMPDIR"] = long  # read by tempfile before anything asks for the temp dir
+sys.argv = ["scalesched", "run", "--local", "--cluster", "homogeneous-2", "--workflows", "2",
+            "--rate", "1", "--json"]  # --json: no "starting a local Ray cluster" notice
+from scalesched.cli import app
+app(prog_name="scalesched")
+"""
+
+
+def runtime_cases(tmp: Path) -> list[Case]:
+    """Local Ray clusters that cannot start: a folder too long for Ray's sockets, an object
+    store larger than the machine's memory."""
+    huge_store = ["run", "--local", "--cluster", "homogeneous-2", "--workflows", "2"]
+    huge_store += ["--rate", "1", "--object-store-mb", "16000000", "--json"]
+    return [
+        ("runtime-long-tmpdir", ["-c", LONG_TMPDIR, str(tmp)], "TMPDIR"),
+        ("runtime-object-store-16tb", huge_store, "did not start"),
+    ]
 
 
 def output_path_cases(tmp: Path, memplan: list[str]) -> list[Case]:

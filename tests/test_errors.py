@@ -64,6 +64,16 @@ def test_a_run_with_nothing_measured_is_refused() -> None:
         )
 
 
+def test_measured_workflows_that_offer_no_rate_are_refused() -> None:
+    """Several measured workflows arriving at one instant (a replay) offer no rate: the run
+    would print an offered rate of 0. One measured workflow offers none whatever the
+    arrivals, and is no error."""
+    require_completed({"measured_workflows": 1, "offered_rate_wps": 0.0}, "simulate")
+    require_completed({"measured_workflows": 4, "offered_rate_wps": 0.5}, "simulate")
+    with pytest.raises(InputError, match=r"^simulate: offered_rate_wps: the 4 measured .* one"):
+        require_completed({"measured_workflows": 4, "offered_rate_wps": 0.0}, "simulate")
+
+
 def test_memplan_json_of_an_infeasible_plan_has_a_null_gap_with_its_reason() -> None:
     args = ["memplan", "--model", "llama-2-70b", "--gpu", "l4", "--cpu-mem-gb", "1"]
     result = CliRunner().invoke(app, [*args, "--no-max-batch", "--time-limit", "2", "--json"])

@@ -224,8 +224,19 @@ def print_json(value: Any, reasons: Mapping[str, str] | None = None) -> None:
 def require_completed(metrics: Mapping[str, Any], source: str, detail: str = "") -> None:
     """Fail in one line when no measured workflow completed: response times, throughput
     and ratios of an empty set are undefined, and printing them as 0.0 would pass for a
-    result."""
-    if int(metrics.get("measured_workflows", metrics.get("workflows_completed", 1))) > 0:
+    result. Likewise when several measured workflows all arrived at one instant (replayed
+    times): their offered rate is undefined, and the run would print it as 0."""
+    measured = int(metrics.get("measured_workflows", metrics.get("workflows_completed", 1)))
+    offered = metrics.get("offered_rate_wps")
+    if measured > 1 and isinstance(offered, int | float) and not offered > 0:
+        raise InputError(
+            source,
+            "offered_rate_wps",
+            f"the {measured} measured workflows all arrive at one instant, so they offer no "
+            "rate; spread their arrival times (--arrivals replay:FILE) or lower "
+            "--warmup/--cooldown",
+        )
+    if measured > 0:
         return
     done = int(metrics.get("workflows_completed", 0))
     submitted = metrics.get("workflows_submitted", "?")

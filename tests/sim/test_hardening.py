@@ -52,6 +52,25 @@ def test_a_replay_file_with_fewer_times_than_workflows(tmp_path: Path) -> None:
     assert len(build_jobs(TABLES, Scenario(workflows=2, rate=1.0, arrivals=f"replay:{path}"))) == 2
 
 
+@pytest.mark.parametrize(
+    ("text", "spread"),
+    [("0\n0\n0\n1\n2\n", "are all 0 s"), ("0\n5e-324\n1e-323\n7\n", "span only")],
+)
+def test_a_replay_prefix_that_offers_no_rate_is_refused(
+    tmp_path: Path, text: str, spread: str
+) -> None:
+    """The whole file spans time, but the times a run uses (its first --workflows) do not:
+    the run would report an offered rate of 0 (or infinity), so it is refused naming the
+    file; a prefix one time longer spans time and runs."""
+    path = tmp_path / "times.txt"
+    path.write_text(text)
+    with pytest.raises(InputError, match=rf"times.txt: times: the first 3 arrival .* {spread}"):
+        build_jobs(TABLES, Scenario(workflows=3, rate=1.0, arrivals=f"replay:{path}"))
+    jobs = build_jobs(TABLES, Scenario(workflows=4, rate=1.0, arrivals=f"replay:{path}"))
+    arrivals = [job.arrival for job in jobs]
+    assert 0 < (len(arrivals) - 1) / (arrivals[-1] - arrivals[0]) < float("inf")
+
+
 def one_task(tmp_path: Path, task: dict[str, object]) -> str:
     path = tmp_path / "one.json"
     doc = {"workflow": {"specification": {"tasks": [{"id": "a", "scalesched": task}]}}}

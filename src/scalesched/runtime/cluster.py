@@ -18,6 +18,7 @@ import contextlib
 import logging
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -116,6 +117,9 @@ class LocalCluster:
     hosts no server)."""
     temp_dir: Path
     _env_backup: dict[str, str | None] = field(default_factory=dict)
+    _spawned: list[Any] = field(default_factory=list)
+    """``psutil.Process`` of every process the start spawned (Ray's GCS, raylets, agents,
+    reaper), so that :meth:`shutdown` can end what Ray's own teardown leaves running."""
 
     @property
     def address(self) -> str:
@@ -139,12 +143,17 @@ class LocalCluster:
         self.cluster.remove_node(node, allow_graceful=False)
 
     def shutdown(self) -> None:
+        """Disconnect, stop every node, then end any process of the cluster still running
+        (Ray's teardown can leave a node's dashboard and runtime-env agents, or workers,
+        behind when it is cut short) and restore the environment."""
         import ray
 
+        ray_processes = _with_descendants(self._spawned)  # before the tree comes apart
         with contextlib.suppress(Exception):
             ray.shutdown()
         with contextlib.suppress(Exception):
             self.cluster.shutdown()
+        _end_processes(ray_processes)
         for key, value in self._env_backup.items():
             if value is None:
                 os.environ.pop(key, None)
@@ -172,6 +181,7 @@ def start_local_cluster(
     if object_store_mb < 75:
         raise InputError("--object-store-mb", "object_store_mb", "Ray needs at least 75 MiB")
     temp = Path(temp_dir)
+    check_socket_room(temp, len(spec) + 1)
     (temp / "ray").mkdir(parents=True, exist_ok=True)  # Ray's address file goes there
     env = {**RAY_ENV, "RAY_TMPDIR": str(temp)}
     backup = {k: os.environ.get(k) for k in env}
@@ -188,6 +198,7 @@ def start_local_cluster(
         }
 
     cluster = None
+    before = _child_pids()
     try:
         head: dict[str, Any] = {
             "num_cpus": 0,
@@ -197,21 +208,76 @@ def start_local_cluster(
             "include_dashboard": False,
             "_system_config": cfg,
         }
-        cluster = Cluster(initialize_head=True, head_node_args=head)
-        nodes = [cluster.add_node(**node_args(s)) for s in spec.servers]
-        cluster.wait_for_nodes()
+        with _no_drain_wait():
+            cluster = Cluster(initialize_head=True, head_node_args=head)
+            nodes = [cluster.add_node(**node_args(s)) for s in spec.servers]
+            cluster.wait_for_nodes()
         ray.init(address=cluster.address, logging_level=logging.ERROR, log_to_driver=False)
-    except BaseException:
+    except BaseException as exc:
+        spawned = _with_descendants(_new_children(before))
         if cluster is not None:
             with contextlib.suppress(Exception):
                 cluster.shutdown()
+        _end_processes(spawned)
         for key, value in backup.items():
             if value is None:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+        if isinstance(exc, Exception) and not isinstance(exc, InputError):
+            why = " ".join(str(exc).split())[:200] or type(exc).__name__
+            raise InputError(
+                "--local", "ray", f"the local Ray cluster did not start: {why}"
+            ) from exc
         raise
-    return LocalCluster(spec, cluster, nodes, temp, backup)
+    return LocalCluster(spec, cluster, nodes, temp, backup, _new_children(before))
+
+
+@contextlib.contextmanager
+def _no_drain_wait() -> Iterator[None]:
+    """While the nodes start, a SIGTERM reaches the handler each Ray node sets as it starts
+    (``local_cluster`` installs its own once they are up), which first waits up to 30 s for
+    the node to drain; a local cluster has nothing to drain, so within the block that wait
+    is 0 (Ray's ``RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S``, read once when Ray is imported,
+    hence set on Ray's constant; restored after)."""
+    try:
+        from ray._private import ray_constants
+    except ImportError:
+        yield
+        return
+    name = "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S"
+    if not hasattr(ray_constants, name):
+        yield
+        return
+    old = getattr(ray_constants, name)
+    setattr(ray_constants, name, 0.0)
+    try:
+        yield
+    finally:
+        setattr(ray_constants, name, old)
+
+
+SOCKET_PATH_MAX = 103 if sys.platform == "darwin" else 107
+"""The longest Unix socket path Ray accepts (the kernel's ``sun_path`` less its NUL)."""
+_SESSION_DIR = "/session_YYYY-MM-DD_HH-MM-SS_ffffff_" + "9" * 7
+"""Ray's session folder: ``session_<date>_<time>_<microseconds>_<pid>`` (pids have at most
+7 digits on Linux)."""
+
+
+def check_socket_room(temp: Path, nodes: int) -> None:
+    """Refuse, before any Ray process starts, a folder too long for Ray's socket paths
+    (``<temp>/session_.../sockets/plasma_store.<node>``): Ray would fail half-way through
+    starting, with a traceback, after some nodes run."""
+    longest = f"{temp.absolute()}{_SESSION_DIR}/sockets/plasma_store.{nodes}"
+    over = len(longest.encode()) - SOCKET_PATH_MAX
+    if over > 0:
+        raise InputError(
+            "TMPDIR",
+            "temp_dir",
+            f"{temp} is {over} bytes too long for Ray's socket paths under it (at most "
+            f"{SOCKET_PATH_MAX} bytes for a Unix socket); set TMPDIR (or pass temp_dir) to a "
+            "shorter folder",
+        )
 
 
 @contextlib.contextmanager
@@ -223,18 +289,167 @@ def local_cluster(
     system_config: Mapping[str, Any] | None = None,
 ) -> Iterator[LocalCluster]:
     """``start_local_cluster`` as a context manager; without ``temp_dir`` a fresh folder
-    under the system temp dir is used and removed afterwards."""
+    under the system temp dir is used and removed afterwards.
+
+    An interrupted run leaves nothing behind: inside the block (and while Ray starts) a
+    SIGINT, SIGTERM or SIGHUP raises :class:`RunInterrupted` in the main thread, so the
+    block unwinds and the cluster is shut down, its processes ended and its folder removed;
+    a second signal during that cleanup waits until it is done instead of cutting it short.
+    (SIGTERM would otherwise end the process at once, or, once Ray has set its own handler,
+    stop one node and exit, leaving the rest.)"""
     own = temp_dir is None
     temp = Path(tempfile.mkdtemp(prefix="ssray-")) if own else Path(temp_dir)  # type: ignore[arg-type]
-    lc = start_local_cluster(
-        spec, temp, object_store_mb=object_store_mb, system_config=system_config
-    )
+    with InterruptGuard() as guard:
+        try:
+            lc = start_local_cluster(
+                spec, temp, object_store_mb=object_store_mb, system_config=system_config
+            )
+            guard.install()  # again: each Ray node set its own SIGTERM handler as it started
+            try:
+                yield lc
+            finally:
+                guard.defer()
+                lc.shutdown()
+        finally:
+            guard.defer()
+            if own:
+                _remove_tree(temp)
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """A signal that ended a run, raised in the main thread so every ``finally`` runs (a
+    ``KeyboardInterrupt``, so code that stops on Ctrl-C stops on SIGTERM too)."""
+
+    def __init__(self, signum: int) -> None:
+        import signal
+
+        self.signum = int(signum)
+        super().__init__(f"interrupted by {signal.Signals(signum).name}")
+
+
+INTERRUPT_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
+
+
+class InterruptGuard:
+    """SIGINT/SIGTERM/SIGHUP handling of a local cluster's lifetime, as a context manager.
+
+    Within it the first signal raises :class:`RunInterrupted` (so the run unwinds) until
+    :meth:`defer` is called; from then on signals are only noted, so a second Ctrl-C cannot
+    cut the cleanup short. A signal noted during a cleanup that was not itself caused by
+    one is raised when the block ends. The previous handlers come back at the end. Signals
+    are handled only in the main thread; elsewhere the guard does nothing."""
+
+    def __init__(self) -> None:
+        self.pending: int | None = None
+        self._raise = True
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> InterruptGuard:
+        import signal
+        import threading
+
+        if threading.current_thread() is threading.main_thread():
+            numbers = [getattr(signal, n) for n in INTERRUPT_SIGNALS if hasattr(signal, n)]
+            self._previous = {n: signal.getsignal(n) for n in numbers}
+            self.install()
+        return self
+
+    def install(self) -> None:
+        """(Re)install the guard's handler (Ray replaces the SIGTERM handler)."""
+        import signal
+
+        for n in self._previous:
+            signal.signal(n, self._handle)
+
+    def defer(self) -> None:
+        """From now on, note signals instead of raising them."""
+        self._raise = False
+
+    def _handle(self, signum: int, frame: object) -> None:
+        if self.pending is not None:
+            return
+        self.pending = signum
+        if self._raise:
+            self._raise = False
+            raise RunInterrupted(signum)
+
+    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+        import signal
+
+        for n, old in self._previous.items():
+            signal.signal(n, old if old is not None else signal.SIG_DFL)
+        if kind is None and self.pending is not None:
+            raise RunInterrupted(self.pending)
+
+
+def _child_pids() -> set[int]:
+    """Pids of this process's direct children (empty without psutil)."""
     try:
-        yield lc
-    finally:
-        lc.shutdown()
-        if own:
-            shutil.rmtree(temp, ignore_errors=True)
+        import psutil
+    except ImportError:
+        return set()
+    with contextlib.suppress(psutil.Error):
+        return {c.pid for c in psutil.Process().children()}
+    return set()
+
+
+def _new_children(before: set[int]) -> list[Any]:
+    """``psutil.Process`` of the direct children started since ``before`` was taken."""
+    try:
+        import psutil
+    except ImportError:
+        return []
+    with contextlib.suppress(psutil.Error):
+        return [c for c in psutil.Process().children() if c.pid not in before]
+    return []
+
+
+def _with_descendants(roots: list[Any]) -> list[Any]:
+    """``roots`` and every live descendant of them (workers and agents under a raylet)."""
+    out = {p.pid: p for p in roots}
+    for root in roots:
+        with contextlib.suppress(Exception):
+            out.update({c.pid: c for c in root.children(recursive=True)})
+    return list(out.values())
+
+
+def _end_processes(processes: list[Any], grace_s: float = 3.0) -> None:
+    """SIGTERM the processes still running, then SIGKILL those alive after ``grace_s``.
+    ``psutil.Process`` checks the start time, so a reused pid is never signalled."""
+    if not processes:
+        return
+    import psutil
+
+    alive = [p for p in processes if _running(p)]
+    for p in alive:
+        with contextlib.suppress(psutil.Error):
+            p.terminate()
+    _, alive = psutil.wait_procs(alive, timeout=grace_s)
+    for p in alive:
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+    psutil.wait_procs(alive, timeout=grace_s)
+
+
+def _running(process: Any) -> bool:
+    import psutil
+
+    try:
+        return bool(process.is_running()) and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _remove_tree(folder: Path, attempts: int = 5) -> None:
+    """Remove ``folder``, retrying briefly: a process that was just ended may still have
+    been writing a log or socket file into it."""
+    import time
+
+    for _ in range(attempts):
+        shutil.rmtree(folder, ignore_errors=True)
+        if not folder.exists():
+            return
+        time.sleep(0.2)
 
 
 DEFAULT_CONNECT_TIMEOUT_S = 30.0

@@ -134,10 +134,32 @@ def arrival_times(scenario: Scenario, rate: float) -> np.ndarray:
                 f"holds {times.size} arrival times but --workflows is {scenario.workflows}; "
                 "give as many times as workflows, or fewer workflows",
             )
-        return np.asarray(times[: scenario.workflows], dtype=float)
+        return _check_replay_prefix(path, times[: scenario.workflows])
     raise InputError(
         "--arrivals", "arrivals", f"unknown process {kind!r}; use poisson, bursty or replay:PATH"
     )
+
+
+def _check_replay_prefix(path: str, used: np.ndarray) -> np.ndarray:
+    """The replayed times a run uses (the first ``--workflows``), refused unless they offer a
+    positive, finite rate: a file whose later times differ but whose used prefix is all one
+    instant would otherwise report an offered rate of 0 (or infinity, for a prefix spread
+    over a denormal span). One workflow offers no rate whatever the process, so passes."""
+    used = np.asarray(used, dtype=float)
+    if used.size < 2:
+        return used
+    span = float(used[-1] - used[0])
+    rate = (used.size - 1) / span if span > 0 else 0.0
+    if not (math.isfinite(rate) and rate > 0):
+        spread = f"are all {used[0]:g} s" if span == 0 else f"span only {span:g} s"
+        raise InputError(
+            path,
+            "times",
+            f"the first {used.size} arrival times (those --workflows {used.size} uses) "
+            f"{spread}: they offer no finite arrival rate; give times spread over them, "
+            "or more workflows",
+        )
+    return used
 
 
 class JobStream(StreamedJobs):

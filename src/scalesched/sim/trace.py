@@ -7,43 +7,26 @@ Neither creates folders: an output path whose folder is missing is an error
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO
 
-from scalesched.errors import InputError
+from scalesched.errors import InputError, check_output_path
 from scalesched.kernel.records import TaskRecord
 
 TRACE_FIELDS = ("workflow", "task", "kind", "model", "server", "ready", "landed", "start", "end")
 
 
 def check_output_file(path: Path, option: str) -> None:
-    """Fail before a run, naming ``option``, when ``path`` cannot be written as a file."""
-    if path.is_dir():
-        raise InputError(option, option.lstrip("-"), f"{path} is a folder; give a file path")
-    parent = path.parent
-    if not parent.exists():
-        raise InputError(option, option.lstrip("-"), f"folder {parent} does not exist; create it")
-    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
-        raise InputError(option, option.lstrip("-"), f"cannot write in {parent}")
-    if path.exists() and not os.access(path, os.W_OK):
-        raise InputError(option, option.lstrip("-"), f"{path} is not writable")
+    """Fail before a run, naming ``option``, when ``path`` cannot be written as a file
+    (:func:`scalesched.errors.check_output_path`, the one check every output shares)."""
+    check_output_path(path, option, "file")
 
 
 def check_gantt_file(path: Path, option: str = "--gantt") -> None:
     """:func:`check_output_file`, and the suffix must be an image format matplotlib writes."""
-    check_output_file(path, option)
-    from matplotlib.backend_bases import FigureCanvasBase
-
-    formats = FigureCanvasBase.get_supported_filetypes()
-    if path.suffix.lstrip(".").lower() not in formats:
-        raise InputError(
-            option,
-            option.lstrip("-"),
-            f"{path.name}: unknown image type; use one of .{', .'.join(sorted(formats))}",
-        )
+    check_output_path(path, option, "image")
 
 
 def write_trace(
