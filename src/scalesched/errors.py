@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Callable, Mapping
 from functools import wraps
+from pathlib import Path
 from typing import Any, SupportsFloat, TypeVar, cast
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -42,6 +44,21 @@ def one_line(text: str) -> str:
 
 MAX_FILE_BYTES = 256 << 20
 """Largest user file read (256 MiB); a bigger one is almost surely the wrong file."""
+
+
+def read_user_text(path: str | os.PathLike[str], *, field: str = "file", what: str = "file") -> str:
+    """The text of a file the user named, or one line naming it: missing (``no such
+    {what}``), not a regular file, larger than ``MAX_FILE_BYTES``, or unreadable (not
+    UTF-8, no permission). The one way every user file is opened."""
+    src, p = str(path), Path(path)
+    if not p.is_file():
+        raise InputError(src, field, f"no such {what}" if not p.exists() else "not a regular file")
+    try:
+        if p.stat().st_size > MAX_FILE_BYTES:
+            raise InputError(src, field, f"larger than {MAX_FILE_BYTES >> 20} MiB")
+        return p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(src, field, f"cannot read: {_one_line(exc)}") from None
 
 
 def _one_line(text: object) -> str:

@@ -12,7 +12,6 @@ import json
 import re
 import string
 import sys
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -27,7 +26,7 @@ from pydantic import (
 
 from scalesched.cluster.catalog import SERVER_TYPES, can_host
 from scalesched.cluster.perf import MODELS
-from scalesched.errors import MAX_FILE_BYTES, InputError, parse_yaml
+from scalesched.errors import InputError, parse_yaml, read_user_text
 
 MAX_TIMEOUT_S = 86_400.0
 """Longest total deadline one request may be given (a day): past it a stuck call is a bug."""
@@ -177,14 +176,7 @@ def backends_from_dict(data: Any, source: str) -> list[BackendEntry]:
 
 def load_backends_file(path: str) -> list[BackendEntry]:
     """Read and validate a YAML backends file."""
-    try:
-        if Path(path).stat().st_size > MAX_FILE_BYTES:
-            raise InputError(path, "(file)", f"larger than {MAX_FILE_BYTES >> 20} MiB")
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(path, "(file)", "no such backends file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(path, "(file)", f"cannot read: {' '.join(str(exc).split())}") from None
+    text = read_user_text(path, field="(file)", what="backends file")
     return backends_from_dict(parse_yaml(text, path), path)
 
 

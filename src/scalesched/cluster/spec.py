@@ -13,7 +13,6 @@ import json
 import os
 import re
 from functools import lru_cache
-from pathlib import Path
 from typing import Annotated, Any
 
 import yaml
@@ -22,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, Valid
 from scalesched.cluster.catalog import SERVER_TYPES, ServerType
 from scalesched.cluster.model import ClusterSpec, ServerSpec
 from scalesched.cluster.perf import GPU_TYPES
-from scalesched.errors import MAX_FILE_BYTES, InputError, parse_yaml
+from scalesched.errors import InputError, parse_yaml, read_user_text
 
 DEFAULT_NETWORK_LATENCY_S: float = ClusterSpec("", ()).network_latency_s
 MAX_PRESET_SERVERS = 1 << 20
@@ -240,14 +239,7 @@ def cluster_from_dict(data: Any, source: str) -> ClusterSpec:
 def load_cluster_file(path: str | os.PathLike[str]) -> ClusterSpec:
     """Read and validate a YAML cluster file."""
     source = str(path)
-    try:
-        if Path(path).stat().st_size > MAX_FILE_BYTES:
-            raise InputError(source, "(file)", f"larger than {MAX_FILE_BYTES >> 20} MiB")
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(source, "(file)", "no such cluster file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(source, "(file)", f"cannot read: {_one_line(str(exc))}") from None
+    text = read_user_text(path, field="(file)", what="cluster file")
     return cluster_from_dict(parse_yaml(text, source), source)
 
 

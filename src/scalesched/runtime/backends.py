@@ -39,7 +39,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scalesched.errors import MAX_FILE_BYTES, InputError, parse_json, parse_yaml, short_repr
+from scalesched.errors import (
+    InputError,
+    parse_json,
+    parse_yaml,
+    read_user_text,
+    short_repr,
+)
 
 MAX_ATTEMPTS = 3
 """Attempts of one call at most (the first and two retries), all within its deadline."""
@@ -92,14 +98,7 @@ def load_endpoints(path: str | os.PathLike[str]) -> dict[str, EndpointConfig]:
 def _read_mapping(p: Path) -> dict[Any, Any]:
     """The file's top-level mapping (YAML, or JSON for a ``.json`` file)."""
     src = str(p)
-    if not p.is_file():
-        raise InputError(src, "file", "endpoint file not found")
-    try:
-        if p.stat().st_size > MAX_FILE_BYTES:
-            raise InputError(src, "file", f"larger than {MAX_FILE_BYTES >> 20} MiB")
-        text = p.read_text(encoding="utf-8")
-    except (ValueError, OSError) as exc:
-        raise InputError(src, "file", f"unreadable: {' '.join(str(exc).split())}") from None
+    text = read_user_text(p, what="endpoints file")
     data = parse_json(text, src) if p.suffix.lower() == ".json" else parse_yaml(text, src)
     if not isinstance(data, dict) or not data:
         raise InputError(src, "file", "expected a mapping of model name -> settings")

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from scalesched.errors import MAX_FILE_BYTES, InputError, short_repr
+from scalesched.errors import InputError, read_user_text, short_repr
 
 _SRC = "arrivals"
 MAX_ARRIVAL_S = 1e9
@@ -204,14 +204,7 @@ def _is_header(cells: list[str]) -> bool:
 def _csv_rows(p: Path, src: str) -> list[tuple[int, list[str]]]:
     """(line number, cells) of every non-blank, non-comment line; one line on a file that
     cannot be read or a field longer than the CSV reader takes."""
-    if not p.is_file():
-        raise InputError(src, "file", "no such file" if not p.exists() else "not a regular file")
-    try:
-        if p.stat().st_size > MAX_FILE_BYTES:
-            raise InputError(src, "file", f"larger than {MAX_FILE_BYTES >> 20} MiB")
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(src, "file", f"cannot read: {' '.join(str(e).split())}") from None
+    text = read_user_text(src)
     rows: list[tuple[int, list[str]]] = []
     reader = csv.reader(text.splitlines())
     try:

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scalesched.errors import MAX_FILE_BYTES, InputError, parse_json, short_repr
+from scalesched.errors import InputError, parse_json, read_user_text, short_repr
 from scalesched.workload.hints import MAX_HINT
 from scalesched.workload.instance import WorkflowInstance
 from scalesched.workload.template import (
@@ -229,14 +229,7 @@ def load_workflow_template(path: str | Path) -> WorkflowTemplate:
     """Read a WfFormat file into a template (InputError naming the file and field)."""
     src = str(path)
     p = Path(path)
-    if not p.is_file():
-        raise InputError(src, "file", "no such file" if not p.exists() else "not a regular file")
-    try:
-        if p.stat().st_size > MAX_FILE_BYTES:
-            raise InputError(src, "file", f"larger than {MAX_FILE_BYTES >> 20} MiB")
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(src, "file", f"cannot read: {' '.join(str(e).split())}") from None
+    text = read_user_text(p)
     doc = parse_json(text, src)
     return template_from_wfformat(doc, src, default_name=p.stem)
 
