@@ -16,6 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from scalesched.commands.plain_help import install_plain_help
 from scalesched.errors import (
     InputError,
     check_output_path,
@@ -38,6 +39,7 @@ class _OneLineErrors(typer.core.TyperGroup):
 
         kwargs["standalone_mode"] = False
         install_number_checks(self)  # every number option ranged, NaN/inf refused
+        install_plain_help(self)  # plain types, no reST or stray Rich markup in --help
         try:
             rv = super().main(*args, **kwargs)
         except click.exceptions.NoArgsIsHelpError as exc:

@@ -315,7 +315,7 @@ def verdict(
     else:
         reading = "no difference shown (the CI includes 1)"
     lb = mean_ci(lower)[0]
-    mark = f" [{NOT_STEADY}: {unsteady} runs]" if unsteady else ""
+    mark = f" [{NOT_STEADY}: {unsteady} run{'s' if unsteady > 1 else ''}]" if unsteady else ""
     return (
         f"Verdict: {policy} is {mean:.3f}x the best heuristic ({_best_text(best_of)}) at "
         f"{sizes}, seed-paired over {len(ratios)} runs, {ci}: {reading}; its mean response "
