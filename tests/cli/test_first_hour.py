@@ -117,3 +117,8 @@ def test_demo_compares_against_every_candidate() -> None:
     policies = cli.demo_policies()
     assert policies[: len(cli.DEMO_LEARNED)] == cli.DEMO_LEARNED
     assert policies[len(cli.DEMO_LEARNED) :] == BEST_HEURISTIC_CANDIDATES
+
+
+def test_eval_by_default_runs_every_candidate() -> None:
+    default = cli.DEFAULT_EVAL_POLICIES.split(",")
+    assert default[-len(BEST_HEURISTIC_CANDIDATES) :] == list(BEST_HEURISTIC_CANDIDATES)
