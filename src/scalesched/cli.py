@@ -893,8 +893,8 @@ def static_line(policy: str, makespan: float, bound: float, prob: Any) -> str:
     work = math.fsum(prob.cost) / math.fsum(prob.speed)
     return (
         f"{policy}: makespan {makespan:.6g} s for {prob.n_tasks} tasks on {prob.n_nodes} "
-        f"nodes; {ratio:.3f}x the critical-path lower bound ({bound:.6g} s: the longest chain "
-        f"on the fastest node, transfers free; it ignores that the tasks share "
+        f"nodes; ratio to the critical-path lower bound {ratio:.3f} (bound {bound:.6g} s: the "
+        f"longest chain on the fastest node, transfers free; it ignores that the tasks share "
         f"{prob.n_nodes} nodes, whose total work alone takes {work:.6g} s)"
     )
 
@@ -1017,7 +1017,6 @@ def run(
             if own:
                 ray.shutdown()
     metrics: dict[str, Any] = dict(result.metrics)
-    metrics.update(whole_run_window([job.arrival for job in jobs], result.response_times))
     if compare:
         from scalesched.eval.fidelity import fidelity
 
@@ -1041,6 +1040,7 @@ def run(
         if first is not None
         else "",
     )
+    metrics.update(whole_run_window([job.arrival for job in jobs], result.response_times))
     if trace is not None or gantt is not None:
         from scalesched.sim.trace import plot_gantt, write_trace
 

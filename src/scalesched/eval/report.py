@@ -73,7 +73,7 @@ def summarise(
                 paired, paired_ci = paired_ratio(rows, p, best, n)
                 entry[p]["paired_ratio_to_best"] = paired
                 entry[p]["paired_ratio_to_best_ci"] = paired_ci
-        srr = _srr_gain(rows, n)
+        srr: dict[str, Any] = dict(_srr_gain(rows, n))
         _withhold_unsteady(entry, best, srr, force)
         out["by_n"][n] = {"policies": entry, "best_heuristic": best, **srr}
     return out
@@ -160,9 +160,9 @@ def paired_ratio(
     return mean_ci([a[s] / b[s] for s in common]) if common else (math.nan, math.nan)
 
 
-def _srr_gain(rows: Sequence[dict[str, Any]], n: int) -> dict[str, Any]:
+def _srr_gain(rows: Sequence[dict[str, Any]], n: int) -> dict[str, float]:
     """1 - scale/scale-nosrr on mean response time, seed-paired, when both were run."""
-    gains: dict[str, Any] = {}
+    gains: dict[str, float] = {}
     for with_srr, without in (("scale", "scale-nosrr"), ("scale-ssm-srr", "scale-ssm")):
         a, b = _rt_by_seed(rows, with_srr, n), _rt_by_seed(rows, without, n)
         common = sorted(set(a) & set(b))
