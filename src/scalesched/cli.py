@@ -1065,9 +1065,10 @@ def whole_run_window(arrivals: Sequence[float], response_times: Any) -> dict[str
 
     The runtime measures every workflow (no warm-up window) and hands the ledger no arrival
     times, so its ``offered_rate_wps`` and ``mean_in_system`` came out 0 and its steady-state
-    verdict was taken on an empty window. Here: the offered rate over the arrivals, the
-    time-average number of workflows in the system from first arrival to last completion
-    (Little: the sum of response times over that span), and the verdict on the whole run."""
+    verdict was taken on an empty window. Here they are computed as the simulator computes
+    them, over the window from the first to the last arrival: the offered rate, the
+    time-average number of workflows in the system (each completed workflow's time inside
+    the window, summed, over its length) and the verdict."""
     import numpy as np
 
     from scalesched.kernel.metrics import measurement_window
@@ -1075,15 +1076,14 @@ def whole_run_window(arrivals: Sequence[float], response_times: Any) -> dict[str
     arr = np.asarray(arrivals, dtype=float)
     rt = np.asarray(response_times, dtype=float)
     window = measurement_window(arr, rt, 0, 0)
+    span = window.end - window.start
     done = np.isfinite(rt)
-    first = float(arr.min()) if arr.size else 0.0
-    last = float((arr[done] + rt[done]).max()) if done.any() else first
-    span = last - first
+    inside = np.minimum(arr[done] + rt[done], window.end) - np.maximum(arr[done], window.start)
     return {
         "offered_rate_wps": window.offered_rate,
         "response_trend": window.trend if math.isfinite(window.trend) else -1.0,
         "steady_state": window.steady,
-        "mean_in_system": math.fsum(rt[done]) / span if span > 0 else 0.0,
+        "mean_in_system": math.fsum(np.maximum(inside, 0.0)) / span if span > 0 else 0.0,
     }
 
 

@@ -94,10 +94,21 @@ def test_a_ray_run_s_load_figures_come_from_its_arrivals() -> None:
     rts = np.array([2.0, 2.0, 2.0, 2.0, 4.0])
     window = cli.whole_run_window(arrivals, rts)
     assert window["offered_rate_wps"] == pytest.approx(1.0)  # 4 gaps over 4 s
-    assert window["mean_in_system"] == pytest.approx(12.0 / 8.0)  # Little: sum(rt) / 0..8 s
+    # time inside the window 0..4 s: 2 + 2 + 2 + 1 + 0 workflow-seconds, over 4 s
+    assert window["mean_in_system"] == pytest.approx(7.0 / 4.0)
     assert window["steady_state"] is False  # 5 workflows cannot show a steady state
     failed = cli.whole_run_window(arrivals, np.array([2.0, math.nan, 2.0, 2.0, 2.0]))
-    assert failed["mean_in_system"] == pytest.approx(8.0 / 6.0)
+    assert failed["mean_in_system"] == pytest.approx(5.0 / 4.0)
+
+
+def test_a_ray_run_s_figures_match_the_simulator_s_definitions() -> None:
+    from scalesched.runs.setup import Scenario, prepare, run
+
+    setup = prepare("hetero-4", Scenario(workload="agentic-mix", workflows=60, seed=0))
+    result = run(setup, "eft", warmup=0, cooldown=0)
+    window = cli.whole_run_window([j.arrival for j in setup.jobs], result.response_times)
+    for key in ("offered_rate_wps", "mean_in_system", "response_trend", "steady_state"):
+        assert window[key] == pytest.approx(result.metrics[key], rel=1e-9), key
 
 
 def test_static_line_labels_the_ratio() -> None:
