@@ -57,8 +57,8 @@ def summarise(
     The best heuristic of each N is ``policies.best_heuristic`` over the policies run. A
     ratio (to the best heuristic, to the lower bound, the SRR gain) is withheld, with
     ``ratio_withheld`` saying why, when a run behind it did not reach steady state: such a
-    run measured a queue still growing, not the policy. ``force`` keeps the figures, with
-    the same note beside them."""
+    run measured its start-up or a queue still growing, not the policy. ``force`` keeps the
+    figures, with the same note beside them."""
     sizes = sorted({int(r["n_servers"]) for r in rows})
     out: dict[str, Any] = {"sizes": sizes, "policies": list(policies), "by_n": {}}
     out["best_heuristic_candidates_missing"] = [
