@@ -75,8 +75,23 @@ def test_small_eval_writes_files_and_columns(tmp_path: Path) -> None:
         for p, mean in means.items():
             assert block["policies"][p]["mean_rt"] == pytest.approx(mean, rel=1e-12)
             assert f"| {p} | {mean:.2f}" in markdown
-        assert block["best_heuristic"] == min(means, key=means.__getitem__)
+        # the best heuristic is the registry's: random is never a candidate
+        assert block["best_heuristic"] == "eft"
         assert means["eft"] != means["random"]
+    # 12-workflow runs cannot show a steady state: their ratios are withheld, and said so
+    assert "not steady" in markdown and "eval --force" in markdown
+    assert "paired_ratio_to_best" not in summary["by_n"]["4"]["policies"]["random"]
+
+
+def test_eval_force_prints_the_withheld_ratios_marked(tmp_path: Path) -> None:
+    args = ["eval", "--policies", "eft,random", "--nodes", "4", "--seeds", "2"]
+    args += ["--workflows", "12", "--jobs", "1", "--no-progress", "--force"]
+    result = runner.invoke(app, [*args, "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.stderr
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    entry = summary["by_n"]["4"]["policies"]["random"]
+    assert entry["paired_ratio_to_best"] > 1 and "not steady" in entry["ratio_withheld"]
+    assert "(not steady)" in result.stdout
 
 
 def test_same_seeds_same_csv(tmp_path: Path) -> None:
@@ -143,6 +158,11 @@ def test_demo_code_path_with_a_reduced_budget(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.stderr
     assert "N = 48" in result.stdout
     assert (tmp_path / "d" / "response_time_vs_n.png").exists()
+    # it ends with the verdict, computed: none here, as 8-workflow runs are not steady
+    flat = " ".join(result.stdout.split())
+    verdict = flat[flat.index("Verdict:") :]
+    assert flat.index("Verdict:") > flat.index("results:") and flat.count("Verdict:") == 1
+    assert verdict.startswith("Verdict: none for scale at N = 16, 32, 48")
 
 
 def test_eval_over_ray_gives_the_same_rows(tmp_path: Path) -> None:

@@ -12,9 +12,11 @@ from scalesched.eval.report import (
     plot_all,
     summarise,
     summary_markdown,
+    verdict,
     write_results_csv,
 )
 from scalesched.eval.study import StudyConfig, config_dict, run_study
+from scalesched.policies import HEURISTICS
 
 
 def gantt_of_one_run(cfg: StudyConfig, out: Path) -> Path:
@@ -60,19 +62,27 @@ def run_and_report(
     executor: str = "process",
     ray_address: str | None = None,
     slo: float | None = None,
+    force: bool = False,
 ) -> dict[str, Any]:
     """Run the study and write its report; with ``slo``, also search each policy's max load
-    at that SLO (``scalesched.eval.slo``; six runs per policy, size and seed)."""
+    at that SLO (``scalesched.eval.slo``; six runs per policy, size and seed). ``force``
+    keeps ratios from runs off steady state (marked) instead of withholding them.
+    ``summary["verdict"]`` is the one-line verdict on the first learned policy (not a
+    heuristic), when there is one."""
     out.mkdir(parents=True, exist_ok=True)
     rows = run_study(cfg, jobs=jobs, on_done=on_done, executor=executor, ray_address=ray_address)
     write_results_csv(rows, out / "results.csv")
-    summary = summarise(rows, cfg.policies)
+    summary = summarise(rows, cfg.policies, force=force)
     header = (
         f"# {title}\n\nWorkload `{cfg.workload}` at load {cfg.load}, {cfg.workflows} "
         f"workflows per run, clusters {_clusters_text(cfg)}, seeds "
         f"{', '.join(map(str, cfg.seeds))}."
     )
     text = summary_markdown(summary, header)
+    learned = [p for p in cfg.policies if p not in HEURISTICS]
+    if learned:
+        summary["verdict"] = verdict(rows, summary, learned[0], force=force)
+        text += f"\n{summary['verdict']}\n"
     if slo is not None:
         from scalesched.eval.slo import run_slo_study, slo_markdown, summarise_slo
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from scalesched.eval.stats import paired_ratio_ci, paired_ratios
 from scalesched.eval.study import STATUS_OK, mean_ci
-from scalesched.policies import HEURISTICS
+from scalesched.policies import BEST_HEURISTIC_CANDIDATES, HEURISTICS, best_heuristic
 
 FIRST_COLUMNS = ["policy", "n_servers", "seed", "status", "workload", "load"]
 
@@ -50,42 +50,95 @@ def _values(rows: Sequence[dict[str, Any]], policy: str, n: int, key: str) -> li
     ]
 
 
-def summarise(rows: Sequence[dict[str, Any]], policies: Sequence[str]) -> dict[str, Any]:
-    """Per N and policy: mean +- 95% CI of mean and p95 response time, ratios, SRR gain."""
+def summarise(
+    rows: Sequence[dict[str, Any]], policies: Sequence[str], *, force: bool = False
+) -> dict[str, Any]:
+    """Per N and policy: mean +- 95% CI of mean and p95 response time, ratios, SRR gain.
+
+    The best heuristic of each N is ``policies.best_heuristic`` over the policies run. A
+    ratio (to the best heuristic, to the lower bound, the SRR gain) is withheld, with
+    ``ratio_withheld`` saying why, when a run behind it did not reach steady state: such a
+    run measured its start-up or a queue still growing, not the policy. ``force`` keeps the
+    figures, with the same note beside them."""
     sizes = sorted({int(r["n_servers"]) for r in rows})
     out: dict[str, Any] = {"sizes": sizes, "policies": list(policies), "by_n": {}}
+    out["best_heuristic_candidates_missing"] = [
+        p for p in BEST_HEURISTIC_CANDIDATES if p not in policies
+    ]
     for n in sizes:
-        entry: dict[str, Any] = {}
-        for p in policies:
-            rt = _values(rows, p, n, "avg_response_time_s")
-            if not rt:
-                entry[p] = {"status": "unsupported"}
-                continue
-            m, ci = mean_ci(rt)
-            p95, p95_ci = mean_ci(_values(rows, p, n, "p95_response_time_s"))
-            lb_ratio, _ = mean_ci(_values(rows, p, n, "lower_bound_ratio"))
-            entry[p] = {
-                "mean_rt": m,
-                "mean_rt_ci": ci,
-                "p95_rt": p95,
-                "p95_rt_ci": p95_ci,
-                "lower_bound_ratio": lb_ratio,
-                "runs": len(rt),
-            }
-        heuristics = [p for p in policies if p in HEURISTICS and "mean_rt" in entry[p]]
-        best = min(heuristics, key=lambda p: entry[p]["mean_rt"]) if heuristics else None
+        entry = {p: _policy_entry(rows, p, n) for p in policies}
+        best = best_heuristic({p: e["mean_rt"] for p, e in entry.items() if "mean_rt" in e})
         for p in policies:
             if best and "mean_rt" in entry[p]:
                 entry[p]["ratio_to_best_heuristic"] = entry[p]["mean_rt"] / entry[best]["mean_rt"]
                 paired, paired_ci = paired_ratio(rows, p, best, n)
                 entry[p]["paired_ratio_to_best"] = paired
                 entry[p]["paired_ratio_to_best_ci"] = paired_ci
-            if "mean_rt" in entry[p]:
-                steady = _values(rows, p, n, "steady_state")
-                entry[p]["steady_runs"] = int(sum(steady))
-        srr = _srr_gain(rows, n)
+        srr: dict[str, Any] = dict(_srr_gain(rows, n))
+        _withhold_unsteady(entry, best, srr, force)
         out["by_n"][n] = {"policies": entry, "best_heuristic": best, **srr}
     return out
+
+
+RATIO_KEYS = (
+    "ratio_to_best_heuristic",
+    "paired_ratio_to_best",
+    "paired_ratio_to_best_ci",
+    "lower_bound_ratio",
+)
+"""The ratios of a summary entry that a run off steady state makes meaningless."""
+
+
+def _policy_entry(rows: Sequence[dict[str, Any]], p: str, n: int) -> dict[str, Any]:
+    rt = _values(rows, p, n, "avg_response_time_s")
+    if not rt:
+        return {"status": "unsupported"}
+    m, ci = mean_ci(rt)
+    p95, p95_ci = mean_ci(_values(rows, p, n, "p95_response_time_s"))
+    lb_ratio, _ = mean_ci(_values(rows, p, n, "lower_bound_ratio"))
+    return {
+        "mean_rt": m,
+        "mean_rt_ci": ci,
+        "p95_rt": p95,
+        "p95_rt_ci": p95_ci,
+        "lower_bound_ratio": lb_ratio,
+        "runs": len(rt),
+        "steady_runs": int(sum(_values(rows, p, n, "steady_state"))),
+    }
+
+
+def _unsteady(e: dict[str, Any]) -> bool:
+    return "mean_rt" in e and e["steady_runs"] < e["runs"]
+
+
+def _withhold_unsteady(
+    entry: dict[str, dict[str, Any]], best: str | None, srr: dict[str, Any], force: bool
+) -> None:
+    """Mark (and, without ``force``, drop) every ratio computed from a run that was not at
+    steady state: the policy's own runs, or the best heuristic's for the ratio to it."""
+    best_unsteady = best is not None and _unsteady(entry[best])
+    for p, e in entry.items():
+        if "mean_rt" not in e:
+            continue
+        why = []
+        if _unsteady(e):
+            why.append(f"{p}: {e['runs'] - e['steady_runs']}/{e['runs']} runs not steady")
+        if best_unsteady and p != best:
+            why.append(f"best heuristic {best}: not steady in every run")
+        if why:
+            e["ratio_withheld"] = "; ".join(why)
+            if not force:
+                for key in RATIO_KEYS:
+                    e.pop(key, None)
+    for with_srr, without, key in (
+        ("scale", "scale-nosrr", "srr_gain"),
+        ("scale-ssm-srr", "scale-ssm", "srr_gain_ssm"),
+    ):
+        if key in srr and (_unsteady(entry.get(with_srr, {})) or _unsteady(entry.get(without, {}))):
+            srr[f"{key}_withheld"] = f"{with_srr} or {without}: not steady in every run"
+            if not force:
+                srr.pop(key)
+                srr.pop(f"{key}_ci")
 
 
 def _rt_by_seed(rows: Sequence[dict[str, Any]], policy: str, n: int) -> dict[int, float]:
@@ -127,8 +180,30 @@ def _fmt(x: float, ci: float | None = None, digits: int = 2) -> str:
     return f"{x:.{digits}f} ± {ci:.{digits}f}"
 
 
+NOT_STEADY = "not steady"
+"""What a table prints for a ratio withheld because a run behind it was not steady."""
+
+
+def _ratio_cells(e: dict[str, Any]) -> tuple[str, str]:
+    """The lower-bound and best-heuristic ratio cells of a row, marked when not steady."""
+    if "lower_bound_ratio" not in e:  # withheld
+        return NOT_STEADY, NOT_STEADY
+    mark = f" ({NOT_STEADY})" if "ratio_withheld" in e else ""
+    paired = _fmt(e.get("paired_ratio_to_best", math.nan), e.get("paired_ratio_to_best_ci"), 3)
+    return _fmt(e["lower_bound_ratio"]) + mark, paired + mark
+
+
+def _candidates_line(summary: dict[str, Any]) -> str:
+    run = [p for p in BEST_HEURISTIC_CANDIDATES if p in summary["policies"]]
+    missing = summary.get("best_heuristic_candidates_missing", [])
+    line = f"Best heuristic: the lowest mean response time of {', '.join(run) or 'none'}"
+    return line + (f" (candidates not run: {', '.join(missing)})." if missing else ".")
+
+
 def summary_markdown(summary: dict[str, Any], header: str = "") -> str:
     lines = [header] if header else []
+    lines.append(_candidates_line(summary))
+    withheld = False
     for n in summary["sizes"]:
         block = summary["by_n"][n]
         lines.append(f"\n### N = {n} (best heuristic: {block['best_heuristic'] or 'n/a'})\n")
@@ -142,28 +217,108 @@ def summary_markdown(summary: dict[str, Any], header: str = "") -> str:
             if "mean_rt" not in e:
                 lines.append(f"| {p} | cannot run at N={n} | | | | |")
                 continue
-            paired = _fmt(
-                e.get("paired_ratio_to_best", math.nan), e.get("paired_ratio_to_best_ci"), 3
-            )
+            withheld = withheld or "ratio_withheld" in e
+            lb_cell, paired_cell = _ratio_cells(e)
             lines.append(
                 f"| {p} | {_fmt(e['mean_rt'], e['mean_rt_ci'])} | "
-                f"{_fmt(e['p95_rt'], e['p95_rt_ci'])} | {_fmt(e['lower_bound_ratio'])} | "
-                f"{paired} | "
+                f"{_fmt(e['p95_rt'], e['p95_rt_ci'])} | {lb_cell} | {paired_cell} | "
                 f"{e.get('steady_runs', 0)}/{e['runs']} |"
             )
         for key, label in (
             ("srr_gain", "SRR gain (1 - scale/scale-nosrr)"),
             ("srr_gain_ssm", "SRR gain with scalable softmax"),
         ):
+            mark = f" ({NOT_STEADY})" if f"{key}_withheld" in block else ""
             if key in block:
                 lines.append(
                     f"\n{label}: {100 * block[key]:.1f}% "
-                    f"(95% CI ± {100 * block[key + '_ci']:.1f} points)"
+                    f"(95% CI ± {100 * block[key + '_ci']:.1f} points){mark}"
                     if not math.isnan(block[key + "_ci"])
-                    else f"\n{label}: {100 * block[key]:.1f}%"
+                    else f"\n{label}: {100 * block[key]:.1f}%{mark}"
                 )
+            elif mark:
+                lines.append(f"\n{label}: {NOT_STEADY}")
+                withheld = True
     lines.append("\nMean ± half-width of the 95% confidence interval over seeds (Student t).")
+    if withheld:
+        lines.append(UNSTEADY_NOTE)
     return "\n".join(lines) + "\n"
+
+
+UNSTEADY_NOTE = (
+    "'not steady': a run behind the ratio (the policy's, or the best heuristic's) did not "
+    "reach steady state (too few measured workflows to tell, or a queue still building), so "
+    "it measured the run's start-up or an overload, not the policy; rerun with more "
+    "--workflows or a lower --load (eval --force prints the figures, marked)."
+)
+
+
+def _sizes_text(sizes: Sequence[int]) -> str:
+    return ", ".join(map(str, sizes))
+
+
+def _best_text(best_of: dict[int, str]) -> str:
+    """``tail``, or ``tail at N = 16, 32; soft_eft at 48`` when it changes with N."""
+    names = list(dict.fromkeys(best_of.values()))
+    if len(names) == 1:
+        return names[0]
+    return "; ".join(
+        f"{b} at N = {_sizes_text([n for n in best_of if best_of[n] == b])}" for b in names
+    )
+
+
+def verdict(
+    rows: Sequence[dict[str, Any]], summary: dict[str, Any], policy: str, *, force: bool = False
+) -> str:
+    """One line: ``policy`` against the best heuristic of each N, pooled over every size and
+    seed it ran (the seed-paired ratios of :func:`paired_ratio`, mean and 95% CI over the
+    (N, seed) pairs), and its mean response time against the lower bound. Computed from the
+    runs, never written by hand; no figure when a run behind it was not at steady state
+    (unless ``force``, which marks it)."""
+    best_of = {
+        n: summary["by_n"][n]["best_heuristic"]
+        for n in summary["sizes"]
+        if summary["by_n"][n]["best_heuristic"] is not None
+        and "mean_rt" in summary["by_n"][n]["policies"].get(policy, {})
+    }
+    if not best_of:
+        return f"Verdict: none for {policy}: no size where it and a candidate heuristic both ran."
+    ratios: list[float] = []
+    lower: list[float] = []
+    unsteady = 0
+    for n, best in best_of.items():
+        a, b = _rt_by_seed(rows, policy, n), _rt_by_seed(rows, best, n)
+        ratios += [a[s] / b[s] for s in sorted(set(a) & set(b))]
+        lower += _values(rows, policy, n, "lower_bound_ratio")
+        entries = summary["by_n"][n]["policies"]
+        unsteady += sum(entries[p]["runs"] - entries[p]["steady_runs"] for p in {policy, best})
+    sizes = f"N = {_sizes_text(list(best_of))}"
+    if unsteady and not force:
+        return (
+            f"Verdict: none for {policy} at {sizes}: {unsteady} of its or the best heuristic's "
+            "runs did not reach steady state (more --workflows, or --force to print the figure)."
+        )
+    mean, half = mean_ci(ratios)
+    ci = (
+        f"95% CI [{mean - half:.3f}, {mean + half:.3f}]"
+        if math.isfinite(half)
+        else "no CI from one run"
+    )
+    if not math.isfinite(half):
+        reading = "one run: no conclusion"
+    elif mean - half > 1:
+        reading = "slower than the best heuristic"
+    elif mean + half < 1:
+        reading = "faster than the best heuristic"
+    else:
+        reading = "no difference shown (the CI includes 1)"
+    lb = mean_ci(lower)[0]
+    mark = f" [{NOT_STEADY}: {unsteady} run{'s' if unsteady > 1 else ''}]" if unsteady else ""
+    return (
+        f"Verdict: {policy} is {mean:.3f}x the best heuristic ({_best_text(best_of)}) at "
+        f"{sizes}, seed-paired over {len(ratios)} runs, {ci}: {reading}; its mean response "
+        f"time is {lb:.2f}x the lower bound ({100 * (lb - 1):.0f}% above it){mark}."
+    )
 
 
 # -- plots ------------------------------------------------------------------------------
@@ -189,17 +344,20 @@ MARKERS = ("o", "s", "^", "D")
 
 
 def best_heuristic_overall(summary: dict[str, Any]) -> str | None:
-    """The heuristic with the lowest mean response time at the most sizes (ties: the
-    lower mean of its per-size ratios to the best heuristic)."""
+    """The best heuristic (``policies.best_heuristic``) at the most sizes; ties: the lower
+    mean over sizes of its mean response time over that size's best. For the figures: one
+    line stands for "the best heuristic" across N."""
     wins: dict[str, int] = {}
     ratios: dict[str, list[float]] = {}
     for n in summary["sizes"]:
         block = summary["by_n"][n]
-        if block["best_heuristic"] is not None:
-            wins[block["best_heuristic"]] = wins.get(block["best_heuristic"], 0) + 1
+        best = block["best_heuristic"]
+        if best is None:
+            continue
+        wins[best] = wins.get(best, 0) + 1
         for p, e in block["policies"].items():
-            if p in HEURISTICS and "ratio_to_best_heuristic" in e:
-                ratios.setdefault(p, []).append(e["ratio_to_best_heuristic"])
+            if p in BEST_HEURISTIC_CANDIDATES and "mean_rt" in e:
+                ratios.setdefault(p, []).append(e["mean_rt"] / block["policies"][best]["mean_rt"])
     if not wins:
         return None
     return min(wins, key=lambda p: (-wins[p], sum(ratios[p]) / len(ratios[p])))
