@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from scalesched.eval.stats import paired_ratio_ci, paired_ratios
-from scalesched.eval.study import STATUS_OK, mean_ci
+from scalesched.eval.stats import mean_ci, paired_ratio_ci, paired_ratios
+from scalesched.eval.study import STATUS_OK
 from scalesched.policies import BEST_HEURISTIC_CANDIDATES, HEURISTICS, best_heuristic
 
 FIRST_COLUMNS = ["policy", "n_servers", "seed", "status", "workload", "load"]
