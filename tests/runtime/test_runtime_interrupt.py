@@ -112,8 +112,9 @@ def test_an_interrupted_local_run_leaves_nothing_behind(signum: int, phase: str)
         out, _ = run.communicate(timeout=60)
         assert run.returncode != 0, out
         assert "Traceback" not in out, out
-        deadline = time.monotonic() + 10
-        while _alive(processes) and time.monotonic() < deadline:
+        # Agents notice their node is gone on their own schedule: slower on a loaded machine.
+        deadline = time.monotonic() + 30
+        while (_alive(processes) or _mentioning(tmp)) and time.monotonic() < deadline:
             time.sleep(0.2)
         assert _alive(processes) == [], f"processes left running:\n{out}"
         assert _mentioning(tmp) == []
