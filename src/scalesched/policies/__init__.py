@@ -16,6 +16,7 @@ from scalesched.policies.kv_aware import KvAwareScheduler
 from scalesched.policies.least_loaded import LeastLoadedScheduler
 from scalesched.policies.p2c import PowerOfTwoScheduler
 from scalesched.policies.random_policy import RandomScheduler
+from scalesched.policies.rollout import RolloutScheduler
 from scalesched.policies.round_robin import RoundRobinScheduler
 from scalesched.policies.shortest_queue import ShortestQueueScheduler
 from scalesched.policies.soft_eft import SoftEftScheduler
@@ -41,6 +42,10 @@ HEURISTICS: dict[str, tuple[Callable[[], Scheduler], str]] = {
     "pred_mean": (PredictedMeanScheduler, "eft at the predicted mean output length"),
     "hedge": (HedgeScheduler, "tail, hedged on 2-3 servers when Monte-Carlo says it pays"),
     "cache_aware": (CacheAwareScheduler, "SGLang router: prefix match over 0.5, else balance"),
+    "rollout": (
+        RolloutScheduler,
+        "oracle: tail's top 3 tried in sim forks, 20 s ahead",
+    ),
     "tao": (TaoScheduler, "TAO: joint admission/placement by DP (readiness, cache credit, KV)"),
 }
 

@@ -1,0 +1,200 @@
+"""One-step rollout over a base heuristic: try the base's best few servers in forks of the
+running simulation and keep the one whose simulated future is cheapest.
+
+At a contested decision (an LLM call of a model of at least ``min_model_gb`` of weights,
+with at least two servers the base would consider) the base's ``candidates`` best servers
+by its own estimate (``scores`` where the base has one, as ``tail`` does; else eft's finish
+plus imposed delay) are each tried in a fork of the simulation (``Simulation.fork``): the
+candidate is applied, and the fork is driven on by a copy of the base policy until its
+clock passes the decision time plus ``horizon_s``, or the run ends. A candidate's cost is
+the workflow-seconds accrued in its fork (the growth of ``in_system_area``, the integral
+of workflows in the system: by Little's law the sum of response time over the window),
+padded to a common end time, plus ``terminal_weight`` times the estimated work still
+outstanding on the servers at the end (``est_work``: what a placement on a slow or
+crowded server leaves for after the horizon). The cheapest wins when it beats the base's
+own choice by more than ``min_gain_s``; otherwise, and on ties, the base's choice stands.
+
+The forks see the *true* future: the realised arrivals and output lengths of the run being
+simulated. So ``rollout`` is a clairvoyant oracle for measuring headroom over its base
+(docs/headroom.md), not a deployable router. Outside the simulator (a view without
+``fork``: the Ray runtime, the gateway) it answers as its base does, and says so once.
+
+It draws no random numbers of its own and the forks continue deterministically, so the
+same seed gives the same answers; a ``max_decision_s`` cap is the one exception (when it
+is hit the answer depends on the machine's speed), which is why it is off by default.
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from time import perf_counter
+from typing import Any
+
+import numpy as np
+
+from scalesched.cluster.perf import MODELS
+from scalesched.cluster.tables import MODEL_NAMES
+from scalesched.decision.actions import Action
+from scalesched.decision.cycle import drive
+from scalesched.decision.features import Decision
+from scalesched.decision.scheduler import BaseScheduler, ReadyOrder, Scheduler
+from scalesched.policies.eft import EftScheduler
+from scalesched.policies.least_loaded import LeastLoadedScheduler
+from scalesched.policies.tail import PredictedMeanScheduler, TailScheduler
+
+BASES: dict[str, Callable[[], Scheduler]] = {
+    "tail": TailScheduler,
+    "eft": EftScheduler,
+    "pred_mean": PredictedMeanScheduler,
+    "least_loaded": LeastLoadedScheduler,
+}
+"""Base heuristics ``rollout`` can be built over by name (deterministic ones: a fork's
+copy of the base must answer as the original would)."""
+
+_MODEL_GB = np.array([MODELS[m].weight_bytes / 1e9 for m in MODEL_NAMES])
+
+
+@dataclass(eq=False)
+class RolloutScheduler(BaseScheduler):
+    """Fork per candidate server, continue each with the base for ``horizon_s`` simulated
+    seconds of the true future, keep the cheapest (ties and small gains: the base's)."""
+
+    base: str = "tail"
+    """The heuristic rolled out over, by name (``BASES``); ignored when ``base_policy``
+    is given."""
+    candidates: int = 3
+    """Servers tried per contested decision: the base's choice and its runners-up."""
+    horizon_s: float = 20.0
+    """Simulated seconds each fork is driven on past the decision."""
+    max_decision_s: float | None = None
+    """Wall seconds a decision may spend on forks; past it the base's choice is answered.
+    None: no cap (answers then never depend on the machine's speed)."""
+    min_model_gb: float = 30.0
+    """Only LLM calls of models with at least this many GB of weights are rolled out
+    (hetero-16: codellama-34b and llama-2-70b, where placement is most expensive)."""
+    terminal_weight: float = 0.0
+    """Weight of the estimated work left on the servers at the horizon (seconds) in a
+    candidate's cost; 0: workflow-seconds within the horizon only."""
+    min_gain_s: float = 0.0
+    """Workflow-seconds a candidate must save over the base's choice to replace it."""
+    base_policy: Scheduler | None = None
+    """A base scheduler instance (overrides ``base``): for tests and studies."""
+    stats: dict[str, float] = field(default_factory=dict, init=False)
+    """Counters of the current run: ``rolled`` (decisions rolled out), ``changed`` (answers
+    other than the base's), ``capped`` (cut by ``max_decision_s``), ``fork_s`` (wall)."""
+
+    name = "rollout"
+
+    def __post_init__(self) -> None:
+        if self.base_policy is None:
+            maker = BASES.get(self.base)
+            if maker is None:
+                raise ValueError(f"base must be one of {', '.join(BASES)}, got {self.base!r}")
+            self.base_policy = maker()
+        if self.candidates < 2 or not self.horizon_s > 0:
+            raise ValueError("need candidates >= 2 and horizon_s > 0")
+        if self.max_decision_s is not None and not self.max_decision_s > 0:
+            raise ValueError("max_decision_s must be > 0 or None")
+        if self.terminal_weight < 0 or self.min_gain_s < 0:
+            raise ValueError("terminal_weight and min_gain_s must be >= 0")
+        self.ready_order: ReadyOrder = self.inner.ready_order  # the forks' order too
+        self._said_no_fork = False
+        self._reset_stats()
+
+    @property
+    def inner(self) -> Scheduler:
+        assert self.base_policy is not None  # set in __post_init__
+        return self.base_policy
+
+    def _reset_stats(self) -> None:
+        self.stats = dict(rolled=0, changed=0, capped=0, fork_s=0.0)
+
+    def reset(self, seed: int) -> None:
+        self.inner.reset(seed)
+        self._reset_stats()
+
+    def unsupported_reason(self, n_servers: int) -> str | None:
+        return self.inner.unsupported_reason(n_servers)
+
+    def base_scores(self, decision: Decision) -> np.ndarray:
+        """(N,) the base's own estimate per server (lower is better); inf where masked."""
+        scores = getattr(self.inner, "scores", None)
+        if scores is not None:
+            return np.asarray(scores(decision), dtype=float)
+        return np.where(decision.mask, decision.finish_s + decision.imposed_s, np.inf)
+
+    def contenders(self, decision: Decision, choice: int) -> list[int]:
+        """The servers to try: the base's choice, then its best-scored feasible others."""
+        if decision.task.kind != "llm" or _MODEL_GB[decision.task.model] < self.min_model_gb:
+            return [choice]
+        score = self.base_scores(decision)
+        score[~decision.mask] = np.inf
+        order = [int(s) for s in np.argsort(score, kind="stable") if np.isfinite(score[s])]
+        return [choice] + [s for s in order if s != choice][: self.candidates - 1]
+
+    def select(self, decision: Decision) -> int | Action:
+        choice = self.inner.select(decision)
+        if type(choice) is not int and not isinstance(choice, np.integer):
+            return choice  # an action of the base (a hedge, a load): answered as is
+        choice = int(choice)
+        fork = getattr(decision.view, "fork", None)
+        if fork is None:
+            if not self._said_no_fork:
+                self._said_no_fork = True
+                warnings.warn(
+                    "rollout: this executor cannot fork, so rollout answers as its base "
+                    f"({getattr(self.inner, 'name', self.base)}) does",
+                    stacklevel=2,
+                )
+            return choice
+        servers = self.contenders(decision, choice)
+        if len(servers) < 2:
+            return choice
+        best = self.best_of(decision, fork, servers)
+        self.stats["changed"] += int(best != choice)
+        return best
+
+    def best_of(self, decision: Decision, fork: Callable[[], Any], servers: list[int]) -> int:
+        """The cheapest of ``servers`` in forks (``servers[0]``, the base's, on ties, when
+        the gain is below ``min_gain_s``, and when the wall cap cuts the trials short)."""
+        t0 = perf_counter()
+        end = decision.view.now + self.horizon_s
+        ends: list[tuple[float, float, int, float]] = []
+        for server in servers:
+            if self.max_decision_s is not None and perf_counter() - t0 > self.max_decision_s:
+                self.stats["capped"] += 1
+                self.stats["fork_s"] += perf_counter() - t0
+                return servers[0]
+            ends.append(self.trial(fork, server, end))
+        self.stats["rolled"] += 1
+        self.stats["fork_s"] += perf_counter() - t0
+        common = max(stop for _, stop, _, _ in ends)
+        cost = [
+            area + in_system * (common - stop) + self.terminal_weight * work
+            for area, stop, in_system, work in ends
+        ]
+        best = int(np.argmin(cost))  # first minimum: the base's choice on ties
+        if cost[best] < cost[0] - self.min_gain_s:
+            return servers[best]
+        return servers[0]
+
+    def trial(
+        self, fork: Callable[[], Any], server: int, end: float
+    ) -> tuple[float, float, int, float]:
+        """Place the decision's task on ``server`` in a fork and drive it with a copy of
+        the base until its clock reaches ``end`` (or the run ends): the workflow-seconds
+        accrued, the time it stopped at, the workflows then in the system and the
+        estimated work then outstanding on the servers."""
+        sim = fork()
+        area0 = sim.in_system_area
+        sim.apply(server)
+        drive(sim, copy.deepcopy(self.inner), until=lambda: sim.now >= end)
+        return (
+            float(sim.in_system_area - area0),
+            float(sim.now),
+            int(sim.in_system),
+            float(np.sum(sim.est_work)),
+        )

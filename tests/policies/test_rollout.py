@@ -1,0 +1,159 @@
+"""rollout: forks per candidate, keeps the cheapest future, falls back to its base."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from scalesched.cluster import get_cluster
+from scalesched.cluster.tables import ClusterTables
+from scalesched.decision.features import Decision, make_decision
+from scalesched.decision.scheduler import BaseScheduler
+from scalesched.policies import get_policy
+from scalesched.policies.eft import eft_choice
+from scalesched.policies.rollout import RolloutScheduler
+from scalesched.sim.engine import Simulation
+from scalesched.sim.run import simulate
+from scalesched.sim.scenario import Scenario, build_jobs
+
+SPEC = get_cluster("hetero-8")
+TABLES = ClusterTables(SPEC)
+JOBS = build_jobs(TABLES, Scenario(workflows=12, rate=1.2, seed=5))
+
+
+def _small(**kw: Any) -> RolloutScheduler:
+    return RolloutScheduler(horizon_s=kw.pop("horizon_s", 2.0), min_model_gb=0.0, **kw)
+
+
+def _metrics(policy: RolloutScheduler, seed: int) -> dict[str, Any]:
+    m = simulate(SPEC, JOBS, policy, seed=seed, tables=TABLES).metrics
+    m.pop("sim_wall_time_s")
+    return m
+
+
+def test_same_seed_same_answers_and_it_does_roll_out() -> None:
+    a, b = _small(), _small()
+    assert _metrics(a, 3) == _metrics(b, 3)
+    assert a.stats["rolled"] > 10 and a.stats == {**b.stats, "fork_s": a.stats["fork_s"]}
+
+
+def test_answers_are_always_feasible_and_contenders_come_from_the_mask() -> None:
+    sim = Simulation(SPEC, JOBS, tables=TABLES)
+    policy = _small(candidates=4)
+    policy.reset(0)
+    seen = 0
+    decision = sim.next_decision()
+    while decision is not None:
+        choice = policy.inner.select(decision)
+        assert isinstance(choice, int)
+        servers = policy.contenders(decision, choice)
+        assert all(decision.mask[s] for s in servers) and len(set(servers)) == len(servers)
+        answer = policy.select(decision)
+        assert isinstance(answer, int) and decision.mask[answer]
+        seen += len(servers) > 1 and not decision.mask.all()
+        sim.apply(answer)
+        decision = sim.next_decision()
+    assert seen > 0, "some contested decision must have had masked servers"
+
+
+class _NoFork:
+    """A simulation seen through a view without ``fork`` (as the Ray runtime's is)."""
+
+    def __init__(self, sim: Simulation) -> None:
+        self._sim = sim
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "fork":
+            raise AttributeError(name)
+        return getattr(self._sim, name)
+
+
+def test_without_fork_it_answers_as_its_base_and_says_so_once() -> None:
+    sim = Simulation(SPEC, JOBS, tables=TABLES)
+    policy, tail = _small(), get_policy("tail")
+    decisions: list[Decision] = []
+    decision = sim.next_decision()
+    while decision is not None and len(decisions) < 40:
+        decisions.append(make_decision(TABLES, _NoFork(sim), decision.task))  # type: ignore[arg-type]
+        sim.apply(tail.select(decision))
+        decision = sim.next_decision()
+    with pytest.warns(UserWarning, match="cannot fork") as caught:
+        answers = [policy.select(d) for d in decisions]
+    assert len(caught) == 1
+    assert answers == [tail.select(d) for d in decisions]
+    assert policy.stats["rolled"] == 0
+
+
+class _SlowestFirst(BaseScheduler):
+    """A base that ranks servers backwards: the slowest estimated finish first."""
+
+    name = "slowest_first"
+
+    def scores(self, decision: Decision) -> np.ndarray:
+        finish = decision.finish_s + decision.imposed_s
+        return np.where(decision.mask & np.isfinite(finish), -finish, np.inf)
+
+    def select(self, decision: Decision) -> int:
+        return int(np.argmin(self.scores(decision)))
+
+
+def test_it_overrules_a_base_whose_choice_is_clearly_worse_in_the_future() -> None:
+    """One workflow alone on the cluster: the base puts its first contested LLM call on the
+    slowest server; the fork on eft's (fastest) server finishes it much earlier."""
+    jobs = build_jobs(TABLES, Scenario(workflows=1, rate=1.0, seed=2))
+    sim = Simulation(SPEC, jobs, tables=TABLES)
+    policy = RolloutScheduler(
+        base_policy=_SlowestFirst(), candidates=8, horizon_s=1e4, min_model_gb=0.0
+    )
+    decision = sim.next_decision()
+    while decision is not None:
+        finish = np.where(decision.mask, decision.finish_s, np.inf)
+        spread = np.ptp(finish[np.isfinite(finish)]) if np.isfinite(finish).sum() > 1 else 0
+        if decision.task.kind == "llm" and spread > 1.0:
+            break
+        sim.apply(policy.inner.select(decision))
+        decision = sim.next_decision()
+    assert decision is not None, "the workflow must have a contested LLM call"
+    base_choice, fastest = policy.inner.select(decision), eft_choice(decision)
+    assert isinstance(base_choice, int)
+    assert base_choice != fastest
+    end = sim.now + 1e4
+    slow_cost = policy.trial(sim.fork, base_choice, end)[0]
+    fast_cost = policy.trial(sim.fork, fastest, end)[0]
+    assert fast_cost < slow_cost - 1.0, "the constructed case must separate the two"
+    answer = policy.select(decision)
+    assert isinstance(answer, int) and answer != base_choice and policy.stats["changed"] == 1
+    assert policy.trial(sim.fork, answer, end)[0] <= fast_cost + 1e-9
+
+
+def test_a_large_min_gain_keeps_the_base_choice() -> None:
+    a, b = _small(min_gain_s=1e9), get_policy("tail")
+    ma = _metrics(a, 1)
+    mb = simulate(SPEC, JOBS, b, seed=1, tables=TABLES).metrics
+    mb.pop("sim_wall_time_s")
+    assert a.stats["rolled"] > 0 and a.stats["changed"] == 0
+    assert ma == {**mb, "policy": "rollout"}
+
+
+def test_bad_options_are_refused() -> None:
+    for kw in (
+        dict(candidates=1),
+        dict(horizon_s=0.0),
+        dict(max_decision_s=0.0),
+        dict(base="nope"),
+        dict(min_gain_s=-1.0),
+    ):
+        with pytest.raises(ValueError):
+            RolloutScheduler(**kw)  # type: ignore[arg-type]
+
+
+def test_a_wall_cap_answers_the_base() -> None:
+    policy = _small(max_decision_s=1e-9)
+    _metrics(policy, 0)
+    assert policy.stats["capped"] > 0 and policy.stats["changed"] == 0
+
+
+def test_registered() -> None:
+    assert isinstance(get_policy("rollout"), RolloutScheduler)
