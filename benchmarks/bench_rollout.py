@@ -1,4 +1,4 @@
-"""Headroom of a clairvoyant one-step rollout over its base: ``rollout`` against the base
+"""Headroom of a clairvoyant one-step rollout over its base: ``rollout_oracle`` against the base
 (``tail``) on the same seeds, mean and p99 response time as seed-paired ratios with 95%
 confidence intervals, and rollout's mean decision latency.
 

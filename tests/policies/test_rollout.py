@@ -134,7 +134,7 @@ def test_a_large_min_gain_keeps_the_base_choice() -> None:
     mb = simulate(SPEC, JOBS, b, seed=1, tables=TABLES).metrics
     mb.pop("sim_wall_time_s")
     assert a.stats["rolled"] > 0 and a.stats["changed"] == 0
-    assert ma == {**mb, "policy": "rollout"}
+    assert ma == {**mb, "policy": "rollout_oracle"}
 
 
 def test_bad_options_are_refused() -> None:
@@ -156,4 +156,4 @@ def test_a_wall_cap_answers_the_base() -> None:
 
 
 def test_registered() -> None:
-    assert isinstance(get_policy("rollout"), RolloutScheduler)
+    assert isinstance(get_policy("rollout_oracle"), RolloutScheduler)

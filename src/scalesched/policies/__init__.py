@@ -42,12 +42,20 @@ HEURISTICS: dict[str, tuple[Callable[[], Scheduler], str]] = {
     "pred_mean": (PredictedMeanScheduler, "eft at the predicted mean output length"),
     "hedge": (HedgeScheduler, "tail, hedged on 2-3 servers when Monte-Carlo says it pays"),
     "cache_aware": (CacheAwareScheduler, "SGLang router: prefix match over 0.5, else balance"),
-    "rollout": (
-        RolloutScheduler,
-        "oracle: tail's top 3 tried in sim forks, 20 s ahead",
-    ),
     "tao": (TaoScheduler, "TAO: joint admission/placement by DP (readiness, cache credit, KV)"),
 }
+
+ORACLES: dict[str, tuple[Callable[[], Scheduler], str]] = {
+    "rollout_oracle": (
+        RolloutScheduler,
+        "research: tail's top 3 tried in forks of the simulation, 20 s of the true future "
+        "(clairvoyant; simulator only)",
+    ),
+}
+"""Policies that see what no deployed scheduler can (the true future, through forks of the
+simulation): bounds on what placement could still win (docs/headroom.md), never candidates
+for the best heuristic. Slow (hundreds of forks per second of simulated time), so the tests
+that run every heuristic leave them to their own tests."""
 
 BEST_HEURISTIC_CANDIDATES: tuple[str, ...] = (
     "eft",
@@ -94,7 +102,7 @@ def best_heuristic(results_by_policy: Mapping[str, float | Sequence[float]]) -> 
 def list_policies() -> list[tuple[str, str]]:
     from scalesched.policies.trained import shipped_policies
 
-    rows = [(name, doc) for name, (_, doc) in HEURISTICS.items()]
+    rows = [(name, doc) for name, (_, doc) in {**HEURISTICS, **ORACLES}.items()]
     rows += [
         (name, "shipped trained policy (see docs/model-card.md)")
         for name in sorted(shipped_policies())
@@ -106,7 +114,7 @@ def get_policy(name: str) -> Scheduler:
     """A new scheduler: a heuristic by name, or a trained policy by checkpoint path."""
     from scalesched.policies.trained import shipped_policies
 
-    entry = HEURISTICS.get(name)
+    entry = HEURISTICS.get(name) or ORACLES.get(name)
     if entry is not None:
         return entry[0]()
     shipped = shipped_policies()
@@ -120,7 +128,7 @@ def get_policy(name: str) -> Scheduler:
         path = Path(name).resolve()
         own = [k for k, v in shipped.items() if v.resolve() == path]
         return load_scheduler(name, name=own[0] if own else name)
-    known = ", ".join([*HEURISTICS, *sorted(shipped)])
+    known = ", ".join([*HEURISTICS, *ORACLES, *sorted(shipped)])
     raise InputError(
         "--policy", "policy", f"unknown policy {name!r}; known: {known}, or a checkpoint path"
     )
@@ -132,6 +140,7 @@ __all__ = [
     "get_policy",
     "list_policies",
     "HEURISTICS",
+    "ORACLES",
     "BEST_HEURISTIC_CANDIDATES",
     "STRONG_HEURISTICS",
     "best_heuristic",

@@ -86,7 +86,7 @@ class RolloutScheduler(BaseScheduler):
     """Counters of the current run: ``rolled`` (decisions rolled out), ``changed`` (answers
     other than the base's), ``capped`` (cut by ``max_decision_s``), ``fork_s`` (wall)."""
 
-    name = "rollout"
+    name = "rollout_oracle"
 
     def __post_init__(self) -> None:
         if self.base_policy is None:
