@@ -96,7 +96,12 @@ def test_run_where_nothing_completed_exits_2_instead_of_printing_zeros(
     metrics |= {"avg_response_time_s": 0.0, "lower_bound_ratio": 0.0}
 
     def run_jobs(*args: Any, **kwargs: Any) -> Any:
-        return SimpleNamespace(metrics=metrics, failures=[failure] * 3, dead_servers=[])
+        return SimpleNamespace(
+            metrics=metrics,
+            failures=[failure] * 3,
+            dead_servers=[],
+            response_times=[math.nan] * 3,  # as a RuntimeResult has them: none completed
+        )
 
     monkeypatch.setattr(runtime, "run_jobs", run_jobs)
     monkeypatch.setattr(runtime_cluster, "local_cluster", lambda *a, **k: contextlib.nullcontext())

@@ -20,6 +20,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -312,7 +313,8 @@ def local_cluster(
                 lc.shutdown()
         finally:
             guard.defer()
-            if own:
+            if own:  # a folder of our own: whatever names it is ours
+                _end_stragglers(temp)
                 _remove_tree(temp)
 
 
@@ -429,6 +431,30 @@ def _end_processes(processes: list[Any], grace_s: float = 3.0) -> None:
         with contextlib.suppress(psutil.Error):
             p.kill()
     psutil.wait_procs(alive, timeout=grace_s)
+
+
+def _end_stragglers(temp: Path, settle_s: float = 1.0, limit_s: float = 15.0) -> None:
+    """End every process whose command line names the cluster's folder, until none has
+    appeared for ``settle_s`` (at most ``limit_s``): a node interrupted while starting can
+    still spawn its dashboard and runtime-env agents after its teardown, later on a loaded
+    machine, and they carry the session folder in their arguments."""
+    try:
+        import psutil
+    except ImportError:  # pragma: no cover - psutil comes with the runtime extra
+        return
+    folder = str(temp)
+    deadline = time.monotonic() + limit_s
+    quiet_since = time.monotonic()
+    while time.monotonic() < deadline and time.monotonic() - quiet_since < settle_s:
+        found = []
+        for p in psutil.process_iter():
+            with contextlib.suppress(psutil.Error):
+                if p.pid != os.getpid() and folder in " ".join(p.cmdline()):
+                    found.append(p)
+        if found:
+            _end_processes(found, grace_s=1.0)
+            quiet_since = time.monotonic()
+        time.sleep(0.1)
 
 
 def _running(process: Any) -> bool:
