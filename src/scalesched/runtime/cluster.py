@@ -300,6 +300,8 @@ def local_cluster(
     stop one node and exit, leaving the rest.)"""
     own = temp_dir is None
     temp = Path(tempfile.mkdtemp(prefix="ssray-")) if own else Path(temp_dir)  # type: ignore[arg-type]
+    before = _child_pids()
+    was_subreaper = _subreaper(True) if own else None
     with InterruptGuard() as guard:
         try:
             lc = start_local_cluster(
@@ -314,8 +316,10 @@ def local_cluster(
         finally:
             guard.defer()
             if own:  # a folder of our own: whatever names it is ours
-                _end_stragglers(temp)
+                _end_stragglers(temp, before)
                 _remove_tree(temp)
+            if was_subreaper is not None:
+                _subreaper(was_subreaper)
 
 
 class RunInterrupted(KeyboardInterrupt):
@@ -433,26 +437,60 @@ def _end_processes(processes: list[Any], grace_s: float = 3.0) -> None:
     psutil.wait_procs(alive, timeout=grace_s)
 
 
-def _end_stragglers(temp: Path, settle_s: float = 1.0, limit_s: float = 15.0) -> None:
-    """End every process whose command line names the cluster's folder, until none has
-    appeared for ``settle_s`` (at most ``limit_s``): a node interrupted while starting can
-    still spawn its dashboard and runtime-env agents after its teardown, later on a loaded
-    machine, and they carry the session folder in their arguments."""
+_PR_SET_CHILD_SUBREAPER, _PR_GET_CHILD_SUBREAPER = 36, 37
+
+
+def _subreaper(on: bool) -> bool | None:
+    """Make this process a child subreaper (Linux ``prctl``), or stop being one; returns
+    what it was before, None where the call is not available. While it is one, a process
+    of the cluster whose parent died (an agent a raylet spawned as it was being torn down)
+    becomes our child instead of init's, so that it can be found and ended."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        was = ctypes.c_int(0)
+        if libc.prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(was), 0, 0, 0) != 0:
+            return None
+        libc.prctl(_PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0)
+        return bool(was.value)
+    except (OSError, AttributeError):  # pragma: no cover - no libc prctl
+        return None
+
+
+def _end_stragglers(
+    temp: Path, before: set[int], settle_s: float = 1.0, limit_s: float = 15.0
+) -> None:
+    """End every process left of the cluster, until none has appeared for ``settle_s`` (at
+    most ``limit_s``): a direct child of ours not there before the cluster started (an
+    orphaned agent comes back to us as a subreaper; the workers of another cluster this
+    process runs are its raylets' children, never ours), or any process naming the
+    cluster's folder. A
+    node interrupted while starting can still spawn its dashboard and runtime-env agents
+    after its teardown, later on a loaded machine."""
     try:
         import psutil
     except ImportError:  # pragma: no cover - psutil comes with the runtime extra
         return
     folder = str(temp)
+    me = psutil.Process()
     deadline = time.monotonic() + limit_s
     quiet_since = time.monotonic()
     while time.monotonic() < deadline and time.monotonic() - quiet_since < settle_s:
-        found = []
+        found: dict[int, Any] = {}
+        with contextlib.suppress(psutil.Error):
+            for p in me.children():  # direct children only: another cluster's workers are not
+                if p.pid not in before:
+                    found[p.pid] = p
         for p in psutil.process_iter():
             with contextlib.suppress(psutil.Error):
-                if p.pid != os.getpid() and folder in " ".join(p.cmdline()):
-                    found.append(p)
-        if found:
-            _end_processes(found, grace_s=1.0)
+                if p.pid != me.pid and folder in " ".join(p.cmdline()):
+                    found[p.pid] = p
+        alive = [p for p in found.values() if _running(p)]
+        if alive:
+            _end_processes(alive, grace_s=1.0)
             quiet_since = time.monotonic()
         time.sleep(0.1)
 
