@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -25,7 +25,7 @@ from scalesched.errors import (
     require_completed,
     require_finite,
 )
-from scalesched.kernel.metrics import steady_state_note
+from scalesched.kernel.metrics import steady_state_note, whole_run_window
 from scalesched.options import install_number_checks
 from scalesched.runs.windows import default_cooldown, default_warmup
 
@@ -1060,33 +1060,6 @@ def run(
         err_console.print(f"failed: {failure.name} at {failure.task}: {failure.error}")
     if result.dead_servers:
         err_console.print(f"servers lost: {', '.join(result.dead_servers)}")
-
-
-def whole_run_window(arrivals: Sequence[float], response_times: Any) -> dict[str, Any]:
-    """The load and steady-state figures of a Ray run, from its real arrival times.
-
-    The runtime measures every workflow (no warm-up window) and hands the ledger no arrival
-    times, so its ``offered_rate_wps`` and ``mean_in_system`` came out 0 and its steady-state
-    verdict was taken on an empty window. Here they are computed as the simulator computes
-    them, over the window from the first to the last arrival: the offered rate, the
-    time-average number of workflows in the system (each completed workflow's time inside
-    the window, summed, over its length) and the verdict."""
-    import numpy as np
-
-    from scalesched.kernel.metrics import measurement_window
-
-    arr = np.asarray(arrivals, dtype=float)
-    rt = np.asarray(response_times, dtype=float)
-    window = measurement_window(arr, rt, 0, 0)
-    span = window.end - window.start
-    done = np.isfinite(rt)
-    inside = np.minimum(arr[done] + rt[done], window.end) - np.maximum(arr[done], window.start)
-    return {
-        "offered_rate_wps": window.offered_rate,
-        "response_trend": window.trend if math.isfinite(window.trend) else -1.0,
-        "steady_state": window.steady,
-        "mean_in_system": math.fsum(np.maximum(inside, 0.0)) / span if span > 0 else 0.0,
-    }
 
 
 from scalesched.memplan.cli import memplan_app  # noqa: E402  (registered last)

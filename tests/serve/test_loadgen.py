@@ -3,6 +3,8 @@ with the header convention and max_tokens = the true output length; failures cou
 
 from __future__ import annotations
 
+import pytest
+
 import asyncio
 import time
 
@@ -74,6 +76,11 @@ def test_every_call_sent_once_with_headers_and_true_output_length():
     m = result.metrics()
     assert m["workflows_completed"] == len(jobs) and m["requests_failed"] == 0
     assert m["avg_response_time_s"] > 0 and m["throughput_wps"] > 0 and m["avg_ttft_s"] >= 0
+    # the load figures as simulate --json names them, from the jobs' real arrival times
+    arrivals = sorted(j.arrival for j in jobs)
+    span = arrivals[-1] - arrivals[0]
+    assert m["offered_rate_wps"] == pytest.approx((len(jobs) - 1) / span) if span > 0 else True
+    assert isinstance(m["steady_state"], bool) and m["mean_in_system"] >= 0
     expected = sorted((f"wf-{j.workflow_id}", t.output_tokens, t.model) for j, t in llm)
     assert sorted((c["wf"], c["max_tokens"], c["model"]) for c in rec.calls) == expected
     assert all(c["session"].startswith(c["wf"] + "/") for c in rec.calls)

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import math
 from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -354,3 +356,24 @@ def steady_state_note(metrics: dict[str, float | int | str]) -> str:
         f"{float(metrics['response_trend']):.3g}x over the window; the load is above what "
         "this policy sustains, or the run is too short"
     )
+
+
+def whole_run_window(arrivals: Sequence[float], response_times: Any) -> dict[str, Any]:
+    """The load and steady-state figures of a run that measures every workflow (the Ray
+    runtime, the load generator), from its real arrival times and response times (NaN for a
+    workflow that did not complete), computed as the simulator computes them over the
+    window from the first to the last arrival: the offered rate, the time-average number of
+    workflows in the system (each completed workflow's time inside the window, summed, over
+    its length) and the steady-state verdict."""
+    arr = np.asarray(arrivals, dtype=float)
+    rt = np.asarray(response_times, dtype=float)
+    window = measurement_window(arr, rt, 0, 0)
+    span = window.end - window.start
+    done = np.isfinite(rt)
+    inside = np.minimum(arr[done] + rt[done], window.end) - np.maximum(arr[done], window.start)
+    return {
+        "offered_rate_wps": window.offered_rate,
+        "response_trend": window.trend if math.isfinite(window.trend) else -1.0,
+        "steady_state": window.steady,
+        "mean_in_system": math.fsum(np.maximum(inside, 0.0)) / span if span > 0 else 0.0,
+    }

@@ -27,6 +27,7 @@ from typing import Any
 import aiohttp
 import numpy as np
 
+from scalesched.kernel.metrics import whole_run_window
 from scalesched.serve.loop import run as run_loop
 from scalesched.serve.protocol import (
     HINT_HEADER,
@@ -44,6 +45,9 @@ class LoadResult:
 
     time_scale: float
     response_times: list[float] = field(default_factory=list)
+    outcomes: list[tuple[float, float]] = field(default_factory=list)
+    """(arrival, response time; NaN for a workflow that failed) of every workflow, for the
+    steady-state verdict."""
     ttfts: list[float] = field(default_factory=list)
     requests: int = 0
     requests_failed: int = 0
@@ -68,9 +72,15 @@ class LoadResult:
             "requests_failed": self.requests_failed,
             "avg_ttft_s": float(ttft.mean()) if ttft.size else math.nan,
             "p99_ttft_s": float(np.percentile(ttft, 99)) if ttft.size else math.nan,
+            **self._window(),
             "time_scale": self.time_scale,
             "errors": dict(self.errors),
         }
+
+    def _window(self) -> dict[str, Any]:
+        """Offered rate, mean in system and the steady-state verdict, as ``simulate``'s."""
+        arrivals = [a for a, _ in self.outcomes]
+        return whole_run_window(arrivals, [r for _, r in self.outcomes])
 
 
 def _session_roots(wf: WorkflowInstance) -> list[int]:
@@ -173,8 +183,10 @@ class LoadGenerator:
         self.result.last_end = max(self.result.last_end, end)
         if all(ok):
             self.result.response_times.append(end - job.arrival)
+            self.result.outcomes.append((job.arrival, end - job.arrival))
         else:
             self.result.workflows_failed += 1
+            self.result.outcomes.append((job.arrival, math.nan))
         if self.on_workflow_done is not None:
             self.on_workflow_done()
 
