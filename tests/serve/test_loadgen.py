@@ -3,11 +3,10 @@ with the header convention and max_tokens = the true output length; failures cou
 
 from __future__ import annotations
 
-import pytest
-
 import asyncio
 import time
 
+import pytest
 from aiohttp import web
 
 from scalesched.cluster import get_cluster
