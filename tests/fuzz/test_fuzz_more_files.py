@@ -50,6 +50,12 @@ DEPLOYMENT: dict[str, Any] = {
 CLUSTER = get_cluster("hetero-8")
 
 
+def _as_file(doc: Any, corrupt: bool, data: st.DataObject) -> bytes:
+    """A mutated document as YAML, its text corrupted too when ``corrupt``."""
+    text = yaml.safe_dump(doc, allow_unicode=True)
+    return data.draw(corrupted_text(text)) if corrupt else text.encode()
+
+
 def _one_line_naming(exc: InputError, path: Path) -> None:
     text = str(exc)
     assert "\n" not in text and str(path) in text, text
@@ -58,8 +64,7 @@ def _one_line_naming(exc: InputError, path: Path) -> None:
 @given(doc=mutated_tree(BACKENDS), corrupt=st.booleans(), data=st.data())
 @fuzz_settings(share=0.5)
 def test_mutated_backends_files(doc: Any, corrupt: bool, data: st.DataObject) -> None:
-    text = yaml.safe_dump(doc, allow_unicode=True)
-    raw = data.draw(corrupted_text(text)) if corrupt else text.encode()
+    raw = _as_file(doc, corrupt, data)
     with tempfile.TemporaryDirectory() as tmp:
         path = write(Path(tmp), "backends.yaml", raw)
         try:
@@ -74,8 +79,7 @@ def test_mutated_backends_files(doc: Any, corrupt: bool, data: st.DataObject) ->
 @given(doc=mutated_tree(DEPLOYMENT), corrupt=st.booleans(), data=st.data())
 @fuzz_settings(share=0.5)
 def test_mutated_deployment_files(doc: Any, corrupt: bool, data: st.DataObject) -> None:
-    text = yaml.safe_dump(doc, allow_unicode=True)
-    raw = data.draw(corrupted_text(text)) if corrupt else text.encode()
+    raw = _as_file(doc, corrupt, data)
     with tempfile.TemporaryDirectory() as tmp:
         path = write(Path(tmp), "deployment.yaml", raw)
         try:

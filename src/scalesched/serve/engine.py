@@ -41,6 +41,7 @@ from scalesched.serve.loop import run as run_loop
 from scalesched.serve.protocol import (
     BadRequest,
     CompletionRequest,
+    add_openai_routes,
     error_body,
     error_type,
     parse_request,
@@ -243,11 +244,14 @@ class EngineServer:
 
     def app(self) -> web.Application:
         app = web.Application()
-        app.router.add_post("/v1/chat/completions", self._chat)
-        app.router.add_post("/v1/completions", self._completions)
-        app.router.add_get("/v1/models", self._list_models)
-        app.router.add_get("/health", self._health)
-        app.router.add_get("/metrics", self._metrics)
+        add_openai_routes(
+            app,
+            chat=self._chat,
+            completions=self._completions,
+            models=self._list_models,
+            health=self._health,
+            metrics=self._metrics,
+        )
         app.on_cleanup.append(self._close)
         return app
 

@@ -50,6 +50,7 @@ from scalesched.decision.scheduler import Scheduler
 from scalesched.serve.protocol import (
     BadRequest,
     CompletionRequest,
+    add_openai_routes,
     error_body,
     error_type,
     parse_request,
@@ -282,11 +283,14 @@ class Gateway:
     # -- HTTP ------------------------------------------------------------------------------
     def app(self) -> web.Application:
         app = web.Application()
-        app.router.add_post("/v1/chat/completions", self._chat)
-        app.router.add_post("/v1/completions", self._completions)
-        app.router.add_get("/v1/models", self._models)
-        app.router.add_get("/health", self._health)
-        app.router.add_get("/metrics", self._metrics)
+        add_openai_routes(
+            app,
+            chat=self._chat,
+            completions=self._completions,
+            models=self._models,
+            health=self._health,
+            metrics=self._metrics,
+        )
         app.on_startup.append(self._start)
         app.on_cleanup.append(self._stop)
         return app

@@ -11,13 +11,37 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from aiohttp import web
+
+    Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 CHARS_PER_TOKEN = 4
 DEFAULT_MAX_TOKENS = 64
 """Output tokens of a request that names no ``max_tokens`` (vLLM would fill the context)."""
 MAX_OUTPUT_TOKENS = 1 << 20
+
+
+def add_openai_routes(
+    app: web.Application,
+    *,
+    chat: Handler,
+    completions: Handler,
+    models: Handler,
+    health: Handler,
+    metrics: Handler,
+) -> None:
+    """The routes every OpenAI-compatible server here answers (the emulated engine and the
+    gateway): both completion endpoints, the model list, health and Prometheus metrics."""
+    app.router.add_post("/v1/chat/completions", chat)
+    app.router.add_post("/v1/completions", completions)
+    app.router.add_get("/v1/models", models)
+    app.router.add_get("/health", health)
+    app.router.add_get("/metrics", metrics)
 
 
 def count_tokens(text: str) -> int:
