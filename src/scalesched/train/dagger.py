@@ -1,0 +1,326 @@
+"""Expert iteration (DAgger) for SCALE: the network's own states, labelled by an expert,
+distilled into the pointer network with cross-entropy and SRR.
+
+Why not more PPO: PPO from the eft prior drifts (docs/training.md): the return of one
+placement is buried in the variance of the arrivals that follow it. An expert that
+searches (a rollout over a heuristic, :mod:`scalesched.policies.rollout`) gives a label per
+decision instead, so learning is supervised. DAgger (Ross, Gordon and Bagnell, AISTATS
+2011) trains on the states the *network* visits, not only the expert's, so the network
+learns to recover from its own mistakes.
+
+One iteration ``i``:
+
+1. run ``episodes`` simulations of the training setting (workload seeds from
+   :data:`TRAIN_SEED_BASE`, never the evaluation's 0-99 nor validation's 1000+); at every
+   decision the expert answers (the label) and, with probability ``beta0 * beta_decay**i``,
+   its answer is carried out, else the network's (sampled from its distribution);
+2. add every (observation, label) to the data set of all iterations so far;
+3. fit the network on the whole data set for ``epochs`` epochs: cross-entropy of the
+   masked logits against the label, plus SRR on the attention feature;
+4. validate the greedy network on ``validation_seeds`` at the training size (mean
+   response over the steady window, as a ratio to the expert's base heuristic on the same
+   seeds) and keep the best iteration's weights.
+
+Train and select at the training size only; evaluation at other sizes and on mixes never
+trained on is the evaluation's job (``scalesched eval``).
+
+The expert is any registered policy: ``rollout_oracle`` (clairvoyant lookahead: an upper
+reference), ``rollout`` where shipped (sampled futures), or a plain heuristic such as
+``tail`` (behaviour cloning, cheap: how the tests exercise this module). Every random
+choice derives from ``seed``: same config, same checkpoint.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from scalesched.decision.actions import Action, as_action
+from scalesched.decision.features import Decision
+from scalesched.decision.scheduler import BaseScheduler, Scheduler
+from scalesched.nn import PolicyNetwork, SrrConfig, srr_losses
+from scalesched.nn.checkpoint import load_checkpoint, save_checkpoint
+from scalesched.nn.common import obs_to_tensors
+from scalesched.nn.observation import observation
+from scalesched.nn.scheduler import NetworkScheduler, network_from_checkpoint
+from scalesched.policies import get_policy
+from scalesched.policies.trained import shipped_policies
+from scalesched.runs.setup import Scenario, prepare, run
+
+TRAIN_SEED_BASE = 100_000
+"""Workload seeds of training episodes start here: disjoint from evaluation (0-99) and
+validation (1000+)."""
+
+
+@dataclass
+class DaggerConfig:
+    """Everything one expert-iteration run depends on."""
+
+    cluster: str = "hetero-16"
+    """Training cluster (a preset or a YAML path); train and select at this size only."""
+    workload: str = "agentic-mix"
+    """Workload of the training and validation episodes."""
+    load: float = 0.9
+    """Offered load as a fraction of measured capacity, where the map shows room."""
+    workflows: int = 300
+    """Workflows per training episode."""
+    expert: str = "rollout_oracle"
+    """Registered policy whose answers are the labels."""
+    init: str = "scale"
+    """Starting weights: a shipped policy's name or a checkpoint path."""
+    iterations: int = 4
+    """DAgger iterations (collect, aggregate, fit, validate)."""
+    episodes: int = 2
+    """Training episodes per iteration."""
+    beta0: float = 1.0
+    """Probability that the expert's answer is carried out in iteration 0."""
+    beta_decay: float = 0.5
+    """Factor on that probability per iteration (DAgger's mixing schedule)."""
+    epochs: int = 4
+    """Passes over the aggregated data set per iteration."""
+    minibatch: int = 256
+    """Decisions per gradient step."""
+    lr: float = 1e-4
+    """Adam learning rate."""
+    max_grad_norm: float = 0.5
+    """Gradient clipping, as in PPO."""
+    srr_decorrelation: float = 0.01
+    """Weight of SRR's decorrelation term (0 with ``srr_kl`` 0: no SRR)."""
+    srr_kl: float = 0.01
+    """Weight of SRR's KL-to-N(0, I) term."""
+    validation_seeds: list[int] = field(default_factory=lambda: [1000, 1001])
+    """Workload seeds of the validation runs (evaluation uses 0-99: disjoint)."""
+    validation_workflows: int = 300
+    """Workflows per validation run."""
+    seed: int = 0
+    """Seed of the network's sampling, the mixing draws, the shuffles and the episodes."""
+    out: str = "runs/dagger"
+    """Folder for ``best.pt``, ``last.pt`` and ``dagger.csv``."""
+
+    def __post_init__(self) -> None:
+        checks = {
+            "workflows": self.workflows >= 1,
+            "iterations": self.iterations >= 1,
+            "episodes": self.episodes >= 1,
+            "beta0": 0.0 <= self.beta0 <= 1.0,
+            "beta_decay": 0.0 <= self.beta_decay <= 1.0,
+            "epochs": self.epochs >= 1,
+            "minibatch": self.minibatch >= 2,
+            "lr": self.lr > 0,
+            "load": self.load > 0,
+            "validation_seeds": bool(self.validation_seeds),
+        }
+        for name, ok in checks.items():
+            if not ok:
+                raise ValueError(f"DaggerConfig.{name} is out of range: {getattr(self, name)!r}")
+        if set(self.validation_seeds) & set(range(100)):
+            raise ValueError("DaggerConfig.validation_seeds must avoid evaluation's seeds 0-99")
+
+
+@dataclass
+class Dataset:
+    """The aggregated (observation, label) pairs of every iteration so far."""
+
+    task: list[np.ndarray] = field(default_factory=list)
+    servers: list[np.ndarray] = field(default_factory=list)
+    mask: list[np.ndarray] = field(default_factory=list)
+    n_servers: list[np.ndarray] = field(default_factory=list)
+    label: list[int] = field(default_factory=list)
+
+    def add(self, obs: dict[str, np.ndarray], label: int) -> None:
+        self.task.append(obs["task"])
+        self.servers.append(obs["servers"])
+        self.mask.append(obs["mask"])
+        self.n_servers.append(obs["n_servers"])
+        self.label.append(label)
+
+    def __len__(self) -> int:
+        return len(self.label)
+
+    def tensors(self) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
+        """The network's inputs and the labels, stacked."""
+        stacked = {
+            "task": np.stack(self.task),
+            "servers": np.stack(self.servers),
+            "mask": np.stack(self.mask),
+            "n_servers": np.concatenate(self.n_servers),
+        }
+        return obs_to_tensors(stacked), torch.as_tensor(self.label, dtype=torch.long)
+
+
+class Labeller(BaseScheduler):
+    """Asks the expert at every decision (the label) and carries out its answer with
+    probability ``beta``, else the student's; records the pair in ``data``.
+
+    Only placements are learned: a decision the expert answers with another action (a
+    hedge, a deferral) is carried out as the expert's when the expert acts, and left out of
+    the data set."""
+
+    name = "dagger"
+
+    def __init__(
+        self, student: NetworkScheduler, expert: Scheduler, beta: float, data: Dataset, seed: int
+    ) -> None:
+        self.student, self.expert, self.beta, self.data = student, expert, beta, data
+        self.ready_order = expert.ready_order
+        self._rng = np.random.default_rng(seed)
+        self.labelled = 0
+        self.expert_acted = 0
+
+    def reset(self, seed: int) -> None:
+        self.student.reset(seed)
+        self.expert.reset(seed)
+
+    def select(self, decision: Decision) -> int | Action:
+        answer = self.expert.select(decision)
+        action = as_action(answer)
+        expert_acts = bool(self._rng.random() < self.beta)
+        server = getattr(action, "server", None)
+        if server is not None and not getattr(action, "loads", ()):
+            self.data.add(
+                observation(decision, decision.n_servers, self.student.server_dim), int(server)
+            )
+            self.labelled += 1
+        if expert_acts or server is None:
+            self.expert_acted += 1
+            return answer
+        return self.student.select(decision)
+
+
+def load_student(init: str) -> tuple[PolicyNetwork, dict[str, Any]]:
+    """The network to train (a shipped policy's weights or a checkpoint's) and the
+    checkpoint it came from."""
+    path = shipped_policies().get(init, Path(init))
+    data = load_checkpoint(path)
+    return network_from_checkpoint(data, str(path)), data
+
+
+def base_of(expert: str) -> str:
+    """The heuristic an expert searches over (``rollout*``: its ``base``), the yardstick of
+    validation; a plain heuristic is its own."""
+    base = getattr(get_policy(expert), "base", None)
+    return base if isinstance(base, str) else expert
+
+
+def fit(
+    net: nn.Module,
+    data: Dataset,
+    cfg: DaggerConfig,
+    optimizer: torch.optim.Optimizer,
+    rng: torch.Generator,
+) -> dict[str, float]:
+    """``cfg.epochs`` passes of cross-entropy to the labels plus SRR over ``data``; the
+    last epoch's mean loss terms and the accuracy on the data set."""
+    inputs, labels = data.tensors()
+    srr_cfg = SrrConfig(
+        enabled=cfg.srr_decorrelation > 0 or cfg.srr_kl > 0,
+        decorrelation_weight=cfg.srr_decorrelation,
+        kl_weight=cfg.srr_kl,
+    )
+    net.train()
+    sums: dict[str, float] = {}
+    for _ in range(cfg.epochs):
+        sums = {"ce": 0.0, "srr": 0.0, "steps": 0.0}
+        order = torch.randperm(len(labels), generator=rng)
+        for start in range(0, len(labels), cfg.minibatch):
+            mb = order[start : start + cfg.minibatch]
+            out = net(*(x[mb] for x in inputs), need_value=False)
+            ce = nn.functional.cross_entropy(out.logits, labels[mb])
+            srr = srr_losses(out.attn_feature, srr_cfg).total
+            optimizer.zero_grad()
+            (ce + srr).backward()
+            nn.utils.clip_grad_norm_(net.parameters(), cfg.max_grad_norm)
+            optimizer.step()
+            sums["ce"] += float(ce.item())
+            sums["srr"] += float(srr.item())
+            sums["steps"] += 1
+    net.eval()
+    with torch.no_grad():
+        logits = net(*inputs, need_value=False).logits
+        accuracy = float((logits.argmax(dim=1) == labels).float().mean().item())
+    steps = max(1.0, sums["steps"])
+    return {"ce": sums["ce"] / steps, "srr": sums["srr"] / steps, "accuracy": accuracy}
+
+
+def validation_ratio(net: PolicyNetwork, cfg: DaggerConfig, base: str) -> float:
+    """Mean over validation seeds of the greedy network's mean response (steady window)
+    divided by the base heuristic's on the same seed: below 1 the network beats it."""
+    ratios = []
+    for seed in cfg.validation_seeds:
+        scenario = Scenario(
+            workload=cfg.workload, workflows=cfg.validation_workflows, load=cfg.load, seed=seed
+        )
+        setup = prepare(cfg.cluster, scenario)
+        student = NetworkScheduler(copy.deepcopy(net), name="dagger", greedy=True)
+        mine = float(run(setup, student).metrics["avg_response_time_s"])
+        theirs = float(run(setup, base).metrics["avg_response_time_s"])
+        ratios.append(mine / theirs if theirs > 0 else math.inf)
+    return float(np.mean(ratios))
+
+
+def train(
+    cfg: DaggerConfig, progress: Callable[[str], None] | None = None
+) -> list[dict[str, float]]:
+    """Run expert iteration; write ``best.pt`` (lowest validation ratio), ``last.pt`` and
+    ``dagger.csv`` under ``cfg.out``; return one row of figures per iteration."""
+    say = progress or (lambda _line: None)
+    torch.manual_seed(cfg.seed)
+    net, saved = load_student(cfg.init)
+    optimizer = torch.optim.Adam(net.parameters(), lr=cfg.lr)
+    shuffle = torch.Generator().manual_seed(cfg.seed)
+    base_name = base_of(cfg.expert)
+    data = Dataset()
+    rows: list[dict[str, float]] = []
+    best = math.inf
+    out = Path(cfg.out)
+    for it in range(cfg.iterations):
+        beta = cfg.beta0 * cfg.beta_decay**it
+        for ep in range(cfg.episodes):
+            seed = TRAIN_SEED_BASE + 1000 * cfg.seed + cfg.episodes * it + ep
+            student = NetworkScheduler(net, name="dagger")
+            labeller = Labeller(student, get_policy(cfg.expert), beta, data, seed)
+            scenario = Scenario(
+                workload=cfg.workload, workflows=cfg.workflows, load=cfg.load, seed=seed
+            )
+            run(prepare(cfg.cluster, scenario), labeller, warmup=0, cooldown=0)
+            say(f"iteration {it} episode {ep}: {labeller.labelled} labels, beta {beta:.2f}")
+        figures = fit(net, data, cfg, optimizer, shuffle)
+        ratio = validation_ratio(net, cfg, base_name)
+        row = {"iteration": float(it), "beta": beta, "decisions": float(len(data)), **figures}
+        row["validation_ratio"] = ratio
+        rows.append(row)
+        say(", ".join(f"{k} {v:.4g}" for k, v in row.items()))
+        payload = _payload(net, saved, cfg, row)
+        save_checkpoint(out / "last.pt", payload)
+        if ratio < best:
+            best = ratio
+            save_checkpoint(out / "best.pt", payload)
+    _write_csv(out / "dagger.csv", rows)
+    return rows
+
+
+def _payload(
+    net: nn.Module, saved: dict[str, Any], cfg: DaggerConfig, row: dict[str, float]
+) -> dict[str, Any]:
+    return {
+        "network": saved["network"],
+        "network_config": saved["network_config"],
+        "state_dict": net.state_dict(),
+        "config": asdict(cfg),
+        "metadata": {"name": "dagger", "algorithm": "dagger", **row},
+    }
+
+
+def _write_csv(path: Path, rows: list[dict[str, float]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    columns = list(rows[0])
+    lines = [",".join(columns)] + [",".join(f"{r[c]:.6g}" for c in columns) for r in rows]
+    path.write_text("\n".join(lines) + "\n")

@@ -1,0 +1,100 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from scalesched.nn.scheduler import NetworkScheduler
+from scalesched.policies import get_policy
+from scalesched.runs.setup import Scenario, prepare, run
+from scalesched.train.dagger import (
+    DaggerConfig,
+    Dataset,
+    Labeller,
+    base_of,
+    fit,
+    load_student,
+    train,
+)
+
+torch.set_num_threads(1)
+
+SMALL = Scenario(workload="agentic-mix", workflows=30, load=0.7, seed=100_123)
+
+
+def _labelled(beta: float, seed: int = 5) -> tuple[Dataset, Labeller, float]:
+    net, _ = load_student("scale")
+    data = Dataset()
+    labeller = Labeller(NetworkScheduler(net, name="s"), get_policy("tail"), beta, data, seed)
+    result = run(prepare("hetero-16", SMALL), labeller, warmup=0, cooldown=0)
+    return data, labeller, float(result.metrics["avg_response_time_s"])
+
+
+def test_labeller_with_beta_one_is_the_expert_and_labels_every_placement() -> None:
+    data, labeller, mean = _labelled(beta=1.0)
+    alone = run(prepare("hetero-16", SMALL), "tail", warmup=0, cooldown=0)
+    assert mean == alone.metrics["avg_response_time_s"]
+    assert len(data) == labeller.labelled > 0
+    assert labeller.expert_acted == labeller.labelled  # tail only ever places
+
+
+def test_labeller_with_beta_zero_lets_the_student_act() -> None:
+    _, labeller, mean = _labelled(beta=0.0)
+    assert labeller.expert_acted == 0
+    assert (
+        mean
+        != run(prepare("hetero-16", SMALL), "tail", warmup=0, cooldown=0).metrics[
+            "avg_response_time_s"
+        ]
+    )
+
+
+def test_fit_moves_the_network_towards_the_labels() -> None:
+    data, _, _ = _labelled(beta=1.0)
+    net, _ = load_student("scale")
+    cfg = DaggerConfig(expert="tail", epochs=6, minibatch=64, lr=3e-3)
+    inputs, labels = data.tensors()
+    with torch.no_grad():
+        before = (net(*inputs, need_value=False).logits.argmax(1) == labels).float().mean()
+    optimizer = torch.optim.Adam(net.parameters(), lr=cfg.lr)
+    after = fit(net, data, cfg, optimizer, torch.Generator().manual_seed(0))["accuracy"]
+    assert after > float(before) + 0.05
+
+
+def test_train_writes_loadable_checkpoints_and_repeats_itself(tmp_path: Path) -> None:
+    def once(out: Path) -> str:
+        cfg = DaggerConfig(
+            expert="tail",
+            workflows=25,
+            iterations=2,
+            episodes=1,
+            epochs=1,
+            load=0.7,
+            validation_seeds=[1000],
+            validation_workflows=25,
+            out=str(out),
+        )
+        rows = train(cfg)
+        assert [r["iteration"] for r in rows] == [0.0, 1.0]
+        assert rows[1]["decisions"] > rows[0]["decisions"]  # aggregated, not replaced
+        return (out / "dagger.csv").read_text()
+
+    first = once(tmp_path / "a")
+    assert first == once(tmp_path / "b")
+    policy = get_policy(str(tmp_path / "a" / "best.pt"))
+    assert policy.supports(16)
+
+
+def test_base_of_names_the_searched_heuristic() -> None:
+    assert base_of("rollout_oracle") == "tail"
+    assert base_of("eft") == "eft"
+
+
+@pytest.mark.parametrize(
+    "field,value",
+    [("iterations", 0), ("beta0", 1.5), ("minibatch", 1), ("validation_seeds", [3])],
+)
+def test_config_refuses_values_out_of_range(field: str, value: object) -> None:
+    with pytest.raises(ValueError, match=field):
+        DaggerConfig(**{field: value})  # type: ignore[arg-type]
