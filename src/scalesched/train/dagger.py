@@ -17,9 +17,9 @@ One iteration ``i``:
 2. add every (observation, label) to the data set of all iterations so far;
 3. fit the network on the whole data set for ``epochs`` epochs: cross-entropy of the
    masked logits against the label, plus SRR on the attention feature;
-4. validate the greedy network on ``validation_seeds`` at the training size (mean
-   response over the steady window, as a ratio to the expert's base heuristic on the same
-   seeds) and keep the best iteration's weights.
+4. validate the network (sampling, as shipped) on ``validation_seeds`` at the training
+   size (mean response over the steady window, as a ratio to the expert's base heuristic
+   on the same seeds) and keep the best iteration's weights.
 
 Train and select at the training size only; evaluation at other sizes and on mixes never
 trained on is the evaluation's job (``scalesched eval``).
@@ -133,27 +133,50 @@ class Dataset:
     servers: list[np.ndarray] = field(default_factory=list)
     mask: list[np.ndarray] = field(default_factory=list)
     n_servers: list[np.ndarray] = field(default_factory=list)
-    label: list[int] = field(default_factory=list)
+    target: list[np.ndarray] = field(default_factory=list)
+    """Per decision, (N,) probabilities: uniform over the servers the expert rates as good
+    as its answer (identical servers tie; a one-hot label would teach an arbitrary index)."""
 
-    def add(self, obs: dict[str, np.ndarray], label: int) -> None:
+    def add(self, obs: dict[str, np.ndarray], target: np.ndarray) -> None:
         self.task.append(obs["task"])
         self.servers.append(obs["servers"])
         self.mask.append(obs["mask"])
         self.n_servers.append(obs["n_servers"])
-        self.label.append(label)
+        self.target.append(target)
 
     def __len__(self) -> int:
-        return len(self.label)
+        return len(self.target)
 
     def tensors(self) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
-        """The network's inputs and the labels, stacked."""
+        """The network's inputs and the (B, N) target distributions, stacked."""
         stacked = {
             "task": np.stack(self.task),
             "servers": np.stack(self.servers),
             "mask": np.stack(self.mask),
             "n_servers": np.concatenate(self.n_servers),
         }
-        return obs_to_tensors(stacked), torch.as_tensor(self.label, dtype=torch.long)
+        return obs_to_tensors(stacked), torch.as_tensor(np.stack(self.target))
+
+
+TIE_RTOL = 1e-9
+"""Expert scores this close (relative) to its answer's count as the same answer."""
+
+
+def expert_target(expert: Scheduler, decision: Decision, server: int) -> np.ndarray:
+    """(N,) label distribution: uniform over the feasible servers whose expert score (its
+    ``scores``, or a rollout's ``base_scores``, where it has one) equals that of ``server``;
+    one-hot on ``server`` otherwise."""
+    target = np.zeros(decision.n_servers, dtype=np.float32)
+    score_of = getattr(expert, "scores", None) or getattr(expert, "base_scores", None)
+    if score_of is None:
+        target[server] = 1.0
+        return target
+    score = np.asarray(score_of(decision), dtype=float)
+    ref = score[server]
+    tied = decision.mask & (np.abs(score - ref) <= TIE_RTOL * max(1.0, abs(ref)))
+    tied[server] = True
+    target[tied] = 1.0 / int(tied.sum())
+    return target
 
 
 class Labeller(BaseScheduler):
@@ -186,7 +209,8 @@ class Labeller(BaseScheduler):
         server = getattr(action, "server", None)
         if server is not None and not getattr(action, "loads", ()):
             self.data.add(
-                observation(decision, decision.n_servers, self.student.server_dim), int(server)
+                observation(decision, decision.n_servers, self.student.server_dim),
+                expert_target(self.expert, decision, int(server)),
             )
             self.labelled += 1
         if expert_acts or server is None:
@@ -218,8 +242,8 @@ def fit(
     rng: torch.Generator,
 ) -> dict[str, float]:
     """``cfg.epochs`` passes of cross-entropy to the labels plus SRR over ``data``; the
-    last epoch's mean loss terms and the accuracy on the data set."""
-    inputs, labels = data.tensors()
+    last epoch's mean loss terms and the share of decisions whose argmax is a label."""
+    inputs, targets = data.tensors()
     srr_cfg = SrrConfig(
         enabled=cfg.srr_decorrelation > 0 or cfg.srr_kl > 0,
         decorrelation_weight=cfg.srr_decorrelation,
@@ -229,11 +253,11 @@ def fit(
     sums: dict[str, float] = {}
     for _ in range(cfg.epochs):
         sums = {"ce": 0.0, "srr": 0.0, "steps": 0.0}
-        order = torch.randperm(len(labels), generator=rng)
-        for start in range(0, len(labels), cfg.minibatch):
+        order = torch.randperm(len(targets), generator=rng)
+        for start in range(0, len(targets), cfg.minibatch):
             mb = order[start : start + cfg.minibatch]
             out = net(*(x[mb] for x in inputs), need_value=False)
-            ce = nn.functional.cross_entropy(out.logits, labels[mb])
+            ce = nn.functional.cross_entropy(out.logits, targets[mb])
             srr = srr_losses(out.attn_feature, srr_cfg).total
             optimizer.zero_grad()
             (ce + srr).backward()
@@ -244,22 +268,24 @@ def fit(
             sums["steps"] += 1
     net.eval()
     with torch.no_grad():
-        logits = net(*inputs, need_value=False).logits
-        accuracy = float((logits.argmax(dim=1) == labels).float().mean().item())
+        picks = net(*inputs, need_value=False).logits.argmax(dim=1)
+        hits = targets.gather(1, picks[:, None]) > 0  # the greedy pick is one of the tied best
+        accuracy = float(hits.float().mean().item())
     steps = max(1.0, sums["steps"])
     return {"ce": sums["ce"] / steps, "srr": sums["srr"] / steps, "accuracy": accuracy}
 
 
 def validation_ratio(net: PolicyNetwork, cfg: DaggerConfig, base: str) -> float:
-    """Mean over validation seeds of the greedy network's mean response (steady window)
-    divided by the base heuristic's on the same seed: below 1 the network beats it."""
+    """Mean over validation seeds of the network's mean response (steady window), acting as
+    it is shipped (sampling from its distribution, seeded), divided by the base
+    heuristic's on the same seed: below 1 the network beats it."""
     ratios = []
     for seed in cfg.validation_seeds:
         scenario = Scenario(
             workload=cfg.workload, workflows=cfg.validation_workflows, load=cfg.load, seed=seed
         )
         setup = prepare(cfg.cluster, scenario)
-        student = NetworkScheduler(copy.deepcopy(net), name="dagger", greedy=True)
+        student = NetworkScheduler(copy.deepcopy(net), name="dagger")
         mine = float(run(setup, student).metrics["avg_response_time_s"])
         theirs = float(run(setup, base).metrics["avg_response_time_s"])
         ratios.append(mine / theirs if theirs > 0 else math.inf)
