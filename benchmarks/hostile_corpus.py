@@ -7,7 +7,7 @@ Every case runs as its own process (as a user would), so a hang is a real hang. 
 may name the refusal it plants (a needle the one-line error must contain): exit 0 there
 is ``nonsense`` (a result printed for input that has none), exit 2 without the needle is
 ``missed`` (refused, but not for the planted fault). The target is 0 of each; figures in
-docs/inputs.md.
+docs/cluster-and-workload.md ("What bad input does"), per run in docs/history/inputs.md.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Hostile workflow and arrival files: every class ends in one InputError naming the file and
-the JSON field, before anything large is built (docs/wfformat.md, "Limits")."""
+the JSON field, before anything large is built (docs/cluster-and-workload.md, "Limits")."""
 
 from __future__ import annotations
 

@@ -37,8 +37,8 @@ CUSTOM_DEFAULT_LOAD_GBS = 8.0
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 _PosInt = Annotated[StrictInt, Field(ge=1)]
 _PosFloat = Annotated[StrictFloat, Field(gt=0, allow_inf_nan=False)]
-# Documented ranges (docs/inputs.md): wide enough for any real server, narrow enough that
-# every derived time stays a number a run can report.
+# Documented ranges (docs/cluster-and-workload.md, "Limits"): wide enough for any real server,
+# narrow enough that every derived time stays a number a run can report.
 _Cores = Annotated[StrictInt, Field(ge=1, le=65536)]
 _Speed = Annotated[StrictFloat, Field(ge=0.01, le=100.0, allow_inf_nan=False)]
 _Nic = Annotated[StrictFloat, Field(ge=0.001, le=100_000.0, allow_inf_nan=False)]

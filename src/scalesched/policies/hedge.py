@@ -42,7 +42,7 @@ time, is common to every copy, so a copy buys only the CPU queue.
 
 The "parallel" strategy of Agent-JIT (running independent steps concurrently) needs no
 decision here: in the DAG model every ready task is placed at once, so independent steps
-already run in parallel (docs/tail.md). The tool-result cache is not built (it needs the
+already run in parallel (docs/history/tail.md). The tool-result cache is not built (it needs the
 simulator to know which calls repeat).
 """
 

@@ -12,7 +12,7 @@ predicted mean: the baseline that separates acting on the tail from acting on a 
 point estimate.
 
 ``via="finish"`` ranks by the predictor's ``finish`` head instead (a learned p90 of the
-seconds to the end on each server). It is worse than eft (docs/tail.md: +20% mean response
+seconds to the end on each server). It is worse than eft (docs/history/tail.md: +20% mean response
 at load 0.8): picking the minimum of 16 learned predictions exploits their errors, and the
 cost model's structure (one queue per engine, batch slowdown) is right by construction.
 

@@ -22,7 +22,7 @@ What TAO does, and how it is done here:
     reserve and prefill compute its batch need not wait for. A first configuration with
     weight 10 (timed on the node's own class), measured on seeds 0-9, ran tool-heavy on
     three 70b engines in 7 runs of 10 where eft loaded a fourth in 7 (a worse TTFT p95);
-    weight 3 did so in 4 of 10 on seeds 10-19, as eft did (docs/cache.md).
+    weight 3 did so in 4 of 10 on seeds 10-19, as eft did (docs/history/cache.md).
   - *token footprint*: the share of an engine's KV the call reserves, times its slack: a
     property of the session that orders admission under contention (large sessions
     later) and never changes the choice of node.

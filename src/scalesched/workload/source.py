@@ -121,7 +121,8 @@ def sample_jobs(source: WorkflowSource, arrivals: Sequence[float], seed: int) ->
 
 MAX_RUN_TASKS = 1_000_000
 """Most tasks of one run, summed over its realised workflows: each is built in memory before
-the run starts, and the simulator takes about a minute per million (docs/inputs.md)."""
+the run starts, and the simulator takes about a minute per million
+(docs/cluster-and-workload.md, "Limits")."""
 
 
 def _check_run_size(source: WorkflowSource, tasks: int, done: int, n: int) -> None:
