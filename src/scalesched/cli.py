@@ -26,6 +26,7 @@ from scalesched.commands.common import (
     tool_cache_on,
     write_run_outputs,
 )
+from scalesched.commands.panels import install_panels, panel_order
 from scalesched.commands.plain_help import install_plain_help
 from scalesched.errors import (
     InputError,
@@ -46,6 +47,7 @@ class _OneLineErrors(typer.core.TyperGroup):
         kwargs["standalone_mode"] = False
         install_number_checks(self)  # every number option ranged, NaN/inf refused
         install_plain_help(self)  # plain types, no reST or stray Rich markup in --help
+        install_panels(self)  # --help grouped by task
         try:
             rv = super().main(*args, **kwargs)
         except click.exceptions.NoArgsIsHelpError as exc:
@@ -64,6 +66,10 @@ class _OneLineErrors(typer.core.TyperGroup):
             typer.echo("aborted", err=True)
             sys.exit(1)
         sys.exit(rv if isinstance(rv, int) else 0)
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        """The commands in the order of their help panels (``commands.panels``)."""
+        return panel_order(super().list_commands(ctx))
 
 
 app = typer.Typer(
