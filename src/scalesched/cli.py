@@ -322,12 +322,23 @@ def _print_pairs(title: str, rows: list[tuple[str, str]]) -> None:
     console.print(table)
 
 
-@app.command()
-def policies() -> None:
-    """List the scheduling policies."""
-    from scalesched.policies import list_policies
+ListingJsonOpt = Annotated[
+    bool,
+    typer.Option(
+        "--json",
+        help="Print one JSON list: name, description, research_only (true for an ablation, "
+        "oracle or study variant) and research_reason.",
+    ),
+]
 
-    _print_pairs("policies", list_policies())
+
+@app.command()
+def policies(as_json: ListingJsonOpt = False) -> None:
+    """List the scheduling policies; research-only ones (ablations, oracles, study
+    variants) are marked."""
+    from scalesched.commands.listings import policy_rows, print_listing
+
+    print_listing("policies", policy_rows(), as_json)
 
 
 @app.command()
@@ -340,11 +351,12 @@ def clusters() -> None:
 
 
 @app.command()
-def workloads() -> None:
-    """List workload presets."""
-    from scalesched.workload.source import list_workloads
+def workloads(as_json: ListingJsonOpt = False) -> None:
+    """List workload presets; research-only ones (kept only to reproduce a study) are
+    marked."""
+    from scalesched.commands.listings import print_listing, workload_rows
 
-    _print_pairs("workloads", list_workloads(families=True))
+    print_listing("workloads", workload_rows(), as_json)
 
 
 @app.command()
