@@ -1,15 +1,14 @@
-"""What a new user meets first: plain --help, marked figures off steady state, a train
-command that asks before hours of work, honest Ray-run fields, a labelled static ratio."""
+"""What a new user meets first: marked figures off steady state, a train command that
+asks before hours of work, honest Ray-run fields, a labelled static ratio (plain --help is
+test_help.py's)."""
 
 from __future__ import annotations
 
 import math
-import re
 from pathlib import Path
 
 import numpy as np
 import pytest
-import typer
 from typer.testing import CliRunner
 
 from scalesched import cli
@@ -25,35 +24,6 @@ runner = CliRunner()
 def invoke(*args: str) -> tuple[int, str, str]:
     result = runner.invoke(app, list(args), env={"COLUMNS": "200"})
     return result.exit_code, result.stdout, result.stderr
-
-
-def command_paths() -> list[tuple[str, ...]]:
-    """Every command and sub-command of the CLI, as argument paths."""
-    paths: list[tuple[str, ...]] = [()]
-
-    def walk(command: object, prefix: tuple[str, ...]) -> None:
-        for name, sub in getattr(command, "commands", {}).items():
-            paths.append((*prefix, name))
-            walk(sub, (*prefix, name))
-
-    walk(typer.main.get_command(app), ())
-    return paths
-
-
-@pytest.mark.parametrize("path", command_paths(), ids=lambda p: " ".join(p) or "scalesched")
-def test_help_shows_plain_types_and_no_markup(path: tuple[str, ...]) -> None:
-    code, out, err = invoke(*path, "--help")
-    assert code == 0, err
-    for bad in ("<bool>", "<str>", "<int", "<float", "<path", "<list", "``", ":func:", ":class:"):
-        assert bad not in out, f"{' '.join(path)} --help shows {bad!r}"
-
-
-def test_help_keeps_square_brackets_and_names_types() -> None:
-    out = invoke("simulate", "--help")[1]
-    assert "[default: 20% of --workflows]" in " ".join(out.split())  # was eaten as markup
-    assert re.search(r"--workflows\s+INTEGER", out) and re.search(r"--load\s+FLOAT", out)
-    train = " ".join(invoke("train", "--help")[1].split())
-    assert "validation_baselines=[eft, soft_eft]" in train.replace("│ ", "").replace(" │", "")
 
 
 def test_simulate_table_marks_figures_off_steady_state() -> None:
