@@ -8,26 +8,33 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from scalesched.commands import ray_run
+from scalesched.commands.common import (
+    check_outputs,
+    cluster_and_policy,
+    console,
+    err_console,
+    kv_policy_mode,
+    logits_cache_mode,
+    progress_bar,
+    tool_cache_on,
+    write_run_outputs,
+)
+from scalesched.commands.panels import install_panels, panel_order
 from scalesched.commands.plain_help import install_plain_help
 from scalesched.errors import (
     InputError,
     check_output_path,
     clean_errors,
     print_json,
-    require_completed,
-    require_finite,
 )
-from scalesched.kernel.metrics import steady_state_note, whole_run_window
 from scalesched.options import install_number_checks
-from scalesched.runs.windows import default_cooldown, default_warmup
 
 
 class _OneLineErrors(typer.core.TyperGroup):
@@ -40,6 +47,7 @@ class _OneLineErrors(typer.core.TyperGroup):
         kwargs["standalone_mode"] = False
         install_number_checks(self)  # every number option ranged, NaN/inf refused
         install_plain_help(self)  # plain types, no reST or stray Rich markup in --help
+        install_panels(self)  # --help grouped by task
         try:
             rv = super().main(*args, **kwargs)
         except click.exceptions.NoArgsIsHelpError as exc:
@@ -58,6 +66,10 @@ class _OneLineErrors(typer.core.TyperGroup):
             typer.echo("aborted", err=True)
             sys.exit(1)
         sys.exit(rv if isinstance(rv, int) else 0)
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        """The commands in the order of their help panels (``commands.panels``)."""
+        return panel_order(super().list_commands(ctx))
 
 
 app = typer.Typer(
@@ -87,10 +99,6 @@ def _main(
     ] = False,
 ) -> None:
     """Schedule agentic LLM workflows on heterogeneous GPU/CPU clusters."""
-
-
-console = Console()
-err_console = Console(stderr=True)
 
 
 ClusterOpt = Annotated[
@@ -187,6 +195,10 @@ LogitsCacheOpt = Annotated[
 ]
 
 
+TraceOpt = Annotated[Path | None, typer.Option(help="Write the per-task trace (JSON lines) here.")]
+GanttOpt = Annotated[Path | None, typer.Option(help="Write a Gantt chart PNG here.")]
+
+
 ForceOpt = Annotated[
     bool,
     typer.Option(
@@ -195,35 +207,6 @@ ForceOpt = Annotated[
         "instead of withholding them.",
     ),
 ]
-
-
-def _logits_cache(value: str) -> bool | None:
-    """``--logits-cache`` checked: True (on), False (measure), None (off)."""
-    modes = {"on": True, "measure": False, "off": None}
-    if value not in modes:
-        raise InputError(
-            "--logits-cache", "logits-cache", f"must be on, measure or off, got {value!r}"
-        )
-    return modes[value]
-
-
-def _tool_cache(value: str) -> bool:
-    """``--tool-cache`` checked."""
-    if value not in ("on", "off"):
-        raise InputError("--tool-cache", "tool-cache", f"must be on or off, got {value!r}")
-    return value == "on"
-
-
-def _kv_policy(value: str) -> str | None:
-    """``--kv-policy`` checked: None for off."""
-    from scalesched.cache.kv import KV_MODES
-
-    if value == "off":
-        return None
-    if value not in KV_MODES:
-        known = ", ".join(("off", *KV_MODES))
-        raise InputError("--kv-policy", "kv-policy", f"unknown policy {value!r}; known: {known}")
-    return value
 
 
 @app.command()
@@ -242,10 +225,8 @@ def simulate(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print one JSON object of metrics instead of a table.")
     ] = False,
-    trace: Annotated[
-        Path | None, typer.Option(help="Write the per-task trace (JSON lines) here.")
-    ] = None,
-    gantt: Annotated[Path | None, typer.Option(help="Write a Gantt chart PNG here.")] = None,
+    trace: TraceOpt = None,
+    gantt: GanttOpt = None,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
     deployment: DeploymentOpt = None,
     kv_policy: KvPolicyOpt = "off",
@@ -254,20 +235,18 @@ def simulate(
     logits_cache: LogitsCacheOpt = "off",
 ) -> None:
     """Simulate one workload on one cluster with one policy and report response times."""
-    from scalesched.cluster import get_cluster
-    from scalesched.policies import get_policy
-    from scalesched.runs.setup import Scenario, prepare, run
-    from scalesched.sim.trace import plot_gantt, write_trace
-    from scalesched.workload.repeats import check_repeat_probability
+    from scalesched.commands.simulate import (
+        Recording,
+        cache_modes,
+        report_simulation,
+        show_progress,
+        simulate_run,
+    )
+    from scalesched.runs.setup import Scenario, prepare
 
-    _check_outputs(trace, gantt)
-    kv = _kv_policy(kv_policy)
-    cache_on = _tool_cache(tool_cache)
-    logits_mode = _logits_cache(logits_cache)
-    check_repeat_probability(tool_repeat)
-    spec = get_cluster(cluster)
-    scheduler = get_policy(policy)
-    _check_policy_fits(scheduler, policy, spec)
+    check_outputs(trace, gantt)
+    caches = cache_modes(kv_policy, tool_cache, logits_cache, tool_repeat)
+    spec, scheduler = cluster_and_policy(cluster, policy)
     scenario = Scenario(
         workload=workload,
         workflows=workflows,
@@ -278,65 +257,13 @@ def simulate(
         tool_repeat=tool_repeat,
     )
     setup = prepare(spec, scenario, deployment=deployment)
-    n_jobs = len(setup.jobs)
-    show = progress and not as_json and sys.stderr.isatty()
-    with _progress(show, n_jobs, f"{policy} on {spec.name}") as tick:
-        result = run(
-            setup,
-            scheduler,
-            record_trace=gantt is not None,  # the chart needs every record; a trace does not
-            trace_path=trace if gantt is None else None,
-            on_workflow_done=tick,
-            warmup=_window_size(warmup, n_jobs, "--warmup", default_warmup),
-            cooldown=_window_size(cooldown, n_jobs, "--cooldown", default_cooldown),
-            kv_policy=kv,
-            tool_cache=cache_on,
-            logits_cache=logits_mode,
-        )
-    require_finite(result.metrics, "simulate")
-    require_completed(result.metrics, "simulate")
-    if trace is not None and gantt is not None:
-        write_trace(result.trace, result.server_names, trace)
-    if gantt is not None:
-        plot_gantt(
-            result.trace,
-            result.server_names,
-            gantt,
-            title=f"{policy} on {spec.name}, {workload}, seed {seed}",
-        )
-    if as_json:
-        print_json(result.metrics)
-        return
+    recording = Recording(trace, gantt, warmup, cooldown)
+    show = show_progress(progress, as_json)
+    result = simulate_run(setup, scheduler, caches, recording, f"{policy} on {spec.name}", show)
+    chart_title = f"{policy} on {spec.name}, {workload}, seed {seed}"
+    write_run_outputs(result, trace, gantt, chart_title, trace_written=gantt is None)
     title = f"{policy} on {spec.name} ({len(spec)} servers), {workload}, seed {seed}"
-    console.print(metrics_table(title, result.metrics))
-    if not result.metrics["steady_state"]:
-        err_console.print(f"note: {steady_state_note(result.metrics)}")
-
-
-NOT_STEADY_MARK = "  (not steady)"
-"""Beside each figure of a run off steady state that describes the policy."""
-STEADY_DEPENDENT = ("response_time", "slowdown", "lower_bound_ratio", "queue_delay", "in_system")
-"""Metric names (substrings) whose value means nothing for the policy off steady state."""
-
-
-def metrics_table(title: str, metrics: dict[str, Any]) -> Table:
-    """The human table of one run's metrics; when the run was not at steady state, each
-    response-time figure says so beside the number, and the caption says why."""
-    steady = bool(metrics.get("steady_state", True))
-    table = Table(title=title)
-    table.add_column("metric")
-    table.add_column("value", justify="right")
-    for key, value in metrics.items():
-        text = f"{value:.4g}" if isinstance(value, float) else str(value)
-        if not steady and any(part in key for part in STEADY_DEPENDENT):
-            text += NOT_STEADY_MARK
-        table.add_row(key, text)
-    if not steady:
-        table.caption = (
-            "NOT AT STEADY STATE: the figures marked '(not steady)' describe the run's "
-            "start-up or an overload, not the policy"
-        )
-    return table
+    report_simulation(result.metrics, title, as_json)
 
 
 @app.command()
@@ -386,56 +313,6 @@ def capacity(
     console.print(table)
 
 
-def _window_size(
-    value: int | None, workflows: int, option: str, default: Callable[[int], int]
-) -> int:
-    if value is None:
-        return default(workflows)
-    if value < 0 or value >= workflows:
-        raise InputError(option, option.lstrip("-"), f"must be in 0..{workflows - 1}")
-    return value
-
-
-def _check_outputs(trace: Path | None, gantt: Path | None) -> None:
-    """Output paths are checked before a run, not after it."""
-    if trace is not None:
-        check_output_path(trace, "--trace")
-    if gantt is not None:
-        check_output_path(gantt, "--gantt", "image")
-
-
-def _check_policy_fits(scheduler: Any, policy: str, spec: Any) -> None:
-    """A fixed-size network (mlp-16) has no answer at another cluster size."""
-    if not scheduler.supports(len(spec)):
-        reason = scheduler.unsupported_reason(len(spec)).replace(scheduler.name, policy, 1)
-        raise InputError(
-            "--policy",
-            "policy",
-            f"{reason}; {spec.name} has {len(spec)} (use a size-agnostic policy such as scale)",
-        )
-
-
-class _progress:
-    """A rich progress bar over completed workflows (a no-op when hidden)."""
-
-    def __init__(self, show: bool, total: int, label: str) -> None:
-        self.show, self.total, self.label = show, total, label
-
-    def __enter__(self) -> Callable[[int], None]:
-        if not self.show:
-            return lambda done: None
-        from rich.progress import Progress
-
-        self._bar = Progress(console=err_console, transient=True)
-        self._bar.__enter__()
-        task = self._bar.add_task(self.label, total=self.total)
-        return lambda done: self._bar.update(task, completed=done)
-
-    def __exit__(self, *exc: object) -> None:
-        if self.show:
-            self._bar.__exit__(None, None, None)
-
-
 def _print_pairs(title: str, rows: list[tuple[str, str]]) -> None:
     table = Table(title=title)
     table.add_column("name")
@@ -445,12 +322,23 @@ def _print_pairs(title: str, rows: list[tuple[str, str]]) -> None:
     console.print(table)
 
 
-@app.command()
-def policies() -> None:
-    """List the scheduling policies."""
-    from scalesched.policies import list_policies
+ListingJsonOpt = Annotated[
+    bool,
+    typer.Option(
+        "--json",
+        help="Print one JSON list: name, description, research_only (true for an ablation, "
+        "oracle or study variant) and research_reason.",
+    ),
+]
 
-    _print_pairs("policies", list_policies())
+
+@app.command()
+def policies(as_json: ListingJsonOpt = False) -> None:
+    """List the scheduling policies; research-only ones (ablations, oracles, study
+    variants) are marked."""
+    from scalesched.commands.listings import policy_rows, print_listing
+
+    print_listing("policies", policy_rows(), as_json)
 
 
 @app.command()
@@ -463,11 +351,12 @@ def clusters() -> None:
 
 
 @app.command()
-def workloads() -> None:
-    """List workload presets."""
-    from scalesched.workload.source import list_workloads
+def workloads(as_json: ListingJsonOpt = False) -> None:
+    """List workload presets; research-only ones (kept only to reproduce a study) are
+    marked."""
+    from scalesched.commands.listings import print_listing, workload_rows
 
-    _print_pairs("workloads", list_workloads(families=True))
+    print_listing("workloads", workload_rows(), as_json)
 
 
 @app.command()
@@ -711,10 +600,10 @@ def evaluate(
         load=load,
         workflows=workflows,
         deployment=str(deployment) if deployment is not None else None,
-        kv_policy=_kv_policy(kv_policy),
+        kv_policy=kv_policy_mode(kv_policy),
         tool_repeat=check_repeat_probability(tool_repeat),
-        tool_cache=_tool_cache(tool_cache),
-        logits_cache=_logits_cache(logits_cache),
+        tool_cache=tool_cache_on(tool_cache),
+        logits_cache=logits_cache_mode(logits_cache),
     )
     if slo is not None and not (math.isfinite(slo) and slo >= 1):
         raise InputError("--slo", "slo", "must be a finite multiple >= 1 of the lower bound")
@@ -752,7 +641,7 @@ def _study(
         raise InputError("--out", "out", f"cannot create {out}: {exc.strerror}") from None
     total = len(cfg.policies) * len(cfg.nodes) * len(cfg.seeds)
     show = progress and not as_json and sys.stderr.isatty()
-    with _progress(show, total, f"{total} runs") as tick:
+    with progress_bar(show, total, f"{total} runs") as tick:
         summary = run_and_report(
             cfg,
             out,
@@ -899,10 +788,6 @@ def static_line(policy: str, makespan: float, bound: float, prob: Any) -> str:
     )
 
 
-MAX_TIME_SCALE = 100.0
-"""Wall seconds per model second at most: beyond it a run is a wait, not a test."""
-
-
 @app.command()
 @clean_errors
 def run(
@@ -914,152 +799,52 @@ def run(
     rate: RateOpt = None,
     arrivals: ArrivalsOpt = "poisson",
     seed: SeedOpt = 0,
-    local: Annotated[
-        bool, typer.Option("--local", help="Start a local Ray cluster, one node per server.")
-    ] = False,
-    address: Annotated[
-        str | None, typer.Option(help="Connect to this Ray cluster instead (ray.init address).")
-    ] = None,
-    connect_timeout: Annotated[
-        float, typer.Option(help="Seconds to wait for the Ray head at --address.")
-    ] = 30.0,
-    time_scale: Annotated[
-        float, typer.Option(help="Wall seconds per model second of emulated work.")
-    ] = 0.05,
-    max_retries: Annotated[int, typer.Option(help="Extra attempts of a task that raises.")] = 2,
-    llm: Annotated[
-        str, typer.Option(help="LLM backend: emulated (cost model) or http (--endpoints).")
-    ] = "emulated",
-    endpoints: Annotated[
-        Path | None, typer.Option(help="YAML/JSON: model -> OpenAI-compatible endpoint.")
-    ] = None,
-    fail_rate: Annotated[
-        float, typer.Option(help="Inject failures: probability that a task attempt raises.")
-    ] = 0.0,
-    compare: Annotated[
-        bool, typer.Option(help="Also simulate the same jobs; add sim_* keys and ratios.")
-    ] = False,
-    object_store_mb: Annotated[
-        int, typer.Option(help="Object store per local node, MiB (at least 75).")
-    ] = 80,
+    local: ray_run.LocalOpt = False,
+    address: ray_run.AddressOpt = None,
+    connect_timeout: ray_run.ConnectTimeoutOpt = 30.0,
+    time_scale: ray_run.TimeScaleOpt = 0.05,
+    max_retries: ray_run.MaxRetriesOpt = 2,
+    llm: ray_run.LlmOpt = "emulated",
+    endpoints: ray_run.EndpointsOpt = None,
+    fail_rate: ray_run.FailRateOpt = 0.0,
+    compare: ray_run.CompareOpt = False,
+    object_store_mb: ray_run.ObjectStoreOpt = 80,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print one JSON object of metrics instead of a table.")
     ] = False,
-    trace: Annotated[
-        Path | None, typer.Option(help="Write the per-task trace (JSON lines) here.")
-    ] = None,
-    gantt: Annotated[Path | None, typer.Option(help="Write a Gantt chart PNG here.")] = None,
+    trace: TraceOpt = None,
+    gantt: GanttOpt = None,
     deployment: DeploymentOpt = None,
 ) -> None:
     """Run a workload on a Ray cluster, every task placed by the policy (docs/runtime.md)."""
-    from scalesched.cluster import get_cluster
-    from scalesched.policies import get_policy
     from scalesched.runs.setup import Scenario, prepare
 
-    if local == (address is not None):
-        raise InputError("--local/--address", "cluster", "give exactly one of them")
-    if not (math.isfinite(time_scale) and 0 < time_scale <= MAX_TIME_SCALE):
-        raise InputError(
-            "--time-scale", "time_scale", f"must be in (0, {MAX_TIME_SCALE:g}], got {time_scale}"
-        )
-    if local and object_store_mb < 75:
-        raise InputError("--object-store-mb", "object_store_mb", "Ray needs at least 75 MiB")
-    if max_retries < 0 or not 0 <= fail_rate <= 1:
-        raise InputError("--max-retries/--fail-rate", "faults", "need retries >= 0, 0 <= rate <= 1")
-    if llm not in ("emulated", "http") or (llm == "http") != (endpoints is not None):
-        raise InputError("--llm", "llm", "emulated, or http together with --endpoints FILE")
-    try:
-        import ray  # noqa: F401
-    except ImportError:
-        raise InputError("--local/--address", "ray", "pip install 'scalesched[runtime]'") from None
-    from scalesched.runtime import FaultConfig, RuntimeConfig, run_jobs
-    from scalesched.runtime.backends import check_endpoints_cover, load_endpoints, models_called
-
-    _check_outputs(trace, gantt)
-    served = load_endpoints(endpoints) if endpoints is not None else None
-    spec = get_cluster(cluster)
-    scheduler = get_policy(policy)
-    _check_policy_fits(scheduler, policy, spec)
+    options = ray_run.RayOptions(
+        local=local,
+        address=address,
+        connect_timeout=connect_timeout,
+        time_scale=time_scale,
+        max_retries=max_retries,
+        llm=llm,
+        endpoints=endpoints,
+        fail_rate=fail_rate,
+        object_store_mb=object_store_mb,
+    )
+    ray_run.check_ray_options(options)
+    check_outputs(trace, gantt)
+    served = ray_run.served_endpoints(options)
+    spec, scheduler = cluster_and_policy(cluster, policy)
     scenario = Scenario(
         workload=workload, workflows=workflows, load=load, rate=rate, arrivals=arrivals, seed=seed
     )
     setup = prepare(spec, scenario, deployment=deployment)
-    jobs, tables, pinned = setup.jobs, setup.tables, setup.deployment
-    if served is not None:  # before Ray starts: a missing model fails here, not on a worker
-        check_endpoints_cover(served, models_called(jobs), str(endpoints))
-    config = RuntimeConfig(
-        time_scale=time_scale,
-        max_retries=max_retries,
-        llm_backend="http" if llm == "http" else "emulated",
-        endpoints=served,
-        faults=FaultConfig(fail_rate=fail_rate, seed=seed),
-        deployment=pinned,
-    )
-    if local:
-        from scalesched.runtime.cluster import local_cluster
-
-        if not as_json:
-            err_console.print(f"starting a local Ray cluster: {len(spec)} nodes + head ...")
-        with local_cluster(spec, object_store_mb=object_store_mb):
-            result = run_jobs(spec, jobs, scheduler, config, seed=seed, tables=tables)
-    else:
-        import ray
-
-        own = not ray.is_initialized()  # library callers may be connected already
-        if own:
-            from scalesched.runtime.cluster import wait_for_head
-
-            wait_for_head(address or "auto", connect_timeout)
-            ray.init(address=address, log_to_driver=False)
-        try:
-            result = run_jobs(spec, jobs, scheduler, config, seed=seed, tables=tables)
-        finally:
-            if own:
-                ray.shutdown()
-    metrics: dict[str, Any] = dict(result.metrics)
-    if compare:
-        from scalesched.eval.fidelity import fidelity
-
-        metrics.update(
-            fidelity(
-                spec,
-                jobs,
-                get_policy(policy),
-                metrics,
-                result.response_times,
-                seed=seed,
-                tables=tables,
-            )
-        )
-    # The load figures first: the runtime's own come out 0 (it measures every workflow and
-    # is handed no arrival times), and the completeness check reads the offered rate.
-    metrics.update(whole_run_window([job.arrival for job in jobs], result.response_times))
-    require_finite(metrics, "run")
-    first = result.failures[0] if result.failures else None
-    require_completed(
-        metrics,
-        "run",
-        f"{len(result.failures)} failed, first {first.name} at {first.task}: {first.error}"[:300]
-        if first is not None
-        else "",
-    )
-    if trace is not None or gantt is not None:
-        from scalesched.sim.trace import plot_gantt, write_trace
-
-        if trace is not None:
-            write_trace(result.trace, result.server_names, trace)
-        if gantt is not None:
-            title = f"{policy} on {spec.name} (Ray), {workload}, seed {seed}"
-            plot_gantt(result.trace, result.server_names, gantt, title=title)
-    if as_json:
-        print_json(metrics)
-        return
+    config = ray_run.runtime_config(options, setup, served, seed)
+    result = ray_run.run_on_ray(options, setup, scheduler, config, seed, quiet=as_json)
+    metrics = ray_run.ray_run_metrics(result, setup, policy, seed, compare)
+    chart_title = f"{policy} on {spec.name} (Ray), {workload}, seed {seed}"
+    write_run_outputs(result, trace, gantt, chart_title, trace_written=False)
     title = f"{policy} on {spec.name} via Ray ({len(spec)} nodes), seed {seed}"
-    console.print(metrics_table(title, metrics))
-    for failure in result.failures[:10]:
-        err_console.print(f"failed: {failure.name} at {failure.task}: {failure.error}")
-    if result.dead_servers:
-        err_console.print(f"servers lost: {', '.join(result.dead_servers)}")
+    ray_run.report_ray_run(metrics, result, title, as_json)
 
 
 from scalesched.memplan.cli import memplan_app  # noqa: E402  (registered last)

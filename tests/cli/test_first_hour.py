@@ -1,19 +1,20 @@
-"""What a new user meets first: plain --help, marked figures off steady state, a train
-command that asks before hours of work, honest Ray-run fields, a labelled static ratio."""
+"""What a new user meets first: marked figures off steady state, a train command that
+asks before hours of work, honest Ray-run fields, a labelled static ratio (plain --help is
+test_help.py's)."""
 
 from __future__ import annotations
 
 import math
-import re
 from pathlib import Path
 
 import numpy as np
 import pytest
-import typer
 from typer.testing import CliRunner
 
 from scalesched import cli
 from scalesched.cli import app
+from scalesched.commands.common import metrics_table
+from scalesched.kernel.metrics import whole_run_window
 from scalesched.policies import BEST_HEURISTIC_CANDIDATES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,35 +24,6 @@ runner = CliRunner()
 def invoke(*args: str) -> tuple[int, str, str]:
     result = runner.invoke(app, list(args), env={"COLUMNS": "200"})
     return result.exit_code, result.stdout, result.stderr
-
-
-def command_paths() -> list[tuple[str, ...]]:
-    """Every command and sub-command of the CLI, as argument paths."""
-    paths: list[tuple[str, ...]] = [()]
-
-    def walk(command: object, prefix: tuple[str, ...]) -> None:
-        for name, sub in getattr(command, "commands", {}).items():
-            paths.append((*prefix, name))
-            walk(sub, (*prefix, name))
-
-    walk(typer.main.get_command(app), ())
-    return paths
-
-
-@pytest.mark.parametrize("path", command_paths(), ids=lambda p: " ".join(p) or "scalesched")
-def test_help_shows_plain_types_and_no_markup(path: tuple[str, ...]) -> None:
-    code, out, err = invoke(*path, "--help")
-    assert code == 0, err
-    for bad in ("<bool>", "<str>", "<int", "<float", "<path", "<list", "``", ":func:", ":class:"):
-        assert bad not in out, f"{' '.join(path)} --help shows {bad!r}"
-
-
-def test_help_keeps_square_brackets_and_names_types() -> None:
-    out = invoke("simulate", "--help")[1]
-    assert "[default: 20% of --workflows]" in " ".join(out.split())  # was eaten as markup
-    assert re.search(r"--workflows\s+INTEGER", out) and re.search(r"--load\s+FLOAT", out)
-    train = " ".join(invoke("train", "--help")[1].split())
-    assert "validation_baselines=[eft, soft_eft]" in train.replace("│ ", "").replace(" │", "")
 
 
 def test_simulate_table_marks_figures_off_steady_state() -> None:
@@ -65,7 +37,7 @@ def test_simulate_table_marks_figures_off_steady_state() -> None:
 
 
 def test_a_steady_run_is_not_marked() -> None:
-    table = cli.metrics_table("t", {"avg_response_time_s": 30.0, "steady_state": True})
+    table = metrics_table("t", {"avg_response_time_s": 30.0, "steady_state": True})
     assert table.caption is None
     assert list(table.columns[1].cells) == ["30", "True"]
 
@@ -92,12 +64,12 @@ def test_train_presets_resolve_to_the_shipped_configs(tmp_path: Path) -> None:
 def test_a_ray_run_s_load_figures_come_from_its_arrivals() -> None:
     arrivals = [0.0, 1.0, 2.0, 3.0, 4.0]
     rts = np.array([2.0, 2.0, 2.0, 2.0, 4.0])
-    window = cli.whole_run_window(arrivals, rts)
+    window = whole_run_window(arrivals, rts)
     assert window["offered_rate_wps"] == pytest.approx(1.0)  # 4 gaps over 4 s
     # time inside the window 0..4 s: 2 + 2 + 2 + 1 + 0 workflow-seconds, over 4 s
     assert window["mean_in_system"] == pytest.approx(7.0 / 4.0)
     assert window["steady_state"] is False  # 5 workflows cannot show a steady state
-    failed = cli.whole_run_window(arrivals, np.array([2.0, math.nan, 2.0, 2.0, 2.0]))
+    failed = whole_run_window(arrivals, np.array([2.0, math.nan, 2.0, 2.0, 2.0]))
     assert failed["mean_in_system"] == pytest.approx(5.0 / 4.0)
 
 
@@ -106,7 +78,7 @@ def test_a_ray_run_s_figures_match_the_simulator_s_definitions() -> None:
 
     setup = prepare("hetero-4", Scenario(workload="agentic-mix", workflows=60, seed=0))
     result = run(setup, "eft", warmup=0, cooldown=0)
-    window = cli.whole_run_window([j.arrival for j in setup.jobs], result.response_times)
+    window = whole_run_window([j.arrival for j in setup.jobs], result.response_times)
     for key in ("offered_rate_wps", "mean_in_system", "response_trend", "steady_state"):
         assert window[key] == pytest.approx(result.metrics[key], rel=1e-9), key
 

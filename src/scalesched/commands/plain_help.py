@@ -24,15 +24,18 @@ PLAIN_TYPES = {
     "float": "FLOAT",
     "path": "PATH",
     "Path": "PATH",
-    "int range": "INTEGER RANGE",
-    "float range": "FLOAT RANGE",
+    "int range": "INTEGER",
+    "float range": "FLOAT",
     "list[str]": "TEXT",
     "list[int]": "INTEGER",
     "list[float]": "FLOAT",
     "list[path]": "PATH",
     "list[Path]": "PATH",
 }
-"""Typer's ``<type>`` labels and the plain names click has always shown."""
+"""Typer's ``<type>`` labels and the plain names click has always shown. A ranged number
+shows as a plain number: the range (``[0<=x<=9223372036854775807]`` for a seed) widened
+the type column of every option beside it and squeezed the help text into a narrow strip,
+and an option out of range is told its range when it is given (``scalesched.options``)."""
 
 
 def plain_text(text: str | None) -> str | None:
@@ -72,6 +75,8 @@ def install_plain_help(command: Any) -> None:
             param.help = plain_text(param.help)
         if hasattr(param.__class__, "display_type_rich"):
             param.display_type_rich = lambda ctx, p=param: plain_type(p, ctx)
+        if hasattr(param, "_get_number_range_help_str"):
+            param._get_number_range_help_str = lambda: ""
     make_help_option = getattr(command, "get_help_option", None)
     if make_help_option is not None:  # --help is made per call, outside ``params``
 

@@ -79,6 +79,25 @@ policy sustains the highest rate) with its own list, ``runs.capacity.CAPACITY_PO
 STRONG_HEURISTICS = BEST_HEURISTIC_CANDIDATES
 """The former name of :data:`BEST_HEURISTIC_CANDIDATES` (one tuple, two names)."""
 
+RESEARCH_ONLY: dict[str, str] = {
+    "rollout_oracle": "clairvoyant: reads the true future in forks of the simulation, so it "
+    "cannot run outside the simulator; an upper bound on placement (docs/headroom.md)",
+    "pred_mean": "ablation of tail (the mean estimate instead of the p90): separates acting on "
+    "the tail from a better point estimate (docs/tail.md, section 3)",
+    "tail_scaleout": "the scale-out study: off by default, no gain beyond noise on agentic-mix "
+    "for 2-3% of GPU-seconds; the Ray runtime refuses replica loads (docs/tail.md, section 6)",
+    "scale-nosrr": "ablation of scale without SRR, kept to measure the SRR gain "
+    "(docs/reproduction.md)",
+    "scale-ssm": "ablation: scale with scalable-softmax attention, no SRR (docs/reproduction.md)",
+    "scale-ssm-srr": "ablation: scale with scalable-softmax attention and SRR "
+    "(docs/reproduction.md)",
+    "mlp-16": "fixed-size baseline that runs at N = 16 only, kept to show why scale's "
+    "size-free network matters (docs/model-card.md)",
+}
+"""Policies kept to reproduce a study or as an ablation or oracle, by name, with why:
+listed (``scalesched policies`` marks them) and runnable like any other, but not a choice
+for a deployment. The shipped default learned policy is ``scale``; its variants are here."""
+
 
 def best_heuristic(results_by_policy: Mapping[str, float | Sequence[float]]) -> str | None:
     """The one definition of "the best heuristic": of the :data:`BEST_HEURISTIC_CANDIDATES`
@@ -143,5 +162,6 @@ __all__ = [
     "ORACLES",
     "BEST_HEURISTIC_CANDIDATES",
     "STRONG_HEURISTICS",
+    "RESEARCH_ONLY",
     "best_heuristic",
 ]

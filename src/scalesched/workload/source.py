@@ -57,6 +57,14 @@ class TemplateSource:
         return realize(self.template, rng)
 
 
+RESEARCH_ONLY_WORKLOADS: dict[str, str] = {}
+"""Workload presets kept only to reproduce a study (a synthetic stress shape no deployment
+sees), by name, with why; ``scalesched workloads`` marks them. None today: the six patterns
+and agentic-mix draw their token lengths from production traces, and the presets with
+prefix identities (tool-heavy, coordinator, the test-time-scaling family and agent-mix)
+model agent applications a cluster serves, whatever study they were added for (docs/cache.md)."""
+
+
 def list_workloads(*, families: bool = False) -> list[tuple[str, str]]:
     """Preset names with a one-line description each (``families``: and the spec forms)."""
     rows = [(name, DESCRIPTIONS[name]) for name in PATTERNS]

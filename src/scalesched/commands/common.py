@@ -1,0 +1,151 @@
+"""What several commands share: the consoles, the checks of options that name an output or a
+cache mode, the progress bar, and the human table of a run's metrics.
+
+Why one module: ``simulate``, ``run`` and ``eval`` take the same cache options and write the
+same trace and chart, and a check that differs between two commands is a bug a user meets
+in one of them only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from scalesched.errors import InputError, check_output_path
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def logits_cache_mode(value: str) -> bool | None:
+    """``--logits-cache`` checked: True (on), False (measure), None (off)."""
+    modes = {"on": True, "measure": False, "off": None}
+    if value not in modes:
+        raise InputError(
+            "--logits-cache", "logits-cache", f"must be on, measure or off, got {value!r}"
+        )
+    return modes[value]
+
+
+def tool_cache_on(value: str) -> bool:
+    """``--tool-cache`` checked."""
+    if value not in ("on", "off"):
+        raise InputError("--tool-cache", "tool-cache", f"must be on or off, got {value!r}")
+    return value == "on"
+
+
+def kv_policy_mode(value: str) -> str | None:
+    """``--kv-policy`` checked: None for off."""
+    from scalesched.cache.kv import KV_MODES
+
+    if value == "off":
+        return None
+    if value not in KV_MODES:
+        known = ", ".join(("off", *KV_MODES))
+        raise InputError("--kv-policy", "kv-policy", f"unknown policy {value!r}; known: {known}")
+    return value
+
+
+def window_size(
+    value: int | None, workflows: int, option: str, default: Callable[[int], int]
+) -> int:
+    """``--warmup`` / ``--cooldown``: the default share of the run, or a count that leaves at
+    least one workflow measured."""
+    if value is None:
+        return default(workflows)
+    if value < 0 or value >= workflows:
+        raise InputError(option, option.lstrip("-"), f"must be in 0..{workflows - 1}")
+    return value
+
+
+def check_outputs(trace: Path | None, gantt: Path | None) -> None:
+    """Output paths are checked before a run, not after it."""
+    if trace is not None:
+        check_output_path(trace, "--trace")
+    if gantt is not None:
+        check_output_path(gantt, "--gantt", "image")
+
+
+def cluster_and_policy(cluster: str, policy: str) -> tuple[Any, Any]:
+    """The cluster spec and a fresh scheduler, checked to fit each other: a fixed-size
+    network (mlp-16) has no answer at another cluster size."""
+    from scalesched.cluster import get_cluster
+    from scalesched.policies import get_policy
+
+    spec = get_cluster(cluster)
+    scheduler = get_policy(policy)
+    if not scheduler.supports(len(spec)):
+        why = scheduler.unsupported_reason(len(spec)) or f"{policy} cannot run on this size"
+        reason = why.replace(scheduler.name, policy, 1)
+        raise InputError(
+            "--policy",
+            "policy",
+            f"{reason}; {spec.name} has {len(spec)} (use a size-agnostic policy such as scale)",
+        )
+    return spec, scheduler
+
+
+def write_run_outputs(
+    result: Any, trace: Path | None, gantt: Path | None, title: str, *, trace_written: bool
+) -> None:
+    """The per-task trace and the Gantt chart of a finished run (each when asked for);
+    ``trace_written``: the run streamed its trace to the file already."""
+    if trace is None and gantt is None:
+        return
+    from scalesched.sim.trace import plot_gantt, write_trace
+
+    if trace is not None and not trace_written:
+        write_trace(result.trace, result.server_names, trace)
+    if gantt is not None:
+        plot_gantt(result.trace, result.server_names, gantt, title=title)
+
+
+class progress_bar:
+    """A rich progress bar over completed workflows (a no-op when hidden)."""
+
+    def __init__(self, show: bool, total: int, label: str) -> None:
+        self.show, self.total, self.label = show, total, label
+
+    def __enter__(self) -> Callable[[int], None]:
+        if not self.show:
+            return lambda done: None
+        from rich.progress import Progress
+
+        self._bar = Progress(console=err_console, transient=True)
+        self._bar.__enter__()
+        task = self._bar.add_task(self.label, total=self.total)
+        return lambda done: self._bar.update(task, completed=done)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.show:
+            self._bar.__exit__(None, None, None)
+
+
+NOT_STEADY_MARK = "  (not steady)"
+"""Beside each figure of a run off steady state that describes the policy."""
+STEADY_DEPENDENT = ("response_time", "slowdown", "lower_bound_ratio", "queue_delay", "in_system")
+"""Metric names (substrings) whose value means nothing for the policy off steady state."""
+
+
+def metrics_table(title: str, metrics: dict[str, Any]) -> Table:
+    """The human table of one run's metrics; when the run was not at steady state, each
+    response-time figure says so beside the number, and the caption says why."""
+    steady = bool(metrics.get("steady_state", True))
+    table = Table(title=title)
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for key, value in metrics.items():
+        text = f"{value:.4g}" if isinstance(value, float) else str(value)
+        if not steady and any(part in key for part in STEADY_DEPENDENT):
+            text += NOT_STEADY_MARK
+        table.add_row(key, text)
+    if not steady:
+        table.caption = (
+            "NOT AT STEADY STATE: the figures marked '(not steady)' describe the run's "
+            "start-up or an overload, not the policy"
+        )
+    return table
