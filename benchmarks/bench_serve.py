@@ -11,7 +11,11 @@ over the same engines, each its own process. This process sends non-streaming ch
 requests open-loop at each rate of ``--rates`` per second to each of: the first engine
 directly, the gateway, sglang-router, interleaved in one loop; it prints p50/p99 of each,
 the gateway's added latency (its parsing, decision, bookkeeping and the extra hop), and the
-highest rate each keeps p99 under 50 ms at.
+highest rate each keeps p99 under 50 ms at. ``--baseline-src DIR`` adds a second gateway run
+from another source tree (e.g. ``git archive <commit> src | tar -x -C DIR``) over the same
+engines, in the same loop: a before/after comparison that the machine's noise hits alike.
+Each gateway's CPU time per request (its process's user + system time over the requests
+it answered) is printed too: less noisy than latency on a shared machine.
 
 Fidelity: ``scalesched loadgen`` against the gateway over an emulated fleet of the same
 cluster, next to ``scalesched simulate`` on the same jobs (same workload, load, seed), both
@@ -46,9 +50,16 @@ ENV = {**os.environ, "PYTHONPATH": SRC}
 CLI = [sys.executable, "-m", "scalesched"]
 
 
-def _start(args: list[str], log: Path) -> subprocess.Popen[bytes]:
+def _start(args: list[str], log: Path, src: str = SRC) -> subprocess.Popen[bytes]:
+    env = {**ENV, "PYTHONPATH": src}
     with open(log, "ab") as err:
-        return subprocess.Popen(CLI + args, env=ENV, stdout=subprocess.DEVNULL, stderr=err)
+        return subprocess.Popen(CLI + args, env=env, stdout=subprocess.DEVNULL, stderr=err)
+
+
+def _cpu_s(proc: subprocess.Popen[bytes]) -> float:
+    """User + system CPU seconds of a process (Linux /proc; its children excluded)."""
+    fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _check_ports_free(first: int, count: int) -> None:
@@ -116,6 +127,22 @@ def _stack(
     return procs, f"http://127.0.0.1:{port}/v1", urls
 
 
+def _baseline_gateway(src: Path, policy: str, port: int, work: Path) -> subprocess.Popen[bytes]:
+    """A second gateway over the same engines (``work``'s backends file), run from another
+    source tree: the 'before' of a before/after comparison."""
+    if not (src / "scalesched" / "serve" / "gateway.py").exists():
+        raise SystemExit(f"--baseline-src {src}: no scalesched/serve/gateway.py under it")
+    _check_ports_free(port, 1)
+    args = ["serve", "--backends", str(work / "backends.yaml"), "--policy", policy]
+    proc = _start(args + ["--port", str(port)], work / "baseline.log", str(src))
+    try:
+        _wait_http(f"http://127.0.0.1:{port}/health", [proc])
+    except SystemExit:
+        _stop([proc])
+        raise
+    return proc
+
+
 def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
     for p in procs:
         p.terminate()
@@ -129,6 +156,10 @@ BODY = {
 }
 
 
+WARMUP = 20
+"""Requests sent to each target, one at a time, before the measured loop."""
+
+
 async def _open_loop(urls: list[str], rate: float, seconds: float) -> list[tuple[list[float], int]]:
     """Send requests at ``rate``/s to each URL for ``seconds``, interleaved (request k to
     urls[k % len(urls)]); per URL, the latencies of the 200 answers and the failures."""
@@ -137,7 +168,7 @@ async def _open_loop(urls: list[str], rate: float, seconds: float) -> list[tuple
     timeout = aiohttp.ClientTimeout(total=10)
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), timeout=timeout) as s:
         for url in urls:  # warm the connections and the gateway
-            for _ in range(20):
+            for _ in range(WARMUP):
                 async with s.post(url + "/chat/completions", json=BODY) as r:
                     await r.read()
 
@@ -224,14 +255,29 @@ def overhead(args: argparse.Namespace) -> dict[str, object]:
             else None
         )
         targets = {"engine": engines[0], "gateway": gateway}
+        gateways = {"gateway": procs[1]}
+        if args.baseline_src is not None:
+            try:
+                base = _baseline_gateway(args.baseline_src, args.policy, args.port + 60, work)
+            except SystemExit:
+                _stop(procs)
+                raise
+            procs.append(base)
+            gateways["gateway-baseline"] = base
+            targets["gateway-baseline"] = f"http://127.0.0.1:{args.port + 60}/v1"
         if router is not None:
             procs.append(router)
             targets["sglang-router"] = f"http://127.0.0.1:{args.port + 40}/v1"
         try:
             for rate in args.rates:
+                cpu0 = {name: _cpu_s(p) for name, p in gateways.items()}
                 got = run_loop(_open_loop(list(targets.values()), rate, args.seconds))
                 row: dict[str, object] = {"rate_per_s": rate}
                 row |= {name: _percentiles(*g) for name, g in zip(targets, got, strict=True)}
+                for name, (lat, failed) in zip(targets, got, strict=True):
+                    if name in gateways:  # the warm-up requests are answered too
+                        cpu = (_cpu_s(gateways[name]) - cpu0[name]) / (len(lat) + failed + WARMUP)
+                        row[name]["cpu_ms_per_request"] = cpu * 1e3  # type: ignore[index]
                 print(json.dumps(row), file=sys.stderr, flush=True)
                 rows.append(row)
         finally:
@@ -239,6 +285,7 @@ def overhead(args: argparse.Namespace) -> dict[str, object]:
     return {
         "policy": args.policy,
         "loop": loop_name(),
+        "baseline_src": str(args.baseline_src) if args.baseline_src is not None else None,
         "seconds_per_rate": args.seconds,
         "sglang_router": router is not None,
         "rates": rows,
@@ -248,13 +295,16 @@ def overhead(args: argparse.Namespace) -> dict[str, object]:
 
 
 def _added(row: dict[str, object]) -> dict[str, float]:
-    engine, gateway = row["engine"], row["gateway"]
-    assert isinstance(engine, dict) and isinstance(gateway, dict)
-    return {
-        "rate_per_s": float(row["rate_per_s"]),  # type: ignore[arg-type]
-        "gateway_p50": gateway["p50_ms"] - engine["p50_ms"],
-        "gateway_p99": gateway["p99_ms"] - engine["p99_ms"],
-    }
+    """What each router adds to the engine alone, p50 and p99 (ms)."""
+    engine = row["engine"]
+    assert isinstance(engine, dict)
+    out = {"rate_per_s": float(row["rate_per_s"])}  # type: ignore[arg-type]
+    for name in ("gateway", "gateway-baseline", "sglang-router"):
+        target = row.get(name)
+        if isinstance(target, dict):
+            out[f"{name}_p50"] = target["p50_ms"] - engine["p50_ms"]
+            out[f"{name}_p99"] = target["p99_ms"] - engine["p99_ms"]
+    return out
 
 
 def _max_rate(rows: list[dict[str, object]], name: str) -> float | None:
@@ -430,6 +480,12 @@ def main() -> None:
         "--sglang-python",
         default=sys.executable,
         help="overhead: the Python whose environment has sglang-router",
+    )
+    parser.add_argument(
+        "--baseline-src",
+        type=Path,
+        default=None,
+        help="overhead: also run a gateway from this source tree (a 'src' folder), same loop",
     )
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--port", type=int, default=18080)

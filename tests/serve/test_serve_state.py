@@ -56,6 +56,42 @@ def test_scraped_load_beyond_the_gateways_own_is_added_to_the_view():
     assert gw.state.engine_batch[0, m] == 2.0 and gw.state.external[0, m] == 1.0
 
 
+def test_the_load_scan_reads_what_a_prometheus_parser_reads():
+    """The gateway scans only vLLM's two load series; on a text with other series, other
+    labels, escaped quotes, a timestamp and comments, it must sum what a full parse does."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = (
+        "# HELP vllm:num_requests_running Requests running\n"
+        "# TYPE vllm:num_requests_running gauge\n"
+        'vllm:num_requests_running{engine="0",model_name="org/m \\"7b\\""} 3.0\n'
+        'vllm:num_requests_waiting{model_name="org/m \\"7b\\"",engine="0"} 2.0 1700000000\n'
+        'vllm:num_requests_running{model_name="phi"} 1\n'
+        'vllm:num_requests_waiting{model_name="not-served"} 9\n'
+        'vllm:num_requests_running_total{model_name="phi"} 100\n'
+        'vllm:kv_cache_usage_perc{model_name="phi"} 0.5\n'
+    )
+    served = {'org/m "7b"': "llama-2-7b", "phi": "phi-2"}
+    b = BackendEntry(
+        name="b",
+        endpoint=EndpointSettings(base_url="http://127.0.0.1:1/v1"),
+        models=served,
+        server_type="h100-80g-x1",
+    )
+    catalog = {name: MODEL_INDEX[model] for name, model in served.items()}
+    expected: dict[int, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            name = sample.labels.get("model_name", "")
+            load = sample.name in ("vllm:num_requests_running", "vllm:num_requests_waiting")
+            if load and name in catalog:
+                expected[catalog[name]] = expected.get(catalog[name], 0.0) + sample.value
+    assert expected == {MODEL_INDEX["llama-2-7b"]: 5.0, MODEL_INDEX["phi-2"]: 1.0}
+    assert _load_by_model(text, b, catalog) == expected
+    broken = text.replace("} 1\n", "} one\n")
+    assert _load_by_model(broken, b, catalog) == {}  # unparsable: no load this time
+
+
 def test_api_key_and_extra_fields_reach_the_backend(monkeypatch):
     monkeypatch.setenv("SERVE_TEST_KEY", "sekrit")
     seen = {}

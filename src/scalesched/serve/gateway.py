@@ -29,6 +29,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import time
 import uuid
 from collections import deque
@@ -39,7 +40,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.parser import text_string_to_metric_families
+from yarl import URL
 
 from scalesched.cluster.deployment import Deployment
 from scalesched.cluster.endpoints import BackendEntry
@@ -63,7 +64,12 @@ log = logging.getLogger("scalesched.serve")
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 DECISION_BUCKETS = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1)
-RUNNING = ("vllm:num_requests_running", "vllm:num_requests_waiting")
+_LOAD_SAMPLE = re.compile(
+    r"^vllm:num_requests_(?:running|waiting)(?:\{(?P<labels>.*)\})?[ \t]+(?P<value>\S+)",
+    re.MULTILINE,
+)
+_LABEL = re.compile(r'\s*(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?')
+_ESCAPE = re.compile(r"\\(.)")
 
 
 class NoBackend(Exception):
@@ -167,6 +173,7 @@ class GatewayMetrics:
         self.retries = Counter(
             "scalesched_gateway_retries", "Attempts retried elsewhere", ["backend"], registry=r
         )
+        # Read when /metrics is scraped (``set_function``), not set on every request.
         self.in_flight = Gauge(
             "scalesched_gateway_in_flight", "Requests in the gateway", registry=r
         )
@@ -213,6 +220,11 @@ class Gateway:
         self._scraper: asyncio.Task[None] | None = None
         self._urls = [b.endpoint.base_url.rstrip("/") for b in self.backends]
         self._roots = [u[: -len("/v1")] if u.endswith("/v1") else u for u in self._urls]
+        # Each backend's two endpoints, parsed once (aiohttp parses a str URL per request).
+        self._targets = [
+            {path: URL(u + path) for path in ("/chat/completions", "/completions")}
+            for u in self._urls
+        ]
         self._headers = [{"Content-Type": "application/json", **_auth(b)} for b in self.backends]
         self._timeouts = [aiohttp.ClientTimeout(total=b.endpoint.timeout_s) for b in self.backends]
         # The per-request series, labelled once: a ``labels()`` lookup costs a few
@@ -222,8 +234,11 @@ class Gateway:
         self._latency = [m.latency.labels(b.name) for b in self.backends]
         self._ttft = [m.ttft.labels(b.name) for b in self.backends]
         self._decided = m.decisions.labels(self.policy_name)
-        for b in self.backends:
-            m.healthy.labels(b.name).set(1)
+        self._healthy = [m.healthy.labels(b.name) for b in self.backends]
+        for gauge in self._healthy:
+            gauge.set(1)
+        m.in_flight.set_function(lambda: self.in_flight)
+        m.queue.set_function(lambda: len(self.pending) + len(self.deferred))
 
     # -- the executor protocol (driven by scalesched.decision.cycle.drive) ----------------
     def next_decision(self) -> Decision | None:
@@ -267,11 +282,9 @@ class Gateway:
         return await w.placed
 
     def _drive(self) -> None:
-        self.metrics.queue.set(len(self.pending) + len(self.deferred))
         t0 = time.perf_counter()
         drive(self, self.scheduler)
         self.metrics.decision_time.observe(time.perf_counter() - t0)
-        self.metrics.queue.set(len(self.pending) + len(self.deferred))
 
     def _ended(self, task: TaskRequest, server: int, est: float) -> None:
         self.state.release(task, server, est)
@@ -297,7 +310,10 @@ class Gateway:
 
     async def _start(self, _app: web.Application) -> None:
         connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
-        self._session = aiohttp.ClientSession(connector=connector, auto_decompress=False)
+        # No cookie jar: a backend's cookies must not reach other clients' calls.
+        self._session = aiohttp.ClientSession(
+            connector=connector, auto_decompress=False, cookie_jar=aiohttp.DummyCookieJar()
+        )
         self._scraper = asyncio.get_running_loop().create_task(self._scrape_loop())
 
     async def _stop(self, _app: web.Application) -> None:
@@ -359,13 +375,11 @@ class Gateway:
         workflow = request.headers.get("x-workflow-id") or _user(body) or uuid.uuid4().hex
         session = request.headers.get("x-session-id") or workflow
         self.in_flight += 1
-        self.metrics.in_flight.inc()
         try:
             task = self.state.task(req, workflow, session, signals)
             return await self._attempts(request, body, raw, path, req, task)
         finally:
             self.in_flight -= 1
-            self.metrics.in_flight.dec()
 
     async def _attempts(
         self,
@@ -423,7 +437,7 @@ class Gateway:
         timeout = self._timeouts[server]
         try:
             upstream = await self._session.post(
-                self._urls[server] + path,
+                self._targets[server][path],
                 data=payload,
                 headers=self._headers[server],
                 timeout=timeout,
@@ -501,7 +515,7 @@ class Gateway:
         if self.state.healthy[server]:
             log.warning("backend %s masked (%s)", self.backends[server].name, why)
         self.state.healthy[server] = False
-        self.metrics.healthy.labels(self.backends[server].name).set(0)
+        self._healthy[server].set(0)
 
     async def _scrape_loop(self) -> None:
         while True:
@@ -530,23 +544,36 @@ class Gateway:
         if not self.state.healthy[server]:
             log.warning("backend %s healthy again", backend.name)
         self.state.healthy[server] = True
-        self.metrics.healthy.labels(backend.name).set(1)
+        self._healthy[server].set(1)
 
 
 def _load_by_model(text: str, backend: BackendEntry, catalog: dict[str, int]) -> dict[int, float]:
-    """Running + waiting requests per catalog model index, from vLLM's Prometheus text."""
+    """Running + waiting requests per catalog model index, from vLLM's Prometheus text.
+
+    Only ``vllm:num_requests_running`` and ``_waiting`` are read, by a scan for their
+    lines: a full parse
+    (prometheus-client's) of every series an engine exports cost milliseconds per backend
+    each scrape, CPU the gateway's requests then lacked."""
     out: dict[int, float] = {}
-    try:
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                if sample.name in RUNNING:
-                    served = sample.labels.get("model_name", "")
-                    if served in backend.models and served in catalog:
-                        m = catalog[served]
-                        out[m] = out.get(m, 0.0) + float(sample.value)
-    except ValueError:  # unparsable metrics: no load information this time
-        return {}
+    for sample in _LOAD_SAMPLE.finditer(text):
+        served = _model_name(sample.group("labels") or "")
+        if served is None or served not in backend.models or served not in catalog:
+            continue
+        try:
+            value = float(sample.group("value"))
+        except ValueError:  # unparsable metrics: no load information this time
+            return {}
+        m = catalog[served]
+        out[m] = out.get(m, 0.0) + value
     return out
+
+
+def _model_name(labels: str) -> str | None:
+    """The ``model_name`` label's value in a Prometheus label set (escapes undone)."""
+    for match in _LABEL.finditer(labels):
+        if match.group(1) == "model_name":
+            return _ESCAPE.sub(lambda e: "\n" if e.group(1) == "n" else e.group(1), match.group(2))
+    return None
 
 
 def _auth(backend: BackendEntry) -> dict[str, str]:
