@@ -446,11 +446,17 @@ def train(
         ),
     ] = None,
 ) -> None:
-    """Train a placement policy with PPO; best.pt is kept by validation against the best of
-    the config's baseline heuristics at the training size."""
+    """Train a placement policy with PPO, or by expert iteration when the config says
+    `algorithm: dagger`; best.pt is kept by validation at the training size."""
+    from scalesched.train.config_file import algorithm_of
     from scalesched.train.ppo import Trainer, load_config, parse_overrides
 
     config = _training_config(config, preset, out)
+    if algorithm_of(config) == "dagger":
+        from scalesched.commands.dagger import train_dagger
+
+        train_dagger(config, out, seed=seed, overrides=set_ or [], steps=steps, resume=resume)
+        return
     cfg = load_config(config, set_fields=parse_overrides(set_ or []), total_steps=steps, seed=seed)
     if out.exists() and (out / "last.pt").exists() and not resume:
         raise InputError(str(out), "--out", "holds a run already; pass --resume or a new folder")

@@ -108,3 +108,32 @@ def test_targets_spread_over_servers_the_expert_ties() -> None:
     # hetero-16 has identical servers: some placements tie, and their labels say so
     assert bool((targets.max(1).values < 1.0).any())
     assert bool((targets.max(1).values == 1.0).any())
+
+
+def test_cli_trains_a_dagger_config_and_refuses_ppo_only_options(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from scalesched.cli import app
+
+    config = tmp_path / "d.yaml"
+    config.write_text(
+        "algorithm: dagger\nexpert: tail\nworkflows: 20\niterations: 1\nepochs: 1\n"
+        "load: 0.7\nvalidation_seeds: [1000]\nvalidation_workflows: 20\n"
+    )
+    runner = CliRunner()
+    out = tmp_path / "run"
+    done = runner.invoke(app, ["train", "--config", str(config), "--out", str(out)])
+    assert done.exit_code == 0, done.output
+    assert (out / "best.pt").is_file() and "best validation ratio" in done.stdout
+    again = runner.invoke(app, ["train", "--config", str(config), "--out", str(out)])
+    assert again.exit_code == 2 and "holds a run already" in again.output
+    steps = runner.invoke(app, ["train", "--config", str(config), "--steps", "5"])
+    assert steps.exit_code == 2 and "--steps" in steps.output
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("algorithm: dagger\nepisodes: 0\n")
+    refused = runner.invoke(app, ["train", "--config", str(bad), "--out", str(tmp_path / "x")])
+    assert refused.exit_code == 2 and "episodes" in refused.output
+    unknown = tmp_path / "unknown.yaml"
+    unknown.write_text("algorithm: sarsa\n")
+    named = runner.invoke(app, ["train", "--config", str(unknown)])
+    assert named.exit_code == 2 and "algorithm" in named.output

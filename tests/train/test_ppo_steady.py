@@ -15,6 +15,8 @@ from scalesched.decision.features import BASE_SERVER_FEATURES, TASK_FEATURES
 from scalesched.env import EnvConfig, SchedulingEnv
 from scalesched.errors import InputError
 from scalesched.nn import build_network
+from scalesched.train.config_file import algorithm_of
+from scalesched.train.dagger import load_config as load_dagger_config
 from scalesched.train.ppo import Trainer, final_values, gae, load_config, obs_to_tensors
 
 torch.set_num_threads(1)
@@ -251,6 +253,9 @@ validation also ran at N = 32 and 48, so those policies are not strictly zero-sh
     ids=lambda p: p.stem,
 )
 def test_every_training_config_loads_and_validates_at_the_training_size_only(path: Path) -> None:
+    if algorithm_of(path) == "dagger":  # validates on its training cluster by construction
+        assert min(load_dagger_config(path).validation_seeds) >= 100
+        return
     cfg = load_config(path)
     assert min(cfg.validation_seeds) >= 100  # evaluation seeds are 0-99
     if path.stem in PRE_ZERO_SHOT_CONFIGS:

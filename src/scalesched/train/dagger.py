@@ -41,11 +41,13 @@ from typing import Any
 
 import numpy as np
 import torch
+from pydantic import ConfigDict
 from torch import nn
 
 from scalesched.decision.actions import Action, as_action
 from scalesched.decision.features import Decision
 from scalesched.decision.scheduler import BaseScheduler, Scheduler
+from scalesched.errors import InputError
 from scalesched.nn import PolicyNetwork, SrrConfig, srr_losses
 from scalesched.nn.checkpoint import load_checkpoint, save_checkpoint
 from scalesched.nn.common import obs_to_tensors
@@ -54,6 +56,7 @@ from scalesched.nn.scheduler import NetworkScheduler, network_from_checkpoint
 from scalesched.policies import get_policy
 from scalesched.policies.trained import shipped_policies
 from scalesched.runs.setup import Scenario, prepare, run
+from scalesched.train.config_file import read_mapping, validated
 
 TRAIN_SEED_BASE = 100_000
 """Workload seeds of training episodes start here: disjoint from evaluation (0-99) and
@@ -62,7 +65,10 @@ validation (1000+)."""
 
 @dataclass
 class DaggerConfig:
-    """Everything one expert-iteration run depends on."""
+    """Everything one expert-iteration run depends on; a YAML file with ``algorithm:
+    dagger`` sets any subset of these fields (``scalesched train --config``)."""
+
+    __pydantic_config__ = ConfigDict(extra="forbid")
 
     cluster: str = "hetero-16"
     """Training cluster (a preset or a YAML path); train and select at this size only."""
@@ -106,6 +112,10 @@ class DaggerConfig:
     """Folder for ``best.pt``, ``last.pt`` and ``dagger.csv``."""
 
     def __post_init__(self) -> None:
+        self.check("DaggerConfig")
+
+    def check(self, source: str) -> None:
+        """InputError naming ``source`` and the field for any value out of range."""
         checks = {
             "workflows": self.workflows >= 1,
             "iterations": self.iterations >= 1,
@@ -117,12 +127,26 @@ class DaggerConfig:
             "lr": self.lr > 0,
             "load": self.load > 0,
             "validation_seeds": bool(self.validation_seeds),
+            "validation_workflows": self.validation_workflows >= 1,
         }
         for name, ok in checks.items():
             if not ok:
-                raise ValueError(f"DaggerConfig.{name} is out of range: {getattr(self, name)!r}")
+                raise InputError(source, name, f"out of range: {getattr(self, name)!r}")
         if set(self.validation_seeds) & set(range(100)):
-            raise ValueError("DaggerConfig.validation_seeds must avoid evaluation's seeds 0-99")
+            raise InputError(source, "validation_seeds", "must avoid evaluation's seeds 0-99")
+
+
+def load_config(
+    path: str | Path | None, *, set_fields: dict[str, Any] | None = None, **overrides: Any
+) -> DaggerConfig:
+    """A validated config from YAML (``algorithm: dagger`` plus any fields of
+    :class:`DaggerConfig`), then ``set_fields``, then ``overrides`` that are not None."""
+    source = str(path) if path is not None else "config"
+    data = read_mapping(path) if path is not None else {}
+    data.pop("algorithm", None)
+    data.update(set_fields or {})
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    return validated(DaggerConfig, data, source)
 
 
 @dataclass

@@ -24,18 +24,20 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
-from pydantic import ConfigDict, TypeAdapter, ValidationError
+from pydantic import ConfigDict
 from torch import nn
 
 from scalesched.decision.cycle import drive
 from scalesched.decision.features import BASE_SERVER_FEATURES, SERVER_FEATURES, TASK_FEATURES
 from scalesched.env.scheduling_env import EnvConfig, SchedulingEnv
-from scalesched.errors import InputError, parse_yaml
+from scalesched.errors import InputError
 from scalesched.nn import PolicyNetwork, build_network
 from scalesched.nn.checkpoint import load_checkpoint, save_checkpoint
 from scalesched.nn.common import obs_to_tensors
 from scalesched.nn.scale_net import CRITIC_ENCODERS
 from scalesched.nn.srr import SrrConfig, feature_stats, srr_losses
+from scalesched.train import config_file
+from scalesched.train.config_file import read_mapping, validated
 from scalesched.train.envsched import (
     EnvSchedSampler,
     SettingQueue,
@@ -234,28 +236,13 @@ def load_config(
 ) -> PPOConfig:
     """A validated config from YAML (unknown or ill-typed keys are InputErrors), then
     ``set_fields`` (as given, None included), then ``overrides`` that are not None."""
-    data: dict[str, Any] = {}
     source = str(path) if path is not None else "config"
-    if path is not None:
-        p = Path(path)
-        if not p.is_file():
-            raise InputError(source, "file", "config file not found")
-        try:
-            text = p.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise InputError(source, "file", f"cannot read: {exc}") from None
-        loaded = parse_yaml(text, source) or {}
-        if not isinstance(loaded, dict):
-            raise InputError(source, "file", "expected a mapping of config fields")
-        data.update(loaded)
+    data = read_mapping(path) if path is not None else {}
+    if data.pop("algorithm", "ppo") != "ppo":
+        raise InputError(source, "algorithm", "this loader reads PPO configs only")
     data.update(set_fields or {})
     data.update({k: v for k, v in overrides.items() if v is not None})
-    try:
-        cfg = TypeAdapter(PPOConfig).validate_python(data)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = ".".join(str(x) for x in err["loc"]) or "(file)"
-        raise InputError(source, loc, err["msg"]) from None
+    cfg = validated(PPOConfig, data, source)
     if cfg.network not in ("scale", "mlp16"):
         raise InputError(source, "network", "must be 'scale' or 'mlp16'")
     if cfg.critic_encoder not in CRITIC_ENCODERS:
@@ -287,19 +274,8 @@ def load_config(
 
 
 def parse_overrides(items: list[str]) -> dict[str, Any]:
-    """``FIELD=VALUE`` strings (the CLI's ``--set``) as config fields, each value read as
-    YAML; a malformed item or unknown field is an InputError naming it."""
-    known = set(config_fields())
-    overrides: dict[str, Any] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise InputError("--set", item, "expected FIELD=VALUE")
-        if key not in known:
-            raise InputError("--set", key, "not a training config field")
-        overrides[key] = parse_yaml(value, f"--set {key}")
-    return overrides
+    """``--set FIELD=VALUE`` items as PPO config fields (``config_file.parse_overrides``)."""
+    return config_file.parse_overrides(items, config_fields())
 
 
 def seed_everything(seed: int) -> None:

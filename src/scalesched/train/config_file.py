@@ -1,0 +1,73 @@
+"""Training config files: one YAML reader and one validator for every algorithm.
+
+A file names its algorithm with ``algorithm:`` (``ppo`` when absent, so every config
+written before expert iteration existed still reads as before); the rest are fields of
+that algorithm's config dataclass, validated by pydantic, unknown or ill-typed keys
+refused with the file and the field named.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import TypeAdapter, ValidationError
+
+from scalesched.errors import InputError, parse_yaml
+
+ALGORITHMS = ("ppo", "dagger")
+"""What ``algorithm:`` may name: PPO (``train.ppo``) or expert iteration (``train.dagger``)."""
+
+Config = TypeVar("Config")
+
+
+def read_mapping(path: str | Path) -> dict[str, Any]:
+    """The YAML mapping in ``path``; InputError on a missing, unreadable or non-mapping file."""
+    source, p = str(path), Path(path)
+    if not p.is_file():
+        raise InputError(source, "file", "config file not found")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(source, "file", f"cannot read: {exc}") from None
+    loaded = parse_yaml(text, source) or {}
+    if not isinstance(loaded, dict):
+        raise InputError(source, "file", "expected a mapping of config fields")
+    return loaded
+
+
+def algorithm_of(path: str | Path | None) -> str:
+    """The algorithm a config file names (``ppo`` when it names none, or with no file)."""
+    if path is None:
+        return "ppo"
+    name = read_mapping(path).get("algorithm", "ppo")
+    if name not in ALGORITHMS:
+        raise InputError(str(path), "algorithm", f"must be one of {', '.join(ALGORITHMS)}")
+    return str(name)
+
+
+def validated(cls: type[Config], data: dict[str, Any], source: str) -> Config:
+    """``data`` as a ``cls`` config; the first validation error as an InputError."""
+    try:
+        return TypeAdapter(cls).validate_python(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(x) for x in err["loc"]) or "(file)"
+        raise InputError(source, loc, err["msg"]) from None
+
+
+def parse_overrides(items: list[str], known: Iterable[str]) -> dict[str, Any]:
+    """``FIELD=VALUE`` strings (the CLI's ``--set``) as config fields, each value read as
+    YAML; a malformed item or a field not in ``known`` is an InputError naming it."""
+    names = set(known)
+    overrides: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise InputError("--set", item, "expected FIELD=VALUE")
+        if key not in names:
+            raise InputError("--set", key, "not a training config field")
+        overrides[key] = parse_yaml(value, f"--set {key}")
+    return overrides
