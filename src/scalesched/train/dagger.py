@@ -322,6 +322,7 @@ def train(
     """Run expert iteration; write ``best.pt`` (lowest validation ratio), ``last.pt`` and
     ``dagger.csv`` under ``cfg.out``; return one row of figures per iteration."""
     say = progress or (lambda _line: None)
+    torch.set_num_threads(1)  # the same sums in the same order on any machine: same seed, same run
     torch.manual_seed(cfg.seed)
     net, saved = load_student(cfg.init)
     optimizer = torch.optim.Adam(net.parameters(), lr=cfg.lr)
