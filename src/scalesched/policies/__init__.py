@@ -20,6 +20,7 @@ from scalesched.policies.rollout import RolloutScheduler
 from scalesched.policies.round_robin import RoundRobinScheduler
 from scalesched.policies.shortest_queue import ShortestQueueScheduler
 from scalesched.policies.soft_eft import SoftEftScheduler
+from scalesched.policies.soft_tail import SoftTailScheduler
 from scalesched.policies.tail import (
     PredictedMeanScheduler,
     ScaleOutTailScheduler,
@@ -39,6 +40,7 @@ HEURISTICS: dict[str, tuple[Callable[[], Scheduler], str]] = {
     "soft_eft": (SoftEftScheduler, "eft with sampling near the best estimate (seeded)"),
     "tail": (TailScheduler, "eft at the predicted p90 output length (shipped predictor)"),
     "tail_scaleout": (ScaleOutTailScheduler, "tail + a replica load when predicted p99 misses SLO"),
+    "soft_tail": (SoftTailScheduler, "tail with sampling near its best score (seeded)"),
     "pred_mean": (PredictedMeanScheduler, "eft at the predicted mean output length"),
     "hedge": (HedgeScheduler, "tail, hedged on 2-3 servers when Monte-Carlo says it pays"),
     "cache_aware": (CacheAwareScheduler, "SGLang router: prefix match over 0.5, else balance"),

@@ -1,0 +1,36 @@
+"""tail with randomised ties: sample a server with probability proportional to
+``exp(-SHARPNESS * log1p(relative excess of its tail score over the best))``.
+
+The control for what a network distilled from ``tail`` learns (``scalesched.train.dagger``):
+the network samples from its distribution instead of taking tail's argmax, which spreads
+load over servers whose scores nearly tie, as ``soft_eft`` does for eft. If this
+heuristic matches the distilled network, the network has learned tail plus sampling and
+nothing more. Same sharpness as ``soft_eft`` (not tuned). Seeded by ``reset``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from scalesched.decision.features import Decision, relative_excess
+from scalesched.decision.scheduler import BaseScheduler
+from scalesched.policies.soft_eft import SHARPNESS
+from scalesched.policies.tail import TailScheduler
+
+
+class SoftTailScheduler(BaseScheduler):
+    name = "soft_tail"
+
+    def __init__(self) -> None:
+        self._tail = TailScheduler()
+        self._rng = np.random.default_rng(0)
+
+    def reset(self, seed: int) -> None:
+        self._tail.reset(seed)
+        self._rng = np.random.default_rng(np.random.SeedSequence([seed, 0x5F7A]))
+
+    def select(self, decision: Decision) -> int:
+        feasible = np.flatnonzero(decision.mask)
+        excess = relative_excess(self._tail.scores(decision), decision.mask)[feasible]
+        weights = np.exp(-SHARPNESS * excess)
+        return int(feasible[self._rng.choice(feasible.size, p=weights / weights.sum())])
