@@ -27,12 +27,8 @@ class Allowed(NamedTuple):
 
 
 ALLOWED: dict[str, Allowed] = {
-    "kernel/ledger.py::RunLedger.__init__": Allowed(
-        101, "every piece of the run's bookkeeping, set up in one place; to be split"
-    ),
     "cli.py::run": Allowed(156, "the Ray runtime command's options and set-up; to be split"),
     "cli.py::simulate": Allowed(87, "the simulate command's options and set-up; to be split"),
-    "sim/trace.py::plot_gantt": Allowed(86, "the Gantt chart's drawing; to be split"),
 }
 
 
