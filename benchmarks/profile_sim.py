@@ -46,19 +46,15 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "apply",
         "accept",
         "_launch",
+        "launch",
         "book",
         "_move_inputs",
+        "move_inputs",
     ),
     "LLM engines (land, admit, prefill, decode)": (
         "_on_land",
+        "on_land",
         "_llm_arrive",
-        "_admit",
-        "_on_prefill_done",
-        "_advance",
-        "_reschedule",
-        "_on_decode",
-        "_refresh_busy",
-        "_set_idle",
         "request_gpus",
         "start_load",
         "on_load_done",
@@ -90,6 +86,8 @@ GROUPS: dict[str, tuple[str, ...]] = {
 
 def group_of(func: tuple[str, int, str]) -> str:
     path, _, name = func
+    if path.endswith("llm_serving.py"):  # the decode path, whatever its functions' names
+        return "LLM engines (land, admit, prefill, decode)"
     for group, names in GROUPS.items():
         if name in names or any(name.endswith(f".{n}") for n in names):
             return group
@@ -119,32 +117,25 @@ def decode_events(setup: Any, policy: str) -> tuple[int, int, int, int]:
     pushes saved by lazy rescheduling, LLM requests) of one run. Before the lazy
     rescheduling (2026-12-01) every reschedule pushed an event and the superseded ones were
     popped and dropped (counted as events); now an engine keeps one live event that
-    re-times itself when it fires early (``Simulation._reschedule``)."""
-    from scalesched.cluster.tables import MODEL_NAMES
+    re-times itself when it fires early (``LlmServing.reschedule``)."""
     from scalesched.policies import get_policy
     from scalesched.sim.engine import Simulation
+    from scalesched.sim.events import DECODE
 
-    counts = [0, 0]
-    lazy = hasattr(Simulation, "_decode_live")
+    counts = [0]
+    sim = Simulation(setup.cluster, setup.jobs, tables=setup.tables)
+    on_decode = sim._handlers[DECODE]
 
-    class Counting(Simulation):
-        def _on_decode(self, key: int, version: int) -> None:
-            if not lazy:  # the engine before: superseded events reach the handler
-                s, m = divmod(key, len(MODEL_NAMES))
-                eng = self._engines[s].get(m)
-                if eng is None or eng.version != version:
-                    counts[1] += 1
-                    return
-            counts[0] += 1
-            super()._on_decode(key, version)
+    def counting(key: int, version: int) -> None:
+        counts[0] += 1
+        on_decode(key, version)
 
-    sim = Counting(setup.cluster, setup.jobs, tables=setup.tables)
+    sim._handlers[DECODE] = counting
     scheduler = get_policy(policy)
     scheduler.reset(setup.scenario.seed)
     drive(sim, scheduler)
     llm = sum(t.kind == "llm" for j in setup.jobs for t in j.workflow.tasks)
-    skipped = getattr(sim, "decode_skipped", counts[1])
-    return counts[0], skipped, getattr(sim, "decode_retimes", 0), llm
+    return counts[0], sim.decode_skipped, sim.decode_retimes, llm
 
 
 def main() -> None:

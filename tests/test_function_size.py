@@ -27,13 +27,6 @@ class Allowed(NamedTuple):
 
 
 ALLOWED: dict[str, Allowed] = {
-    "sim/engine.py::Simulation.__init__": Allowed(
-        95, "every piece of per-server execution state, set up in one place; to be split"
-    ),
-    "kernel/ledger.py::RunLedger.__init__": Allowed(
-        101, "every piece of the run's bookkeeping, set up in one place; to be split"
-    ),
-    "sim/trace.py::plot_gantt": Allowed(86, "the Gantt chart's drawing; to be split"),
 }
 
 

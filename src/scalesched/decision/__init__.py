@@ -1,10 +1,9 @@
 """The decision contract every engine, policy and runtime shares.
 
-``features`` (the Decision record, ClusterTables, the ClusterStateView protocol, the one
-feature module), ``scheduler`` (the Scheduler protocol and BaseScheduler), ``actions``
-(Place, Hedge, Defer, LoadReplica) and ``records`` (task records, feasibility, lower
-bounds). It imports only the specs (cluster, workload); the simulator, the runtime, the
-policies and the networks import it.
+``features`` (the Decision record, the ClusterStateView protocol, the one feature module),
+``scheduler`` (the Scheduler protocol and BaseScheduler), ``actions`` (Place, Hedge, Defer,
+LoadReplica) and ``cycle`` (the one decision loop, ``drive``). It imports only the specs
+(cluster, workload); the executors, the policies and the networks import it.
 """
 
 from scalesched.decision.actions import Action, Defer, Hedge, LoadReplica, Place, as_action

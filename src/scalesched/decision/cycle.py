@@ -79,12 +79,7 @@ def drive(
         return None
     ask, select, apply = executor.next_decision, scheduler.select, executor.apply
     decision = ask()
-    if until is None:
-        while decision is not None:
-            apply(select(decision))
-            decision = ask()
-        return None
-    while decision is not None and not until():
+    while decision is not None and (until is None or not until()):
         apply(select(decision))
         decision = ask()
     return decision

@@ -5,8 +5,8 @@ N), a feasibility mask, and fixed-width normalised feature matrices for learned 
 It is built from two small read-only things, so that the simulator and the Ray runtime can
 both supply them:
 
-* :class:`ClusterTables`: static per-cluster arrays derived once from a ``ClusterSpec``
-  and the LLM cost model (feasibility, engine classes, decode tables, load times);
+* ``ClusterTables`` (``cluster.tables``): static per-cluster arrays derived once from a
+  ``ClusterSpec`` and the LLM cost model (feasibility, engine classes, decode tables);
 * :class:`ClusterStateView`: the dynamic per-server state (outstanding work, engine
   batches, resident models, busy cores) at the moment of the decision;
 
@@ -123,80 +123,44 @@ class RouteView(Protocol):
     def cached(self, task: TaskRequest, n: int) -> tuple[np.ndarray, np.ndarray]: ...
 
 
+@dataclass(slots=True, eq=False, repr=False)
 class Decision:
     """Everything a scheduler may use to place one task.
 
     The estimate arrays are computed up front (every heuristic needs them); the normalised
     feature matrices only when a learned policy asks. A decision is valid until the task is
-    placed: it reads the live state of the view.
+    placed: it reads the live state of the view. Built by ``make_decision``.
     """
 
-    __slots__ = (
-        "now",
-        "task",
-        "mask",
-        "transfer_s",
-        "wait_s",
-        "load_s",
-        "exec_s",
-        "finish_s",
-        "imposed_s",
-        "can_defer",
-        "est_work",
-        "n_assigned",
-        "_tables",
-        "_view",
-        "_resident",
-        "_batch",
-        "_task_features",
-        "_server_features",
-    )
-
-    def __init__(
-        self,
-        *,
-        now: float,
-        task: TaskRequest,
-        mask: np.ndarray,
-        transfer_s: np.ndarray,
-        wait_s: np.ndarray,
-        load_s: np.ndarray,
-        exec_s: np.ndarray,
-        finish_s: np.ndarray,
-        tables: ClusterTables,
-        view: ClusterStateView,
-        resident: np.ndarray,
-        batch: np.ndarray,
-        imposed_s: np.ndarray | None = None,
-    ) -> None:
-        self.now = now
-        self.task = task
-        self.mask = mask
-        """(N,) bool: servers that can run the task."""
-        self.transfer_s = transfer_s
-        """(N,) seconds until the task's inputs have arrived on each server."""
-        self.wait_s = wait_s
-        """(N,) estimated seconds before a server can start it (queue, GPUs, model load)."""
-        self.load_s = load_s
-        """(N,) the part of ``wait_s`` that is loading the model (0 when resident)."""
-        self.exec_s = exec_s
-        """(N,) estimated execution seconds on each server at its current load."""
-        self.finish_s = finish_s
-        """(N,) estimated seconds from now to the end: max(transfer, wait) + exec."""
-        self.can_defer = True
-        """Whether the engine accepts ``Defer`` for this task (False once nothing else is
-        left to happen: a deferred task is then offered for the last time)."""
-        self.imposed_s = imposed_s if imposed_s is not None else tables.zeros
-        """(N,) estimated seconds of delay the task adds to the requests already running in
-        the engine it would join (a larger batch decodes every step more slowly)."""
-        self.est_work: np.ndarray = view.est_work
-        self.n_assigned: np.ndarray = view.n_assigned
-        self._tables = tables
-        self._view = view
-        self._resident = resident
-        self._batch = batch
-        self._task_features: np.ndarray | None = None
-        self._server_features: np.ndarray | None = None
+    now: float
+    task: TaskRequest
+    mask: np.ndarray
+    """(N,) bool: servers that can run the task."""
+    transfer_s: np.ndarray
+    """(N,) seconds until the task's inputs have arrived on each server."""
+    wait_s: np.ndarray
+    """(N,) estimated seconds before a server can start it (queue, GPUs, model load)."""
+    load_s: np.ndarray
+    """(N,) the part of ``wait_s`` that is loading the model (0 when resident)."""
+    exec_s: np.ndarray
+    """(N,) estimated execution seconds on each server at its current load."""
+    finish_s: np.ndarray
+    """(N,) estimated seconds from now to the end: max(transfer, wait) + exec."""
+    imposed_s: np.ndarray
+    """(N,) estimated seconds of delay the task adds to the requests already running in
+    the engine it would join (a larger batch decodes every step more slowly)."""
+    est_work: np.ndarray
+    n_assigned: np.ndarray
+    """The view's arrays of the same names (read by most heuristics)."""
+    _tables: ClusterTables
+    _view: ClusterStateView
+    _resident: np.ndarray
+    _batch: np.ndarray
+    can_defer: bool = True
+    """Whether the engine accepts ``Defer`` for this task (False once nothing else is
+    left to happen: a deferred task is then offered for the last time)."""
+    _task_features: np.ndarray | None = None
+    _server_features: np.ndarray | None = None
 
     @property
     def n_servers(self) -> int:
@@ -367,11 +331,13 @@ def make_decision(tables: ClusterTables, view: ClusterStateView, task: TaskReque
         load_s=load,
         exec_s=exec_s,
         finish_s=np.maximum(transfer, wait) + exec_s,
-        tables=tables,
-        view=view,
-        resident=resident,
-        batch=batch,
         imposed_s=imposed,
+        est_work=view.est_work,
+        n_assigned=view.n_assigned,
+        _tables=tables,
+        _view=view,
+        _resident=resident,
+        _batch=batch,
     )
 
 

@@ -252,9 +252,9 @@ class RunLedger:
         self.window = (0, max(self.n_jobs - 1, 0))
         """First and last measured job (arrival order); executors that measure a window set
         it. A streamed run keeps the queue delays of these jobs' tasks only."""
-        n, n_models = t.n, len(MODEL_NAMES)
 
         # The per-server state decisions read (the ClusterStateView protocol, less ``now``).
+        n, n_models = t.n, len(MODEL_NAMES)
         self.est_work = np.zeros(n)
         self.n_assigned = np.zeros(n)
         self.busy_cores = np.zeros(n)
@@ -271,9 +271,13 @@ class RunLedger:
         self.routes = RouteMemory(t)
         """What was routed where (application prompts, session contexts): the cache state
         a router can know, read by the cache features (``Decision.server_features``)."""
+        self._init_books()
 
+    def _init_books(self) -> None:
+        """The run's books: per task (and hedged copy) by global id, with the queues of
+        ready and deferred tasks; per job, in arrival order; the counters and the trace."""
         # Per task (and hedged copy), by global id.
-        self.tasks = RunTasks(t, self.jobs, streamed=self.streamed)
+        self.tasks = RunTasks(self.tables, self.jobs, streamed=self.streamed)
         total = self.n_tasks = self.tasks.n_tasks
         self._per_id: list[tuple[PerId[object], object, bool]] = []
         self._kept: tuple[PerId[object] | None, object] = (None, None)

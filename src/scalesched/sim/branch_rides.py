@@ -64,7 +64,7 @@ class BranchRides:
         heapq.heapify(eng.marks)
         for gid in riders:
             self.start_own_decode(eng, gid)
-        sim._reschedule(eng)
+        sim._llm.reschedule(eng)
 
     def finished(self, eng: _Engine, gid: int, task: TaskInstance) -> None:
         """Branch ``gid`` finished: its first-path rows are stored (charged to KV memory)
@@ -87,6 +87,6 @@ class BranchRides:
             other.kv_used += tokens
             live = sim._engines[other.server].get(other.model) is other
             if tokens < 0 and other is not eng and live and other.state == ENGINE_READY:
-                sim._admit(other)  # memory freed there: its queue may move
-                sim._refresh_busy(other)
-                sim._set_idle(other)
+                sim._llm.admit(other)  # memory freed there: its queue may move
+                sim._llm.refresh_busy(other)
+                sim._llm.set_idle(other)

@@ -61,7 +61,7 @@ class SimEngine(EngineBatch):
         self.pending = -2
         self.pending_at = math.inf
         """The version and time of the engine's one live decode event (-2: none): it fires
-        at or before ``due`` (lazy rescheduling, ``Simulation._decode_live``)."""
+        at or before ``due`` (lazy rescheduling, ``LlmServing.decode_live``)."""
         self.last_used = 0.0
         self.busy = False
         self.idle = False
@@ -72,7 +72,7 @@ class SimEngine(EngineBatch):
         self.idle_s = math.inf
         self.idle_mark = -1
         """A replica: unloaded once idle for ``idle_s``; the timer armed at its latest idle
-        start carries ``idle_mark`` (``Simulation._on_release``)."""
+        start carries ``idle_mark`` (``Replicas.on_release``)."""
 
     @property
     def n_requests(self) -> int:

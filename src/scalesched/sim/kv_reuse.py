@@ -92,9 +92,9 @@ class KvReuse:
         )
 
     def admit(self, eng: _Engine, kv: PrefixCache) -> None:
-        """``_admit`` with a prefix cache: a request reserves only the KV its cached prefix
-        does not cover, evicts cached segments to make room (never those it reuses), and
-        prefills only its uncached tokens."""
+        """``LlmServing.admit`` with a prefix cache: a request reserves only the KV its
+        cached prefix does not cover, evicts cached segments to make room (never those it
+        reuses), and prefills only its uncached tokens."""
         sim = self.sim
         run = self
         tasks_of = sim._task
@@ -133,7 +133,7 @@ class KvReuse:
             if task.resample_of is not None and sim._rides is not None:
                 prefill += sim._rides.admit(eng, gid, task)
             sim._push(now + eng.perf.prefill_s(prefill), _PREFILL_DONE, gid, 0)
-        sim._refresh_busy(eng)
+        sim._llm.refresh_busy(eng)
 
     def chain(self, gid: int, task: TaskInstance) -> list[tuple[object, int]]:
         """The cache segments call ``gid``'s prompt starts with, deepest first, as (key,

@@ -84,7 +84,7 @@ class Residency:
         sim.model_loads += 1
         ready_at = sim.now + float(sim.tables.load_s[s, m])
         sim.engine_ready_at[s, m] = ready_at
-        sim._refresh_busy(eng)
+        sim._llm.refresh_busy(eng)
         sim._push(ready_at, _LOAD_DONE, s, m)
 
     def on_load_done(self, s: int, m: int) -> None:
@@ -93,9 +93,9 @@ class Residency:
         eng.state = ENGINE_READY
         eng.last_update = sim.now
         sim.engine_state[s, m] = ENGINE_READY
-        sim._admit(eng)
-        sim._refresh_busy(eng)
-        sim._set_idle(eng)
+        sim._llm.admit(eng)
+        sim._llm.refresh_busy(eng)
+        sim._llm.set_idle(eng)
         if eng.idle and sim._gpu_wait[s]:
             # nobody uses it yet (a replica, or every copy it loaded for was cancelled):
             # evictable for the engines waiting for this server's GPUs

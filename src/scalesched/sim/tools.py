@@ -33,7 +33,7 @@ class ToolServers:
         sim = self.sim
         task, tasks = sim._task(gid), sim.tasks
         ji = tasks.job_of[gid]
-        assert task.repeat_of is not None and sim._tool_cache is not None  # see _on_land
+        assert task.repeat_of is not None and sim._tool_cache is not None  # see sim.transfers
         if not sim.task_done[tasks.offset[ji] + task.repeat_of]:
             return False
         s = sim.server[gid]
@@ -79,3 +79,24 @@ class ToolServers:
             sim._push(sim.now + task.ext_latency, _TASK_DONE, gid, 0)
         else:
             sim._finish(gid)
+
+    def cancel(self, y: int, s: int, task: TaskInstance, landed: bool, started: bool) -> None:
+        """Stop tool copy ``y`` on server ``s``: its core (a queued one takes it) or its
+        place in the queue; a copy waiting on the outside world holds nothing."""
+        sim = self.sim
+        running = y in sim._cpu_running
+        if not started or running:  # its CPU part is still counted on the server
+            sim.cpu_backlog[s] = max(0.0, sim.cpu_backlog[s] - task.cpu_work / sim._speed[s])
+            sim.tools_in_flight[s] -= 1
+        if running:
+            sim._cpu_running.discard(y)
+            sim.extra_server_seconds += sim.now - sim.started_at[y]
+            self.cpu_account(s)
+            sim._busy_cores[s] -= 1
+            sim.busy_cores[s] -= 1
+            queue = sim._cpu_queue[s]
+            if queue:
+                nxt = queue.popleft()
+                self.start_tool(nxt, s, sim._task(nxt))
+        elif landed and not started:
+            sim._cpu_queue[s].remove(y)

@@ -10,10 +10,14 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import IO
+from typing import IO, TYPE_CHECKING, Any
 
 from scalesched.errors import InputError, check_output_path
 from scalesched.kernel.records import TaskRecord
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 TRACE_FIELDS = ("workflow", "task", "kind", "model", "server", "ready", "landed", "start", "end")
 
@@ -111,6 +115,61 @@ def _lanes(records: Sequence[TaskRecord], servers: set[int]) -> dict[int, list[t
     return out
 
 
+def _left_out(
+    records: Sequence[TaskRecord], server_names: Sequence[str], used: list[int], max_servers: int
+) -> list[str]:
+    """What the chart leaves out, in words: idle servers (named, up to ``MAX_NAMED``) and
+    busy servers past ``max_servers``."""
+    busy = {r.server for r in records}
+    dropped = []
+    idle = [name for i, name in enumerate(server_names) if i not in busy]
+    if idle:
+        names = ", ".join(idle[:MAX_NAMED]) + (
+            f" and {len(idle) - MAX_NAMED} more" * (len(idle) > MAX_NAMED)
+        )
+        dropped.append(f"idle, not shown: {names}")
+    if len(busy) > len(used):
+        dropped.append(
+            f"{len(busy) - len(used)} busy servers past the first {max_servers} not shown"
+        )
+    return dropped
+
+
+def _draw_bars(
+    ax: Axes, records: Sequence[TaskRecord], used: list[int], colour: dict[str, Any]
+) -> None:
+    """One bar per task on its server's row, in the lane ``_lanes`` gives it."""
+    row_of = {s: i for i, s in enumerate(used)}
+    lanes = _lanes(records, set(used))
+    n_lanes = {s: max((lane for _, lane in items), default=0) + 1 for s, items in lanes.items()}
+    for server, items in lanes.items():
+        height = 0.8 / n_lanes[server]
+        for idx, lane in items:
+            r = records[idx]
+            ax.barh(
+                row_of[server] - 0.4 + height * (lane + 0.5),
+                max(r.end - r.start, 1e-3),
+                left=r.start,
+                height=height * 0.9,
+                color=colour[r.model or "tool"],
+                edgecolor="none",
+                alpha=0.8,
+            )
+
+
+def _save(fig: Figure, path: Path, option: str) -> None:
+    """Write the chart; a path that cannot be written is the option's input error."""
+    try:
+        fig.savefig(path, dpi=110, bbox_inches="tight")
+    except OSError as exc:
+        raise InputError(
+            option, option.lstrip("-"), f"cannot write {path}: {exc.strerror}"
+        ) from None
+    except ValueError as exc:  # an image format matplotlib does not know, e.g. ".xyz"
+        msg = " ".join(str(exc).split())[:160]
+        raise InputError(option, option.lstrip("-"), f"cannot write {path}: {msg}") from None
+
+
 def plot_gantt(
     records: Sequence[TaskRecord],
     server_names: Sequence[str],
@@ -132,40 +191,13 @@ def plot_gantt(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    busy = sorted({r.server for r in records})
-    used = busy[:max_servers]
-    dropped = []
-    busy_set = set(busy)
-    idle = [name for i, name in enumerate(server_names) if i not in busy_set]
-    if idle:
-        names = ", ".join(idle[:MAX_NAMED]) + (
-            f" and {len(idle) - MAX_NAMED} more" * (len(idle) > MAX_NAMED)
-        )
-        dropped.append(f"idle, not shown: {names}")
-    if len(busy) > len(used):
-        dropped.append(
-            f"{len(busy) - len(used)} busy servers past the first {max_servers} not shown"
-        )
-    row_of = {s: i for i, s in enumerate(used)}
+    used = sorted({r.server for r in records})[:max_servers]
+    dropped = _left_out(records, server_names, used, max_servers)
     labels = sorted({r.model or "tool" for r in records})
     cmap = plt.get_cmap("tab10")
     colour = {label: cmap(i % 10) for i, label in enumerate(labels)}
     fig, ax = plt.subplots(figsize=(12, max(3.0, 0.28 * len(used) + 1.5)))
-    lanes = _lanes(records, set(used))
-    n_lanes = {s: max((lane for _, lane in items), default=0) + 1 for s, items in lanes.items()}
-    for server, items in lanes.items():
-        height = 0.8 / n_lanes[server]
-        for idx, lane in items:
-            r = records[idx]
-            ax.barh(
-                row_of[server] - 0.4 + height * (lane + 0.5),
-                max(r.end - r.start, 1e-3),
-                left=r.start,
-                height=height * 0.9,
-                color=colour[r.model or "tool"],
-                edgecolor="none",
-                alpha=0.8,
-            )
+    _draw_bars(ax, records, used, colour)
     ax.set_yticks(range(len(used)))
     ax.set_yticklabels([server_names[s] for s in used], fontsize=7)
     ax.invert_yaxis()
@@ -187,13 +219,6 @@ def plot_gantt(
     ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7)
     fig.tight_layout()
     try:
-        fig.savefig(path, dpi=110, bbox_inches="tight")
-    except OSError as exc:
-        raise InputError(
-            option, option.lstrip("-"), f"cannot write {path}: {exc.strerror}"
-        ) from None
-    except ValueError as exc:  # an image format matplotlib does not know, e.g. ".xyz"
-        msg = " ".join(str(exc).split())[:160]
-        raise InputError(option, option.lstrip("-"), f"cannot write {path}: {msg}") from None
+        _save(fig, path, option)
     finally:
         plt.close(fig)
