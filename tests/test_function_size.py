@@ -26,8 +26,7 @@ class Allowed(NamedTuple):
     reason: str
 
 
-ALLOWED: dict[str, Allowed] = {
-}
+ALLOWED: dict[str, Allowed] = {}
 
 
 class Measured(NamedTuple):
