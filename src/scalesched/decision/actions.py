@@ -47,6 +47,9 @@ class LoadReplica:
 class Place:
     server: int
     loads: tuple[LoadReplica, ...] = ()
+    priority: float | None = None
+    """Admission order at the server's engine: lower first, ties and None in arrival order
+    (honoured by the simulator and the Ray runtime's emulated engines)."""
 
 
 @dataclass(frozen=True, slots=True)

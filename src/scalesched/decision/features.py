@@ -64,6 +64,8 @@ class TaskRequest:
     """HEFT upward rank (mean-cost critical path to the visible exit), seconds."""
     workflow_age: float
     """Seconds since the task's workflow arrived."""
+    attained_s: float = 0.0
+    """Seconds of service the workflow's finished tasks have had (least attained service)."""
     role: str | None = None
     """The LLM role the task was sized by (None for tools and unsized tasks)."""
     pattern: str = ""

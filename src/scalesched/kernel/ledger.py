@@ -40,7 +40,7 @@ from typing import ClassVar, TypeAlias, TypeVar, cast, overload
 import numpy as np
 
 from scalesched.cluster.tables import MODEL_INDEX, MODEL_NAMES, ClusterTables
-from scalesched.decision.actions import Action, Defer, Hedge, as_action
+from scalesched.decision.actions import Action, Defer, Hedge, Place, as_action
 from scalesched.decision.features import ENGINE_ABSENT, Decision, TaskRequest
 from scalesched.decision.scheduler import ReadyOrder, SchedulingError
 from scalesched.kernel.metrics import RunRecord
@@ -199,8 +199,11 @@ class RunTasks:
         ji = self.job_of[gid]
         return self.ranks.rank(ji, gid - self.offset[ji])
 
-    def request(self, gid: int, servers: PerId[int], now: float) -> TaskRequest:
-        """The task as a scheduler sees it; ``servers`` holds each placed task's server."""
+    def request(
+        self, gid: int, servers: PerId[int], now: float, attained: np.ndarray
+    ) -> TaskRequest:
+        """The task as a scheduler sees it; ``servers`` holds each placed task's server,
+        ``attained`` each job's service so far."""
         ji = self.job_of[gid]
         job = self.jobs[ji]
         off = self.offset[ji]
@@ -212,6 +215,7 @@ class RunTasks:
             [servers[off + p] for p in parents],
             self.ranks.rank(ji, i),  # ``rank(gid)`` without finding the job again
             now - job.arrival,
+            float(attained[ji]),
         )
 
 
@@ -288,6 +292,9 @@ class RunLedger:
         self.landed_at: PerId[float] = self.per_id(math.nan)
         self.started_at: PerId[float] = self.per_id(math.nan)
         self.ended_at: PerId[float] = self.per_id(math.nan)
+        self.priority: PerId[float] = self.per_id(math.inf, copied=True)
+        """Admission priority a ``Place`` gave each id (lower is admitted first; inf: in
+        arrival order), honoured by the engines' queues."""
         self.missing: PerId[int] = {} if self.streamed else [0] * total
         """Parents of each task not finished yet."""
         self.task_done = self.tasks.done
@@ -314,6 +321,9 @@ class RunLedger:
             np.full(n_jobs, math.nan) if self.streamed else [math.nan] * n_jobs
         )
         self.lower_bounds = np.zeros(n_jobs)
+        self.attained = np.zeros(n_jobs)
+        """Seconds of service each workflow's finished tasks have had (start to end): what a
+        least-attained-service policy orders by (``TaskRequest.attained_s``)."""
 
         # Counters.
         self.events = 0
@@ -428,7 +438,7 @@ class RunLedger:
 
     def request(self, gid: int, now: float) -> TaskRequest:
         """What the scheduler sees of task ``gid`` at ``now``."""
-        return self.tasks.request(gid, self.server, now)
+        return self.tasks.request(gid, self.server, now, self.attained)
 
     # -- deferral --------------------------------------------------------------------------
     def may_defer(self, gid: int) -> bool:
@@ -471,6 +481,8 @@ class RunLedger:
                 self.defer(gid)
                 return ()
             servers = action.servers if isinstance(action, Hedge) else (action.server,)
+            if isinstance(action, Place) and action.priority is not None:
+                self.priority[gid] = action.priority
         for server in servers:
             if not (0 <= server < self.tables.n) or not decision.mask[server]:
                 raise SchedulingError(
@@ -562,6 +574,9 @@ class RunLedger:
         traced (once per task); returns the task's id."""
         gid = self.origin[x]
         self.ended_at[x] = end
+        start = self.started_at[x]
+        if start == start:  # not NaN: it ran here (a tool's outside wait counts too)
+            self.attained[self.tasks.job_of[gid]] += end - start
         self.task_done[gid] = True
         self.tasks_completed += 1
         if self.record_trace:

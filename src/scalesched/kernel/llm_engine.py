@@ -11,6 +11,7 @@ docs/runtime.md). Prefill times come from the engine's perf entry (``perf.prefil
 from __future__ import annotations
 
 import copy
+from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol, TypeVar
 
@@ -122,6 +123,7 @@ class Evictable(Protocol):
 
 
 E = TypeVar("E", bound=Evictable)
+K = TypeVar("K")
 
 
 def lru_evictions(free: float, need: float, idle: Iterable[E]) -> Sequence[E] | None:
@@ -138,3 +140,15 @@ def lru_evictions(free: float, need: float, idle: Iterable[E]) -> Sequence[E] | 
         victims.append(e)
         free += e.tp
     return victims
+
+
+def queue_by_priority(waiting: deque[K], item: K, priority: float, priority_of: Any) -> None:
+    """Put ``item`` ahead of every waiting request with a larger priority value
+    (``priority_of[other]``), behind those with the same or a smaller one, so equal
+    priorities keep arrival order (``Place.priority``). Linear in the queue: engine queues
+    are tens of requests, and runs without priorities never come here."""
+    for k, other in enumerate(waiting):
+        if priority_of[other] > priority:
+            waiting.insert(k, item)
+            return
+    waiting.append(item)

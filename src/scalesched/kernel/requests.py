@@ -17,6 +17,7 @@ def task_request(
     parent_servers: Sequence[int],
     rank: float,
     workflow_age: float,
+    attained_s: float = 0.0,
 ) -> TaskRequest:
     """What a scheduler may see of task ``i`` of ``wf``: estimates, never the truth."""
     task = wf.tasks[i]
@@ -32,6 +33,7 @@ def task_request(
         parent_bytes=tuple([edge_bytes((p, i), 0.0) for p in wf.parents[i]]),
         rank=rank,
         workflow_age=workflow_age,
+        attained_s=attained_s,
         role=task.role,
         pattern=wf.pattern,
         difficulty_hint=task.difficulty_hint,

@@ -14,6 +14,11 @@ from scalesched.policies.hedge import HedgeScheduler
 from scalesched.policies.heft_online import HeftOnlineScheduler
 from scalesched.policies.kv_aware import KvAwareScheduler
 from scalesched.policies.least_loaded import LeastLoadedScheduler
+from scalesched.policies.ordering import (
+    FcfsWorkflowScheduler,
+    PlasScheduler,
+    ShortestRemainingScheduler,
+)
 from scalesched.policies.p2c import PowerOfTwoScheduler
 from scalesched.policies.random_policy import RandomScheduler
 from scalesched.policies.rollout import RolloutScheduler
@@ -43,6 +48,12 @@ HEURISTICS: dict[str, tuple[Callable[[], Scheduler], str]] = {
     "soft_tail": (SoftTailScheduler, "tail with sampling near its best score (seeded)"),
     "pred_mean": (PredictedMeanScheduler, "eft at the predicted mean output length"),
     "hedge": (HedgeScheduler, "tail, hedged on 2-3 servers when Monte-Carlo says it pays"),
+    "plas": (PlasScheduler, "tail's placement, least attained service of the workflow first"),
+    "shortest_remaining": (
+        ShortestRemainingScheduler,
+        "tail's placement, least predicted remaining workflow work first",
+    ),
+    "fcfs_workflow": (FcfsWorkflowScheduler, "tail's placement, oldest workflow first"),
     "cache_aware": (CacheAwareScheduler, "SGLang router: prefix match over 0.5, else balance"),
     "tao": (TaoScheduler, "TAO: joint admission/placement by DP (readiness, cache credit, KV)"),
 }

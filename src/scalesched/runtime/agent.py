@@ -45,7 +45,7 @@ from scalesched.cluster.deployment import Deployment
 from scalesched.cluster.model import ClusterSpec
 from scalesched.cluster.tables import MODEL_INDEX, MODEL_NAMES, ClusterTables
 from scalesched.decision.features import ENGINE_ABSENT, ENGINE_LOADING, ENGINE_READY
-from scalesched.kernel.llm_engine import EngineBatch, lru_evictions
+from scalesched.kernel.llm_engine import EngineBatch, lru_evictions, queue_by_priority
 
 
 class EmulatedFault(RuntimeError):
@@ -73,6 +73,8 @@ class TaskSpec:
     max_tokens: int | None = None
     copy: int = 0
     """Which copy of a hedged task this is (0 when not hedged)."""
+    priority: float = math.inf
+    """Admission order at its engine (``Place.priority``): lower first; inf: arrival order."""
 
     @property
     def key(self) -> CallKey:
@@ -127,6 +129,8 @@ class _Engine(EngineBatch):
         self.load_reported = load_reported
         """Whether a call has returned the load yet (the first one past it reports it)."""
         self.queue: deque[object] = deque()
+        self.priority_of: dict[object, float] = {}
+        """Each queued request's admission priority (``TaskSpec.priority``)."""
         self.ready = asyncio.Event()
         self.cond = asyncio.Condition()
 
@@ -380,8 +384,8 @@ class ServerAgent:
                 self._gpu_cond.notify_all()
 
     async def _decode(self, eng: _Engine, spec: TaskSpec) -> float:
-        """Wait for admission (FIFO), then hold the slot for the request's time with the
-        batch as it stands at admission."""
+        """Wait for admission (in arrival order, or by ``spec.priority``), then hold the
+        slot for the request's time with the batch as it stands at admission."""
         prompt, output = spec.prompt_tokens, spec.output_tokens
         token = object()
 
@@ -389,14 +393,17 @@ class ServerAgent:
             return eng.queue[0] is token and eng.fits(prompt, output)
 
         async with eng.cond:
-            eng.queue.append(token)
+            eng.priority_of[token] = spec.priority
+            queue_by_priority(eng.queue, token, spec.priority, eng.priority_of)
             try:
                 await eng.cond.wait_for(admissible)
             except asyncio.CancelledError:  # a cancelled copy leaves the queue
                 eng.queue.remove(token)
+                del eng.priority_of[token]
                 eng.cond.notify_all()
                 raise
             eng.queue.popleft()
+            del eng.priority_of[token]
             eng.admit(prompt, output)
             steps = eng.start_decoding(prompt, output)
             exec_s = eng.perf.prefill_s(prompt) + steps * eng.step_s()

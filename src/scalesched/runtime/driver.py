@@ -405,6 +405,7 @@ class Driver:
             parents=parents,
             backend=backend,
             copy=copy,
+            priority=view.priority[gid],
         )
         args: tuple[Any, ...] = ()
         if call is not None:

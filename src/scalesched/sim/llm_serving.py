@@ -9,11 +9,13 @@ lazily when the batch changes (``reschedule``, ``decode_live``)."""
 from __future__ import annotations
 
 import heapq
+import math
 from typing import TYPE_CHECKING
 
 from scalesched.cache.kv import PrefixCache
 from scalesched.cluster.tables import MODEL_INDEX, MODEL_NAMES
 from scalesched.decision.features import ENGINE_LOADING, ENGINE_READY
+from scalesched.kernel.llm_engine import queue_by_priority
 from scalesched.sim.events import DECODE as _DECODE
 from scalesched.sim.events import PREFILL_DONE as _PREFILL_DONE
 from scalesched.sim.gpu_engine import SimEngine as _Engine
@@ -23,6 +25,8 @@ if TYPE_CHECKING:
     from scalesched.sim.engine import Simulation
 
 _TOKEN_EPS = 1e-6
+_FIFO = math.inf
+"""The priority of a request no ``Place`` ordered: it joins the end of the queue."""
 
 
 class LlmServing:
@@ -45,7 +49,11 @@ class LlmServing:
             engines[m] = eng
             sim.engine_state[s, m] = ENGINE_LOADING
             sim._residency.request_gpus(eng)
-        eng.waiting.append(gid)
+        priority = sim.priority[gid]
+        if priority == _FIFO:
+            eng.waiting.append(gid)
+        else:
+            queue_by_priority(eng.waiting, gid, priority, sim.priority)
         if eng.replica_at >= 0:
             sim._replicas.calls += 1
         eng.last_used = sim.now
@@ -54,8 +62,9 @@ class LlmServing:
             self.admit(eng)
 
     def admit(self, eng: _Engine) -> None:
-        """Admit the head of the engine's queue while it fits (FIFO: the head waits for a
-        slot or memory); each admitted request prefills."""
+        """Admit the head of the engine's queue while it fits (the head waits for a slot or
+        memory; the queue is in arrival order unless a ``Place`` gave priorities); each
+        admitted request prefills."""
         sim = self.sim
         if eng.kv is not None:
             assert sim._kv is not None  # engines keep KV only in a --kv-policy run
