@@ -40,6 +40,8 @@ import math
 from collections import deque
 from collections.abc import Callable, Sequence
 
+import numpy as np
+
 from scalesched.cache.kv import PrefixCache
 from scalesched.cluster.model import ClusterSpec
 from scalesched.cluster.tables import MODEL_INDEX, MODEL_NAMES, ClusterTables
@@ -60,6 +62,7 @@ from scalesched.sim.events import ARRIVE as _ARRIVE
 from scalesched.sim.events import DECODE as _DECODE
 from scalesched.sim.events import LAND as _LAND
 from scalesched.sim.events import PREFILL_DONE as _PREFILL_DONE
+from scalesched.sim.futures import FutureSampler, RedrawnTasks, redraw
 from scalesched.sim.gpu_engine import SimEngine as _Engine
 from scalesched.sim.kv_reuse import KvReuse
 from scalesched.sim.replicas import Replicas
@@ -124,6 +127,8 @@ class Simulation(RunLedger):
         self._cpu_mark = [0.0] * n
 
         self._task = self.tasks.of.__getitem__  # hot: a C-level lookup by id
+        self._futures: RedrawnTasks | None = None
+        """A fork's redrawn tasks (``fork(sampler=...)``, ``sim.futures``); None: the truth."""
         self._nic: list[float] = t.nic_bytes_per_s.tolist()  # the same doubles, as floats
         # Per-id state of the execution; every list grows with hedged copies.
         self._est = self.per_id(0.0)
@@ -280,9 +285,13 @@ class Simulation(RunLedger):
         return self.workflows_completed == self.n_jobs
 
     # -- lookahead ---------------------------------------------------------------------
-    def fork(self) -> Simulation:
+    def fork(
+        self, sampler: FutureSampler | None = None, rng: np.random.Generator | None = None
+    ) -> Simulation:
         """A copy of this running simulation that continues exactly as this one would under
-        the same answers, and shares nothing that either of them changes.
+        the same answers, and shares nothing that either of them changes. With a
+        ``sampler`` (and a seeded ``rng``), the copy continues instead on a sampled future:
+        what a scheduler cannot know yet is redrawn in it (``scalesched.sim.futures``).
 
         What never changes during a run is shared, not copied: the cluster and its tables,
         the jobs and their realised workflows and tasks (a streamed run realises workflow
@@ -298,8 +307,16 @@ class Simulation(RunLedger):
             memo[id(self._current_decision.task)] = self._current_decision.task
         for box in self.flat_boxes():
             memo[id(box)] = box.copy()  # type: ignore[attr-defined]
+        if self._futures is not None:  # a fork of a redrawn fork: one sampler, shared
+            memo[id(self._futures.sampler)] = self._futures.sampler
         clone = copy.deepcopy(self, memo)
         clone._task = clone.tasks.of.__getitem__  # a C method: deepcopy would keep ours
+        if clone._futures is not None:
+            clone._task = clone._futures.task
+        if sampler is not None:
+            if rng is None:
+                raise ValueError("fork(sampler=...) needs a seeded rng")
+            redraw(clone, sampler, rng)
         return clone
 
     # -- helpers ---------------------------------------------------------------------
