@@ -16,7 +16,7 @@ from scalesched.policies.kv_aware import KvAwareScheduler
 from scalesched.policies.least_loaded import LeastLoadedScheduler
 from scalesched.policies.p2c import PowerOfTwoScheduler
 from scalesched.policies.random_policy import RandomScheduler
-from scalesched.policies.rollout import RolloutScheduler
+from scalesched.policies.rollout import RolloutScheduler, SampledRolloutScheduler
 from scalesched.policies.round_robin import RoundRobinScheduler
 from scalesched.policies.shortest_queue import ShortestQueueScheduler
 from scalesched.policies.soft_eft import SoftEftScheduler
@@ -43,6 +43,11 @@ HEURISTICS: dict[str, tuple[Callable[[], Scheduler], str]] = {
     "hedge": (HedgeScheduler, "tail, hedged on 2-3 servers when Monte-Carlo says it pays"),
     "cache_aware": (CacheAwareScheduler, "SGLang router: prefix match over 0.5, else balance"),
     "tao": (TaoScheduler, "TAO: joint admission/placement by DP (readiness, cache credit, KV)"),
+    "rollout": (
+        SampledRolloutScheduler,
+        "tail's top 3 tried in forks of the simulation, 20 s of a sampled future, 1 fork "
+        "each (slow; simulator only, else tail; options: SampledRolloutScheduler fields)",
+    ),
 }
 
 ORACLES: dict[str, tuple[Callable[[], Scheduler], str]] = {

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from statistics import NormalDist
 
@@ -29,8 +30,7 @@ import numpy as np
 from scalesched.cluster.tables import MODEL_INDEX
 from scalesched.decision.features import TaskRequest
 from scalesched.predict.features import token_baseline, token_inputs
-from scalesched.predict.metrics import on_grid
-from scalesched.predict.model import QuantilePredictor, default_predictor
+from scalesched.predict.model import QUANTILES, QuantilePredictor, default_predictor
 from scalesched.workload.hints import _EXT_FLOOR, HINT_SIGMA
 from scalesched.workload.instance import TaskInstance
 
@@ -49,7 +49,8 @@ class PredictedFutures:
     tool_sigma: float = 0.5
     """Prior sigma of ln(true / estimated) external latency (an assumption: the workload's
     tool latencies are lognormal around their estimate with a sigma of this order)."""
-    _forecasts: dict[tuple[object, ...], np.ndarray] = field(default_factory=dict, init=False)
+    _forecasts: dict[tuple[object, ...], list[float]] = field(default_factory=dict, init=False)
+    """ln of the predicted token quantiles per visible task (the same for every fork)."""
 
     def __post_init__(self) -> None:
         if self.rate_wps is not None and not (self.rate_wps > 0 and math.isfinite(self.rate_wps)):
@@ -75,13 +76,13 @@ class PredictedFutures:
             task.output_tokens_est,
             task.difficulty_hint,
         )
-        q = self._forecasts.get(key)
-        if q is None:
-            q = self._forecast(task, pattern)
+        logq = self._forecasts.get(key)
+        if logq is None:
+            logq = np.log(np.maximum(self._forecast(task, pattern)[0], 1e-12)).tolist()
             if len(self._forecasts) >= _CACHE_MAX:
                 self._forecasts.clear()
-            self._forecasts[key] = q
-        return max(1, int(round(float(on_grid(q, np.array([level]))[0, 0]))))
+            self._forecasts[key] = logq
+        return max(1, int(round(_on_grid(logq, level))))
 
     def _forecast(self, task: TaskInstance, pattern: str) -> np.ndarray:
         """(1, Q) predicted output-token quantiles of ``task`` (its visible fields only)."""
@@ -123,3 +124,13 @@ class PredictedFutures:
                 raise ValueError("no arrivals seen yet to estimate a rate from: give rate_wps")
             rate = seen.size / now
         return now + np.cumsum(rng.exponential(1.0 / rate, size=n))
+
+
+def _on_grid(logq: list[float], level: float) -> float:
+    """The quantile function at one ``level`` from ln quantiles at ``QUANTILES``: what
+    ``scalesched.predict.metrics.on_grid`` computes for a row, in plain floats (one draw
+    per task read; numpy's per-call cost would dominate)."""
+    j = min(max(bisect_left(QUANTILES, level) - 1, 0), len(QUANTILES) - 2)
+    lo, hi = QUANTILES[j], QUANTILES[j + 1]
+    w = min(max((level - lo) / (hi - lo), 0.0), 1.0)
+    return math.exp(logq[j] * (1.0 - w) + logq[j + 1] * w)
