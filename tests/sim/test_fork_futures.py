@@ -173,3 +173,17 @@ def test_a_sampler_needs_a_generator() -> None:
     sim, _, _ = _mid_run(False)
     with pytest.raises(ValueError, match="rng"):
         sim.fork(sampler=PredictedFutures())
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["up-front", "streamed"])
+def test_the_forks_jobs_arrive_at_the_redrawn_times(stream: bool) -> None:
+    sim, policy, pending = _mid_run(stream)
+    first = next(i for i in range(sim.n_jobs) if sim.arrival_time(i) > sim.now)
+    fork = sim.fork(sampler=PredictedFutures(), rng=np.random.default_rng(4))
+    fork.apply(copy.deepcopy(policy).select(pending))
+    drive(fork, copy.deepcopy(policy), until=lambda: fork.now >= fork.arrival_time(first + 3))
+    for ji in range(first, first + 3):  # arrived in the fork: the job says when
+        assert fork.jobs[ji].arrival == fork.arrival_time(ji) != sim.arrival_time(ji)
+    if not stream:
+        assert fork.jobs[first - 1] is sim.jobs[first - 1]
+        assert fork.jobs[-1].arrival == fork.arrival_time(sim.n_jobs - 1)

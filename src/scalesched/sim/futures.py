@@ -120,6 +120,30 @@ class RedrawnStream:
         return dataclasses.replace(self.base.job(i), arrival=float(self.arrivals[i]))
 
 
+class RedrawnJobs(Sequence[Job]):
+    """A run's job list with the fork's arrival times from job ``first`` on, each job
+    rebuilt only when read (a fork reaches few of the jobs still to come)."""
+
+    def __init__(self, base: Sequence[Job], times: np.ndarray, first: int) -> None:
+        self.base, self.times, self.first = base, times, first
+        self._made: dict[int, Job] = {}
+
+    def __len__(self) -> int:
+        return len(self.base)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        i = i + len(self) if i < 0 else i
+        if i < self.first:
+            return self.base[i]
+        job = self._made.get(i)
+        if job is None:
+            job = dataclasses.replace(self.base[i], arrival=float(self.times[i]))
+            self._made[i] = job
+        return job
+
+
 def redraw(sim: Any, sampler: FutureSampler, rng: np.random.Generator) -> None:
     """Make the freshly forked ``sim`` continue on sampled futures (see the module
     docstring). Called by ``Simulation.fork``; ``sim`` shares nothing it changes here."""
@@ -159,8 +183,6 @@ def _redraw_arrivals(sim: Any, sampler: FutureSampler, rng: np.random.Generator)
     if sim.stream is not None:
         sim.stream = RedrawnStream(sim.stream, times)
         return
-    jobs = list(sim.jobs)  # the fork's own list: the original's jobs stay as they were
-    for ji in range(first, sim.n_jobs):
-        jobs[ji] = dataclasses.replace(jobs[ji], arrival=float(times[ji]))
+    jobs = RedrawnJobs(sim.jobs, times, first)  # the original's list stays as it was
     sim.jobs = jobs
     sim.tasks.jobs = jobs
