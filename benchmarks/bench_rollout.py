@@ -1,10 +1,13 @@
-"""Headroom of a clairvoyant one-step rollout over its base: ``rollout_oracle`` against the base
-(``tail``) on the same seeds, mean and p99 response time as seed-paired ratios with 95%
-confidence intervals, and rollout's mean decision latency.
+"""Headroom of a one-step rollout over its base: ``rollout_oracle`` (forks on the true future)
+and ``rollout`` (forks on sampled futures) against the base (``tail``) on the same seeds, mean
+and p99 response time as seed-paired ratios with 95% confidence intervals, and the decision
+latency.
 
     python benchmarks/bench_rollout.py --seeds 0 1 2 --workflows 400 --horizons 20 \
-        --out results/rollout.jsonl
+        --policies rollout_oracle rollout --forks 1 --out results/rollout.jsonl
 
+Arms: the base, then per horizon ``oracle-h<H>`` (``--policies rollout_oracle``) and
+``rollout-h<H>-f<F>`` (``--policies rollout``, ``--forks`` sampled futures per candidate).
 Each run appends one JSON line to ``--out`` as it finishes (a long sweep can be read while
 it runs: ``--summarise`` prints the table from the file alone). docs/headroom.md.
 """
@@ -20,26 +23,36 @@ from typing import Any
 from scalesched.decision.cycle import Watched
 from scalesched.eval.stats import mean_ci_text, paired_ratios
 from scalesched.policies import get_policy
-from scalesched.policies.rollout import RolloutScheduler
+from scalesched.policies.rollout import RolloutScheduler, SampledRolloutScheduler
 from scalesched.runs.setup import Scenario, prepare, run
 
 STATS = ("avg_response_time_s", "p99_response_time_s")
 
 
-def one_run(args: argparse.Namespace, seed: int, horizon: float | None) -> dict[str, Any]:
-    """Run the base (``horizon`` None) or rollout over it on ``seed``: one result row."""
+def make_arm(args: argparse.Namespace, policy: str | None, horizon: float) -> tuple[str, Any]:
+    """The arm's name and scheduler: the base (``policy`` None), the oracle or ``rollout``."""
+    if policy is None:
+        return args.base, get_policy(args.base)
+    options = dict(
+        base=args.base,
+        candidates=args.candidates,
+        horizon_s=horizon,
+        terminal_weight=args.terminal_weight,
+    )
+    if policy == "rollout_oracle":
+        return f"oracle-h{horizon:g}", RolloutScheduler(**options)
+    return f"rollout-h{horizon:g}-f{args.forks}", SampledRolloutScheduler(
+        forks=args.forks, **options
+    )
+
+
+def one_run(
+    args: argparse.Namespace, seed: int, policy_name: str | None, horizon: float
+) -> dict[str, Any]:
+    """Run the base (``policy_name`` None) or a rollout over it on ``seed``: one row."""
     scenario = Scenario(workload=args.workload, workflows=args.workflows, load=args.load, seed=seed)
     setup = prepare(args.cluster, scenario)
-    inner = (
-        get_policy(args.base)
-        if horizon is None
-        else RolloutScheduler(
-            base=args.base,
-            candidates=args.candidates,
-            horizon_s=horizon,
-            terminal_weight=args.terminal_weight,
-        )
-    )
+    arm, inner = make_arm(args, policy_name, horizon)
     policy = Watched(inner)
     t0 = time.process_time()
     result = run(setup, policy)
@@ -47,7 +60,7 @@ def one_run(args: argparse.Namespace, seed: int, horizon: float | None) -> dict[
     stats = getattr(inner, "stats", {})
     rolled = int(stats.get("rolled", 0))
     return {
-        "arm": args.base if horizon is None else f"rollout-h{horizon:g}",
+        "arm": arm,
         "seed": seed,
         "workflows": args.workflows,
         "steady": m["steady_state"],
@@ -69,8 +82,8 @@ def summarise(rows: list[dict[str, Any]], base: str) -> str:
     ref = by_arm.get(base, {})
     lines = [
         "| arm | seeds | mean (s) | p99 (s) | mean / base | p99 / base | changed / rolled "
-        "| ms per rolled decision | ms per decision |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| ms per rolled decision | ms per decision | steady runs |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for arm, runs in by_arm.items():
         seeds = sorted(set(runs) & set(ref)) if arm != base else sorted(runs)
@@ -86,6 +99,7 @@ def summarise(rows: list[dict[str, Any]], base: str) -> str:
         cells.append(f"{changed} / {rolled}")
         cells.append(f"{sum(runs[k]['ms_per_rolled'] for k in seeds) / len(seeds):.0f}")
         cells.append(f"{sum(runs[k]['ms_per_decision'] for k in seeds) / len(seeds):.1f}")
+        cells.append(f"{sum(bool(runs[k]['steady']) for k in seeds)} / {len(seeds)}")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -101,14 +115,23 @@ def main() -> None:
     ap.add_argument("--base", default="tail")
     ap.add_argument("--candidates", type=int, default=3)
     ap.add_argument("--terminal-weight", type=float, default=0.0)
+    ap.add_argument(
+        "--policies",
+        nargs="+",
+        choices=("rollout_oracle", "rollout"),
+        default=["rollout_oracle"],
+        help="lookaheads run beside the base: on the true future, on sampled futures",
+    )
+    ap.add_argument("--forks", type=int, default=1, help="rollout: sampled futures per candidate")
     ap.add_argument("--out", type=Path, default=Path("results/rollout.jsonl"))
     ap.add_argument("--summarise", action="store_true", help="print the table from --out only")
     args = ap.parse_args()
     if not args.summarise:
         args.out.parent.mkdir(parents=True, exist_ok=True)
+        arms = [(None, 0.0)] + [(p, h) for h in args.horizons for p in args.policies]
         for seed in args.seeds:
-            for horizon in [None, *args.horizons]:
-                row = one_run(args, seed, horizon)
+            for policy_name, horizon in arms:
+                row = one_run(args, seed, policy_name, horizon)
                 print(json.dumps(row), flush=True)
                 with args.out.open("a") as fh:
                     fh.write(json.dumps(row) + "\n")

@@ -1,4 +1,5 @@
-"""rollout: forks per candidate, keeps the cheapest future, falls back to its base."""
+"""rollout_oracle and rollout: forks per candidate, keep the cheapest future (the true one,
+or sampled ones), fall back to the base."""
 
 from __future__ import annotations
 
@@ -13,10 +14,11 @@ from scalesched.decision.features import Decision, make_decision
 from scalesched.decision.scheduler import BaseScheduler
 from scalesched.policies import get_policy
 from scalesched.policies.eft import eft_choice
-from scalesched.policies.rollout import RolloutScheduler
+from scalesched.policies.rollout import RolloutScheduler, SampledRolloutScheduler
 from scalesched.sim.engine import Simulation
 from scalesched.sim.run import simulate
 from scalesched.sim.scenario import Scenario, build_jobs
+from scalesched.workload.instance import TaskInstance
 
 SPEC = get_cluster("hetero-8")
 TABLES = ClusterTables(SPEC)
@@ -157,3 +159,58 @@ def test_a_wall_cap_answers_the_base() -> None:
 
 def test_registered() -> None:
     assert isinstance(get_policy("rollout_oracle"), RolloutScheduler)
+    rollout = get_policy("rollout")
+    assert isinstance(rollout, SampledRolloutScheduler) and rollout.name == "rollout"
+    assert (rollout.candidates, rollout.horizon_s, rollout.forks) == (3, 20.0, 1)
+    assert rollout.max_decision_s is None
+
+
+class _Truth:
+    """A sampler that answers the realised values: rollout with it is rollout_oracle."""
+
+    def redraw_task(self, task: TaskInstance, pattern: str, level: float) -> TaskInstance:
+        return task
+
+    def arrivals(
+        self, seen: np.ndarray, now: float, n: int, rng: np.random.Generator
+    ) -> np.ndarray:
+        return np.array([j.arrival for j in JOBS[seen.size :]])
+
+
+def _sampled(**kw: Any) -> SampledRolloutScheduler:
+    return SampledRolloutScheduler(horizon_s=kw.pop("horizon_s", 2.0), min_model_gb=0.0, **kw)
+
+
+def test_sampled_rollout_with_the_truth_is_the_oracle() -> None:
+    oracle, truthful = _small(), _sampled(sampler=_Truth())
+    m_oracle, m_truthful = _metrics(oracle, 3), _metrics(truthful, 3)
+    assert m_truthful == {**m_oracle, "policy": "rollout"}
+    assert truthful.stats["rolled"] == oracle.stats["rolled"] > 10
+
+
+def test_sampled_rollout_is_seeded_and_differs_from_the_oracle() -> None:
+    a, b, c = _sampled(forks=2), _sampled(forks=2), _sampled(forks=2)
+    ma, mb, mc = _metrics(a, 3), _metrics(b, 3), _metrics(c, 4)
+    assert ma == mb and a.stats == {**b.stats, "fork_s": a.stats["fork_s"]}
+    assert a.stats["rolled"] > 10
+    assert ma != mc  # the seed reaches the draws
+    assert ma != {**_metrics(_small(), 3), "policy": "rollout"}
+
+
+def test_every_candidate_meets_the_same_sampled_futures() -> None:
+    """Common random numbers: within a decision, each candidate's k-th fork draws from the
+    same generator state; the k futures differ, and so do the next decision's."""
+    sim = Simulation(SPEC, JOBS, tables=TABLES)
+    policy = _sampled(forks=3)
+    policy.reset(9)
+    decision = sim.next_decision()
+    assert decision is not None
+    makers = policy.futures(sim.fork)
+    keys = [[m()._futures.key for m in makers] for _ in range(2)]
+    assert keys[0] == keys[1] and len(set(keys[0])) == 3
+    assert {m()._futures.key for m in policy.futures(sim.fork)}.isdisjoint(keys[0])
+
+
+def test_bad_forks_are_refused() -> None:
+    with pytest.raises(ValueError, match="forks"):
+        SampledRolloutScheduler(forks=0)

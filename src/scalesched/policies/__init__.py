@@ -21,7 +21,7 @@ from scalesched.policies.ordering import (
 )
 from scalesched.policies.p2c import PowerOfTwoScheduler
 from scalesched.policies.random_policy import RandomScheduler
-from scalesched.policies.rollout import RolloutScheduler
+from scalesched.policies.rollout import RolloutScheduler, SampledRolloutScheduler
 from scalesched.policies.round_robin import RoundRobinScheduler
 from scalesched.policies.shortest_queue import ShortestQueueScheduler
 from scalesched.policies.soft_eft import SoftEftScheduler
@@ -56,6 +56,11 @@ HEURISTICS: dict[str, tuple[Callable[[], Scheduler], str]] = {
     "fcfs_workflow": (FcfsWorkflowScheduler, "tail's placement, oldest workflow first"),
     "cache_aware": (CacheAwareScheduler, "SGLang router: prefix match over 0.5, else balance"),
     "tao": (TaoScheduler, "TAO: joint admission/placement by DP (readiness, cache credit, KV)"),
+    "rollout": (
+        SampledRolloutScheduler,
+        "tail's top 3 tried in forks of the simulation, 20 s of a sampled future, 1 fork "
+        "each (slow; simulator only, else tail; options: SampledRolloutScheduler fields)",
+    ),
 }
 
 ORACLES: dict[str, tuple[Callable[[], Scheduler], str]] = {

@@ -14,14 +14,26 @@ outstanding on the servers at the end (``est_work``: what a placement on a slow 
 crowded server leaves for after the horizon). The cheapest wins when it beats the base's
 own choice by more than ``min_gain_s``; otherwise, and on ties, the base's choice stands.
 
-The forks see the *true* future: the realised arrivals and output lengths of the run being
-simulated. So ``rollout`` is a clairvoyant oracle for measuring headroom over its base
-(docs/headroom.md), not a deployable router. Outside the simulator (a view without
-``fork``: the Ray runtime, the gateway) it answers as its base does, and says so once.
+Two registered policies:
 
-It draws no random numbers of its own and the forks continue deterministically, so the
-same seed gives the same answers; a ``max_decision_s`` cap is the one exception (when it
-is hit the answer depends on the machine's speed), which is why it is off by default.
+* ``rollout_oracle`` (``RolloutScheduler``): the forks see the *true* future, the realised
+  arrivals and output lengths of the run being simulated: a clairvoyant oracle for
+  measuring headroom over its base (docs/headroom.md), not a deployable router. It draws
+  no random numbers of its own.
+* ``rollout`` (``SampledRolloutScheduler``): the same lookahead, each fork on a *sampled*
+  future (``Simulation.fork(sampler=...)``, ``scalesched.sim.futures``): what the
+  scheduler could not know at the decision (lengths of calls not started, tool latencies,
+  arrivals) is redrawn from the shipped predictor, the hints and the arrival rate seen so
+  far (``scalesched.predict.futures``), averaged over ``forks`` draws per candidate with
+  the same draws for every candidate. Seeded by ``reset``.
+
+Both are slow (each contested decision simulates ``candidates`` x ``forks`` x ``horizon_s``)
+and need the simulator: outside it (a view without ``fork``: the Ray runtime, the gateway)
+they answer as their base does, and say so once. The same seed gives the same answers; a
+``max_decision_s`` cap is the one exception (when it is hit the answer depends on the
+machine's speed), which is why it is off by default. No CLI syntax sets policy options: in
+Python, ``SampledRolloutScheduler(candidates=4, horizon_s=10, forks=2)`` (or
+``RolloutScheduler(...)``) is passed where a policy name would be (``runs.setup.run``).
 """
 
 from __future__ import annotations
@@ -44,6 +56,8 @@ from scalesched.decision.scheduler import BaseScheduler, ReadyOrder, Scheduler
 from scalesched.policies.eft import EftScheduler
 from scalesched.policies.least_loaded import LeastLoadedScheduler
 from scalesched.policies.tail import PredictedMeanScheduler, TailScheduler
+from scalesched.predict.futures import PredictedFutures
+from scalesched.sim.futures import FutureSampler
 
 BASES: dict[str, Callable[[], Scheduler]] = {
     "tail": TailScheduler,
@@ -157,25 +171,35 @@ class RolloutScheduler(BaseScheduler):
         self.stats["changed"] += int(best != choice)
         return best
 
-    def best_of(self, decision: Decision, fork: Callable[[], Any], servers: list[int]) -> int:
-        """The cheapest of ``servers`` in forks (``servers[0]``, the base's, on ties, when
-        the gain is below ``min_gain_s``, and when the wall cap cuts the trials short)."""
+    def futures(self, fork: Callable[..., Any]) -> list[Callable[[], Any]]:
+        """The futures each candidate is tried in, one fork maker each: here the true one
+        (a plain ``fork``); ``rollout`` gives sampled ones."""
+        return [fork]
+
+    def best_of(self, decision: Decision, fork: Callable[..., Any], servers: list[int]) -> int:
+        """The cheapest of ``servers`` in forks, averaged over ``futures`` (``servers[0]``,
+        the base's, on ties, when the gain is below ``min_gain_s``, and when the wall cap
+        cuts the trials short)."""
         t0 = perf_counter()
         end = decision.view.now + self.horizon_s
-        ends: list[tuple[float, float, int, float]] = []
-        for server in servers:
-            if self.max_decision_s is not None and perf_counter() - t0 > self.max_decision_s:
-                self.stats["capped"] += 1
-                self.stats["fork_s"] += perf_counter() - t0
-                return servers[0]
-            ends.append(self.trial(fork, server, end))
+        cost = np.zeros(len(servers))
+        futures = self.futures(fork)
+        for future in futures:
+            ends: list[tuple[float, float, int, float]] = []
+            for server in servers:
+                if self.max_decision_s is not None and perf_counter() - t0 > self.max_decision_s:
+                    self.stats["capped"] += 1
+                    self.stats["fork_s"] += perf_counter() - t0
+                    return servers[0]
+                ends.append(self.trial(future, server, end))
+            common = max(stop for _, stop, _, _ in ends)  # per future: one end for all
+            cost += [
+                area + in_system * (common - stop) + self.terminal_weight * work
+                for area, stop, in_system, work in ends
+            ]
         self.stats["rolled"] += 1
         self.stats["fork_s"] += perf_counter() - t0
-        common = max(stop for _, stop, _, _ in ends)
-        cost = [
-            area + in_system * (common - stop) + self.terminal_weight * work
-            for area, stop, in_system, work in ends
-        ]
+        cost /= len(futures)
         best = int(np.argmin(cost))  # first minimum: the base's choice on ties
         if cost[best] < cost[0] - self.min_gain_s:
             return servers[best]
@@ -198,3 +222,48 @@ class RolloutScheduler(BaseScheduler):
             int(sim.in_system),
             float(np.sum(sim.est_work)),
         )
+
+
+@dataclass(eq=False)
+class SampledRolloutScheduler(RolloutScheduler):
+    """``rollout``: the same lookahead, each candidate tried in forks whose unrevealed
+    future is *sampled* (``Simulation.fork(sampler=...)``): output lengths and tool
+    latencies of calls not started from the shipped predictor and the hints, arrivals from
+    a Poisson process at the rate seen so far (``scalesched.predict.futures``). A candidate's
+    cost is its mean over ``forks`` sampled futures; every candidate meets the same
+    ``forks`` futures (common random numbers), so the comparison is between placements,
+    not between luck of the draw. Seeded by ``reset(seed)``: the same seed, the same
+    answers (``max_decision_s`` aside)."""
+
+    forks: int = 1
+    """Sampled futures per candidate (the cost is their mean)."""
+    sampler: FutureSampler | None = None
+    """What the forks' futures are drawn from; None: ``PredictedFutures()``."""
+
+    name = "rollout"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.forks < 1:
+            raise ValueError(f"forks must be >= 1, got {self.forks}")
+        if self.sampler is None:
+            self.sampler = PredictedFutures()
+        self._seed = 0
+        self._draws = 0
+
+    def reset(self, seed: int) -> None:
+        super().reset(seed)
+        self._seed = int(seed)
+        self._draws = 0
+
+    def futures(self, fork: Callable[..., Any]) -> list[Callable[[], Any]]:
+        """``forks`` fork makers, each with a generator of its own seed, the same for every
+        candidate of this decision (a new generator per call, in the same state)."""
+        self._draws += 1
+        sampler = self.sampler
+
+        def maker(k: int) -> Callable[[], Any]:
+            seq = (self._seed, self._draws, k)
+            return lambda: fork(sampler=sampler, rng=np.random.default_rng(seq))
+
+        return [maker(k) for k in range(self.forks)]

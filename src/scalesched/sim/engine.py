@@ -40,6 +40,8 @@ import math
 from collections import deque
 from collections.abc import Callable, Sequence
 
+import numpy as np
+
 from scalesched.cluster.model import ClusterSpec
 from scalesched.cluster.tables import ClusterTables
 from scalesched.decision.actions import Action
@@ -55,6 +57,7 @@ from scalesched.sim.accounts import Accounts
 from scalesched.sim.branch_rides import BranchRides
 from scalesched.sim.events import ARRIVE as _ARRIVE
 from scalesched.sim.events import DECODE as _DECODE
+from scalesched.sim.futures import FutureSampler, RedrawnTasks, redraw
 from scalesched.sim.gpu_engine import SimEngine as _Engine
 from scalesched.sim.kv_reuse import KvReuse
 from scalesched.sim.llm_serving import LlmServing
@@ -126,6 +129,8 @@ class Simulation(RunLedger):
         self._cpu_mark = [0.0] * n
 
         self._task = self.tasks.of.__getitem__  # hot: a C-level lookup by id
+        self._futures: RedrawnTasks | None = None
+        """A fork's redrawn tasks (``fork(sampler=...)``, ``sim.futures``); None: the truth."""
         # Per-id state of the execution; every list grows with hedged copies.
         self._est = self.per_id(0.0)
         self._cancelled = self.per_id(False, kept=True)  # stale events of cancelled copies
@@ -288,9 +293,13 @@ class Simulation(RunLedger):
         return self.workflows_completed == self.n_jobs
 
     # -- lookahead ---------------------------------------------------------------------
-    def fork(self) -> Simulation:
+    def fork(
+        self, sampler: FutureSampler | None = None, rng: np.random.Generator | None = None
+    ) -> Simulation:
         """A copy of this running simulation that continues exactly as this one would under
-        the same answers, and shares nothing that either of them changes.
+        the same answers, and shares nothing that either of them changes. With a
+        ``sampler`` (and a seeded ``rng``), the copy continues instead on a sampled future:
+        what a scheduler cannot know yet is redrawn in it (``scalesched.sim.futures``).
 
         What never changes during a run is shared, not copied: the cluster and its tables,
         the jobs and their realised workflows and tasks (a streamed run realises workflow
@@ -306,8 +315,16 @@ class Simulation(RunLedger):
             memo[id(self._current_decision.task)] = self._current_decision.task
         for box in self.flat_boxes():
             memo[id(box)] = box.copy()  # type: ignore[attr-defined]
+        if self._futures is not None:  # a fork of a redrawn fork: one sampler, shared
+            memo[id(self._futures.sampler)] = self._futures.sampler
         clone = copy.deepcopy(self, memo)
         clone._task = clone.tasks.of.__getitem__  # a C method: deepcopy would keep ours
+        if clone._futures is not None:
+            clone._task = clone._futures.task
+        if sampler is not None:
+            if rng is None:
+                raise ValueError("fork(sampler=...) needs a seeded rng")
+            redraw(clone, sampler, rng)
         return clone
 
     # -- helpers ---------------------------------------------------------------------

@@ -1,0 +1,188 @@
+"""Sampled futures: a fork of a running simulation whose unrevealed truths are redrawn.
+
+``Simulation.fork()`` continues with the *true* future of the run (the realised arrivals,
+output lengths and tool latencies), which makes a lookahead over forks clairvoyant.
+``Simulation.fork(sampler=..., rng=...)`` redraws in the copy what a scheduler could not
+know at the fork's instant, from a ``FutureSampler`` (what the scheduler believes: the
+predictors of ``scalesched.predict`` implement one) and a seeded generator:
+
+* the output length of every LLM call that has not started (not yet admitted to an
+  engine's batch), and the external latency of every tool call that has not started
+  (no core taken yet, no cache hit), in jobs in flight and in jobs still to come;
+* the arrival times of the jobs that have not arrived (``FutureSampler.arrivals``).
+
+Kept true, on purpose or for now (docs/simulator.md, "Sampled futures"):
+
+* calls already started: an admitted call has its KV reserved for prompt + output (the
+  engine's simplification), so its length is fixed at admission; a running tool keeps its
+  latency. A running call's remaining tokens are thus known to the fork: a residual
+  clairvoyance over at most one batch per engine.
+* the DAG structure (branch outcomes, fan-out widths, loop counts) of jobs in flight and of
+  future jobs: which tasks exist is fixed when a workflow is realised and the run's task
+  ids depend on it. Only their sizes are redrawn.
+
+Redraws are lazy and order-free: a task's draw is made the first time the fork reads it,
+at a uniform level that is a hash of the fork's key (one draw from ``rng``) and the task's
+id. Forks made from generators in the same state therefore draw the same value for the same
+task whatever order their events read them in (common random numbers across candidate
+placements), and only the tasks a fork actually reaches cost a draw. The original is never
+touched: its tasks, jobs, arrival times and event heap are left as they were.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import math
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from scalesched.sim.events import ARRIVE
+from scalesched.workload.instance import Job, TaskInstance
+
+_MASK = (1 << 64) - 1
+
+
+class FutureSampler(Protocol):
+    """What a scheduler believes about what it cannot see: draws of hidden truths."""
+
+    def redraw_task(self, task: TaskInstance, pattern: str, level: float) -> TaskInstance:
+        """``task`` (not started) with its hidden truths (``output_tokens``,
+        ``ext_latency``, ``replay_tokens``) drawn at uniform ``level`` in (0, 1); the
+        fields a scheduler sees must be left as they are."""
+        ...
+
+    def arrivals(
+        self, seen: np.ndarray, now: float, n: int, rng: np.random.Generator
+    ) -> np.ndarray:
+        """``n`` non-decreasing arrival times, all after ``now``, for the jobs that have not
+        arrived, given the arrival times ``seen`` so far (in order)."""
+        ...
+
+
+def task_level(key: int, gid: int) -> float:
+    """A uniform level in (0, 1) for task ``gid`` under fork key ``key`` (splitmix64 of the
+    pair): the same pair gives the same level in every fork."""
+    z = (key + 0x9E3779B97F4A7C15 * (gid + 1)) & _MASK
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
+    z ^= z >> 31
+    return ((z >> 11) + 0.5) / float(1 << 53)
+
+
+class RedrawnTasks:
+    """The fork's task lookup (``Simulation._task``): a task that had not started when the
+    fork was made is redrawn on first read, and keeps that draw; the rest are the truth."""
+
+    def __init__(self, sim: Any, sampler: FutureSampler, key: int) -> None:
+        self.sim = sim
+        self.sampler = sampler
+        self.key = key
+        self.drawn: dict[int, TaskInstance] = {}
+        """Redrawn tasks by origin id (hedged copies share their task's draw)."""
+
+    def task(self, gid: int) -> TaskInstance:
+        sim = self.sim
+        origin = sim.origin[gid]
+        hit = self.drawn.get(origin)
+        if hit is not None:
+            return hit
+        true = sim.tasks.of[gid]
+        if self._started(origin):
+            return true  # started before the fork: its truth is already in use
+        ji = sim.tasks.job_of[origin]
+        pattern = sim.jobs[ji].workflow.pattern
+        drawn = self.sampler.redraw_task(true, pattern, task_level(self.key, origin))
+        self.drawn[origin] = drawn
+        return drawn
+
+    def _started(self, origin: int) -> bool:
+        """Whether the task, or a hedged copy of it, had started when it was first read:
+        a start in the fork reads the task first, so a start seen here predates the fork."""
+        started = self.sim.started_at
+        ids = self.sim._copies.get(origin, (origin,))
+        return any(not math.isnan(started[x]) for x in ids)
+
+
+class RedrawnStream:
+    """A streamed run's jobs with the arrival times of the fork (the workflows unchanged)."""
+
+    def __init__(self, base: Any, arrivals: np.ndarray) -> None:
+        self.base = base
+        self.arrivals = arrivals
+
+    def __len__(self) -> int:
+        return int(self.arrivals.size)
+
+    def job(self, i: int) -> Job:
+        return dataclasses.replace(self.base.job(i), arrival=float(self.arrivals[i]))
+
+
+class RedrawnJobs(Sequence[Job]):
+    """A run's job list with the fork's arrival times from job ``first`` on, each job
+    rebuilt only when read (a fork reaches few of the jobs still to come)."""
+
+    def __init__(self, base: Sequence[Job], times: np.ndarray, first: int) -> None:
+        self.base, self.times, self.first = base, times, first
+        self._made: dict[int, Job] = {}
+
+    def __len__(self) -> int:
+        return len(self.base)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        i = i + len(self) if i < 0 else i
+        if i < self.first:
+            return self.base[i]
+        job = self._made.get(i)
+        if job is None:
+            job = dataclasses.replace(self.base[i], arrival=float(self.times[i]))
+            self._made[i] = job
+        return job
+
+
+def redraw(sim: Any, sampler: FutureSampler, rng: np.random.Generator) -> None:
+    """Make the freshly forked ``sim`` continue on sampled futures (see the module
+    docstring). Called by ``Simulation.fork``; ``sim`` shares nothing it changes here."""
+    key = int(rng.integers(0, 2**63))
+    sim._futures = RedrawnTasks(sim, sampler, key)
+    sim._task = sim._futures.task
+    _redraw_arrivals(sim, sampler, rng)
+
+
+def _next_arrival(heap: Sequence[tuple[float, int, int, int, int]]) -> int | None:
+    """Position in the heap of the pending arrival event (one at most), or None."""
+    for pos, entry in enumerate(heap):
+        if entry[2] == ARRIVE:
+            return pos
+    return None
+
+
+def _redraw_arrivals(sim: Any, sampler: FutureSampler, rng: np.random.Generator) -> None:
+    """Replace the arrival times of the jobs not yet arrived, and the pending arrival."""
+    pos = _next_arrival(sim._heap)
+    if pos is None:
+        return  # every job has arrived
+    first = sim._heap[pos][3]
+    seen = np.array(sim._arrivals[:first], dtype=float)
+    n = sim.n_jobs - first
+    new = np.asarray(sampler.arrivals(seen, float(sim.now), n, rng), dtype=float)
+    if new.shape != (n,) or not np.all(np.isfinite(new)) or np.any(np.diff(new) < 0):
+        raise ValueError(f"FutureSampler.arrivals: need {n} finite non-decreasing times")
+    if n and not new[0] >= sim.now:
+        raise ValueError("FutureSampler.arrivals: the first time is before the fork's clock")
+    times = np.concatenate([seen, new])
+    sim._arrivals = times
+    sim._heap[pos] = sim._heap[-1]
+    sim._heap.pop()
+    heapq.heapify(sim._heap)
+    sim._push_arrival(first)
+    if sim.stream is not None:
+        sim.stream = RedrawnStream(sim.stream, times)
+        return
+    jobs = RedrawnJobs(sim.jobs, times, first)  # the original's list stays as it was
+    sim.jobs = jobs
+    sim.tasks.jobs = jobs
