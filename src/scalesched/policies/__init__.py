@@ -109,6 +109,10 @@ RESEARCH_ONLY: dict[str, str] = {
     "scale-ssm": "ablation: scale with scalable-softmax attention, no SRR (docs/reproduction.md)",
     "scale-ssm-srr": "ablation: scale with scalable-softmax attention and SRR "
     "(docs/reproduction.md)",
+    "rollout": "lookahead in forks of the simulation on sampled futures: runs in the simulator "
+    "only, about 0.4 s per contested decision (docs/headroom.md)",
+    "soft_tail": "control for scale-dagger: tail plus sampling near its best score, to tell "
+    "whether the distilled network learned more than that (docs/training.md)",
     "mlp-16": "fixed-size baseline that runs at N = 16 only, kept to show why scale's "
     "size-free network matters (docs/model-card.md)",
 }
