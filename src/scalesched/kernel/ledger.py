@@ -284,6 +284,9 @@ class RunLedger:
         self.landed_at: PerId[float] = self.per_id(math.nan)
         self.started_at: PerId[float] = self.per_id(math.nan)
         self.ended_at: PerId[float] = self.per_id(math.nan)
+        self.loaded_at: PerId[float] = self.per_id(math.nan)
+        """When the engine an LLM call landed on while it was loading became ready (NaN:
+        it was resident); the trace's ``loaded``."""
         self.missing: PerId[int] = {} if self.streamed else [0] * total
         """Parents of each task not finished yet."""
         self.task_done = self.tasks.done
@@ -573,6 +576,7 @@ class RunLedger:
                     landed=self.landed_at[x],
                     start=self.started_at[x],
                     end=end,
+                    loaded=self.loaded_at[x],
                 )
             )
         return gid

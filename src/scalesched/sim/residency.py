@@ -93,6 +93,9 @@ class Residency:
         eng.state = ENGINE_READY
         eng.last_update = sim.now
         sim.engine_state[s, m] = ENGINE_READY
+        loaded_at = sim.loaded_at
+        for gid in eng.waiting:  # these calls waited for the load (the trace's ``loaded``)
+            loaded_at[gid] = sim.now
         sim._admit(eng)
         sim._refresh_busy(eng)
         sim._set_idle(eng)
