@@ -219,6 +219,11 @@ class RunLedger:
     """One run's bookkeeping over ``jobs`` on the cluster of ``tables`` (see the module
     docstring). Executors extend it: ``Simulation`` and the runtime's ``RuntimeView``."""
 
+    loaded_at: PerId[float] | None = None
+    """When the engine an LLM call landed on while it was loading became ready (NaN: it
+    was resident), per id: the trace's ``loaded``; kept by executors that load models
+    (the simulator), None elsewhere."""
+
     streams: ClassVar[bool] = False
     """Whether this executor runs ``StreamedJobs`` streamed (else they are realised first)."""
 
@@ -284,9 +289,6 @@ class RunLedger:
         self.landed_at: PerId[float] = self.per_id(math.nan)
         self.started_at: PerId[float] = self.per_id(math.nan)
         self.ended_at: PerId[float] = self.per_id(math.nan)
-        self.loaded_at: PerId[float] = self.per_id(math.nan)
-        """When the engine an LLM call landed on while it was loading became ready (NaN:
-        it was resident); the trace's ``loaded``."""
         self.missing: PerId[int] = {} if self.streamed else [0] * total
         """Parents of each task not finished yet."""
         self.task_done = self.tasks.done
@@ -576,7 +578,7 @@ class RunLedger:
                     landed=self.landed_at[x],
                     start=self.started_at[x],
                     end=end,
-                    loaded=self.loaded_at[x],
+                    loaded=math.nan if self.loaded_at is None else self.loaded_at[x],
                 )
             )
         return gid

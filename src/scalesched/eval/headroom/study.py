@@ -12,7 +12,7 @@ from scalesched.eval.headroom.bound import CapacityBound, capacity_bound
 from scalesched.eval.headroom.decompose import COMPONENT_HELP, Decomposition, decompose
 from scalesched.kernel.metrics import window_bounds
 from scalesched.kernel.records import lower_bound
-from scalesched.runs.setup import RunSetup, run
+from scalesched.runs.setup import RunSetup, run, scenario_capacity
 from scalesched.runs.windows import default_cooldown, default_warmup
 
 DEFAULT_ORACLES: tuple[str, ...] = ("rollout_oracle",)
@@ -131,6 +131,19 @@ def _run_one(
     )
 
 
+def _steady_rate(setup: RunSetup, window_rate: float) -> float:
+    """The arrival rate the capacity bound spreads the window's work over: the scenario's
+    long-run rate (``--rate``, or ``--load`` x the measured capacity) when it is below the
+    window's own (a short window can draw a burst, which a run absorbs from its cool-down),
+    else the window's: the smaller rate, the looser and safer bound."""
+    scenario = setup.scenario
+    nominal = scenario.rate
+    if nominal is None:
+        capacity = scenario_capacity(setup.tables, scenario)  # cached by ``prepare``
+        nominal = scenario.load * capacity if capacity is not None else None
+    return min(window_rate, nominal) if nominal else window_rate
+
+
 def measure_headroom(
     setup: RunSetup,
     policies: Sequence[str],
@@ -153,7 +166,7 @@ def measure_headroom(
         rows.append(_run_one(setup, name, is_oracle, measured, tick))
     span = window[-1].arrival - window[0].arrival if len(window) > 1 else 0.0
     rate = (len(window) - 1) / span if span > 0 else 0.0
-    cap = capacity_bound(setup.tables, window, rate, jobs)
+    cap = capacity_bound(setup.tables, window, _steady_rate(setup, rate), jobs)
     from scalesched.policies import best_heuristic
 
     best = best_heuristic({r.name: r.mean_s for r in rows if not r.oracle})
