@@ -280,7 +280,7 @@ class _Program:
             A_eq=a_eq.tocsr() if self.eq else None,
             b_eq=np.array([v for _, v in self.eq]) if self.eq else None,
             bounds=[(0.0, u) for u in self.upper],
-            method="highs",
+            method="highs-ipm",  # HiGHS interior point: ~3x the dual simplex here
         )
 
     def slow_share(self, y: np.ndarray) -> dict[str, float]:
