@@ -55,6 +55,23 @@ def _decomposition_table(study: Any) -> Table:
     return table
 
 
+def _breakdown_table(study: Any, name: str) -> Table:
+    """One policy's split per model (tool for tool tasks) and per server type."""
+    from scalesched.eval.headroom.decompose import COMPONENTS
+
+    row = study.row(name)
+    table = Table(title=f"{name}: the split per model and per server type (s per workflow)")
+    table.add_column("model / server type")
+    parts = [c for c in COMPONENTS if c != "path"]
+    for c in parts:
+        table.add_column(_SHORT[c], justify="right")
+    d = row.decomposition
+    for group in (d.by_model, d.by_server_type):
+        for key, split in group.items():
+            table.add_row(key, *(f"{split[c]:.2f}" for c in parts))
+    return table
+
+
 def _main_table(study: Any) -> Table:
     s = study.setting
     table = Table(
@@ -176,6 +193,8 @@ def headroom(
     console = Console()
     console.print(_main_table(study))
     console.print(_decomposition_table(study))
+    if study.best_heuristic is not None:
+        console.print(_breakdown_table(study, study.best_heuristic))
     for note in study.notes:
         Console(stderr=True).print(f"note: {note}")
 

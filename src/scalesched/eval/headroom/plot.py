@@ -28,7 +28,7 @@ def plot_headroom(study: Headroom, path: Path) -> None:
 
     rows = study.rows
     names = [r.name + (" *" if r.name == study.best_heuristic else "") for r in rows]
-    fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * len(rows) + 3), 4.8))
+    fig, ax = plt.subplots(figsize=(max(7.0, 1.1 * len(rows) + 5), 4.8))
     xs = range(len(rows))
     # the bar starts at each policy's realised-path bound (bound + path, path <= 0)
     base = [r.decomposition.mean_bound + r.decomposition.components["path"] for r in rows]
@@ -52,7 +52,7 @@ def plot_headroom(study: Headroom, path: Path) -> None:
     ax.set_ylabel("mean response time (s)")
     s = study.setting
     ax.set_title(f"headroom: {s['cluster']}, {s['workload']}, load {s['load']}, seed {s['seed']}")
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

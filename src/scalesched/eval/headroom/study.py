@@ -177,7 +177,7 @@ def measure_headroom(
     setting = {
         "cluster": setup.cluster.name,
         "workload": scenario.workload,
-        "load": scenario.load,
+        "load": None if scenario.rate is not None else scenario.load,
         "rate": scenario.rate,
         "offered_rate_wps": rate,
         "workflows": n,
