@@ -121,3 +121,19 @@ def test_batch_levels_are_a_lower_left_hull() -> None:
     assert (seen[1:] > seen[:-1]).all() and (cost[1:] < cost[:-1]).all()
     slopes = (cost[1:] - cost[:-1]) / (seen[1:] - seen[:-1])
     assert (slopes[1:] >= slopes[:-1] - 1e-12).all()
+
+
+def test_capacity_bound_is_the_contention_free_bound_when_capacity_is_ample() -> None:
+    """At a trickle of arrivals every call can run alone on its fastest server: the
+    program's optimum is the contention-free bound itself; past every engine's capacity it
+    has no answer."""
+    from scalesched.eval.headroom.bound import capacity_bound
+    from scalesched.kernel.records import lower_bound
+
+    setup = prepare("hetero-16", Scenario(workload="agentic-mix", workflows=40, rate=0.05))
+    jobs = list(setup.jobs)
+    lb = sum(lower_bound(setup.tables, j) for j in jobs) / len(jobs)
+    ample = capacity_bound(setup.tables, jobs, 0.05)
+    assert ample.mean_s is not None and math.isclose(ample.mean_s, lb, rel_tol=1e-6)
+    flood = capacity_bound(setup.tables, jobs, 500.0)
+    assert flood.mean_s is None and flood.status
