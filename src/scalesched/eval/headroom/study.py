@@ -12,6 +12,7 @@ from scalesched.eval.headroom.bound import CapacityBound, capacity_bound
 from scalesched.eval.headroom.decompose import COMPONENT_HELP, Decomposition, decompose
 from scalesched.kernel.metrics import window_bounds
 from scalesched.kernel.records import lower_bound
+from scalesched.policies import best_heuristic
 from scalesched.runs.setup import RunSetup, run, scenario_capacity
 from scalesched.runs.windows import default_cooldown, default_warmup
 
@@ -167,8 +168,6 @@ def measure_headroom(
     span = window[-1].arrival - window[0].arrival if len(window) > 1 else 0.0
     rate = (len(window) - 1) / span if span > 0 else 0.0
     cap = capacity_bound(setup.tables, window, _steady_rate(setup, rate), jobs)
-    from scalesched.policies import best_heuristic
-
     best = best_heuristic({r.name: r.mean_s for r in rows if not r.oracle})
     notes = [f"{r.name} did not reach steady state" for r in rows if not r.steady]
     if cap.mean_s is None:
