@@ -866,6 +866,10 @@ from scalesched.commands.predict import predict_app  # noqa: E402  (a sub-app, r
 
 app.add_typer(predict_app, name="predict")
 
+from scalesched.commands.headroom import register as _register_headroom  # noqa: E402
+
+_register_headroom(app)
+
 from scalesched.serve.cli import register as _register_serve  # noqa: E402  (engine, fleet, serve, loadgen)
 
 

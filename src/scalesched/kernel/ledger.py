@@ -223,6 +223,11 @@ class RunLedger:
     """One run's bookkeeping over ``jobs`` on the cluster of ``tables`` (see the module
     docstring). Executors extend it: ``Simulation`` and the runtime's ``RuntimeView``."""
 
+    loaded_at: PerId[float] | None = None
+    """When the engine an LLM call landed on while it was loading became ready (NaN: it
+    was resident), per id: the trace's ``loaded``; kept by executors that load models
+    (the simulator), None elsewhere."""
+
     streams: ClassVar[bool] = False
     """Whether this executor runs ``StreamedJobs`` streamed (else they are realised first)."""
 
@@ -592,6 +597,7 @@ class RunLedger:
                     landed=self.landed_at[x],
                     start=self.started_at[x],
                     end=end,
+                    loaded=math.nan if self.loaded_at is None else self.loaded_at[x],
                 )
             )
         return gid

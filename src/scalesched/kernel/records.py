@@ -4,6 +4,7 @@ cluster, and the contention-free lower bound of a workflow's response time."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -26,6 +27,9 @@ class TaskRecord:
     landed: float
     start: float
     end: float
+    loaded: float = math.nan
+    """An LLM call that landed while its engine was loading: when the engine became ready
+    (the rest of its wait, to ``start``, was admission). NaN: the engine was resident."""
 
 
 def check_feasible(tables: ClusterTables, jobs: Sequence[Job]) -> None:

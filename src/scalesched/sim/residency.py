@@ -6,6 +6,7 @@ caches."""
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -25,6 +26,8 @@ class Residency:
 
     def __init__(self, sim: Simulation) -> None:
         self.sim = sim
+        sim.loaded_at = sim.per_id(math.nan)
+        """Per id: when the engine a call waited for became ready (the trace's ``loaded``)."""
 
     def request_gpus(self, eng: _Engine) -> None:
         sim = self.sim
@@ -93,6 +96,10 @@ class Residency:
         eng.state = ENGINE_READY
         eng.last_update = sim.now
         sim.engine_state[s, m] = ENGINE_READY
+        loaded_at = sim.loaded_at
+        assert loaded_at is not None  # the simulation keeps it
+        for gid in eng.waiting:  # these calls waited for the load (the trace's ``loaded``)
+            loaded_at[gid] = sim.now
         sim._llm.admit(eng)
         sim._llm.refresh_busy(eng)
         sim._llm.set_idle(eng)

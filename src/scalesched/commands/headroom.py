@@ -1,0 +1,204 @@
+"""``scalesched headroom``: how much could any scheduler still win on one setting? Each
+policy's mean and p99 against the contention-free and the capacity-aware lower bounds, the
+oracles' gain over the best heuristic, and each policy's gap split along its workflows'
+critical paths (docs/headroom.md)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from scalesched.errors import InputError, check_output_path, clean_errors, print_json
+
+_COLUMNS = (
+    ("policy", "scheduler (* the best heuristic, (oracle) a clairvoyant row)"),
+    ("mean s", "mean response time over the measured (steady-state window) workflows"),
+    ("p99 s", "99th percentile of the same"),
+    ("steady", "the run kept up with the arrivals (else its figures describe an overload)"),
+    ("gap", "(mean - bound) / mean: the share a perfect scheduler could still win"),
+    ("gap cf", "the same against the contention-free bound"),
+)
+
+
+_SHORT = {
+    "slower_server": "slower",
+    "admission_wait": "admit",
+    "batching": "batch",
+    "model_load": "load",
+    "transfer": "xfer",
+    "tool_queue": "toolq",
+    "path": "path",
+}
+
+
+def _decomposition_table(study: Any) -> Table:
+    from scalesched.eval.headroom.decompose import COMPONENT_HELP, COMPONENTS
+
+    table = Table(title="where each policy's mean - contention-free bound goes (s per workflow)")
+    table.add_column("policy")
+    table.add_column("gap s", justify="right")
+    for name in COMPONENTS:
+        table.add_column(_SHORT[name], justify="right")
+    for row in study.rows:
+        d = row.decomposition
+        parts = [f"{d.components[c]:.2f}" for c in COMPONENTS]
+        table.add_row(row.name, f"{d.mean_response - d.mean_bound:.2f}", *parts)
+    table.caption = "\n".join(f"{_SHORT[c]}: {h}" for c, h in COMPONENT_HELP.items())
+    table.caption_justify = "left"
+    return table
+
+
+def _breakdown_table(study: Any, name: str) -> Table:
+    """One policy's split per model (tool for tool tasks) and per server type."""
+    from scalesched.eval.headroom.decompose import COMPONENTS
+
+    row = study.row(name)
+    table = Table(title=f"{name}: the split per model and per server type (s per workflow)")
+    table.add_column("model / server type")
+    parts = [c for c in COMPONENTS if c != "path"]
+    for c in parts:
+        table.add_column(_SHORT[c], justify="right")
+    d = row.decomposition
+    for group in (d.by_model, d.by_server_type):
+        for key, split in group.items():
+            table.add_row(key, *(f"{split[c]:.2f}" for c in parts))
+    return table
+
+
+def _main_table(study: Any) -> Table:
+    s = study.setting
+    table = Table(
+        title=f"headroom on {s['cluster']}, {s['workload']}, load {s['load']}, seed {s['seed']} "
+        f"({s['measured_workflows']} of {s['workflows']} workflows measured)"
+    )
+    for name, _ in _COLUMNS:
+        table.add_column(name, justify="left" if name == "policy" else "right")
+    for row in study.rows:
+        label = row.name + (" *" if row.name == study.best_heuristic else "")
+        label += " (oracle)" if row.oracle else ""
+        table.add_row(
+            label,
+            f"{row.mean_s:.2f}",
+            f"{row.p99_s:.2f}",
+            "yes" if row.steady else "NO",
+            f"{row.gap(study.bound_s):.1%}",
+            f"{row.gap(study.lower_bound_s):.1%}",
+        )
+    cap = study.capacity
+    cap_text = f"{cap.mean_s:.2f} s" if cap.mean_s is not None else f"none ({cap.status})"
+    lines = [
+        f"contention-free bound {study.lower_bound_s:.2f} s; capacity-aware bound {cap_text}",
+        *(f"{name}: {doc}" for name, doc in _COLUMNS),
+    ]
+    for row in study.rows:
+        if row.oracle:
+            fig = study.oracle_figures(row)
+            gain, share = fig["gain_over_best"], fig["headroom_captured"]
+            if gain is not None:
+                captured = f", {share:.0%} of its headroom captured" if share is not None else ""
+                lines.append(f"{row.name}: {gain:.1%} below {study.best_heuristic}{captured}")
+    table.caption = "\n".join(lines)
+    table.caption_justify = "left"
+    return table
+
+
+@contextmanager
+def _progress(show: bool, total: int) -> Iterator[Callable[[str], Callable[[int], None]]]:
+    """A rich bar per run (completed workflows); a no-op when hidden."""
+    if not show:
+        yield lambda label: lambda done: None
+        return
+    from rich.progress import Progress
+
+    with Progress(console=Console(stderr=True), transient=True) as bar:
+
+        def start(label: str) -> Callable[[int], None]:
+            task = bar.add_task(label, total=total)
+            return lambda done: bar.update(task, completed=done)
+
+        yield start
+
+
+def _check_names(names: list[str], option: str) -> None:
+    from scalesched.policies import get_policy
+
+    for name in names:
+        try:
+            get_policy(name)
+        except InputError as exc:  # the registry names --policy: say which option it was
+            raise InputError(option, option.lstrip("-"), exc.message) from None
+
+
+def headroom(
+    cluster: Annotated[str, typer.Option(help="Cluster preset or YAML file.")] = "hetero-16",
+    workload: Annotated[str, typer.Option(help="Workload preset or WfFormat JSON.")] = (
+        "agentic-mix"
+    ),
+    load: Annotated[
+        float, typer.Option(help="Arrival rate as a fraction of the measured capacity.")
+    ] = 0.9,
+    rate: Annotated[
+        float | None, typer.Option(help="Arrival rate in workflows/s (overrides --load).")
+    ] = None,
+    policy: Annotated[
+        list[str] | None,
+        typer.Option(help="Policy to measure (repeat it) [default: the best-heuristic set]."),
+    ] = None,
+    oracle: Annotated[
+        list[str] | None,
+        typer.Option(help="Oracle policy rows (repeat it) [default: rollout_oracle]."),
+    ] = None,
+    no_oracle: Annotated[
+        bool, typer.Option("--no-oracle", help="Skip the oracle rows (they are slow).")
+    ] = False,
+    workflows: Annotated[int, typer.Option(help="Number of workflows that arrive.")] = 1000,
+    seed: Annotated[int, typer.Option(min=0, help="Seed of every random choice.")] = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    plot: Annotated[
+        Path | None, typer.Option(help="Write the stacked-bar chart here (e.g. .png).")
+    ] = None,
+    progress: Annotated[bool, typer.Option(help="Show a progress bar per run.")] = True,
+) -> None:
+    """How much could any scheduler still win? Policies and oracles against two lower
+    bounds, with each policy's gap split along its critical paths."""
+    from scalesched.eval.headroom import DEFAULT_ORACLES, measure_headroom
+    from scalesched.policies import BEST_HEURISTIC_CANDIDATES
+    from scalesched.runs.setup import Scenario, prepare
+
+    if plot is not None:
+        check_output_path(plot, "--plot", "image")
+    policies = list(policy) if policy else list(BEST_HEURISTIC_CANDIDATES)
+    oracles = [] if no_oracle else list(oracle) if oracle else list(DEFAULT_ORACLES)
+    _check_names(policies, "--policy")
+    _check_names(oracles, "--oracle")
+    scenario = Scenario(workload=workload, workflows=workflows, load=load, rate=rate, seed=seed)
+    setup = prepare(cluster, scenario, stream=False)
+    show = progress and not as_json and sys.stderr.isatty()
+    with _progress(show, len(setup.jobs)) as bar:
+        study = measure_headroom(setup, policies, oracles, progress=bar)
+    if plot is not None:
+        from scalesched.eval.headroom.plot import plot_headroom
+
+        plot_headroom(study, plot)
+    if as_json:
+        print_json(study.as_json())
+        return
+    console = Console()
+    console.print(_main_table(study))
+    console.print(_decomposition_table(study))
+    if study.best_heuristic is not None:
+        console.print(_breakdown_table(study, study.best_heuristic))
+    for note in study.notes:
+        Console(stderr=True).print(f"note: {note}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``headroom`` to the ``scalesched`` command."""
+    app.command("headroom")(clean_errors(headroom))

@@ -1,0 +1,366 @@
+"""The capacity-aware lower bound on the mean response time: a fluid relaxation of the
+simulator's model, solved as one linear program (HiGHS).
+
+Why a second bound. The contention-free bound puts every LLM call on its fastest server
+(an H100 for the large models). When the offered work of a model is more than the fast
+servers can decode, some calls must run on slower ones, and that share of the gap to the
+contention-free bound is not headroom any scheduler could win. This bound charges it.
+
+The program, over the measured workflows W (arrived in the measurement window):
+
+* each LLM call ``i`` is placed on engine class ``k`` (model x GPU type x tensor
+  parallelism) a fraction ``y[i, k] >= 0``, ``sum_k y[i, k] = 1``, and sees ``u[i, k] / y``
+  seconds per decode step (less its own attention), between the step alone and the step
+  of the largest batch it can share (``batch_levels``); its duration is
+  ``sum_k y (prefill_k + out attn_k ctx_i) + out u``; a tool's is alone on the fastest core;
+* ``e_i >= e_p + d_i`` for every parent ``p``, ``e_i >= d_i``, and ``R_w >= e_i``: ``R_w``
+  is at least the workflow's critical path under those durations;
+* capacity: engine ``(s, m)`` (model ``m`` on server ``s``) is resident a fraction
+  ``x[s, m] <= 1`` of the time, ``sum_m tp[s, m] x[s, m] <= gpus[s]``; per class, over the
+  horizon ``T = n / rate`` (the window's workflows over the offered rate): decode seconds
+  <= ``T sum x``, KV token-seconds <= ``T sum x kv_tokens``, slot-seconds <=
+  ``T sum x batch_cap``;
+* minimise ``mean_w R_w``.
+
+Why it is a lower bound on the steady-state mean response of any schedule:
+
+1. Durations. A decode step of ``b`` requests takes ``lin[b] + attn sum_j ctx_j`` >=
+   ``lin[b] + attn (ctx_i + (b - 1) min_ctx)`` (``min_ctx``: the model's smallest context
+   in the run), and ``lin`` does not decrease with ``b``; prefill is the call's own.
+   Queueing, loads and transfers only add time. So each response is at least the critical
+   path under the durations of its actual (integral) placement and batches; fractions
+   only relax that.
+2. Decode seconds. Split a step of ``b`` requests as ``lin[b] / b + attn ctx_j`` per
+   request: an engine's decode time is the sum over its calls of their steps' shares. A
+   call's (seen, share) per step lies on or above the lower-left convex hull of the
+   points (``lin[b] + attn (b - 1) min_ctx``, ``lin[b] / b``), ``b`` up to the batch cap
+   and to what KV memory holds of the model's smallest call; by convexity (Jensen) the
+   class's decode seconds are at least ``alpha O + beta S + A`` for every hull edge
+   (``O`` steps, ``S`` seen step-seconds, ``A`` own attention seconds placed there).
+3. KV and slots. A call holds its KV tokens (at most the engine's, when it runs alone)
+   and a batch slot from admission to its end, at least its duration; an engine holds
+   at most its KV capacity and batch cap at any instant.
+4. Residency. At every instant the resident engines of a server hold at most its GPUs;
+   averaged over time that is the ``x`` row. An engine serves only while resident.
+5. Rates (the assumption). In steady state the work each engine class completes per second
+   equals the work placed on it per second, so the window's calls use the classes'
+   capacity over ``T`` and no more. A finite run can differ a little: it can borrow
+   capacity from its warm-up and cool-down. It holds for a schedule that keeps up with
+   the arrivals (a run judged steady).
+6. Slack. Calls off the critical path may run on slow classes or in big batches at no cost
+   to ``R_w`` as far as their slack allows; the program finds that, so only the
+   unavoidable share of slow placement is charged. The bound is never below the
+   contention-free bound (every duration is at least the fastest alone) and equals it when
+   the fast classes have room.
+
+Left out (each only loosens the bound): tool CPU cores, model load time, prefill's use of
+the engine, transfers.
+
+When even every class fully used cannot absorb the offered work, no schedule keeps up (the
+queues grow): the program is infeasible and there is no bound (``None``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy.optimize import linprog
+from scipy.sparse import coo_matrix
+
+from scalesched.cluster.tables import MODEL_INDEX, MODEL_NAMES, ClusterTables
+from scalesched.eval.headroom.decompose import alone_fastest
+from scalesched.workload.instance import Job, TaskInstance
+
+
+@dataclass(frozen=True)
+class CapacityBound:
+    """The program's answer."""
+
+    mean_s: float | None
+    """The bound on the mean response (None: infeasible, the load is past capacity)."""
+    status: str
+    solve_s: float
+    variables: int
+    slow_share: dict[str, float] = field(default_factory=dict)
+    """Per model: the share of its calls' decode work the bound places off the fastest class."""
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "mean_s": self.mean_s,
+            "status": self.status,
+            "solve_s": self.solve_s,
+            "variables": self.variables,
+            "slow_share": self.slow_share,
+        }
+
+
+def batch_levels(tables: ClusterTables, k: int, min_ctx: int, min_need: int) -> np.ndarray:
+    """The lower-left convex hull of engine class ``k``'s per-step trade-off: for each batch
+    size ``b`` a request can decode in, (step seconds it sees at least, step seconds it
+    costs the engine) = (``lin[b] + attn (b - 1) min_ctx``, ``lin[b] / b``), both less the
+    request's own ``attn ctx``. ``b`` runs up to the batch cap and to what the KV memory
+    holds of the model's smallest call. Rows: (seen, cost)."""
+    cap = int(tables.max_batch[k])
+    top = max(1, min(cap, int(tables.kv_capacity[k]) // max(1, min_need)))
+    b = np.arange(1, top + 1)
+    lin = tables.decode_lin[k, 1 : top + 1]
+    seen = lin + float(tables.decode_attn[k]) * (b - 1) * min_ctx
+    cost = lin / b
+    hull: list[tuple[float, float]] = []
+    for x, y in sorted(zip(seen.tolist(), cost.tolist(), strict=True)):
+        if hull and y >= hull[-1][1]:
+            continue  # dominated: no cheaper for the engine, and slower
+        while len(hull) >= 2:
+            (x1, y1), (x2, y2) = hull[-2], hull[-1]
+            if (x2 - x1) * (y - y1) - (y2 - y1) * (x - x1) <= 0:
+                hull.pop()  # hull[-1] lies on or above the chord: a mix of its neighbours
+            else:
+                break
+        hull.append((x, y))
+    return np.array(hull)
+
+
+@dataclass
+class _ClassUse:
+    """What the calls placed on one engine class use, as sums of their columns."""
+
+    steps: list[tuple[int, float]] = field(default_factory=list)
+    """Decode steps placed there (``out y``): O."""
+    seen: list[tuple[int, float]] = field(default_factory=list)
+    """Step-seconds they see, less their own attention (``out u``): S."""
+    own: list[tuple[int, float]] = field(default_factory=list)
+    """Their own attention's decode seconds (``out attn ctx y``): A."""
+    kv: list[tuple[int, float]] = field(default_factory=list)
+    """KV token-seconds (tokens x residence >= duration)."""
+    slots: list[tuple[int, float]] = field(default_factory=list)
+    """Slot-seconds (residence >= duration)."""
+
+
+class _Program:
+    """Columns and rows of the linear program, built workflow by workflow."""
+
+    def __init__(
+        self, tables: ClusterTables, classes: dict[int, list[int]], levels: dict[int, np.ndarray]
+    ) -> None:
+        self.tables, self.classes, self.levels = tables, classes, levels
+        self.cost: list[float] = []
+        self.upper: list[float | None] = []
+        self.rows: list[int] = []
+        self.cols: list[int] = []
+        self.vals: list[float] = []
+        self.rhs: list[float] = []
+        self.eq: list[tuple[list[tuple[int, float]], float]] = []
+        """Equality rows: (terms, value); per LLM call its y columns sum to 1."""
+        self.use: dict[tuple[int, int], _ClassUse] = {}
+        """Per (model, class)."""
+        self.shares: list[tuple[int, int, float, bool]] = []
+        """Per y column: (column, model, decode steps, whether the class is the fastest)."""
+
+    @property
+    def n_vars(self) -> int:
+        return len(self.cost)
+
+    def var(self, cost: float = 0.0, upper: float | None = None) -> int:
+        self.cost.append(cost)
+        self.upper.append(upper)
+        return self.n_vars - 1
+
+    def geq(self, terms: Sequence[tuple[int, float]], const: float) -> None:
+        """sum(coef x) >= const, stored as -sum <= -const."""
+        r = len(self.rhs)
+        for col, coef in terms:
+            self.rows.append(r)
+            self.cols.append(col)
+            self.vals.append(-coef)
+        self.rhs.append(-const)
+
+    def duration(self, task: TaskInstance) -> tuple[list[tuple[int, float]], float]:
+        """The task's duration as (terms, constant). An LLM call is on class ``k`` a
+        fraction ``y`` and sees ``u / y`` seconds per step (between the class's fastest and
+        slowest batch level, ``batch_levels``), less its own attention."""
+        t = self.tables
+        if task.kind != "llm" or not task.model:
+            return [], alone_fastest(t, task)
+        m = MODEL_INDEX[task.model]
+        out = max(1, task.output_tokens)
+        ctx = task.prompt_tokens + out // 2
+        kv_tokens = task.prompt_tokens + task.output_tokens
+        fastest = alone_fastest(t, task)
+        terms, ys = [], []
+        for k in self.classes[m]:
+            attn = float(t.decode_attn[k]) * ctx
+            fixed = t.engines[k].prefill_s(task.prompt_tokens) + out * attn
+            levels = self.levels[k]
+            y, u = self.var(), self.var()
+            ys.append(y)
+            terms += [(y, fixed), (u, float(out))]
+            self.geq([(u, 1.0), (y, -float(levels[0, 0]))], 0.0)  # u >= y seen_min
+            self.geq([(y, float(levels[-1, 0])), (u, -1.0)], 0.0)  # u <= y seen_max
+            use = self.use.setdefault((m, k), _ClassUse())
+            use.steps.append((y, float(out)))
+            use.seen.append((u, float(out)))
+            use.own.append((y, out * attn))
+            kv = float(min(kv_tokens, int(t.kv_capacity[k])))
+            use.kv += [(y, kv * fixed), (u, kv * out)]
+            use.slots += [(y, fixed), (u, float(out))]
+            alone = fixed - out * attn + out * (float(t.decode_lin[k, 1]) + attn)
+            self.shares.append((y, m, float(out), alone <= fastest))
+        self.eq.append(([(y, 1.0) for y in ys], 1.0))
+        return terms, 0.0
+
+    def workflow(self, job: Job, weight: float) -> None:
+        """R_w >= e_i >= e_p + d_i for the workflow's tasks (critical path under d)."""
+        wf = job.workflow
+        finish: list[int] = []
+        r_col = self.var(weight)
+        for i, task in enumerate(wf.tasks):
+            terms, const = self.duration(task)
+            e = self.var()
+            finish.append(e)
+            parents: Sequence[int | None] = wf.parents[i] or (None,)
+            for p in parents:
+                lhs = [(e, 1.0)] + [(c, -a) for c, a in terms]
+                if p is not None:
+                    lhs.append((finish[p], -1.0))
+                self.geq(lhs, const)
+            self.geq([(r_col, 1.0), (e, -1.0)], 0.0)
+
+    def _sum(self, terms: list[tuple[int, float]]) -> int:
+        """A column equal to sum(coef x)."""
+        col = self.var()
+        self.eq.append(([(col, 1.0)] + [(c, -a) for c, a in terms], 0.0))
+        return col
+
+    def capacity(self, horizon_s: float) -> None:
+        """Residency fractions x[s, m] <= 1 and the GPU rows; per class, what its calls use
+        <= horizon x its servers' residency x one engine's capacity: decode seconds (each
+        facet of ``batch_levels``, by Jensen over the calls), KV token-seconds, slots."""
+        t = self.tables
+        x: dict[tuple[int, int], int] = {}
+        for s in range(t.n):
+            terms = []
+            for m in self.classes:
+                if t.engine_class[s, m] >= 0:
+                    x[s, m] = self.var(upper=1.0)
+                    terms.append((x[s, m], -float(t.tp[s, m])))
+            if terms:
+                self.geq(terms, -float(t.gpus[s]))  # sum tp x <= gpus
+        for (m, k), use in self.use.items():
+            servers = [x[int(s), m] for s in np.nonzero(t.engine_class[:, m] == k)[0]]
+            steps, seen, own = self._sum(use.steps), self._sum(use.seen), self._sum(use.own)
+            for alpha, beta in _facets(self.levels[k]):
+                # decode seconds >= alpha O + beta S + A
+                lhs = [(s, horizon_s) for s in servers] + [(own, -1.0), (steps, -alpha)]
+                self.geq(lhs + [(seen, -beta)], 0.0)
+            for amount, per_engine in (
+                (use.kv, float(t.kv_capacity[k])),
+                (use.slots, float(t.max_batch[k])),
+            ):
+                self.geq(
+                    [(s, horizon_s * per_engine) for s in servers] + [(c, -a) for c, a in amount],
+                    0.0,
+                )
+
+    def solve(self) -> Any:
+        a_ub = coo_matrix(
+            (self.vals, (self.rows, self.cols)), shape=(len(self.rhs), self.n_vars)
+        ).tocsr()
+        rows = [r for r, (terms, _) in enumerate(self.eq) for _ in terms]
+        cols = [c for terms, _ in self.eq for c, _ in terms]
+        vals = [a for terms, _ in self.eq for _, a in terms]
+        a_eq = coo_matrix((vals, (rows, cols)), shape=(len(self.eq), self.n_vars))
+        return linprog(
+            np.array(self.cost),
+            A_ub=a_ub,
+            b_ub=np.array(self.rhs),
+            A_eq=a_eq.tocsr() if self.eq else None,
+            b_eq=np.array([v for _, v in self.eq]) if self.eq else None,
+            bounds=[(0.0, u) for u in self.upper],
+            method="highs-ipm",  # HiGHS interior point: ~3x the dual simplex here
+        )
+
+    def slow_share(self, y: np.ndarray) -> dict[str, float]:
+        """Per model: the share of its calls' decode steps placed off their fastest class."""
+        total: dict[int, float] = {}
+        slow: dict[int, float] = {}
+        for col, m, steps, fastest in self.shares:
+            total[m] = total.get(m, 0.0) + y[col] * steps
+            if not fastest:
+                slow[m] = slow.get(m, 0.0) + y[col] * steps
+        return {
+            MODEL_NAMES[m]: float(slow.get(m, 0.0) / tot)
+            for m, tot in sorted(total.items())
+            if tot > 0
+        }
+
+
+def _facets(levels: np.ndarray) -> list[tuple[float, float]]:
+    """(alpha, beta) of each edge of the hull (cost = alpha + beta seen); one flat line
+    when the hull is a single point."""
+    if len(levels) == 1:
+        return [(float(levels[0, 1]), 0.0)]
+    out = []
+    for (x1, y1), (x2, y2) in zip(levels[:-1], levels[1:], strict=True):
+        beta = (y2 - y1) / (x2 - x1)
+        out.append((float(y1 - beta * x1), float(beta)))
+    return out
+
+
+def _classes(tables: ClusterTables) -> dict[int, list[int]]:
+    """Per model: the engine classes that run it."""
+    return {
+        m: sorted({int(k) for k in tables.engine_class[:, m] if k >= 0})
+        for m in range(tables.engine_class.shape[1])
+    }
+
+
+def _levels(
+    tables: ClusterTables, classes: dict[int, list[int]], jobs: Sequence[Job]
+) -> dict[int, np.ndarray]:
+    """``batch_levels`` of every class, for the smallest call of its model among ``jobs``."""
+    need: dict[int, int] = {}
+    ctx: dict[int, int] = {}
+    for job in jobs:
+        for task in job.workflow.tasks:
+            if task.kind == "llm" and task.model:
+                m = MODEL_INDEX[task.model]
+                n = task.prompt_tokens + task.output_tokens
+                c = task.prompt_tokens + max(1, task.output_tokens) // 2
+                need[m] = min(need.get(m, n), n)
+                ctx[m] = min(ctx.get(m, c), c)
+    return {
+        k: batch_levels(tables, k, ctx.get(m, 0), need.get(m, 1))
+        for m, ks in classes.items()
+        for k in ks
+    }
+
+
+def capacity_bound(
+    tables: ClusterTables,
+    jobs: Sequence[Job],
+    offered_rate_wps: float,
+    run_jobs: Sequence[Job] | None = None,
+) -> CapacityBound:
+    """The bound over ``jobs`` (the measured workflows) arriving at ``offered_rate_wps``;
+    ``run_jobs``: every job of the run (the smallest calls that may share a batch with the
+    measured ones; default ``jobs``)."""
+    started = time.perf_counter()
+    n = len(jobs)
+    if n == 0 or not offered_rate_wps > 0:
+        return CapacityBound(None, "no measured workflows", 0.0, 0)
+    classes = _classes(tables)
+    prog = _Program(tables, classes, _levels(tables, classes, run_jobs or jobs))
+    for job in jobs:
+        prog.workflow(job, 1.0 / n)
+    prog.capacity(n / offered_rate_wps)
+    result = prog.solve()
+    elapsed = time.perf_counter() - started
+    if result.status != 0:
+        return CapacityBound(None, str(result.message), elapsed, prog.n_vars)
+    y = np.asarray(result.x)
+    mean = float(result.fun)
+    return CapacityBound(mean, "optimal", elapsed, prog.n_vars, prog.slow_share(y))

@@ -1,0 +1,222 @@
+"""Where each workflow's time above its contention-free bound went, along its realised
+critical path.
+
+The path: start at the workflow's last-finishing task and step back, each time, to the
+parent that finished last (the one whose end made the task ready: the simulator readies a
+task at the instant its last parent ends, so ``ready`` equals that parent's ``end``), until
+a root, which was ready at the workflow's arrival. The response time is then exactly the
+sum, over the path, of each task's ``end - ready``, and each of those splits into:
+
+* ``transfer``: ``landed - ready``, the inputs travelling from the parents' servers (and
+  any deferral, for a policy that defers);
+* ``model_load``: ``loaded - landed``, an LLM call waiting for its engine to load (and for
+  GPUs to load it on); 0 when the engine was resident;
+* ``admission_wait``: the rest of an LLM call's wait to ``start``, for a batch slot or KV
+  memory in its engine;
+* ``tool_queue``: a tool's wait for a free CPU core (``start - landed``);
+* ``slower_server``: the task alone on the server it ran on, minus alone on the fastest
+  server for it (what placement on a slower server costs with no contention at all);
+* ``batching``: the task's run (``end - start``) minus alone on that server: decode steps
+  slowed by the batch it shared (a tool's run equals its alone time: 0);
+* and the task alone on its fastest server, whose sum over the path is the path's own
+  contention-free length.
+
+The workflow's bound is the longest such contention-free path, so ``path`` (the realised
+path's contention-free length minus the bound, <= 0) completes the identity: response -
+bound = the sum of the seven components, exactly (up to float rounding), per workflow.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from scalesched.cluster.tables import MODEL_INDEX, ClusterTables
+from scalesched.kernel.records import TaskRecord
+from scalesched.workload.instance import Job, TaskInstance
+
+COMPONENTS: tuple[str, ...] = (
+    "slower_server",
+    "admission_wait",
+    "batching",
+    "model_load",
+    "transfer",
+    "tool_queue",
+    "path",
+)
+"""The parts of (response - contention-free bound), in the order tables show them."""
+
+COMPONENT_HELP: dict[str, str] = {
+    "slower_server": "alone on the chosen server minus alone on the fastest",
+    "admission_wait": "LLM call waiting in its engine for a batch slot or KV memory",
+    "batching": "run time minus alone on that server (decode slowed by the batch)",
+    "model_load": "LLM call waiting for its model to load",
+    "transfer": "inputs moving between servers (and deferral)",
+    "tool_queue": "tool waiting for a free CPU core",
+    "path": "realised path's contention-free length minus the bound (<= 0)",
+}
+
+
+@dataclass(frozen=True)
+class WorkflowSplit:
+    """One workflow's (response - bound) along its realised critical path."""
+
+    response: float
+    bound: float
+    parts: dict[str, float]
+    by_model: dict[str, dict[str, float]]
+    """The per-task parts summed per model (``tool`` for tool tasks)."""
+    by_server_type: dict[str, dict[str, float]]
+
+    @property
+    def residual(self) -> float:
+        """response - bound - sum of the parts: 0 up to rounding."""
+        return self.response - self.bound - math.fsum(self.parts.values())
+
+
+def alone_on(tables: ClusterTables, task: TaskInstance, server: int) -> float:
+    """Seconds the task takes alone on ``server``: no batch, no queue, no load."""
+    if task.kind != "llm" or not task.model:
+        return task.cpu_work / float(tables.core_speed[server]) + task.ext_latency
+    m = MODEL_INDEX[task.model]
+    k = int(tables.engine_class[server, m])
+    out = max(1, task.output_tokens)
+    ctx = task.prompt_tokens + out // 2
+    step = float(tables.decode_lin[k, 1]) + float(tables.decode_attn[k]) * ctx
+    return tables.engines[k].prefill_s(task.prompt_tokens) + out * step
+
+
+def alone_fastest(tables: ClusterTables, task: TaskInstance) -> float:
+    """Alone on the fastest server for it: the per-task cost of ``kernel.records.lower_bound``."""
+    if task.kind == "llm" and task.model:
+        m = MODEL_INDEX[task.model]
+        return tables.fastest_llm_time(m, task.prompt_tokens, max(1, task.output_tokens))
+    return task.cpu_work / tables.max_core_speed + task.ext_latency
+
+
+def critical_path(job: Job, records: dict[int, TaskRecord]) -> list[int]:
+    """Task indexes of the realised critical path, last task first (see module doc)."""
+    wf = job.workflow
+    i = max(records, key=lambda j: (records[j].end, j))
+    path = [i]
+    while wf.parents[i]:
+        ready = records[i].ready
+        # the parent whose end released it; rounding cannot part them (same double)
+        i = min(wf.parents[i], key=lambda p: (abs(records[p].end - ready), -records[p].end))
+        path.append(i)
+    return path
+
+
+def _task_parts(tables: ClusterTables, task: TaskInstance, r: TaskRecord) -> dict[str, float]:
+    alone = alone_on(tables, task, r.server)
+    parts = {
+        "transfer": r.landed - r.ready,
+        "slower_server": alone - alone_fastest(tables, task),
+        "batching": (r.end - r.start) - alone,
+    }
+    if task.kind == "llm":
+        loaded = r.loaded if r.loaded == r.loaded else r.landed  # NaN: it was resident
+        parts["model_load"] = loaded - r.landed
+        parts["admission_wait"] = r.start - loaded
+    else:
+        parts["tool_queue"] = r.start - r.landed
+    return parts
+
+
+def split_workflow(
+    tables: ClusterTables, job: Job, bound: float, rows: Iterable[TaskRecord]
+) -> WorkflowSplit:
+    """The split of one workflow, from its tasks' trace records."""
+    wf = job.workflow
+    index = {t.id: i for i, t in enumerate(wf.tasks)}
+    records = {index[r.task]: r for r in rows}
+    path = critical_path(job, records)
+    parts = dict.fromkeys(COMPONENTS, 0.0)
+    by_model: dict[str, dict[str, float]] = defaultdict(lambda: dict.fromkeys(COMPONENTS, 0.0))
+    by_type: dict[str, dict[str, float]] = defaultdict(lambda: dict.fromkeys(COMPONENTS, 0.0))
+    fastest = 0.0
+    for i in path:
+        task, r = wf.tasks[i], records[i]
+        fastest += alone_fastest(tables, task)
+        model = task.model if task.kind == "llm" and task.model else "tool"
+        kind = tables.spec.servers[r.server].type
+        for name, value in _task_parts(tables, task, r).items():
+            parts[name] += value
+            by_model[model][name] += value
+            by_type[kind][name] += value
+    parts["path"] = fastest - bound
+    response = records[path[0]].end - job.arrival
+    return WorkflowSplit(response, bound, parts, dict(by_model), dict(by_type))
+
+
+@dataclass(frozen=True)
+class Decomposition:
+    """The mean split of a policy's measured workflows (seconds per workflow)."""
+
+    workflows: int
+    mean_response: float
+    mean_bound: float
+    components: dict[str, float]
+    by_model: dict[str, dict[str, float]]
+    by_server_type: dict[str, dict[str, float]]
+    max_abs_residual: float
+    """Largest |response - bound - sum of parts| of one workflow: rounding only."""
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "workflows": self.workflows,
+            "mean_response_s": self.mean_response,
+            "mean_bound_s": self.mean_bound,
+            "gap_s": self.mean_response - self.mean_bound,
+            "components_s": self.components,
+            "by_model_s": self.by_model,
+            "by_server_type_s": self.by_server_type,
+            "max_abs_residual_s": self.max_abs_residual,
+        }
+
+
+def _mean_nested(
+    rows: Sequence[dict[str, dict[str, float]]], n: int
+) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    for row in rows:
+        for key, parts in row.items():
+            acc = out.setdefault(key, dict.fromkeys(COMPONENTS, 0.0))
+            for name, value in parts.items():
+                acc[name] += value / n
+    return {k: {c: v for c, v in parts.items() if c != "path"} for k, parts in sorted(out.items())}
+
+
+def decompose(
+    tables: ClusterTables,
+    jobs: Sequence[Job],
+    bounds: dict[int, float],
+    trace: Iterable[TaskRecord],
+) -> tuple[Decomposition, list[WorkflowSplit]]:
+    """Split every workflow of ``bounds`` (workflow id -> contention-free bound: the
+    measured ones) and average; the per-workflow splits come back too."""
+    rows: dict[int, list[TaskRecord]] = defaultdict(list)
+    for r in trace:
+        if r.workflow in bounds:
+            rows[r.workflow].append(r)
+    by_id = {job.workflow_id: job for job in jobs if job.workflow_id in bounds}
+    splits = [split_workflow(tables, by_id[w], bounds[w], rows[w]) for w in sorted(bounds)]
+    n = max(1, len(splits))
+    comps = {c: math.fsum(s.parts[c] for s in splits) / n for c in COMPONENTS}
+    residuals = np.array([abs(s.residual) for s in splits]) if splits else np.zeros(1)
+    return (
+        Decomposition(
+            workflows=len(splits),
+            mean_response=math.fsum(s.response for s in splits) / n,
+            mean_bound=math.fsum(s.bound for s in splits) / n,
+            components=comps,
+            by_model=_mean_nested([s.by_model for s in splits], n),
+            by_server_type=_mean_nested([s.by_server_type for s in splits], n),
+            max_abs_residual=float(residuals.max()),
+        ),
+        splits,
+    )

@@ -1,0 +1,187 @@
+"""One headroom study: run the policies and oracles on one setting, and put their means
+beside the two lower bounds, the oracle's gain and each policy's decomposed gap."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from scalesched.eval.headroom.bound import CapacityBound, capacity_bound
+from scalesched.eval.headroom.decompose import COMPONENT_HELP, Decomposition, decompose
+from scalesched.kernel.metrics import window_bounds
+from scalesched.kernel.records import lower_bound
+from scalesched.policies import best_heuristic
+from scalesched.runs.setup import RunSetup, run, scenario_capacity
+from scalesched.runs.windows import default_cooldown, default_warmup
+
+DEFAULT_ORACLES: tuple[str, ...] = ("rollout_oracle",)
+"""Oracle rows by default: the clairvoyant rollout over tail (slow: ~200 s of CPU per 400
+workflows on hetero-16)."""
+
+
+@dataclass(frozen=True)
+class PolicyRow:
+    """One policy's run against the bounds."""
+
+    name: str
+    mean_s: float
+    p99_s: float
+    steady: bool
+    oracle: bool
+    decomposition: Decomposition
+
+    def gap(self, bound: float) -> float:
+        """Share of the mean above ``bound``: what a perfect scheduler could still win."""
+        return (self.mean_s - bound) / self.mean_s if self.mean_s > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class Headroom:
+    """The study's result (``as_json`` is the command's ``--json``)."""
+
+    setting: dict[str, Any]
+    lower_bound_s: float
+    capacity: CapacityBound
+    rows: list[PolicyRow]
+    best_heuristic: str | None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def bound_s(self) -> float:
+        """The tighter bound: the capacity-aware one when it exists (never below the
+        contention-free one: both are lower bounds, so their maximum is one too)."""
+        cap = self.capacity.mean_s
+        return self.lower_bound_s if cap is None else max(cap, self.lower_bound_s)
+
+    def row(self, name: str) -> PolicyRow | None:
+        return next((r for r in self.rows if r.name == name), None)
+
+    def oracle_figures(self, row: PolicyRow) -> dict[str, float | None]:
+        """The oracle's gain over the best heuristic and the share of that heuristic's
+        headroom (its mean less the bound) it captured."""
+        best = self.row(self.best_heuristic) if self.best_heuristic else None
+        if best is None:
+            return {"gain_over_best": None, "headroom_captured": None}
+        room = best.mean_s - self.bound_s
+        won = best.mean_s - row.mean_s
+        return {
+            "gain_over_best": won / best.mean_s if best.mean_s > 0 else None,
+            "headroom_captured": won / room if room > 0 else None,
+        }
+
+    def as_json(self) -> dict[str, Any]:
+        policies = {
+            r.name: {
+                "mean_s": r.mean_s,
+                "p99_s": r.p99_s,
+                "steady": r.steady,
+                "gap": r.gap(self.bound_s),
+                "gap_contention_free": r.gap(self.lower_bound_s),
+                "oracle": r.oracle,
+                "best_heuristic": r.name == self.best_heuristic,
+            }
+            for r in self.rows
+        }
+        oracle = {
+            r.name: {"mean_s": r.mean_s, "p99_s": r.p99_s, **self.oracle_figures(r)}
+            for r in self.rows
+            if r.oracle
+        }
+        return {
+            "setting": self.setting,
+            "lower_bound": {
+                "mean_s": self.lower_bound_s,
+                "what": "contention-free: every task alone on its fastest server",
+            },
+            "capacity_bound": {
+                **self.capacity.as_json(),
+                "what": "fluid relaxation: fast servers' decode, KV and slot capacity at the "
+                "offered rate (docstring of scalesched.eval.headroom.bound)",
+            },
+            "bound_s": self.bound_s,
+            "best_heuristic": self.best_heuristic,
+            "policies": policies,
+            "oracle": oracle,
+            "decomposition": {
+                "components": COMPONENT_HELP,
+                "policies": {r.name: r.decomposition.as_json() for r in self.rows},
+            },
+            "notes": self.notes,
+        }
+
+
+def _run_one(
+    setup: RunSetup,
+    name: str,
+    oracle: bool,
+    measured: dict[int, float],
+    on_done: Callable[[int], None],
+) -> PolicyRow:
+    result = run(setup, name, record_trace=True, on_workflow_done=on_done)
+    m = result.metrics
+    split, _ = decompose(setup.tables, setup.jobs, measured, result.trace)
+    return PolicyRow(
+        name=name,
+        mean_s=float(m["avg_response_time_s"]),
+        p99_s=float(m["p99_response_time_s"]),
+        steady=bool(m["steady_state"]),
+        oracle=oracle,
+        decomposition=split,
+    )
+
+
+def _steady_rate(setup: RunSetup, window_rate: float) -> float:
+    """The arrival rate the capacity bound spreads the window's work over: the scenario's
+    long-run rate (``--rate``, or ``--load`` x the measured capacity) when it is below the
+    window's own (a short window can draw a burst, which a run absorbs from its cool-down),
+    else the window's: the smaller rate, the looser and safer bound."""
+    scenario = setup.scenario
+    nominal = scenario.rate
+    if nominal is None:
+        capacity = scenario_capacity(setup.tables, scenario)  # cached by ``prepare``
+        nominal = scenario.load * capacity if capacity is not None else None
+    return min(window_rate, nominal) if nominal else window_rate
+
+
+def measure_headroom(
+    setup: RunSetup,
+    policies: Sequence[str],
+    oracles: Sequence[str] = DEFAULT_ORACLES,
+    *,
+    progress: Callable[[str], Callable[[int], None]] | None = None,
+) -> Headroom:
+    """Run ``policies`` then ``oracles`` (registered names) on ``setup`` (jobs realised up
+    front: the decomposition reads every task's record) with the default steady-state
+    window, and compute the bounds over the measured workflows. ``progress(label)`` gives
+    the per-run callback of completed workflows."""
+    jobs = sorted(setup.jobs, key=lambda j: (j.arrival, j.workflow_id))
+    n = len(jobs)
+    first, last = window_bounds(n, default_warmup(n), default_cooldown(n))
+    window = jobs[first : last + 1]
+    measured = {j.workflow_id: lower_bound(setup.tables, j) for j in window}
+    rows: list[PolicyRow] = []
+    for name, is_oracle in [*((p, False) for p in policies), *((o, True) for o in oracles)]:
+        tick = progress(name) if progress is not None else (lambda done: None)
+        rows.append(_run_one(setup, name, is_oracle, measured, tick))
+    span = window[-1].arrival - window[0].arrival if len(window) > 1 else 0.0
+    rate = (len(window) - 1) / span if span > 0 else 0.0
+    cap = capacity_bound(setup.tables, window, _steady_rate(setup, rate), jobs)
+    best = best_heuristic({r.name: r.mean_s for r in rows if not r.oracle})
+    notes = [f"{r.name} did not reach steady state" for r in rows if not r.steady]
+    if cap.mean_s is None:
+        notes.append(f"no capacity bound: {cap.status}")
+    scenario = setup.scenario
+    setting = {
+        "cluster": setup.cluster.name,
+        "workload": scenario.workload,
+        "load": None if scenario.rate is not None else scenario.load,
+        "rate": scenario.rate,
+        "offered_rate_wps": rate,
+        "workflows": n,
+        "measured_workflows": len(window),
+        "seed": scenario.seed,
+    }
+    lb = math.fsum(measured.values()) / max(1, len(measured))
+    return Headroom(setting, lb, cap, rows, best, notes)

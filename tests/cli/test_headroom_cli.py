@@ -1,0 +1,76 @@
+"""``scalesched headroom``: its JSON keys, the chart, an oracle row, and bad input as one
+line with exit code 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from scalesched.cli import app
+
+runner = CliRunner()
+SMALL = ["--workflows", "60", "--load", "0.8", "--seed", "1", "--no-progress"]
+
+
+def _invoke(*args: str) -> tuple[int, str, str]:
+    result = runner.invoke(app, ["headroom", *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_json_keys_and_plot(tmp_path: Path) -> None:
+    chart = tmp_path / "headroom.png"
+    code, out, err = _invoke(
+        *SMALL, "--policy", "eft", "--policy", "tail", "--no-oracle", "--json", "--plot", str(chart)
+    )
+    assert code == 0, err
+    data = json.loads(out)
+    for key in ("lower_bound", "capacity_bound", "oracle", "decomposition", "policies"):
+        assert key in data
+    assert set(data["policies"]) == {"eft", "tail"}
+    assert data["oracle"] == {}
+    assert data["best_heuristic"] in ("eft", "tail")
+    for row in data["policies"].values():
+        assert row["mean_s"] >= data["lower_bound"]["mean_s"]
+    assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_table_names_the_columns() -> None:
+    code, out, err = _invoke(*SMALL, "--policy", "eft", "--no-oracle")
+    assert code == 0, err
+    for word in ("contention-free bound", "capacity-aware bound", "admit", "slower"):
+        assert word in out
+
+
+def test_one_tiny_oracle_row() -> None:
+    code, out, err = _invoke(
+        "--workflows", "20", "--load", "0.5", "--seed", "1", "--no-progress",
+        "--policy", "tail", "--oracle", "rollout_oracle", "--json",
+    )  # fmt: skip
+    assert code == 0, err
+    data = json.loads(out)
+    row = data["oracle"]["rollout_oracle"]
+    assert row["mean_s"] > 0 and "gain_over_best" in row and "headroom_captured" in row
+    assert data["policies"]["rollout_oracle"]["oracle"] is True
+
+
+@pytest.mark.parametrize(
+    ("args", "names"),
+    [
+        (["--policy", "nope"], "--policy"),
+        (["--oracle", "nope"], "--oracle"),
+        (["--cluster", "nope"], "cluster"),
+        (["--workload", "nope"], "--workload"),
+        (["--load", "-1"], "--load"),
+        (["--workflows", "0"], "--workflows"),
+        (["--plot", "/no/such/folder/x.png"], "--plot"),
+        (["--plot", "chart.notanimage"], "--plot"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(args: list[str], names: str) -> None:
+    code, _, err = _invoke(*args)
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and names in lines[0], err

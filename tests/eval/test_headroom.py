@@ -1,0 +1,139 @@
+"""The headroom study: the decomposition is exact, and the capacity-aware bound lies
+between the contention-free bound and every heuristic's measured mean, including on a
+mix whose few H100s cannot take all the large-model work."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from scalesched.eval.headroom import COMPONENTS, Headroom, measure_headroom
+from scalesched.eval.headroom.bound import batch_levels
+from scalesched.runs.setup import Scenario, prepare
+
+HEURISTICS = ["eft", "tail", "least_loaded", "round_robin"]
+
+SKEWED = """name: skewed-a100
+servers:
+  - type: h100-80g-x4
+    count: 1
+  - type: a100-80g-x4
+    count: 5
+  - type: cpu-64c
+    count: 2
+"""
+
+
+def _study(cluster: str, **scenario: object) -> Headroom:
+    setup = prepare(cluster, Scenario(workload="agentic-mix", **scenario), stream=False)  # type: ignore[arg-type]
+    return measure_headroom(setup, HEURISTICS, [])
+
+
+@pytest.fixture(scope="module")
+def studies(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Headroom]:
+    skewed = tmp_path_factory.mktemp("clusters") / "skewed.yaml"
+    skewed.write_text(SKEWED)
+    return {
+        "hetero-16 load 0.9": _study("hetero-16", workflows=150, load=0.9, seed=2),
+        "skewed rate 0.5": _study(str(skewed), workflows=150, rate=0.5, seed=3),
+        "skewed rate 0.8": _study(str(skewed), workflows=150, rate=0.8, seed=3),
+    }
+
+
+def test_capacity_bound_between_contention_free_bound_and_every_mean(
+    studies: dict[str, Headroom],
+) -> None:
+    for label, study in studies.items():
+        cap = study.capacity.mean_s
+        assert cap is not None, (label, study.capacity.status)
+        assert cap >= study.lower_bound_s - 1e-6, label
+        for row in study.rows:
+            assert cap <= row.mean_s, (label, row.name, cap, row.mean_s)
+
+
+def test_skewed_mix_charges_slow_placement(studies: dict[str, Headroom]) -> None:
+    """One H100 for five A100s at a rate it cannot carry: part of the 70b work must run on
+    A100s, and the capacity-aware bound rises above the contention-free one for it."""
+    study = studies["skewed rate 0.8"]
+    assert study.capacity.slow_share["llama-2-70b"] > 0.05
+    assert study.bound_s > study.lower_bound_s * 1.02
+    lighter = studies["skewed rate 0.5"]
+    assert lighter.capacity.slow_share["llama-2-70b"] < study.capacity.slow_share["llama-2-70b"]
+
+
+def test_decomposition_sums_exactly(studies: dict[str, Headroom]) -> None:
+    for label, study in studies.items():
+        for row in study.rows:
+            d = row.decomposition
+            assert d.workflows == study.setting["measured_workflows"]
+            assert d.max_abs_residual < 1e-6, (label, row.name)
+            gap = d.mean_response - d.mean_bound
+            assert math.isclose(sum(d.components.values()), gap, abs_tol=1e-6)
+            assert math.isclose(d.mean_response, row.mean_s, rel_tol=1e-9)
+            assert math.isclose(d.mean_bound, study.lower_bound_s, rel_tol=1e-9)
+            assert d.components["path"] <= 1e-9  # the bound is the longest path
+            for name in ("slower_server", "batching", "admission_wait", "model_load"):
+                assert d.components[name] >= -1e-9, (label, row.name, name)
+            per_model = sum(sum(parts.values()) for parts in d.by_model.values())
+            per_type = sum(sum(parts.values()) for parts in d.by_server_type.values())
+            no_path = gap - d.components["path"]
+            assert math.isclose(per_model, no_path, abs_tol=1e-6)
+            assert math.isclose(per_type, no_path, abs_tol=1e-6)
+
+
+def test_model_loads_are_recorded(studies: dict[str, Headroom]) -> None:
+    """The trace's ``loaded`` time reaches the split: engines load on demand, and some
+    critical-path call waits for one."""
+    for study in studies.values():
+        assert any(r.decomposition.components["model_load"] > 0 for r in study.rows)
+
+
+def test_round_robin_pays_for_slow_servers(studies: dict[str, Headroom]) -> None:
+    """Sanity of the split: placing blindly puts calls on slow servers, eft much less so."""
+    study = studies["hetero-16 load 0.9"]
+    rr, eft = study.row("round_robin"), study.row("eft")
+    assert rr is not None and eft is not None
+    assert (
+        rr.decomposition.components["slower_server"]
+        > 2 * eft.decomposition.components["slower_server"]
+    )
+
+
+def test_json_shape(studies: dict[str, Headroom]) -> None:
+    out = studies["hetero-16 load 0.9"].as_json()
+    assert {"lower_bound", "capacity_bound", "oracle", "decomposition", "policies"} <= set(out)
+    assert set(out["policies"]) == set(HEURISTICS)
+    assert out["best_heuristic"] in ("eft", "tail", "least_loaded")
+    for row in out["policies"].values():
+        assert {"mean_s", "p99_s", "steady", "gap"} <= set(row)
+        assert 0.0 <= row["gap"] < 1.0
+    assert set(out["decomposition"]["policies"]["tail"]["components_s"]) == set(COMPONENTS)
+
+
+def test_batch_levels_are_a_lower_left_hull() -> None:
+    """Step time seen grows and the engine's cost per request falls along the hull, and
+    it is convex (each slope steeper than the next)."""
+    setup = prepare("hetero-16", Scenario(workload="agentic-mix", workflows=2, rate=1.0))
+    levels = batch_levels(setup.tables, 1, 200, 500)
+    assert len(levels) >= 2
+    seen, cost = levels[:, 0], levels[:, 1]
+    assert (seen[1:] > seen[:-1]).all() and (cost[1:] < cost[:-1]).all()
+    slopes = (cost[1:] - cost[:-1]) / (seen[1:] - seen[:-1])
+    assert (slopes[1:] >= slopes[:-1] - 1e-12).all()
+
+
+def test_capacity_bound_is_the_contention_free_bound_when_capacity_is_ample() -> None:
+    """At a trickle of arrivals every call can run alone on its fastest server: the
+    program's optimum is the contention-free bound itself; past every engine's capacity it
+    has no answer."""
+    from scalesched.eval.headroom.bound import capacity_bound
+    from scalesched.kernel.records import lower_bound
+
+    setup = prepare("hetero-16", Scenario(workload="agentic-mix", workflows=40, rate=0.05))
+    jobs = list(setup.jobs)
+    lb = sum(lower_bound(setup.tables, j) for j in jobs) / len(jobs)
+    ample = capacity_bound(setup.tables, jobs, 0.05)
+    assert ample.mean_s is not None and math.isclose(ample.mean_s, lb, rel_tol=1e-6)
+    flood = capacity_bound(setup.tables, jobs, 500.0)
+    assert flood.mean_s is None and flood.status
