@@ -36,7 +36,7 @@ from scalesched.cluster.endpoints import BackendEntry, EndpointSettings, backend
 from scalesched.cluster.tables import MODEL_INDEX
 from scalesched.policies import get_policy
 from scalesched.serve.engine import EngineServer, backends_yaml, fleet_servers, server_of_type
-from scalesched.serve.gateway import Gateway, _load_by_model, _Waiting
+from scalesched.serve.gateway import Gateway, WaitingRequest, load_by_model
 from scalesched.serve.loop import new_event_loop
 from scalesched.serve.protocol import parse_request, task_signals
 
@@ -73,7 +73,7 @@ def own_us_per_call(n: int = 3000) -> float:
     def call(i: int) -> None:
         req = parse_request(json.loads(BODY), True)
         task = gw.state.task(req, f"wf-{i}", f"wf-{i}", task_signals({}))
-        waiting = _Waiting(req.model, task, (), loop.create_future())
+        waiting = WaitingRequest(req.model, task, (), loop.create_future())
         gw.pending.append(waiting)
         gw._drive()
         server, est = waiting.placed.result()
@@ -100,8 +100,8 @@ def scrape_parse_us(n: int = 2000) -> float:
         server_type=server.type,
     )
     catalog = {name: MODEL_INDEX[model] for name, model in served.items()}
-    assert _load_by_model(text, backend, catalog) == {m: 0.0 for m in set(catalog.values())}
-    return _best_us(lambda _i: _load_by_model(text, backend, catalog), n)
+    assert load_by_model(text, backend, catalog) == {m: 0.0 for m in set(catalog.values())}
+    return _best_us(lambda _i: load_by_model(text, backend, catalog), n)
 
 
 async def _http_us_per_call(n: int) -> tuple[float, float]:

@@ -19,7 +19,7 @@ from scalesched.serve.engine import (
     server_of_type,
     start_site,
 )
-from scalesched.serve.gateway import Gateway, _load_by_model
+from scalesched.serve.gateway import Gateway, load_by_model
 
 
 def test_the_fleet_backends_file_loads_back_for_every_gpu_server():
@@ -48,7 +48,7 @@ def test_scraped_load_beyond_the_gateways_own_is_added_to_the_view():
         server_type="h100-80g-x1",
     )
     gw = Gateway([b], get_policy("eft"), get_policy("least_loaded"))
-    load = _load_by_model(engine.metrics_text(), b, gw.state.catalog)
+    load = load_by_model(engine.metrics_text(), b, gw.state.catalog)
     m = MODEL_INDEX["llama-2-7b"]
     assert load == {m: 2.0}
     gw.state.own_batch[0, m] = 1  # one of them is the gateway's own
@@ -87,9 +87,9 @@ def test_the_load_scan_reads_what_a_prometheus_parser_reads():
             if load and name in catalog:
                 expected[catalog[name]] = expected.get(catalog[name], 0.0) + sample.value
     assert expected == {MODEL_INDEX["llama-2-7b"]: 5.0, MODEL_INDEX["phi-2"]: 1.0}
-    assert _load_by_model(text, b, catalog) == expected
+    assert load_by_model(text, b, catalog) == expected
     broken = text.replace("} 1\n", "} one\n")
-    assert _load_by_model(broken, b, catalog) == {}  # unparsable: no load this time
+    assert load_by_model(broken, b, catalog) == {}  # unparsable: no load this time
 
 
 def test_api_key_and_extra_fields_reach_the_backend(monkeypatch):

@@ -120,7 +120,7 @@ def _allowed(answer: Any, decision: Decision) -> bool:
 
 
 @dataclass(eq=False)
-class _Waiting:
+class WaitingRequest:
     served: str
     task: TaskRequest
     excluded: tuple[int, ...]
@@ -212,9 +212,9 @@ class Gateway:
         self.scheduler = GuardedScheduler(scheduler, fallback, self._fell_back)
         self.scheduler.reset(seed)
         self.max_pending, self.max_attempts, self.scrape_s = max_pending, max_attempts, scrape_s
-        self.pending: deque[_Waiting] = deque()
-        self.deferred: list[_Waiting] = []
-        self._current: tuple[_Waiting, Decision] | None = None
+        self.pending: deque[WaitingRequest] = deque()
+        self.deferred: list[WaitingRequest] = []
+        self._current: tuple[WaitingRequest, Decision] | None = None
         self.in_flight = 0
         self._session: aiohttp.ClientSession | None = None
         self._scraper: asyncio.Task[None] | None = None
@@ -276,7 +276,7 @@ class Gateway:
     async def _place(
         self, served: str, task: TaskRequest, excluded: tuple[int, ...]
     ) -> tuple[int, float]:
-        w = _Waiting(served, task, excluded, asyncio.get_running_loop().create_future())
+        w = WaitingRequest(served, task, excluded, asyncio.get_running_loop().create_future())
         self.pending.append(w)
         self._drive()
         return await w.placed
@@ -540,14 +540,14 @@ class Gateway:
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             self._mask(server, f"scrape: {exc!r}")
             return
-        self.state.observe(server, _load_by_model(text, backend, self.state.catalog))
+        self.state.observe(server, load_by_model(text, backend, self.state.catalog))
         if not self.state.healthy[server]:
             log.warning("backend %s healthy again", backend.name)
         self.state.healthy[server] = True
         self._healthy[server].set(1)
 
 
-def _load_by_model(text: str, backend: BackendEntry, catalog: dict[str, int]) -> dict[int, float]:
+def load_by_model(text: str, backend: BackendEntry, catalog: dict[str, int]) -> dict[int, float]:
     """Running + waiting requests per catalog model index, from vLLM's Prometheus text.
 
     Only ``vllm:num_requests_running`` and ``_waiting`` are read, by a scan for their
