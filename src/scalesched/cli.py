@@ -674,12 +674,12 @@ def _study(
 
 DEMO_SIZES = (16, 32, 48)
 """The training size and the two the paper claims zero-shot transfer to."""
-DEMO_LEARNED = ("scale", "mlp-16")
-"""The claim (scale) and the fixed-size baseline that cannot run past N = 16 (two cheap runs
-that show why SCALE's size-free network matters). The other shipped variants are left to
-``eval`` (docs/reproduction.md): each adds six neural runs, the demo's slowest kind (a third
-of its time each), and two seeds cannot resolve what they are for: the 2-seed SRR gain
-measured with scale-nosrr had 95% CIs of +-5 to +-39 points."""
+DEMO_LEARNED = ("scale-dagger", "mlp-16")
+"""The shipped SCALE network that beats the best heuristic (expert iteration) and the
+fixed-size baseline that cannot run past N = 16 (two cheap runs that show why SCALE's
+size-free network matters). The PPO-trained variants are left to ``eval``
+(docs/reproduction.md): each adds six neural runs, the demo's slowest kind (a third of its
+time each)."""
 DEMO_WORKFLOWS = 1500
 """Workflows per demo run: at 1000 (700 measured) 19 of 56 runs failed the steady-state
 check, the best heuristic's among them, so no verdict could be given; the docs' studies

@@ -162,7 +162,7 @@ def test_demo_code_path_with_a_reduced_budget(tmp_path: Path) -> None:
     flat = " ".join(result.stdout.split())
     verdict = flat[flat.index("Verdict:") :]
     assert flat.index("Verdict:") > flat.index("results:") and flat.count("Verdict:") == 1
-    assert verdict.startswith("Verdict: none for scale at N = 16, 32, 48")
+    assert verdict.startswith("Verdict: none for scale-dagger at N = 16, 32, 48")
 
 
 def test_eval_over_ray_gives_the_same_rows(tmp_path: Path) -> None:

@@ -57,7 +57,7 @@ from scalesched.sim.accounts import Accounts
 from scalesched.sim.branch_rides import BranchRides
 from scalesched.sim.events import ARRIVE as _ARRIVE
 from scalesched.sim.events import DECODE as _DECODE
-from scalesched.sim.futures import FutureSampler, RedrawnTasks, redraw
+from scalesched.sim.futures import FutureSampler, RedrawnTasks, after_fork
 from scalesched.sim.gpu_engine import SimEngine as _Engine
 from scalesched.sim.kv_reuse import KvReuse
 from scalesched.sim.llm_serving import LlmServing
@@ -319,13 +319,7 @@ class Simulation(RunLedger):
             memo[id(self._futures.sampler)] = self._futures.sampler
         clone = copy.deepcopy(self, memo)
         clone._task = clone.tasks.of.__getitem__  # a C method: deepcopy would keep ours
-        if clone._futures is not None:
-            clone._task = clone._futures.task
-        if sampler is not None:
-            if rng is None:
-                raise ValueError("fork(sampler=...) needs a seeded rng")
-            redraw(clone, sampler, rng)
-        return clone
+        return after_fork(clone, sampler, rng)  # type: ignore[no-any-return]
 
     # -- helpers ---------------------------------------------------------------------
     def _push(self, time: float, kind: int, a: int, b: int) -> None:

@@ -144,6 +144,18 @@ class RedrawnJobs(Sequence[Job]):
         return job
 
 
+def after_fork(clone: Any, sampler: FutureSampler | None, rng: np.random.Generator | None) -> Any:
+    """``Simulation.fork``'s last step: a fork of a redrawn fork keeps reading its redrawn
+    tasks; with a ``sampler`` (and a seeded ``rng``) the clone is redrawn now."""
+    if clone._futures is not None:
+        clone._task = clone._futures.task
+    if sampler is not None:
+        if rng is None:
+            raise ValueError("fork(sampler=...) needs a seeded rng")
+        redraw(clone, sampler, rng)
+    return clone
+
+
 def redraw(sim: Any, sampler: FutureSampler, rng: np.random.Generator) -> None:
     """Make the freshly forked ``sim`` continue on sampled futures (see the module
     docstring). Called by ``Simulation.fork``; ``sim`` shares nothing it changes here."""
