@@ -22,7 +22,7 @@ from pathlib import Path
 
 from scalesched.policies import BEST_HEURISTIC_CANDIDATES
 
-WORKLOADS = ("agentic-mix", "tool-heavy", "coordinator", "best-of-n")
+WORKLOADS = ("agentic-mix", "tool-heavy", "coordinator", "best-of-n", "self-consistency")
 LOADS = (0.5, 0.7, 0.9)
 SKEWED = """name: skewed-a100
 servers:
