@@ -137,3 +137,34 @@ def test_cli_trains_a_dagger_config_and_refuses_ppo_only_options(tmp_path: Path)
     unknown.write_text("algorithm: sarsa\n")
     named = runner.invoke(app, ["train", "--config", str(unknown)])
     assert named.exit_code == 2 and "algorithm" in named.output
+
+
+def test_more_settings_take_turns_in_episodes_and_all_validate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tool_heavy_capacity: None
+) -> None:
+    import scalesched.train.dagger as dagger
+
+    seen: list[tuple[str, str]] = []
+    real = dagger.prepare
+
+    def recording(cluster: str, scenario: Scenario) -> object:
+        seen.append((cluster, scenario.workload))
+        return real(cluster, scenario)
+
+    monkeypatch.setattr(dagger, "prepare", recording)
+    cfg = DaggerConfig(
+        expert="tail",
+        workflows=15,
+        iterations=1,
+        episodes=2,
+        epochs=1,
+        load=0.7,
+        more_settings=[dagger.Setting("hetero-16", "tool-heavy", 0.7)],
+        validation_seeds=[1000],
+        validation_workflows=15,
+        out=str(tmp_path),
+    )
+    train(cfg)
+    episodes, validation = seen[:2], seen[2:]
+    assert episodes == [("hetero-16", "agentic-mix"), ("hetero-16", "tool-heavy")]
+    assert sorted(set(validation)) == [("hetero-16", "agentic-mix"), ("hetero-16", "tool-heavy")]

@@ -33,6 +33,7 @@ choice derives from ``seed``: same config, same checkpoint.
 from __future__ import annotations
 
 import copy
+import itertools
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -64,6 +65,17 @@ validation (1000+)."""
 
 
 @dataclass
+class Setting:
+    """One (cluster, workload, load) that episodes and validation run on."""
+
+    __pydantic_config__ = ConfigDict(extra="forbid")
+
+    cluster: str
+    workload: str
+    load: float
+
+
+@dataclass
 class DaggerConfig:
     """Everything one expert-iteration run depends on; a YAML file with ``algorithm:
     dagger`` sets any subset of these fields (``scalesched train --config``)."""
@@ -76,6 +88,10 @@ class DaggerConfig:
     """Workload of the training and validation episodes."""
     load: float = 0.9
     """Offered load as a fraction of measured capacity, where the map shows room."""
+    more_settings: list[Setting] = field(default_factory=list)
+    """Further settings besides ``cluster``/``workload``/``load``: episode ``k`` of the run
+    uses setting ``k`` modulo their number, and validation averages over all of them (the
+    regimes where the headroom map shows room; keep their clusters at the training size)."""
     workflows: int = 300
     """Workflows per training episode."""
     expert: str = "rollout_oracle"
@@ -132,6 +148,8 @@ class DaggerConfig:
         for name, ok in checks.items():
             if not ok:
                 raise InputError(source, name, f"out of range: {getattr(self, name)!r}")
+        if any(not x.load > 0 for x in self.more_settings):
+            raise InputError(source, "more_settings", "every load must be > 0")
         if set(self.validation_seeds) & set(range(100)):
             raise InputError(source, "validation_seeds", "must avoid evaluation's seeds 0-99")
 
@@ -299,16 +317,24 @@ def fit(
     return {"ce": sums["ce"] / steps, "srr": sums["srr"] / steps, "accuracy": accuracy}
 
 
+def settings_of(cfg: DaggerConfig) -> list[Setting]:
+    """The run's settings: the main one, then ``more_settings``."""
+    return [Setting(cfg.cluster, cfg.workload, cfg.load), *cfg.more_settings]
+
+
 def validation_ratio(net: PolicyNetwork, cfg: DaggerConfig, base: str) -> float:
-    """Mean over validation seeds of the network's mean response (steady window), acting as
-    it is shipped (sampling from its distribution, seeded), divided by the base
-    heuristic's on the same seed: below 1 the network beats it."""
+    """Mean over settings and validation seeds of the network's mean response (steady
+    window), acting as it is shipped (sampling from its distribution, seeded), divided by
+    the base heuristic's on the same run: below 1 the network beats it."""
     ratios = []
-    for seed in cfg.validation_seeds:
+    for setting, seed in itertools.product(settings_of(cfg), cfg.validation_seeds):
         scenario = Scenario(
-            workload=cfg.workload, workflows=cfg.validation_workflows, load=cfg.load, seed=seed
+            workload=setting.workload,
+            workflows=cfg.validation_workflows,
+            load=setting.load,
+            seed=seed,
         )
-        setup = prepare(cfg.cluster, scenario)
+        setup = prepare(setting.cluster, scenario)
         student = NetworkScheduler(copy.deepcopy(net), name="dagger")
         mine = float(run(setup, student).metrics["avg_response_time_s"])
         theirs = float(run(setup, base).metrics["avg_response_time_s"])
@@ -332,16 +358,19 @@ def train(
     rows: list[dict[str, float]] = []
     best = math.inf
     out = Path(cfg.out)
+    settings = settings_of(cfg)
     for it in range(cfg.iterations):
         beta = cfg.beta0 * cfg.beta_decay**it
         for ep in range(cfg.episodes):
-            seed = TRAIN_SEED_BASE + 1000 * cfg.seed + cfg.episodes * it + ep
+            k = cfg.episodes * it + ep
+            seed = TRAIN_SEED_BASE + 1000 * cfg.seed + k
+            setting = settings[k % len(settings)]
             student = NetworkScheduler(net, name="dagger")
             labeller = Labeller(student, get_policy(cfg.expert), beta, data, seed)
             scenario = Scenario(
-                workload=cfg.workload, workflows=cfg.workflows, load=cfg.load, seed=seed
+                workload=setting.workload, workflows=cfg.workflows, load=setting.load, seed=seed
             )
-            run(prepare(cfg.cluster, scenario), labeller, warmup=0, cooldown=0)
+            run(prepare(setting.cluster, scenario), labeller, warmup=0, cooldown=0)
             say(f"iteration {it} episode {ep}: {labeller.labelled} labels, beta {beta:.2f}")
         figures = fit(net, data, cfg, optimizer, shuffle)
         ratio = validation_ratio(net, cfg, base_name)
