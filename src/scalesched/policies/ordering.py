@@ -17,6 +17,8 @@ exactly ``tail``'s, so a difference from ``tail`` measures ordering alone.
 
 from __future__ import annotations
 
+from abc import abstractmethod
+
 from scalesched.decision.actions import Place
 from scalesched.decision.features import Decision
 from scalesched.decision.scheduler import BaseScheduler
@@ -34,9 +36,9 @@ class OrderedTail(BaseScheduler):
     def reset(self, seed: int) -> None:
         self._tail.reset(seed)
 
+    @abstractmethod
     def priority(self, decision: Decision) -> float:
         """Admission priority of the decision's task (lower first)."""
-        raise NotImplementedError
 
     def select(self, decision: Decision) -> Place:
         answer = self._tail.select(decision)

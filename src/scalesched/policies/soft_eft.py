@@ -29,7 +29,12 @@ class SoftEftScheduler(BaseScheduler):
         self._rng = np.random.default_rng(np.random.SeedSequence([seed, 0x5EF7]))
 
     def select(self, decision: Decision) -> int:
-        feasible = np.flatnonzero(decision.mask)
-        excess = relative_excess(decision.finish_s, decision.mask)[feasible]
-        weights = np.exp(-SHARPNESS * excess)
-        return int(feasible[self._rng.choice(feasible.size, p=weights / weights.sum())])
+        return sample_near_best(decision.finish_s, decision.mask, self._rng)
+
+
+def sample_near_best(score: np.ndarray, mask: np.ndarray, rng: np.random.Generator) -> int:
+    """A feasible server drawn with weight ``exp(-SHARPNESS * relative excess of its score
+    over the best)``: lower scores are better (``soft_eft``, ``soft_tail``)."""
+    feasible = np.flatnonzero(mask)
+    weights = np.exp(-SHARPNESS * relative_excess(score, mask)[feasible])
+    return int(feasible[rng.choice(feasible.size, p=weights / weights.sum())])

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from scalesched.decision.features import Decision, relative_excess
+from scalesched.decision.features import Decision
 from scalesched.decision.scheduler import BaseScheduler
-from scalesched.policies.soft_eft import SHARPNESS
+from scalesched.policies.soft_eft import sample_near_best
 from scalesched.policies.tail import TailScheduler
 
 
@@ -30,7 +30,4 @@ class SoftTailScheduler(BaseScheduler):
         self._rng = np.random.default_rng(np.random.SeedSequence([seed, 0x5F7A]))
 
     def select(self, decision: Decision) -> int:
-        feasible = np.flatnonzero(decision.mask)
-        excess = relative_excess(self._tail.scores(decision), decision.mask)[feasible]
-        weights = np.exp(-SHARPNESS * excess)
-        return int(feasible[self._rng.choice(feasible.size, p=weights / weights.sum())])
+        return sample_near_best(self._tail.scores(decision), decision.mask, self._rng)

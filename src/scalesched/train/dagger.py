@@ -56,7 +56,7 @@ from scalesched.nn.observation import observation
 from scalesched.nn.scheduler import NetworkScheduler, network_from_checkpoint
 from scalesched.policies import get_policy
 from scalesched.policies.trained import shipped_policies
-from scalesched.runs.setup import Scenario, prepare, run
+from scalesched.runs.setup import RunSetup, Scenario, prepare, run
 from scalesched.train.config_file import read_mapping, validated
 
 TRAIN_SEED_BASE = 100_000
@@ -322,24 +322,42 @@ def settings_of(cfg: DaggerConfig) -> list[Setting]:
     return [Setting(cfg.cluster, cfg.workload, cfg.load), *cfg.more_settings]
 
 
-def validation_ratio(net: PolicyNetwork, cfg: DaggerConfig, base: str) -> float:
-    """Mean over settings and validation seeds of the network's mean response (steady
-    window), acting as it is shipped (sampling from its distribution, seeded), divided by
-    the base heuristic's on the same run: below 1 the network beats it."""
-    ratios = []
-    for setting, seed in itertools.product(settings_of(cfg), cfg.validation_seeds):
-        scenario = Scenario(
-            workload=setting.workload,
-            workflows=cfg.validation_workflows,
-            load=setting.load,
-            seed=seed,
-        )
-        setup = prepare(setting.cluster, scenario)
-        student = NetworkScheduler(copy.deepcopy(net), name="dagger")
-        mine = float(run(setup, student).metrics["avg_response_time_s"])
-        theirs = float(run(setup, base).metrics["avg_response_time_s"])
-        ratios.append(mine / theirs if theirs > 0 else math.inf)
-    return float(np.mean(ratios))
+class Validation:
+    """The validation runs of every setting and seed, prepared and measured under the base
+    heuristic on first use: a base run is seeded by its scenario, so it gives the same
+    figure at every iteration and is run once, not once per iteration."""
+
+    def __init__(self, cfg: DaggerConfig, base: str) -> None:
+        self.cfg, self.base = cfg, base
+        self._runs: list[tuple[RunSetup, float]] | None = None
+
+    def runs(self) -> list[tuple[RunSetup, float]]:
+        """(setup, the base's mean response) per setting and validation seed."""
+        if self._runs is None:
+            self._runs = []
+            cfg = self.cfg
+            for setting, seed in itertools.product(settings_of(cfg), cfg.validation_seeds):
+                scenario = Scenario(
+                    workload=setting.workload,
+                    workflows=cfg.validation_workflows,
+                    load=setting.load,
+                    seed=seed,
+                )
+                setup = prepare(setting.cluster, scenario)
+                base = float(run(setup, self.base).metrics["avg_response_time_s"])
+                self._runs.append((setup, base))
+        return self._runs
+
+    def ratio(self, net: PolicyNetwork) -> float:
+        """Mean over the runs of the network's mean response (steady window), acting as it
+        is shipped (sampling from its distribution, seeded), divided by the base
+        heuristic's on the same run: below 1 the network beats it."""
+        ratios = []
+        for setup, theirs in self.runs():
+            student = NetworkScheduler(copy.deepcopy(net), name="dagger")
+            mine = float(run(setup, student).metrics["avg_response_time_s"])
+            ratios.append(mine / theirs if theirs > 0 else math.inf)
+        return float(np.mean(ratios))
 
 
 def train(
@@ -353,7 +371,7 @@ def train(
     net, saved = load_student(cfg.init)
     optimizer = torch.optim.Adam(net.parameters(), lr=cfg.lr)
     shuffle = torch.Generator().manual_seed(cfg.seed)
-    base_name = base_of(cfg.expert)
+    validation = Validation(cfg, base_of(cfg.expert))
     data = Dataset()
     rows: list[dict[str, float]] = []
     best = math.inf
@@ -373,7 +391,7 @@ def train(
             run(prepare(setting.cluster, scenario), labeller, warmup=0, cooldown=0)
             say(f"iteration {it} episode {ep}: {labeller.labelled} labels, beta {beta:.2f}")
         figures = fit(net, data, cfg, optimizer, shuffle)
-        ratio = validation_ratio(net, cfg, base_name)
+        ratio = validation.ratio(net)
         row = {"iteration": float(it), "beta": beta, "decisions": float(len(data)), **figures}
         row["validation_ratio"] = ratio
         rows.append(row)
