@@ -1,13 +1,16 @@
-"""The headroom map (docs/headroom.md): in each cell (workload x cluster x load) the best
+"""The headroom map (docs/headroom-map.md): in each cell (workload x cluster x load) the best
 heuristic's gap to the capacity-aware bound, and a learned policy's ratio to the best
-heuristic, each from one `scalesched headroom --json` run.
+heuristic, each from one `scalesched headroom --json` run per seed.
 
     python research/headroom_map.py --out results/headroom-map.jsonl [--seeds 5] [--jobs 2]
     python research/headroom_map.py --out results/headroom-map.jsonl --summarise
+    python research/headroom_map.py --out results/oracle.jsonl --oracle --seeds 5,6,7 \
+        --cells agentic-mix:hetero-16:0.9 --workflows 1500
 
-Cells already in the output file are skipped, so an interrupted map resumes. The oracle is
-left out (``--no-oracle``): at about 9 CPU minutes per 400 workflows it does not fit a map
-on a laptop; the gap to the bound is what any scheduler could at most still win.
+Cells already in the output file are skipped, so an interrupted map resumes. The oracle
+(``--oracle``: the clairvoyant rollout over each run's best heuristic) costs about 1 s of
+CPU per workflow, so it is run on chosen ``--cells`` only; ``--summarise`` then adds the
+oracle's seed-paired ratio to the best heuristic and to its own base, with 95% CIs.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from scalesched.policies import BEST_HEURISTIC_CANDIDATES
+from scalesched.eval.stats import mean_ci_text, paired_ratio_ci
+from scalesched.policies import BEST_HEURISTIC_CANDIDATES, best_heuristic
 
 WORKLOADS = ("agentic-mix", "tool-heavy", "coordinator", "best-of-n", "self-consistency")
 LOADS = (0.5, 0.7, 0.9)
@@ -44,15 +48,16 @@ def clusters(folder: Path) -> dict[str, str]:
 
 
 def run_cell(
-    cluster: str, where: str, workload: str, load: float, args: argparse.Namespace
+    cluster: str, where: str, workload: str, load: float, seed: int, args: argparse.Namespace
 ) -> dict:
     cmd = [sys.executable, "-m", "scalesched", "headroom", "--cluster", where]
     cmd += ["--workload", workload, "--load", str(load), "--workflows", str(args.workflows)]
-    cmd += ["--seed", str(args.seed), "--no-oracle", "--json", "--no-progress"]
+    cmd += ["--seed", str(seed), "--json", "--no-progress"]
+    cmd += ["--oracle", "rollout_oracle"] if args.oracle else ["--no-oracle"]
     for policy in (*BEST_HEURISTIC_CANDIDATES, LEARNED):
         cmd += ["--policy", policy]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    cell = {"cluster": cluster, "workload": workload, "load": load, "seed": args.seed}
+    cell = {"cluster": cluster, "workload": workload, "load": load, "seed": seed}
     if done.returncode != 0:
         return {**cell, "error": done.stderr.strip().splitlines()[-1:]}
     return {**cell, "result": json.loads(done.stdout)}
@@ -86,17 +91,67 @@ def summarise(path: Path) -> None:
         )
 
 
+def summarise_oracle(path: Path) -> None:
+    """Per cell with oracle rows: the oracle's seed-paired ratio to the cell's best
+    heuristic (one choice per cell: the lowest mean over the seeds) and to the heuristic
+    it rolled out over (each seed's best), with 95% CIs over the seeds."""
+    cells: dict[tuple[str, str, float], list[dict]] = {}
+    for line in path.read_text().splitlines():
+        c = json.loads(line)
+        if "error" not in c and c["result"]["oracle"]:
+            cells.setdefault((c["workload"], c["cluster"], c["load"]), []).append(c)
+    if not cells:
+        return
+    print()
+    print(
+        "| workload | cluster | load | seeds | best heuristic | oracle / best | "
+        "oracle / its base | best's gap to the bound | all steady |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for (workload, cluster, load), runs in cells.items():
+        by_seed = {c["seed"]: c["result"] for c in runs}
+        means: dict[str, list[float]] = {}
+        for r in by_seed.values():
+            for name, row in r["policies"].items():
+                if not row["oracle"]:
+                    means.setdefault(name, []).append(row["mean_s"])
+        best = best_heuristic(means)
+        assert best is not None
+        oracle = {s: r["oracle"]["rollout_oracle"]["mean_s"] for s, r in by_seed.items()}
+        of_best = {s: r["policies"][best]["mean_s"] for s, r in by_seed.items()}
+        of_base = {
+            s: r["policies"][r["oracle"]["rollout_oracle"]["base"]]["mean_s"]
+            for s, r in by_seed.items()
+        }
+        gap = [r["policies"][best]["gap"] for r in by_seed.values()]
+        steady = all(row["steady"] for r in by_seed.values() for row in r["policies"].values())
+        print(
+            f"| {workload} | {cluster} | {load} | {len(by_seed)} | {best} | "
+            f"{_ratio(oracle, of_best)} | {_ratio(oracle, of_base)} | "
+            f"{mean_ci_text(gap)} | {'yes' if steady else 'no'} |"
+        )
+
+
+def _ratio(numerator: dict[int, float], denominator: dict[int, float]) -> str:
+    m, h = paired_ratio_ci(numerator, denominator)
+    return f"{m:.3f} ± {h:.3f}"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--workflows", type=int, default=1500)
-    ap.add_argument("--seed", type=int, default=5)
+    ap.add_argument("--seeds", default="5", help="comma-separated seeds (default 5)")
+    ap.add_argument("--cells", default=None, help="workload:cluster:load,... (default: all)")
+    ap.add_argument("--oracle", action="store_true", help="add the rollout oracle's rows")
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--summarise", action="store_true")
     args = ap.parse_args()
     if args.summarise:
         summarise(args.out)
+        summarise_oracle(args.out)
         return
+    seeds = [int(x) for x in args.seeds.split(",")]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     done = set()
     if args.out.exists():
@@ -104,13 +159,16 @@ def main() -> None:
             c = json.loads(line)
             done.add((c["cluster"], c["workload"], c["load"], c["seed"]))
     where = clusters(args.out.parent)
+    chosen = None
+    if args.cells:
+        chosen = {(w, c, float(x)) for w, c, x in (t.split(":") for t in args.cells.split(","))}
     cells = [
-        (c, w, load)
-        for w, c, load in itertools.product(WORKLOADS, where, LOADS)
-        if (c, w, load, args.seed) not in done
+        (c, w, load, seed)
+        for w, c, load, seed in itertools.product(WORKLOADS, where, LOADS, seeds)
+        if (c, w, load, seed) not in done and (chosen is None or (w, c, load) in chosen)
     ]
     with ThreadPoolExecutor(args.jobs) as pool, args.out.open("a") as out:
-        for cell in pool.map(lambda x: run_cell(x[0], where[x[0]], x[1], x[2], args), cells):
+        for cell in pool.map(lambda x: run_cell(x[0], where[x[0]], x[1], x[2], x[3], args), cells):
             out.write(json.dumps(cell) + "\n")
             out.flush()
             print(

@@ -137,3 +137,16 @@ def test_capacity_bound_is_the_contention_free_bound_when_capacity_is_ample() ->
     assert ample.mean_s is not None and math.isclose(ample.mean_s, lb, rel_tol=1e-6)
     flood = capacity_bound(setup.tables, jobs, 500.0)
     assert flood.mean_s is None and flood.status
+
+
+def test_the_oracle_rolls_out_over_the_best_heuristic() -> None:
+    """The oracle row measures the room above the best heuristic measured beside it, so it
+    is built over that heuristic (and says which); with no candidate measured, over tail."""
+    setup = prepare("hetero-8", Scenario(workload="agentic-mix", workflows=12, rate=0.6, seed=4))
+    study = measure_headroom(setup, ["least_loaded", "round_robin"], ["rollout_oracle"])
+    oracle = study.row("rollout_oracle")
+    assert study.best_heuristic == "least_loaded"
+    assert oracle is not None and oracle.oracle and oracle.base == "least_loaded"
+    assert study.as_json()["oracle"]["rollout_oracle"]["base"] == "least_loaded"
+    alone = measure_headroom(setup, ["round_robin"], ["rollout_oracle"])
+    assert alone.best_heuristic is None and alone.rows[-1].base == "tail"

@@ -10,11 +10,12 @@ import pytest
 
 from scalesched.cluster import get_cluster
 from scalesched.cluster.tables import ClusterTables
+from scalesched.decision.cycle import drive
 from scalesched.decision.features import Decision, make_decision
 from scalesched.decision.scheduler import BaseScheduler
 from scalesched.policies import get_policy
 from scalesched.policies.eft import eft_choice
-from scalesched.policies.rollout import RolloutScheduler, SampledRolloutScheduler
+from scalesched.policies.rollout import BASES, RolloutScheduler, SampledRolloutScheduler
 from scalesched.sim.engine import Simulation
 from scalesched.sim.run import simulate
 from scalesched.sim.scenario import Scenario, build_jobs
@@ -130,13 +131,37 @@ def test_it_overrules_a_base_whose_choice_is_clearly_worse_in_the_future() -> No
     assert policy.trial(sim.fork, answer, end)[0] <= fast_cost + 1e-9
 
 
-def test_a_large_min_gain_keeps_the_base_choice() -> None:
-    a, b = _small(min_gain_s=1e9), get_policy("tail")
+@pytest.mark.parametrize("base", sorted(BASES))
+def test_a_large_min_gain_keeps_the_base_choice(base: str) -> None:
+    a, b = _small(min_gain_s=1e9, base=base), get_policy(base)
     ma = _metrics(a, 1)
     mb = simulate(SPEC, JOBS, b, seed=1, tables=TABLES).metrics
     mb.pop("sim_wall_time_s")
     assert a.stats["rolled"] > 0 and a.stats["changed"] == 0
     assert ma == {**mb, "policy": "rollout_oracle"}
+
+
+@pytest.mark.parametrize("base", ["soft_eft", "p2c", "tail"])
+def test_the_fork_of_the_base_choice_is_the_run_under_the_base(base: str) -> None:
+    """What the trial of the base's own answer costs is what the run then accrues under
+    the base (its random generator copied after the answer, so seeded bases too)."""
+    policy = _small(base=base, horizon_s=5.0)
+    policy.reset(2)
+    sim = Simulation(SPEC, JOBS, tables=TABLES)
+    decision = sim.next_decision()
+    for _ in range(15):  # into the run, where servers are busy
+        assert decision is not None
+        sim.apply(policy.inner.select(decision))
+        decision = sim.next_decision()
+    assert decision is not None
+    choice = policy.inner.select(decision)
+    assert isinstance(choice, int)
+    end = sim.now + 5.0
+    area, stop, _, _ = policy.trial(sim.fork, choice, end)
+    area0 = sim.in_system_area
+    sim.apply(choice)
+    drive(sim, policy.inner, until=lambda: sim.now >= end)
+    assert (area, stop) == (sim.in_system_area - area0, sim.now)
 
 
 def test_bad_options_are_refused() -> None:

@@ -82,7 +82,7 @@ def _main_table(study: Any) -> Table:
         table.add_column(name, justify="left" if name == "policy" else "right")
     for row in study.rows:
         label = row.name + (" *" if row.name == study.best_heuristic else "")
-        label += " (oracle)" if row.oracle else ""
+        label += f" (oracle over {row.base})" if row.base else " (oracle)" if row.oracle else ""
         table.add_row(
             label,
             f"{row.mean_s:.2f}",
@@ -153,7 +153,10 @@ def headroom(
     ] = None,
     oracle: Annotated[
         list[str] | None,
-        typer.Option(help="Oracle policy rows (repeat it) [default: rollout_oracle]."),
+        typer.Option(
+            help="Oracle policy rows (repeat it) [default: rollout_oracle, which "
+            "rolls out over the best heuristic measured beside it]."
+        ),
     ] = None,
     no_oracle: Annotated[
         bool, typer.Option("--no-oracle", help="Skip the oracle rows (they are slow).")

@@ -54,7 +54,11 @@ from scalesched.decision.cycle import drive
 from scalesched.decision.features import Decision
 from scalesched.decision.scheduler import BaseScheduler, ReadyOrder, Scheduler
 from scalesched.policies.eft import EftScheduler
+from scalesched.policies.heft_online import HeftOnlineScheduler
+from scalesched.policies.kv_aware import KvAwareScheduler
 from scalesched.policies.least_loaded import LeastLoadedScheduler
+from scalesched.policies.p2c import PowerOfTwoScheduler
+from scalesched.policies.soft_eft import SoftEftScheduler
 from scalesched.policies.tail import PredictedMeanScheduler, TailScheduler
 from scalesched.predict.futures import PredictedFutures
 from scalesched.sim.futures import FutureSampler
@@ -62,11 +66,17 @@ from scalesched.sim.futures import FutureSampler
 BASES: dict[str, Callable[[], Scheduler]] = {
     "tail": TailScheduler,
     "eft": EftScheduler,
-    "pred_mean": PredictedMeanScheduler,
+    "heft_online": HeftOnlineScheduler,
+    "kv_aware": KvAwareScheduler,
     "least_loaded": LeastLoadedScheduler,
+    "p2c": PowerOfTwoScheduler,
+    "pred_mean": PredictedMeanScheduler,
+    "soft_eft": SoftEftScheduler,
 }
-"""Base heuristics ``rollout`` can be built over by name (deterministic ones: a fork's
-copy of the base must answer as the original would)."""
+"""Base heuristics ``rollout`` can be built over by name: every candidate for the best
+heuristic, and ``pred_mean``. A fork drives a deep copy of the base taken after its answer,
+random generator included, so the fork of the base's own choice continues exactly as the
+run would under the base from that point (seeded ones too: ``soft_eft``, ``p2c``)."""
 
 _MODEL_GB = np.array([MODELS[m].weight_bytes / 1e9 for m in MODEL_NAMES])
 
