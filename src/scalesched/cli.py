@@ -115,7 +115,11 @@ SeedOpt = Annotated[
     ),
 ]
 PolicyOpt = Annotated[
-    str, typer.Option(help="Scheduler name (see `scalesched policies`) or checkpoint path.")
+    str,
+    typer.Option(
+        help="Scheduler name (see `scalesched policies`), with options as NAME:KEY=VALUE,... "
+        "(e.g. rollout:horizon_s=10), or a checkpoint path."
+    ),
 ]
 WorkflowsOpt = Annotated[int, typer.Option(help="Number of workflows that arrive.")]
 LoadOpt = Annotated[
@@ -539,7 +543,11 @@ every policy), so the default study's "best heuristic" is the full definition's.
 @clean_errors
 def evaluate(
     policies: Annotated[
-        str, typer.Option(help="Comma-separated scheduler names or checkpoint paths.")
+        str,
+        typer.Option(
+            help="Comma-separated scheduler names (with options as NAME:KEY=VALUE,..., e.g. "
+            "rollout:horizon_s=10) or checkpoint paths."
+        ),
     ] = DEFAULT_EVAL_POLICIES,
     nodes: Annotated[
         str, typer.Option(help="Comma-separated cluster sizes N (hetero-N).")
@@ -587,6 +595,7 @@ def evaluate(
 ) -> None:
     """Compare policies across cluster sizes and seeds on identical workloads."""
     from scalesched.eval.study import StudyConfig, named_clusters, parse_int_list, seeds_from
+    from scalesched.policies.options import split_policy_list
     from scalesched.workload.repeats import check_repeat_probability
 
     sizes = parse_int_list(nodes, "--nodes")
@@ -598,7 +607,7 @@ def evaluate(
     if deployment is not None and len(sizes) != 1:
         raise InputError("--deployment", "nodes", "a deployment names one cluster: one --nodes")
     cfg = StudyConfig(
-        policies=tuple(p.strip() for p in policies.split(",") if p.strip()),
+        policies=split_policy_list(policies),
         nodes=sizes,
         clusters=names,
         seeds=seeds_from(seeds),

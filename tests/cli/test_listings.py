@@ -103,3 +103,13 @@ def test_a_listing_with_nothing_marked_has_no_column_or_legend(
         monkeypatch.delitem(source.RESEARCH_ONLY_WORKLOADS, name)
     out = invoke("workloads")
     assert rows_of(out)["name"] == ["name", "description"] and "research = yes" not in out
+
+
+def test_policies_list_their_options_and_simulate_takes_them() -> None:
+    by_name = {row["name"]: row for row in json.loads(invoke("policies", "--json"))}
+    assert "horizon_s=20.0" in by_name["rollout"]["options"]
+    assert by_name["eft"]["options"] == ""
+    out = json.loads(invoke("simulate", "--policy", "tail:level=0.5", "--workflows", "6", "--json"))
+    assert out["policy"] == "tail:level=0.5"
+    bad = runner.invoke(app, ["simulate", "--policy", "rollout:horizon_s=-1", "--workflows", "6"])
+    assert bad.exit_code == 2 and "rollout" in bad.stderr and "Traceback" not in bad.stderr

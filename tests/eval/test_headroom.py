@@ -150,3 +150,11 @@ def test_the_oracle_rolls_out_over_the_best_heuristic() -> None:
     assert study.as_json()["oracle"]["rollout_oracle"]["base"] == "least_loaded"
     alone = measure_headroom(setup, ["round_robin"], ["rollout_oracle"])
     assert alone.best_heuristic is None and alone.rows[-1].base == "tail"
+
+
+def test_an_oracle_spec_with_a_base_keeps_it() -> None:
+    setup = prepare("hetero-8", Scenario(workload="agentic-mix", workflows=8, rate=0.6, seed=4))
+    study = measure_headroom(setup, ["least_loaded"], ["rollout_oracle:base=eft,horizon_s=5"])
+    row = study.rows[-1]
+    assert row.name == "rollout_oracle:base=eft,horizon_s=5"
+    assert row.base == "eft" and row.oracle

@@ -33,19 +33,24 @@ class Listed:
     description: str
     research_only: bool
     research_reason: str | None
+    options: str = ""
+    """For a policy: its options and defaults (``NAME:KEY=VALUE,...``); empty if none."""
 
 
 def policy_rows() -> list[Listed]:
     """Every policy ``--policy`` takes by name. An oracle (``policies.ORACLES``) is research
     only whether or not ``RESEARCH_ONLY`` names it: no deployed scheduler sees the future."""
-    from scalesched.policies import ORACLES, RESEARCH_ONLY, list_policies
+    from scalesched.policies import HEURISTICS, ORACLES, RESEARCH_ONLY, list_policies
+    from scalesched.policies.options import describe_options
 
     rows = []
     for name, description in list_policies():
         reason = RESEARCH_ONLY.get(name)
         if reason is None and name in ORACLES:
             reason = f"oracle: {ORACLES[name][1]}"
-        rows.append(Listed(name, description, reason is not None, reason))
+        entry = HEURISTICS.get(name) or ORACLES.get(name)
+        options = describe_options(entry[0]) if entry else ""
+        rows.append(Listed(name, description, reason is not None, reason, options))
     return rows
 
 
@@ -65,13 +70,18 @@ def listing_table(title: str, rows: list[Listed]) -> Table:
     """The human table: name and description, and a research-only column when any row is
     marked (a listing with none stays two columns)."""
     marked = any(row.research_only for row in rows)
+    with_options = any(row.options for row in rows)
     table = Table(title=title)
     table.add_column("name")
     table.add_column("description")
+    if with_options:
+        table.add_column("options (NAME:KEY=VALUE,...)")
     if marked:
         table.add_column(RESEARCH_COLUMN)
     for row in rows:
         cells = [row.name, row.description]
+        if with_options:
+            cells.append(row.options)
         if marked:
             cells.append(RESEARCH_MARK if row.research_only else "")
         table.add_row(*cells)

@@ -16,7 +16,7 @@ from scalesched.eval.report import (
     write_results_csv,
 )
 from scalesched.eval.study import StudyConfig, config_dict, run_study
-from scalesched.policies import HEURISTICS
+from scalesched.policies import is_learned
 
 
 def gantt_of_one_run(cfg: StudyConfig, out: Path) -> Path:
@@ -79,7 +79,7 @@ def run_and_report(
         f"{', '.join(map(str, cfg.seeds))}."
     )
     text = summary_markdown(summary, header)
-    learned = [p for p in cfg.policies if p not in HEURISTICS]
+    learned = [p for p in cfg.policies if is_learned(p)]
     if learned:
         summary["verdict"] = verdict(rows, summary, learned[0], force=force)
         text += f"\n{summary['verdict']}\n"

@@ -10,7 +10,13 @@ from typing import Any
 
 from scalesched.eval.stats import mean_ci, paired_ratio_ci, paired_ratios
 from scalesched.eval.study import STATUS_OK
-from scalesched.policies import BEST_HEURISTIC_CANDIDATES, HEURISTICS, best_heuristic
+from scalesched.policies import (
+    BEST_HEURISTIC_CANDIDATES,
+    HEURISTICS,
+    base_name,
+    best_heuristic,
+    is_learned,
+)
 
 FIRST_COLUMNS = ["policy", "n_servers", "seed", "status", "workload", "load"]
 
@@ -366,7 +372,7 @@ def best_heuristic_overall(summary: dict[str, Any]) -> str | None:
 def default_plot_policies(summary: dict[str, Any]) -> list[str]:
     """What the main response-time figure shows: every learned policy (SCALE variants and
     checkpoints) against the best heuristic; the rest go to the ``_all`` figure."""
-    learned = [p for p in summary["policies"] if p not in HEURISTICS]
+    learned = [p for p in summary["policies"] if is_learned(p)]
     best = best_heuristic_overall(summary)
     return [*learned, *([best] if best else [])]
 
@@ -415,7 +421,15 @@ def response_time_figure(summary: dict[str, Any], policies: Sequence[str], title
             continue
         colour = PALETTE[i % len(PALETTE)]
         # Learned policies solid, heuristics dashed.
-        ax.plot(xs, ys, "--" if p in HEURISTICS else "-", marker="o", label=p, color=colour, lw=1.8)
+        ax.plot(
+            xs,
+            ys,
+            "--" if base_name(p) in HEURISTICS else "-",
+            marker="o",
+            label=p,
+            color=colour,
+            lw=1.8,
+        )
         ax.fill_between(
             xs,
             [y - c for y, c in zip(ys, cis, strict=True)],

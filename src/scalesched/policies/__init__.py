@@ -14,6 +14,7 @@ from scalesched.policies.hedge import HedgeScheduler
 from scalesched.policies.heft_online import HeftOnlineScheduler
 from scalesched.policies.kv_aware import KvAwareScheduler
 from scalesched.policies.least_loaded import LeastLoadedScheduler
+from scalesched.policies.options import build_with_options, split_spec
 from scalesched.policies.ordering import (
     FcfsWorkflowScheduler,
     PlasScheduler,
@@ -151,10 +152,30 @@ def list_policies() -> list[tuple[str, str]]:
     return rows
 
 
+def base_name(spec: str) -> str:
+    """The registered name of a policy spec: ``"rollout:horizon_s=10"`` -> ``"rollout"``
+    (a name without options, or a checkpoint path, as is)."""
+    name, options = split_spec(spec)
+    return name if options is not None and name in {**HEURISTICS, **ORACLES} else spec
+
+
+def is_learned(spec: str) -> bool:
+    """Whether a policy spec names a trained policy (shipped or a checkpoint): neither a
+    heuristic nor an oracle, with or without options."""
+    name = base_name(spec)
+    return name not in HEURISTICS and name not in ORACLES
+
+
 def get_policy(name: str) -> Scheduler:
-    """A new scheduler: a heuristic by name, or a trained policy by checkpoint path."""
+    """A new scheduler: a heuristic or oracle by name, with options as
+    ``NAME:KEY=VALUE,...`` (:mod:`scalesched.policies.options`), or a trained policy by
+    name or checkpoint path."""
     from scalesched.policies.trained import shipped_policies
 
+    registered, options = split_spec(name)
+    entry = HEURISTICS.get(registered) or ORACLES.get(registered)
+    if entry is not None and options is not None:
+        return build_with_options(registered, entry[0], options)
     entry = HEURISTICS.get(name) or ORACLES.get(name)
     if entry is not None:
         return entry[0]()
@@ -179,6 +200,8 @@ __all__ = [
     "BaseScheduler",
     "Scheduler",
     "get_policy",
+    "base_name",
+    "is_learned",
     "list_policies",
     "HEURISTICS",
     "ORACLES",

@@ -3,17 +3,17 @@ beside the two lower bounds, the oracle's gain and each policy's decomposed gap.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from scalesched.decision.scheduler import Scheduler
 from scalesched.eval.headroom.bound import CapacityBound, capacity_bound
 from scalesched.eval.headroom.decompose import COMPONENT_HELP, Decomposition, decompose
 from scalesched.kernel.metrics import window_bounds
 from scalesched.kernel.records import lower_bound
-from scalesched.policies import best_heuristic
+from scalesched.policies import best_heuristic, get_policy
 from scalesched.policies.rollout import BASES, RolloutScheduler
 from scalesched.runs.setup import RunSetup, run, scenario_capacity
 from scalesched.runs.windows import default_cooldown, default_warmup
@@ -128,11 +128,16 @@ def _run_one(
     on_done: Callable[[int], None],
     oracle_base: str | None = None,
 ) -> PolicyRow:
-    """Run one row; an oracle row (``oracle_base`` given) of a rollout oracle rolls out
-    over that heuristic."""
-    scheduler: Scheduler | str = name
-    if oracle_base is not None and name == RolloutScheduler.name:
-        scheduler = RolloutScheduler(base=oracle_base)
+    """Run one row. An oracle row (``oracle_base`` given) that is a rollout (the oracle,
+    or ``rollout`` on sampled futures) rolls out over that heuristic unless its spec names
+    a ``base``."""
+    scheduler = get_policy(name)
+    base = None
+    if oracle_base is not None and isinstance(scheduler, RolloutScheduler):
+        if "base=" not in name:
+            scheduler = dataclasses.replace(scheduler, base=oracle_base, base_policy=None)
+            scheduler.name = name  # type: ignore[misc]
+        base = scheduler.base
     result = run(setup, scheduler, record_trace=True, on_workflow_done=on_done)
     m = result.metrics
     split, _ = decompose(setup.tables, setup.jobs, measured, result.trace)
@@ -143,7 +148,7 @@ def _run_one(
         steady=bool(m["steady_state"]),
         oracle=oracle_base is not None,
         decomposition=split,
-        base=oracle_base if name == RolloutScheduler.name else None,
+        base=base,
     )
 
 
