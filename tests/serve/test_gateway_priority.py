@@ -48,12 +48,14 @@ class Prioritize(Prefer):
         return Place(super().select(decision), priority=self.priorities.pop(0))
 
 
-async def recording_backend() -> tuple[web.AppRunner, str, list[bytes]]:
-    """A backend that records the bytes of every body it gets and answers a completion."""
+async def recording_backend(delay_s: float = 0.0) -> tuple[web.AppRunner, str, list[bytes]]:
+    """A backend that records the bytes of every body it gets and answers a completion
+    (after ``delay_s``)."""
     seen: list[bytes] = []
 
     async def chat(request: web.Request) -> web.Response:
         seen.append(await request.read())
+        await asyncio.sleep(delay_s)
         return web.json_response(
             {"id": "x", "object": "chat.completion", "choices": [], "usage": {}}
         )
@@ -164,6 +166,25 @@ def test_fcfs_workflow_priorities_order_workflows_and_tie_within_one():
         # arrives, so its decision a few microseconds later may round one unit apart);
         # the younger workflow, 30 ms later, comes after.
         assert abs(a1 - a2) <= 1 and b - a1 >= 25
+
+    asyncio.run(main())
+
+
+def test_plas_orders_by_the_service_a_workflow_has_had():
+    async def main():
+        runner_b, url_b, seen = await recording_backend(delay_s=0.03)
+        gw, runner, url = await gateway(
+            [backend("b0", url_b)], get_policy("plas"), scrape_s=60, forward_priority=["b0"]
+        )
+        try:
+            for workflow in ("wf-a", "wf-a", "wf-b"):
+                assert await post_raw(url, RAW, {"x-workflow-id": workflow}) == 200
+        finally:
+            await cleanup(runner, runner_b)
+        a1, a2, b1 = (json.loads(body)["priority"] for body in seen)
+        # wf-a's first call had at least 30 ms of service: its second goes after any new
+        # workflow's first (a loaded machine may only lengthen a call, never shorten it).
+        assert a1 == b1 == 0 and a2 >= 30
 
     asyncio.run(main())
 

@@ -400,7 +400,7 @@ class Gateway:
         self.in_flight += 1
         try:
             task = self.state.task(req, workflow, session, signals)
-            return await self._attempts(request, body, raw, path, req, task)
+            return await self._attempts(request, body, raw, path, req, task, workflow)
         finally:
             self.in_flight -= 1
 
@@ -412,6 +412,7 @@ class Gateway:
         path: str,
         req: CompletionRequest,
         task: TaskRequest,
+        workflow: str,
     ) -> web.StreamResponse:
         tried: list[int] = []
         last = "no backend serves this model now"
@@ -428,8 +429,10 @@ class Gateway:
             finally:
                 self._ended(task, server, est)
             if isinstance(out, web.StreamResponse):
+                took = time.perf_counter() - t0
                 self._ok[server].inc()
-                self._latency[server].observe(time.perf_counter() - t0)
+                self._latency[server].observe(took)
+                self.state.served(workflow, took)
                 return out
             self.metrics.requests.labels(name, "error").inc()
             self.metrics.retries.labels(name).inc()
