@@ -54,3 +54,15 @@ def test_fleet_and_serve_check_the_deployment(tmp_path):
     )
     args = ["serve", "--backends", str(backends), "--deployment", str(plan)]
     _fails(args + ["--cluster", "hetero-8"], "b.yaml", "backends[0].models.llama-2-7b")
+
+
+def test_serve_checks_the_forward_priority_backends(tmp_path):
+    backends = tmp_path / "b.yaml"
+    backends.write_text(
+        "backends:\n  - name: gpu-0\n    server_type: h100-80g-x1\n"
+        "    models: {llama: llama-2-7b}\n"
+        "    endpoint: {base_url: 'http://127.0.0.1:1/v1'}\n"
+    )
+    args = ["serve", "--backends", str(backends), "--forward-priority"]
+    _fails(args + ["gpu-0,gpu-9"], "--forward-priority", "'gpu-9'", "gpu-0")
+    _fails(args + [","], "--forward-priority", "name a backend")

@@ -12,6 +12,7 @@ import aiohttp
 from scalesched.cluster.catalog import SERVER_TYPES
 from scalesched.cluster.perf import engine_perf
 from scalesched.serve.engine import EngineServer, server_of_type, start_site
+from scalesched.serve.protocol import NO_PRIORITY
 
 
 async def _engine(time_scale: float, server_type: str = "h100-80g-x1"):
@@ -171,3 +172,68 @@ def test_a_starved_event_loop_delays_chunks_not_the_model():
     assert abs(took - expected) < 0.1 * expected, (took, expected)
     assert model.late_s_max >= 0.25
     assert "scalesched_emulator_late_seconds_max" in server.metrics_text()
+
+
+def test_a_full_batch_admits_the_lowest_priority_value_first():
+    """One batch slot, held by a request that has not left: four requests queue (none,
+    5, 1, 1); when the slot frees they are admitted lower value first, equal values in
+    arrival order, the one without a priority last (the simulator's rule)."""
+    server = EngineServer(server_of_type("h100-80g-x1"), {"llama": "llama-2-7b"}, 0.01)
+    model = server.models["llama"]
+    model.batch.max_batch = 1
+    admitted: list[str] = []
+
+    async def call(name: str, priority: float) -> None:
+        async for _ in model.generate(10, 4, priority):
+            pass
+        admitted.append(name)  # one slot: each ends before the next is admitted
+
+    async def main() -> None:
+        holder = model.generate(10, 4)
+        await holder.__anext__()  # admitted and decoding; it holds the slot until closed
+        calls = [("none", NO_PRIORITY), ("five", 5), ("one", 1), ("one again", 1)]
+        tasks = [asyncio.ensure_future(call(name, p)) for name, p in calls]
+        for _ in range(100):
+            if len(model.waiting) == len(calls):
+                break
+            await asyncio.sleep(0.01)
+        assert [r.priority for r in model.waiting] == [1, 1, 5, NO_PRIORITY]
+        await holder.aclose()  # the slot frees
+        await asyncio.wait_for(asyncio.gather(*tasks), timeout=10)
+        model.close()
+
+    asyncio.run(main())
+    assert admitted == ["one", "one again", "five", "none"]
+
+
+def test_a_priority_in_the_body_reaches_the_queue_and_a_bad_one_is_refused():
+    async def until(condition) -> None:  # type: ignore[no-untyped-def]
+        for _ in range(200):  # 2 s at most
+            if condition():
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError("the engine never reached the expected state")
+
+    async def main():
+        server, runner, url = await _engine(0.1)
+        model = server.models["llama"]
+        model.batch.max_batch = 1
+        try:
+            async with aiohttp.ClientSession() as s:
+                body = {"model": "llama", "prompt": "x", "max_tokens": 1000}
+                first = asyncio.ensure_future(s.post(url + "/v1/completions", json=body))
+                await until(lambda: model.running == 1)
+                second = asyncio.ensure_future(
+                    s.post(url + "/v1/completions", json={**body, "priority": -2})
+                )
+                await until(lambda: len(model.waiting) == 1)
+                assert model.waiting[0].priority == -2
+                async with s.post(url + "/v1/completions", json={**body, "priority": "hi"}) as r:
+                    assert r.status == 400
+                    assert (await r.json())["error"]["param"] == "priority"
+                for t in (first, second):
+                    t.cancel()
+        finally:
+            await runner.cleanup()
+
+    asyncio.run(main())

@@ -138,6 +138,17 @@ def serve(
     cluster: Annotated[
         str, typer.Option(help="Cluster preset or YAML file the --deployment is for.")
     ] = "hetero-16",
+    forward_priority: Annotated[
+        str | None,
+        typer.Option(
+            help="Backends (comma-separated names, or all) whose requests carry the policy's "
+            "admission priority (e.g. plas, shortest_remaining, fcfs_workflow set one) as an "
+            "integer priority field: the value times 1000, rounded; lower first. They must "
+            "accept it: vLLM with --scheduling-policy priority, SGLang with "
+            "--enable-priority-scheduling --schedule-low-priority-values-first. Default: "
+            "none, bodies pass unchanged."
+        ),
+    ] = None,
 ) -> None:
     """Serve an OpenAI-compatible API that places every call with a scalesched policy."""
     _need_serve_extra("serve")
@@ -146,7 +157,7 @@ def serve(
     from scalesched.cluster import get_cluster
     from scalesched.cluster.deployment import load_deployment_file
     from scalesched.cluster.endpoints import load_backends_file
-    from scalesched.serve.gateway import Gateway
+    from scalesched.serve.gateway import Gateway, priority_backends
     from scalesched.serve.loop import loop_name, new_event_loop
 
     _check_scale(time_scale, "--time-scale", zero_ok=False)
@@ -154,6 +165,7 @@ def serve(
     if max_pending < 1:
         raise InputError("--max-pending", "--max-pending", "must be at least 1")
     entries = load_backends_file(str(backends))
+    prioritized = priority_backends(forward_priority, entries)
     pinned = (
         load_deployment_file(deployment, get_cluster(cluster)) if deployment is not None else None
     )
@@ -171,6 +183,7 @@ def serve(
         seed=seed,
         deployment=pinned,
         backends_source=str(backends),
+        forward_priority=prioritized,
     )
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s")
     where = f"http://{host}:{port}/v1 over {len(entries)} backends"

@@ -2,7 +2,8 @@
 
 Each served model is one continuous batch timed by the project's engine arithmetic
 (:class:`~scalesched.kernel.llm_engine.EngineBatch` over the cost model of
-``cluster/perf.py``): a request waits in FIFO order until the batch has a slot and KV
+``cluster/perf.py``): a request waits in FIFO order (or by the body's ``priority``, lower
+first, as the simulator orders a ``Place`` priority) until the batch has a slot and KV
 memory for ``prompt + max_tokens`` tokens, prefills for ``perf.prefill_s(prompt)``, then
 decodes one token per step of the batch as it stands (``step_s``), every decoding request
 sharing each step. Model seconds are multiplied by ``time_scale`` to wall seconds; a
@@ -36,9 +37,10 @@ from scalesched.cluster.model import ClusterSpec, ServerSpec
 from scalesched.cluster.perf import MODELS
 from scalesched.cluster.tables import MODEL_INDEX, ClusterTables
 from scalesched.errors import InputError
-from scalesched.kernel.llm_engine import EngineBatch
+from scalesched.kernel.llm_engine import EngineBatch, queue_by_priority
 from scalesched.serve.loop import run as run_loop
 from scalesched.serve.protocol import (
+    NO_PRIORITY,
     BadRequest,
     CompletionRequest,
     add_openai_routes,
@@ -61,8 +63,19 @@ class _Request:
     output: int
     left: int
     admitted: asyncio.Future[None]
+    priority: float = NO_PRIORITY
     tokens: asyncio.Queue[int | None] = field(default_factory=asyncio.Queue)
     state: str = "waiting"  # waiting -> admitted -> decoding -> done
+
+
+class _PriorityOf:
+    """``queue_by_priority``'s lookup of a queued request's priority: its own attribute."""
+
+    def __getitem__(self, req: _Request) -> float:
+        return req.priority
+
+
+_PRIORITY_OF = _PriorityOf()
 
 
 class EmulatedModel:
@@ -93,8 +106,12 @@ class EmulatedModel:
     def kv_usage(self) -> float:
         return min(1.0, self.batch.kv_used / max(self.batch.kv_cap, 1))
 
-    async def generate(self, prompt: int, output: int) -> AsyncIterator[int]:
-        """Yield the numbers of tokens produced, as the steps produce them (sum: output)."""
+    async def generate(
+        self, prompt: int, output: int, priority: float = NO_PRIORITY
+    ) -> AsyncIterator[int]:
+        """Yield the numbers of tokens produced, as the steps produce them (sum: output).
+        The request queues behind those with a smaller or equal ``priority`` (arrival order
+        among equals; NO_PRIORITY: behind all), ahead of those with a larger one."""
         self.prompt_tokens_total += prompt
         if self.time_scale == 0:
             self.generation_tokens_total += output
@@ -102,8 +119,11 @@ class EmulatedModel:
             return
         if self._loop_task is None:
             self._loop_task = asyncio.get_running_loop().create_task(self._step_loop())
-        req = _Request(prompt, output, output, asyncio.get_running_loop().create_future())
-        self.waiting.append(req)
+        req = _Request(prompt, output, output, asyncio.get_running_loop().create_future(), priority)
+        if priority == NO_PRIORITY:
+            self.waiting.append(req)
+        else:
+            queue_by_priority(self.waiting, req, priority, _PRIORITY_OF)
         self._admit()
         try:
             await req.admitted
@@ -320,7 +340,7 @@ class EngineServer:
         if req.stream:
             return await self._stream(request, req, model, rid)
         produced = 0
-        async for k in model.generate(req.prompt_tokens, req.max_tokens):
+        async for k in model.generate(req.prompt_tokens, req.max_tokens, req.priority):
             produced += k
         return web.json_response(_completion(req, rid, produced))
 
@@ -332,7 +352,7 @@ class EngineServer:
         )
         await response.prepare(request)
         produced = 0
-        async for k in model.generate(req.prompt_tokens, req.max_tokens):
+        async for k in model.generate(req.prompt_tokens, req.max_tokens, req.priority):
             produced += k
             await response.write(sse(_chunk(req, rid, _text(k), None)))
         await response.write(sse(_chunk(req, rid, "", "length")))

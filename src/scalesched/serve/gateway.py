@@ -18,6 +18,12 @@ a stream already started ends with an OpenAI-shaped error event and ``[DONE]``. 
 are refused with OpenAI-shaped 4xx; more than ``max_pending`` requests at once get 429 with
 ``Retry-After``.
 
+Admission priorities: a policy's ``Place(server, priority=p)`` orders the backend engine's
+queue in the simulator; here it reaches a backend only where ``forward_priority`` names it
+(``serve --forward-priority``), as the integer body field ``priority``
+(:func:`~scalesched.serve.protocol.wire_priority`), which vLLM honours under
+``--scheduling-policy priority``. Elsewhere the body goes upstream as the client sent it.
+
 Library: aiohttp (server and pooled client in one asyncio package, see
 :mod:`scalesched.serve.engine`), prometheus-client for ``/metrics``.
 """
@@ -33,7 +39,7 @@ import re
 import time
 import uuid
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,11 +50,13 @@ from yarl import URL
 
 from scalesched.cluster.deployment import Deployment
 from scalesched.cluster.endpoints import BackendEntry
-from scalesched.decision.actions import Defer, Hedge, as_action
+from scalesched.decision.actions import Defer, Hedge, Place, as_action
 from scalesched.decision.cycle import drive
 from scalesched.decision.features import Decision, TaskRequest
 from scalesched.decision.scheduler import Scheduler
+from scalesched.errors import InputError
 from scalesched.serve.protocol import (
+    PRIORITY_FIELD,
     BadRequest,
     CompletionRequest,
     add_openai_routes,
@@ -57,6 +65,7 @@ from scalesched.serve.protocol import (
     parse_request,
     sse,
     task_signals,
+    wire_priority,
 )
 from scalesched.serve.state import GatewayState
 
@@ -119,12 +128,17 @@ def _allowed(answer: Any, decision: Decision) -> bool:
     return all(0 <= s < decision.n_servers and bool(decision.mask[s]) for s in servers)
 
 
+Placement = tuple[int, float, float | None]
+"""Where a request goes: the server, its estimated time there (booked until it ends) and
+the policy's admission priority for it (None: none given)."""
+
+
 @dataclass(eq=False)
 class WaitingRequest:
     served: str
     task: TaskRequest
     excluded: tuple[int, ...]
-    placed: asyncio.Future[tuple[int, float]]
+    placed: asyncio.Future[Placement]
 
 
 @dataclass
@@ -173,6 +187,12 @@ class GatewayMetrics:
         self.retries = Counter(
             "scalesched_gateway_retries", "Attempts retried elsewhere", ["backend"], registry=r
         )
+        self.priorities = Counter(
+            "scalesched_gateway_priorities_forwarded",
+            "Requests sent with the policy's admission priority",
+            ["backend"],
+            registry=r,
+        )
         # Read when /metrics is scraped (``set_function``), not set on every request.
         self.in_flight = Gauge(
             "scalesched_gateway_in_flight", "Requests in the gateway", registry=r
@@ -204,8 +224,11 @@ class Gateway:
         seed: int = 0,
         deployment: Deployment | None = None,
         backends_source: str = "backends",
+        forward_priority: Iterable[str] = (),
     ) -> None:
         self.backends = list(backends)
+        self._forward_priority = _forwarding(self.backends, forward_priority)
+        """Per backend: whether its requests carry the policy's priority."""
         self.state = GatewayState(self.backends, time_scale, backends_source, deployment)
         self.metrics = GatewayMetrics()
         self.policy_name = scheduler.name
@@ -233,6 +256,7 @@ class Gateway:
         self._ok = [m.requests.labels(b.name, "ok") for b in self.backends]
         self._latency = [m.latency.labels(b.name) for b in self.backends]
         self._ttft = [m.ttft.labels(b.name) for b in self.backends]
+        self._prioritized = [m.priorities.labels(b.name) for b in self.backends]
         self._decided = m.decisions.labels(self.policy_name)
         self._healthy = [m.healthy.labels(b.name) for b in self.backends]
         for gauge in self._healthy:
@@ -265,17 +289,16 @@ class Gateway:
             self.deferred.append(w)
             return
         server = action.servers[0] if isinstance(action, Hedge) else action.server
+        priority = action.priority if isinstance(action, Place) else None
         est = float(decision.exec_s[server])
         self.state.place(w.task, server, est)
         self._decided.inc()
-        w.placed.set_result((server, est))
+        w.placed.set_result((server, est, priority))
 
     def _fell_back(self, reason: str) -> None:
         self.metrics.fallbacks.labels(self.policy_name, reason).inc()
 
-    async def _place(
-        self, served: str, task: TaskRequest, excluded: tuple[int, ...]
-    ) -> tuple[int, float]:
+    async def _place(self, served: str, task: TaskRequest, excluded: tuple[int, ...]) -> Placement:
         w = WaitingRequest(served, task, excluded, asyncio.get_running_loop().create_future())
         self.pending.append(w)
         self._drive()
@@ -377,7 +400,7 @@ class Gateway:
         self.in_flight += 1
         try:
             task = self.state.task(req, workflow, session, signals)
-            return await self._attempts(request, body, raw, path, req, task)
+            return await self._attempts(request, body, raw, path, req, task, workflow)
         finally:
             self.in_flight -= 1
 
@@ -389,23 +412,27 @@ class Gateway:
         path: str,
         req: CompletionRequest,
         task: TaskRequest,
+        workflow: str,
     ) -> web.StreamResponse:
         tried: list[int] = []
         last = "no backend serves this model now"
         for _ in range(self.max_attempts):
             try:
-                server, est = await self._place(req.model, task, tuple(tried))
+                server, est, priority = await self._place(req.model, task, tuple(tried))
             except NoBackend:
                 break
             name = self.backends[server].name
             t0 = time.perf_counter()
+            payload = self._payload(server, body, raw, priority)
             try:
-                out = await self._forward(request, body, raw, path, req, server, t0)
+                out = await self._forward(request, payload, path, req, server, t0)
             finally:
                 self._ended(task, server, est)
             if isinstance(out, web.StreamResponse):
+                took = time.perf_counter() - t0
                 self._ok[server].inc()
-                self._latency[server].observe(time.perf_counter() - t0)
+                self._latency[server].observe(took)
+                self.state.served(workflow, took)
                 return out
             self.metrics.requests.labels(name, "error").inc()
             self.metrics.retries.labels(name).inc()
@@ -414,11 +441,24 @@ class Gateway:
         self.metrics.refused.labels("no_backend").inc()
         return _error(f"no backend could answer: {last}", 503 if not tried else 502)
 
+    def _payload(
+        self, server: int, body: dict[str, Any], raw: bytes, priority: float | None
+    ) -> bytes:
+        """The body sent to ``server``: the client's bytes as they came (no re-encoding)
+        unless fields must be merged: the backend's ``extra`` under the client's fields,
+        and, where priorities are forwarded and the policy gave one, its integer
+        ``priority`` over the client's."""
+        extra = self.backends[server].endpoint.extra
+        wire = wire_priority(priority) if self._forward_priority[server] else None
+        if wire is None:
+            return json.dumps({**extra, **body}).encode() if extra else raw
+        self._prioritized[server].inc()
+        return json.dumps({**extra, **body, PRIORITY_FIELD: wire}).encode()
+
     async def _forward(
         self,
         request: web.Request,
-        body: dict[str, Any],
-        raw: bytes,
+        payload: bytes,
         path: str,
         req: CompletionRequest,
         server: int,
@@ -427,12 +467,6 @@ class Gateway:
         """One attempt on ``server``: the response sent to the client, or why it failed
         before anything was sent (the caller retries elsewhere)."""
         backend = self.backends[server]
-        # The client's bytes as they came (no re-encoding) unless fields must be merged.
-        payload = (
-            json.dumps({**backend.endpoint.extra, **body}).encode()
-            if backend.endpoint.extra
-            else raw
-        )
         assert self._session is not None
         timeout = self._timeouts[server]
         try:
@@ -574,6 +608,38 @@ def _model_name(labels: str) -> str | None:
         if match.group(1) == "model_name":
             return _ESCAPE.sub(lambda e: "\n" if e.group(1) == "n" else e.group(1), match.group(2))
     return None
+
+
+FORWARD_ALL = "all"
+"""``--forward-priority`` for every backend."""
+
+
+def priority_backends(spec: str | None, backends: Sequence[BackendEntry]) -> list[str]:
+    """The backend names ``serve --forward-priority`` names: ``all``, or comma-separated
+    names of the backends file (an InputError naming the option for an unknown one)."""
+    if spec is None:
+        return []
+    if spec.strip() == FORWARD_ALL:
+        return [b.name for b in backends]
+    names = [n.strip() for n in spec.split(",") if n.strip()]
+    if not names:
+        raise InputError("--forward-priority", "--forward-priority", "name a backend, or all")
+    _forwarding(backends, names)  # refuses unknown names
+    return names
+
+
+def _forwarding(backends: Sequence[BackendEntry], names: Iterable[str]) -> list[bool]:
+    """Per backend, whether it is among ``names`` (each of which must be a backend)."""
+    chosen = set(names)
+    known = {b.name for b in backends}
+    unknown = sorted(chosen - known)
+    if unknown:
+        raise InputError(
+            "--forward-priority",
+            "--forward-priority",
+            f"unknown backend {unknown[0]!r}; the backends are {', '.join(sorted(known))}",
+        )
+    return [b.name in chosen for b in backends]
 
 
 def _auth(backend: BackendEntry) -> dict[str, str]:

@@ -25,6 +25,20 @@ DEFAULT_MAX_TOKENS = 64
 """Output tokens of a request that names no ``max_tokens`` (vLLM would fill the context)."""
 MAX_OUTPUT_TOKENS = 1 << 20
 
+PRIORITY_FIELD = "priority"
+"""The request field of an admission priority, as vLLM and SGLang name it: an integer, lower
+values admitted first (SGLang: when run with its flag for low values first)."""
+PRIORITY_UNITS_PER_S = 1000
+"""Integer units per unit of a policy's priority. The ordering policies' priorities are
+model seconds (attained service, remaining work, arrival time), so a backend gets
+milliseconds: ``round`` keeps the order (never inverts two values) and keeps ties (equal
+values give equal integers); only values less than half a millisecond apart may tie."""
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+"""The priority bounds vLLM's request schema enforces."""
+NO_PRIORITY = math.inf
+"""The priority of a request that names none: behind every prioritized one, in arrival
+order (the simulator's rule for a ``Place`` without a priority)."""
+
 
 def add_openai_routes(
     app: web.Application,
@@ -99,6 +113,20 @@ class CompletionRequest:
     prefix_text: str
     """The first message (a system prompt) or the prompt's first 256 characters: what a
     prefix-matching router keys an application prompt by."""
+    priority: float = NO_PRIORITY
+    """The body's ``priority`` (an admission-order key, lower first), or NO_PRIORITY."""
+
+
+def wire_priority(priority: float | None) -> int | None:
+    """The integer ``priority`` a backend gets for a policy's ``Place.priority``:
+    ``round(priority * PRIORITY_UNITS_PER_S)``, clamped to int64. None for no priority
+    (None, or infinite: the executors' "arrival order"; NaN orders nothing either)."""
+    if priority is None or not math.isfinite(priority):
+        return None
+    scaled = priority * PRIORITY_UNITS_PER_S
+    if not math.isfinite(scaled):  # a finite value too large to scale
+        return INT64_MAX if scaled > 0 else INT64_MIN
+    return max(INT64_MIN, min(INT64_MAX, round(scaled)))
 
 
 def parse_request(body: Any, chat: bool) -> CompletionRequest:
@@ -141,7 +169,21 @@ def parse_request(body: Any, chat: bool) -> CompletionRequest:
         max_tokens=limit,
         include_usage=include_usage,
         prefix_text=texts[0][:256],
+        priority=_priority(body.get(PRIORITY_FIELD)),
     )
+
+
+def _priority(value: Any) -> float:
+    """A body's ``priority``: an integer in vLLM's bounds (int64; a whole float such as 3.0
+    counts, as vLLM's schema takes it), or absent/null. Anything else is refused as the
+    engines refuse it."""
+    if value is None:
+        return NO_PRIORITY
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not INT64_MIN <= value <= INT64_MAX:
+        raise BadRequest("'priority' must be a 64-bit integer", param=PRIORITY_FIELD)
+    return value  # kept an int: a float would merge neighbours beyond 2**53
 
 
 def _message_text(message: Any, i: int) -> str:

@@ -127,6 +127,9 @@ class GatewayState(RunLedger):
         """Requests a backend reports beyond those the gateway has in flight there."""
         self._first_seen: OrderedDict[str, float] = OrderedDict()
         self._calls: OrderedDict[str, int] = OrderedDict()
+        self._attained: OrderedDict[str, float] = OrderedDict()
+        """Model seconds of service each workflow's answered calls have had: the simulator's
+        ``attained_s``, what least-attained-service ordering (``plas``) reads."""
 
     @property
     def now(self) -> float:
@@ -161,6 +164,7 @@ class GatewayState(RunLedger):
             parent_bytes=(),
             rank=self.tables.mean_llm_time(m, req.prompt_tokens, est),
             workflow_age=now - first,
+            attained_s=self._attained.get(workflow, 0.0),
             role=signals.role,
             pattern=signals.pattern,
             difficulty_hint=signals.hint,
@@ -169,6 +173,13 @@ class GatewayState(RunLedger):
             call_key=(session, k),
             context_key=(session, k - 1) if k > 0 else None,
         )
+
+    def served(self, workflow: str, wall_s: float) -> None:
+        """A call of ``workflow`` was answered in ``wall_s`` wall seconds (sent to done):
+        the workflow's attained service grows by it, in model seconds, as the simulator's
+        ledger adds a finished task's time."""
+        _remember(self._attained, workflow, 0.0)
+        self._attained[workflow] += wall_s / self.time_scale
 
     def decide(self, served: str, task: TaskRequest, excluded: Sequence[int] = ()) -> Decision:
         """The decision on ``task``: only healthy backends serving ``served`` are open."""
