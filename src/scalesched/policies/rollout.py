@@ -31,9 +31,10 @@ Both are slow (each contested decision simulates ``candidates`` x ``forks`` x ``
 and need the simulator: outside it (a view without ``fork``: the Ray runtime, the gateway)
 they answer as their base does, and say so once. The same seed gives the same answers; a
 ``max_decision_s`` cap is the one exception (when it is hit the answer depends on the
-machine's speed), which is why it is off by default. No CLI syntax sets policy options: in
-Python, ``SampledRolloutScheduler(candidates=4, horizon_s=10, forks=2)`` (or
-``RolloutScheduler(...)``) is passed where a policy name would be (``runs.setup.run``).
+machine's speed), which is why it is off by default. The budget is set where the policy is
+named (``--policy rollout:candidates=4,horizon_s=10,forks=2``;
+:mod:`scalesched.policies.options`) or in Python, ``SampledRolloutScheduler(candidates=4,
+horizon_s=10, forks=2)``, passed where a policy name would be (``runs.setup.run``).
 """
 
 from __future__ import annotations
