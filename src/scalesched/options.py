@@ -103,7 +103,7 @@ RANGES: dict[str, Range] = {
     "--max-pending": _count(1, 1_000_000),
     "--scrape-s": _positive(3600.0),
     "--timeout-s": _positive(MAX_SECONDS),
-    "--object-store-mb": Range(None, 1 << 24),  # the floor (75 MiB) is run's own check
+    "--object-store-mb": _count(75, 1 << 24),  # Ray's smallest object store, MiB
     # memory planner hardware and shape
     "--batch": _count(1, 1 << 20),
     "--seq": _count(1, 1 << 24),

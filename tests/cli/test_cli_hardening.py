@@ -77,7 +77,7 @@ def test_python_dash_m_and_import_registers_the_env() -> None:
         (["eval", "--out", "/proc/x/y", "--policies", "eft", "--nodes", "4"], "--out: cannot"),
         (["run", "--local", "--time-scale", "inf"], "time_scale: must be a positive finite"),
         (["run", "--local", "--time-scale", "1e9"], "time_scale: must be a positive finite"),
-        (["run", "--local", "--object-store-mb", "-5"], "Ray needs at least 75 MiB"),
+        (["run", "--local", "--object-store-mb", "-5"], "must be in [75, 16777216], got -5"),
     ],
 )
 def test_bad_arguments_are_one_line(args: list[str], needle: str) -> None:
