@@ -425,8 +425,8 @@ def train(
     preset: Annotated[
         str | None,
         typer.Option(
-            help="A shipped config by name, instead of --config: configs/train/NAME.yaml "
-            "(e.g. scale-steady-prior-n16)."
+            help="A shipped config by name, instead of --config (e.g. dagger-tail-n16); "
+            "the files are in configs/train of a source checkout."
         ),
     ] = None,
     out: Annotated[
@@ -489,8 +489,9 @@ def train(
     )
 
 
-TRAIN_PRESETS = Path(__file__).resolve().parents[2] / "configs" / "train"
-"""The shipped training configs (a source checkout's configs/train)."""
+TRAIN_PRESETS = Path(__file__).resolve().parent / "train" / "presets"
+"""The shipped training configs, installed with the package (a source checkout's
+configs/train links to them)."""
 
 
 def train_presets() -> list[str]:

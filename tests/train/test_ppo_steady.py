@@ -259,6 +259,6 @@ def test_every_training_config_loads_and_validates_at_the_training_size_only(pat
     cfg = load_config(path)
     assert min(cfg.validation_seeds) >= 100  # evaluation seeds are 0-99
     if path.stem in PRE_ZERO_SHOT_CONFIGS:
-        assert "before issue 9's strict zero-shot" in path.read_text()
+        assert "before the strict zero-shot" in path.read_text()
     elif cfg.validation_sizes:  # strict zero-shot: checkpoint choice never sees N != 16
         assert cfg.validation_sizes == [16]
