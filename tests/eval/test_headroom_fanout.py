@@ -7,10 +7,12 @@ import pytest
 
 from scalesched.eval.headroom.fanout import (
     ClairvoyantSplit,
+    HintSplit,
     SiblingSpread,
     fan_outs,
     fanout_stats,
     probe_fanout,
+    top_hint,
 )
 from scalesched.runs.setup import RunSetup, Scenario, prepare, run
 
@@ -68,8 +70,25 @@ def test_clairvoyant_split_refuses_bad_input(setup: RunSetup) -> None:
         ClairvoyantSplit(jobs + jobs[:1], "llama-2-7b", reserved=2)
 
 
+def test_hint_split_sends_only_high_hint_samples_to_the_reserve(setup: RunSetup) -> None:
+    jobs = list(setup.jobs)
+    threshold = top_hint(jobs, "llama-2-7b", 0.2)
+    result = run(setup, HintSplit("llama-2-7b", 2, threshold), record_trace=True)
+    by_id = {job.workflow_id: job for job in jobs}
+    high = 0
+    for r in result.trace:
+        if r.model != "llama-2-7b":
+            continue
+        task = next(t for t in by_id[r.workflow].workflow.tasks if t.id == r.task)
+        is_high = task.context_of is not None and task.difficulty_hint > threshold
+        high += is_high
+        assert (r.server in (0, 1)) == is_high
+    assert high > 0
+
+
 def test_probe_rows(setup: RunSetup) -> None:
     rows = probe_fanout(setup, baseline="eft", reserved=4)
-    assert [r.name for r in rows] == ["eft", "sibling_spread", "clairvoyant_split"]
+    names = ["eft", "sibling_spread", "clairvoyant_split", "hint_split"]
+    assert [r.name for r in rows] == names
     for row in rows:
         assert row.mean_s > 0 and row.stats.fan_outs > 0

@@ -157,6 +157,48 @@ class ClairvoyantSplit(BaseScheduler):
         return int(np.argmin(score))
 
 
+class HintSplit(BaseScheduler):
+    """``ClairvoyantSplit`` without the truth: a call of ``model`` that extends another's
+    context (a fan-out's sample) and whose observable ``difficulty_hint`` exceeds
+    ``threshold`` runs on the reserved servers, every other call of the model on the rest."""
+
+    name = "hint_split"
+
+    def __init__(self, model: str, reserved: int, threshold: float) -> None:
+        if model not in MODEL_INDEX:
+            raise ValueError(f"unknown model {model!r}")
+        if reserved < 1:
+            raise ValueError(f"reserved must be >= 1, got {reserved}")
+        self.model, self.reserved, self.threshold = MODEL_INDEX[model], reserved, threshold
+
+    def select(self, decision: Decision) -> int:
+        score = _eft_scores(decision)
+        task = decision.task
+        if task.kind == "llm" and task.model == self.model:
+            feasible = np.flatnonzero(decision.mask)
+            lane = np.zeros(decision.n_servers, dtype=bool)
+            lane[feasible[: self.reserved]] = True
+            if task.context_key is None or task.difficulty_hint <= self.threshold:
+                lane = ~lane
+            kept = np.where(lane, score, np.inf)
+            if np.isfinite(kept).any():
+                return int(np.argmin(kept))
+        return int(np.argmin(score))
+
+
+def top_hint(jobs: Sequence[Job], model: str, share: float) -> float:
+    """The hint above which ``share`` of the fan-out samples of ``model`` in ``jobs`` lie
+    (about one sample per fan-out at ``share = 1 / mean samples``)."""
+    hints = [
+        job.workflow.tasks[i].difficulty_hint
+        for job in jobs
+        for group in fan_outs(job.workflow)
+        for i in group
+        if job.workflow.tasks[i].model == model
+    ]
+    return float(np.quantile(hints, 1.0 - share)) if hints else math.inf
+
+
 @dataclass(frozen=True)
 class ProbeRow:
     name: str
@@ -168,9 +210,9 @@ class ProbeRow:
 def probe_fanout(
     setup: RunSetup, baseline: str = "tail", model: str = "llama-2-7b", reserved: int = 4
 ) -> list[ProbeRow]:
-    """Run ``baseline``, ``SiblingSpread`` and ``ClairvoyantSplit`` on ``setup`` (jobs
-    realised up front) and report each one's mean response and fan-out statistics over the
-    default steady-state window."""
+    """Run ``baseline``, ``SiblingSpread``, ``ClairvoyantSplit`` and ``HintSplit`` (the
+    top tenth of the samples' hints) on ``setup`` (jobs realised up front) and report each
+    one's mean response and fan-out statistics over the default steady-state window."""
     jobs = list(setup.jobs)
     ordered = sorted(jobs, key=lambda j: (j.arrival, j.workflow_id))
     first, last = window_bounds(len(jobs), default_warmup(len(jobs)), default_cooldown(len(jobs)))
@@ -180,6 +222,7 @@ def probe_fanout(
         baseline,
         SiblingSpread(),
         ClairvoyantSplit(jobs, model, reserved),
+        HintSplit(model, reserved, top_hint(jobs, model, 0.1)),
     ]
     for policy in policies:
         result = run(setup, policy, record_trace=True)
