@@ -36,7 +36,9 @@ Why it is a lower bound on the steady-state mean response of any schedule:
    points (``lin[b] + attn (b - 1) min_ctx``, ``lin[b] / b``), ``b`` up to the batch cap
    and to what KV memory holds of the model's smallest call; every hull edge, extended,
    is a line (``alpha + beta seen``, ``beta < 0``) below the hull, so below every step's
-   point. Summed over one call's steps on class ``k``: its share there, less its own
+   point (a step seen beyond the hull's end, ``seen_max``, counts as ``seen_max``: the last
+   vertex is the cheapest point, so each line holds there too, and ``u`` is capped at
+   ``seen_max``). Summed over one call's steps on class ``k``: its share there, less its own
    attention, is ``c >= out (alpha y + beta u)`` for every edge (Jensen per call: ``c``
    is a column of its own, bounded by ``CALL_FACETS`` edges, any subset of which is
    valid); the class's decode seconds are at least ``sum c + A`` (``A`` own attention
