@@ -106,3 +106,29 @@ def test_negative_call_facets_is_refused() -> None:
     setup = prepare("hetero-16", Scenario(workload="best-of-n", workflows=2, rate=1.0))
     with pytest.raises(ValueError, match="call_facets"):
         capacity_bound(setup.tables, list(setup.jobs), 1.0, call_facets=-1)
+
+
+def test_fanout_calls_are_the_samples_released_together() -> None:
+    """best-of-n's samples share their parents and model: each is a fan-out call; a call
+    alone under its parents is not."""
+    from scalesched.eval.headroom.bound import fanout_calls
+    from scalesched.runs.setup import Scenario, prepare
+
+    setup = prepare("hetero-16", Scenario(workload="best-of-n", workflows=3, rate=1.0, seed=1))
+    for job in setup.jobs:
+        wf = job.workflow
+        fan = fanout_calls(wf)
+        llm = [i for i, t in enumerate(wf.tasks) if t.kind == "llm"]
+        assert len(fan) >= 2 and fan <= set(llm)
+        for i in fan:
+            same = [j for j in fan if sorted(wf.parents[j]) == sorted(wf.parents[i])]
+            assert len(same) >= 2
+        for i in set(llm) - fan:
+            twins = [
+                j
+                for j in llm
+                if j != i
+                and wf.tasks[j].model == wf.tasks[i].model
+                and sorted(wf.parents[j]) == sorted(wf.parents[i])
+            ]
+            assert not twins

@@ -41,7 +41,9 @@ Why it is a lower bound on the steady-state mean response of any schedule:
    ``seen_max``). Summed over one call's steps on class ``k``: its share there, less its own
    attention, is ``c >= out (alpha y + beta u)`` for every edge (Jensen per call: ``c``
    is a column of its own, bounded by ``CALL_FACETS`` edges, any subset of which is
-   valid); the class's decode seconds are at least ``sum c + A`` (``A`` own attention
+   valid). Fan-out calls (``fanout_calls``) get such a column; the other calls of the
+   class, as one group, get ``r >= alpha O' + beta S'`` for every edge (Jensen over the
+   group); the class's decode seconds are at least ``sum c + r + A`` (``A`` own attention
    seconds placed there). Summed over the class's calls first, ``alpha O + beta S + A``
    (``O`` steps, ``S`` seen step-seconds) holds for every edge too and is kept, but alone
    it is much looser: it charges the class at the calls' mean step, so a clairvoyant
@@ -89,7 +91,7 @@ from scipy.sparse import coo_matrix
 
 from scalesched.cluster.tables import MODEL_INDEX, MODEL_NAMES, ClusterTables
 from scalesched.eval.headroom.decompose import alone_fastest
-from scalesched.workload.instance import Job, TaskInstance
+from scalesched.workload.instance import Job, TaskInstance, WorkflowInstance
 
 CALL_FACETS = 17
 """Most hull edges bounding each call's own share (``c`` in point 2 of the module doc),
@@ -166,7 +168,25 @@ class _ClassUse:
     slots: list[tuple[int, float]] = field(default_factory=list)
     """Slot-seconds (residence >= duration)."""
     shares: list[tuple[int, float]] = field(default_factory=list)
-    """Each call's own decode share there, less its own attention (its ``c`` column)."""
+    """Each fan-out call's own decode share there, less its own attention (its ``c``
+    column)."""
+    rest_steps: list[tuple[int, float]] = field(default_factory=list)
+    """Steps of the calls without a column of their own (the rest of O)."""
+    rest_seen: list[tuple[int, float]] = field(default_factory=list)
+    """Step-seconds those calls see (the rest of S)."""
+
+
+def fanout_calls(wf: WorkflowInstance) -> set[int]:
+    """Indices of a workflow's fan-out calls: LLM calls of one model with the same parents
+    as another (the samples of best-of-n and self-consistency, released together). Only
+    they get a decode-share column of their own: the class-aggregate rows are what is
+    loose for them (module doc, 2), and a column per call everywhere costs minutes of
+    solve time for a bound that moves 0.2% on agentic-mix."""
+    groups: dict[tuple[str, tuple[int, ...]], list[int]] = {}
+    for i, task in enumerate(wf.tasks):
+        if task.kind == "llm" and task.model:
+            groups.setdefault((task.model, tuple(sorted(wf.parents[i]))), []).append(i)
+    return {i for members in groups.values() if len(members) > 1 for i in members}
 
 
 class _Program:
@@ -213,10 +233,13 @@ class _Program:
             self.vals.append(-coef)
         self.rhs.append(-const)
 
-    def duration(self, task: TaskInstance) -> tuple[list[tuple[int, float]], float]:
+    def duration(
+        self, task: TaskInstance, own_share: bool = False
+    ) -> tuple[list[tuple[int, float]], float]:
         """The task's duration as (terms, constant). An LLM call is on class ``k`` a
         fraction ``y`` and sees ``u / y`` seconds per step (between the class's fastest and
-        slowest batch level, ``batch_levels``), less its own attention."""
+        slowest batch level, ``batch_levels``), less its own attention. ``own_share``: the
+        call gets a decode-share column of its own (a fan-out sample, module doc, 2)."""
         t = self.tables
         if task.kind != "llm" or not task.model:
             return [], alone_fastest(t, task)
@@ -239,8 +262,11 @@ class _Program:
             use.steps.append((y, float(out)))
             use.seen.append((u, float(out)))
             use.own.append((y, out * attn))
-            if self.call_facets[k]:
+            if own_share and self.call_facets[k]:
                 use.shares.append((self.call_share(k, y, u, float(out)), 1.0))
+            else:
+                use.rest_steps.append((y, float(out)))
+                use.rest_seen.append((u, float(out)))
             kv = float(min(kv_tokens, int(t.kv_capacity[k])))
             use.kv += [(y, kv * fixed), (u, kv * out)]
             use.slots += [(y, fixed), (u, float(out))]
@@ -262,8 +288,9 @@ class _Program:
         wf = job.workflow
         finish: list[int] = []
         r_col = self.var(weight)
+        fan = fanout_calls(wf)
         for i, task in enumerate(wf.tasks):
-            terms, const = self.duration(task)
+            terms, const = self.duration(task, own_share=i in fan)
             e = self.var()
             finish.append(e)
             parents: Sequence[int | None] = wf.parents[i] or (None,)
@@ -302,8 +329,14 @@ class _Program:
                 lhs = [(s, horizon_s) for s in servers] + [(own, -1.0), (steps, -alpha)]
                 self.geq(lhs + [(seen, -beta)], 0.0)
             if use.shares:
-                # decode seconds >= sum of the calls' own shares + A
-                lhs = [(s, horizon_s) for s in servers] + [(own, -1.0)]
+                # decode seconds >= the fan-out calls' own shares + the rest's (Jensen
+                # over the rest as a group: r >= alpha O' + beta S' per edge) + A
+                rest = self.var()
+                if use.rest_steps:
+                    rest_o, rest_s = self._sum(use.rest_steps), self._sum(use.rest_seen)
+                    for alpha, beta in _facets(self.levels[k]):
+                        self.geq([(rest, 1.0), (rest_o, -alpha), (rest_s, -beta)], 0.0)
+                lhs = [(s, horizon_s) for s in servers] + [(own, -1.0), (rest, -1.0)]
                 self.geq(lhs + [(c, -a) for c, a in use.shares], 0.0)
             for amount, per_engine in (
                 (use.kv, float(t.kv_capacity[k])),
