@@ -34,9 +34,22 @@ Why it is a lower bound on the steady-state mean response of any schedule:
    request: an engine's decode time is the sum over its calls of their steps' shares. A
    call's (seen, share) per step lies on or above the lower-left convex hull of the
    points (``lin[b] + attn (b - 1) min_ctx``, ``lin[b] / b``), ``b`` up to the batch cap
-   and to what KV memory holds of the model's smallest call; by convexity (Jensen) the
-   class's decode seconds are at least ``alpha O + beta S + A`` for every hull edge
-   (``O`` steps, ``S`` seen step-seconds, ``A`` own attention seconds placed there).
+   and to what KV memory holds of the model's smallest call; every hull edge, extended,
+   is a line (``alpha + beta seen``, ``beta < 0``) below the hull, so below every step's
+   point (a step seen beyond the hull's end, ``seen_max``, counts as ``seen_max``: the last
+   vertex is the cheapest point, so each line holds there too, and ``u`` is capped at
+   ``seen_max``). Summed over one call's steps on class ``k``: its share there, less its own
+   attention, is ``c >= out (alpha y + beta u)`` for every edge (Jensen per call: ``c``
+   is a column of its own, bounded by ``CALL_FACETS`` edges, any subset of which is
+   valid). Fan-out calls (``fanout_calls``) get such a column; the other calls of the
+   class, as one group, get ``r >= alpha O' + beta S'`` for every edge (Jensen over the
+   group); the class's decode seconds are at least ``sum c + r + A`` (``A`` own attention
+   seconds placed there). Summed over the class's calls first, ``alpha O + beta S + A``
+   (``O`` steps, ``S`` seen step-seconds) holds for every edge too and is kept, but alone
+   it is much looser: it charges the class at the calls' mean step, so a clairvoyant
+   program could give each test-time-scaling workflow's longest sample an engine to
+   itself (step ``lin[1]``) and pay for it with samples in large batches, at the price of
+   the average batch (docs/headroom-map.md, "Test-time scaling").
 3. KV and slots. A call holds its KV tokens (at most the engine's, when it runs alone)
    and a batch slot from admission to its end, at least its duration; an engine holds
    at most its KV capacity and batch cap at any instant.
@@ -54,7 +67,11 @@ Why it is a lower bound on the steady-state mean response of any schedule:
    the fast classes have room.
 
 Left out (each only loosens the bound): tool CPU cores, model load time, prefill's use of
-the engine, transfers.
+the engine, transfers, and the batchmates' real contexts (every other request of a batch
+counts as the model's smallest call, ``min_ctx``: on best-of-n the samples' contexts are
+about twice the smallest pose's, and the bound rises by about 1 s of 9 at load 0.5 on
+homogeneous-16 when the batchmates count at twice ``min_ctx``, a figure no valid argument
+here gives).
 
 When even every class fully used cannot absorb the offered work, no schedule keeps up (the
 queues grow): the program is infeasible and there is no bound (``None``).
@@ -63,17 +80,26 @@ queues grow): the program is infeasible and there is no bound (``None``).
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy.optimize import linprog
+from scipy.optimize import OptimizeWarning, linprog
 from scipy.sparse import coo_matrix
 
 from scalesched.cluster.tables import MODEL_INDEX, MODEL_NAMES, ClusterTables
 from scalesched.eval.headroom.decompose import alone_fastest
-from scalesched.workload.instance import Job, TaskInstance
+from scalesched.workload.instance import Job, TaskInstance, WorkflowInstance
+
+CALL_FACETS = 17
+"""Most hull edges bounding each call's own share (``c`` in point 2 of the module doc),
+picked at geometric steps along the hull (``pick_facets``): where the hull bends most (a
+few requests per batch) every edge, further out every few. 17 holds the geometric picks of
+a 63-edge hull (llama-2-7b on an A100) and gives the bound of all 63 to 0.01% at about a
+third of the solve time; 0 drops the per-call rows (the aggregate rows alone: the bound
+before them)."""
 
 
 @dataclass(frozen=True)
@@ -87,6 +113,8 @@ class CapacityBound:
     variables: int
     slow_share: dict[str, float] = field(default_factory=dict)
     """Per model: the share of its calls' decode work the bound places off the fastest class."""
+    call_facets: int = CALL_FACETS
+    """Hull edges bounding each call's own decode share (0: the class-aggregate rows only)."""
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -95,6 +123,7 @@ class CapacityBound:
             "solve_s": self.solve_s,
             "variables": self.variables,
             "slow_share": self.slow_share,
+            "call_facets": self.call_facets,
         }
 
 
@@ -138,15 +167,41 @@ class _ClassUse:
     """KV token-seconds (tokens x residence >= duration)."""
     slots: list[tuple[int, float]] = field(default_factory=list)
     """Slot-seconds (residence >= duration)."""
+    shares: list[tuple[int, float]] = field(default_factory=list)
+    """Each fan-out call's own decode share there, less its own attention (its ``c``
+    column)."""
+    rest_steps: list[tuple[int, float]] = field(default_factory=list)
+    """Steps of the calls without a column of their own (the rest of O)."""
+    rest_seen: list[tuple[int, float]] = field(default_factory=list)
+    """Step-seconds those calls see (the rest of S)."""
+
+
+def fanout_calls(wf: WorkflowInstance) -> set[int]:
+    """Indices of a workflow's fan-out calls: LLM calls of one model with the same parents
+    as another (the samples of best-of-n and self-consistency, released together). Only
+    they get a decode-share column of their own: the class-aggregate rows are what is
+    loose for them (module doc, 2), and a column per call everywhere costs minutes of
+    solve time for a bound that moves 0.2% on agentic-mix."""
+    groups: dict[tuple[str, tuple[int, ...]], list[int]] = {}
+    for i, task in enumerate(wf.tasks):
+        if task.kind == "llm" and task.model:
+            groups.setdefault((task.model, tuple(sorted(wf.parents[i]))), []).append(i)
+    return {i for members in groups.values() if len(members) > 1 for i in members}
 
 
 class _Program:
     """Columns and rows of the linear program, built workflow by workflow."""
 
     def __init__(
-        self, tables: ClusterTables, classes: dict[int, list[int]], levels: dict[int, np.ndarray]
+        self,
+        tables: ClusterTables,
+        classes: dict[int, list[int]],
+        levels: dict[int, np.ndarray],
+        call_facets: int = CALL_FACETS,
     ) -> None:
         self.tables, self.classes, self.levels = tables, classes, levels
+        self.call_facets = {k: pick_facets(_facets(lv), call_facets) for k, lv in levels.items()}
+        """Per class: the hull edges that bound each call's own share (none: 0)."""
         self.cost: list[float] = []
         self.upper: list[float | None] = []
         self.rows: list[int] = []
@@ -178,10 +233,13 @@ class _Program:
             self.vals.append(-coef)
         self.rhs.append(-const)
 
-    def duration(self, task: TaskInstance) -> tuple[list[tuple[int, float]], float]:
+    def duration(
+        self, task: TaskInstance, own_share: bool = False
+    ) -> tuple[list[tuple[int, float]], float]:
         """The task's duration as (terms, constant). An LLM call is on class ``k`` a
         fraction ``y`` and sees ``u / y`` seconds per step (between the class's fastest and
-        slowest batch level, ``batch_levels``), less its own attention."""
+        slowest batch level, ``batch_levels``), less its own attention. ``own_share``: the
+        call gets a decode-share column of its own (a fan-out sample, module doc, 2)."""
         t = self.tables
         if task.kind != "llm" or not task.model:
             return [], alone_fastest(t, task)
@@ -204,6 +262,11 @@ class _Program:
             use.steps.append((y, float(out)))
             use.seen.append((u, float(out)))
             use.own.append((y, out * attn))
+            if own_share and self.call_facets[k]:
+                use.shares.append((self.call_share(k, y, u, float(out)), 1.0))
+            else:
+                use.rest_steps.append((y, float(out)))
+                use.rest_seen.append((u, float(out)))
             kv = float(min(kv_tokens, int(t.kv_capacity[k])))
             use.kv += [(y, kv * fixed), (u, kv * out)]
             use.slots += [(y, fixed), (u, float(out))]
@@ -212,13 +275,22 @@ class _Program:
         self.eq.append(([(y, 1.0) for y in ys], 1.0))
         return terms, 0.0
 
+    def call_share(self, k: int, y: int, u: int, out: float) -> int:
+        """A column ``c >= out (alpha y + beta u)`` for each of class ``k``'s picked hull
+        edges: the call's decode share on ``k``, less its own attention (module doc, 2)."""
+        c = self.var()
+        for alpha, beta in self.call_facets[k]:
+            self.geq([(c, 1.0), (y, -alpha * out), (u, -beta * out)], 0.0)
+        return c
+
     def workflow(self, job: Job, weight: float) -> None:
         """R_w >= e_i >= e_p + d_i for the workflow's tasks (critical path under d)."""
         wf = job.workflow
         finish: list[int] = []
         r_col = self.var(weight)
+        fan = fanout_calls(wf)
         for i, task in enumerate(wf.tasks):
-            terms, const = self.duration(task)
+            terms, const = self.duration(task, own_share=i in fan)
             e = self.var()
             finish.append(e)
             parents: Sequence[int | None] = wf.parents[i] or (None,)
@@ -256,6 +328,16 @@ class _Program:
                 # decode seconds >= alpha O + beta S + A
                 lhs = [(s, horizon_s) for s in servers] + [(own, -1.0), (steps, -alpha)]
                 self.geq(lhs + [(seen, -beta)], 0.0)
+            if use.shares:
+                # decode seconds >= the fan-out calls' own shares + the rest's (Jensen
+                # over the rest as a group: r >= alpha O' + beta S' per edge) + A
+                rest = self.var()
+                if use.rest_steps:
+                    rest_o, rest_s = self._sum(use.rest_steps), self._sum(use.rest_seen)
+                    for alpha, beta in _facets(self.levels[k]):
+                        self.geq([(rest, 1.0), (rest_o, -alpha), (rest_s, -beta)], 0.0)
+                lhs = [(s, horizon_s) for s in servers] + [(own, -1.0), (rest, -1.0)]
+                self.geq(lhs + [(c, -a) for c, a in use.shares], 0.0)
             for amount, per_engine in (
                 (use.kv, float(t.kv_capacity[k])),
                 (use.slots, float(t.max_batch[k])),
@@ -273,15 +355,24 @@ class _Program:
         cols = [c for terms, _ in self.eq for c, _ in terms]
         vals = [a for terms, _ in self.eq for _, a in terms]
         a_eq = coo_matrix((vals, (rows, cols)), shape=(len(self.eq), self.n_vars))
-        return linprog(
-            np.array(self.cost),
-            A_ub=a_ub,
-            b_ub=np.array(self.rhs),
-            A_eq=a_eq.tocsr() if self.eq else None,
-            b_eq=np.array([v for _, v in self.eq]) if self.eq else None,
-            bounds=[(0.0, u) for u in self.upper],
-            method="highs-ipm",  # HiGHS interior point: ~3x the dual simplex here
-        )
+        problem = {
+            "A_ub": a_ub,
+            "b_ub": np.array(self.rhs),
+            "A_eq": a_eq.tocsr() if self.eq else None,
+            "b_eq": np.array([v for _, v in self.eq]) if self.eq else None,
+            "bounds": [(0.0, u) for u in self.upper],
+            "method": "highs-ipm",  # HiGHS interior point: ~3x the dual simplex here
+        }
+        with warnings.catch_warnings():
+            # scipy passes HiGHS options it does not know verbatim, with a warning
+            warnings.filterwarnings("ignore", "Unrecognized options", OptimizeWarning)
+            # first without crossover to a vertex: only the optimum's value is read (the
+            # interior solution's is within 1e-8 of it), and crossover takes about half
+            # the time; an interior point HiGHS cannot certify gets the crossover after all
+            result = linprog(np.array(self.cost), **problem, options={"run_crossover": "off"})
+        if result.status != 0:
+            result = linprog(np.array(self.cost), **problem)
+        return result
 
     def slow_share(self, y: np.ndarray) -> dict[str, float]:
         """Per model: the share of its calls' decode steps placed off their fastest class."""
@@ -308,6 +399,24 @@ def _facets(levels: np.ndarray) -> list[tuple[float, float]]:
         beta = (y2 - y1) / (x2 - x1)
         out.append((float(y1 - beta * x1), float(beta)))
     return out
+
+
+def pick_facets(facets: list[tuple[float, float]], limit: int) -> list[tuple[float, float]]:
+    """At most ``limit`` of ``facets`` (hull edges in order of batch size): every one when
+    they fit, else those at indexes ``round(1.25^j) - 1`` (dense where few requests share
+    a batch, where the hull bends most), thinned to every other one, always keeping the
+    last. Any subset is valid: each edge alone bounds the share from below."""
+    if limit <= 0:
+        return []
+    if len(facets) <= limit:
+        return list(facets)
+    if limit == 1:
+        return [facets[0]]
+    last = len(facets) - 1
+    picks = sorted({min(last, round(1.25**j) - 1) for j in range(64)})
+    while len(picks) > limit:
+        picks = sorted({*picks[::2], last})
+    return [facets[i] for i in picks]
 
 
 def _classes(tables: ClusterTables) -> dict[int, list[int]]:
@@ -344,23 +453,28 @@ def capacity_bound(
     jobs: Sequence[Job],
     offered_rate_wps: float,
     run_jobs: Sequence[Job] | None = None,
+    *,
+    call_facets: int = CALL_FACETS,
 ) -> CapacityBound:
     """The bound over ``jobs`` (the measured workflows) arriving at ``offered_rate_wps``;
     ``run_jobs``: every job of the run (the smallest calls that may share a batch with the
-    measured ones; default ``jobs``)."""
+    measured ones; default ``jobs``); ``call_facets``: hull edges per call's own share
+    (``CALL_FACETS``; 0: the class-aggregate rows only, a looser bound)."""
     started = time.perf_counter()
     n = len(jobs)
+    if call_facets < 0:
+        raise ValueError(f"call_facets must be >= 0, got {call_facets}")
     if n == 0 or not offered_rate_wps > 0:
-        return CapacityBound(None, "no measured workflows", 0.0, 0)
+        return CapacityBound(None, "no measured workflows", 0.0, 0, call_facets=call_facets)
     classes = _classes(tables)
-    prog = _Program(tables, classes, _levels(tables, classes, run_jobs or jobs))
+    prog = _Program(tables, classes, _levels(tables, classes, run_jobs or jobs), call_facets)
     for job in jobs:
         prog.workflow(job, 1.0 / n)
     prog.capacity(n / offered_rate_wps)
     result = prog.solve()
     elapsed = time.perf_counter() - started
     if result.status != 0:
-        return CapacityBound(None, str(result.message), elapsed, prog.n_vars)
+        return CapacityBound(None, str(result.message), elapsed, prog.n_vars, {}, call_facets)
     y = np.asarray(result.x)
     mean = float(result.fun)
-    return CapacityBound(mean, "optimal", elapsed, prog.n_vars, prog.slow_share(y))
+    return CapacityBound(mean, "optimal", elapsed, prog.n_vars, prog.slow_share(y), call_facets)
