@@ -176,17 +176,23 @@ class _ClassUse:
     """Step-seconds those calls see (the rest of S)."""
 
 
-def fanout_calls(wf: WorkflowInstance) -> set[int]:
-    """Indices of a workflow's fan-out calls: LLM calls of one model with the same parents
-    as another (the samples of best-of-n and self-consistency, released together). Only
-    they get a decode-share column of their own: the class-aggregate rows are what is
-    loose for them (module doc, 2), and a column per call everywhere costs minutes of
-    solve time for a bound that moves 0.2% on agentic-mix."""
+def fan_outs(workflow: WorkflowInstance) -> list[list[int]]:
+    """Task indexes of each fan-out: two or more LLM calls of one model with the same
+    parents, released together (a best-of-n's samples, a self-consistency's paths)."""
     groups: dict[tuple[str, tuple[int, ...]], list[int]] = {}
-    for i, task in enumerate(wf.tasks):
+    for i, task in enumerate(workflow.tasks):
         if task.kind == "llm" and task.model:
-            groups.setdefault((task.model, tuple(sorted(wf.parents[i]))), []).append(i)
-    return {i for members in groups.values() if len(members) > 1 for i in members}
+            key = (task.model, tuple(sorted(workflow.parents[i])))
+            groups.setdefault(key, []).append(i)
+    return [members for members in groups.values() if len(members) > 1]
+
+
+def fanout_calls(workflow: WorkflowInstance) -> set[int]:
+    """The fan-out calls of a workflow. Only they get a decode-share column of their own:
+    the class-aggregate rows are what is loose for them (module doc, 2), and a column per
+    call everywhere costs minutes of solve time for a bound that moves 0.2% on
+    agentic-mix."""
+    return {i for members in fan_outs(workflow) for i in members}
 
 
 class _Program:

@@ -18,7 +18,6 @@ probe tests one:
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -27,21 +26,12 @@ import numpy as np
 from scalesched.cluster.tables import MODEL_INDEX
 from scalesched.decision.features import Decision
 from scalesched.decision.scheduler import BaseScheduler
+from scalesched.eval.headroom.bound import fan_outs
 from scalesched.kernel.metrics import window_bounds
 from scalesched.kernel.records import TaskRecord
 from scalesched.runs.setup import RunSetup, run
 from scalesched.runs.windows import default_cooldown, default_warmup
-from scalesched.workload.instance import Job, WorkflowInstance
-
-
-def fan_outs(workflow: WorkflowInstance) -> list[list[int]]:
-    """Task indexes of each fan-out: two or more LLM calls of one model released by the same
-    single parent (a best-of-n's samples, a self-consistency's paths)."""
-    groups: dict[tuple[int, str], list[int]] = defaultdict(list)
-    for i, task in enumerate(workflow.tasks):
-        if task.kind == "llm" and task.model and len(workflow.parents[i]) == 1:
-            groups[(workflow.parents[i][0], task.model)].append(i)
-    return [g for g in groups.values() if len(g) >= 2]
+from scalesched.workload.instance import Job
 
 
 @dataclass(frozen=True)
@@ -143,18 +133,10 @@ class ClairvoyantSplit(BaseScheduler):
                     self.longest.add((wf.name, top))
 
     def select(self, decision: Decision) -> int:
-        score = _eft_scores(decision)
         task = decision.task
-        if task.kind == "llm" and task.model == self.model:
-            feasible = np.flatnonzero(decision.mask)
-            lane = np.zeros(decision.n_servers, dtype=bool)
-            lane[feasible[: self.reserved]] = True
-            if task.call_key not in self.longest:
-                lane = ~lane
-            kept = np.where(lane, score, np.inf)
-            if np.isfinite(kept).any():
-                return int(np.argmin(kept))
-        return int(np.argmin(score))
+        if task.kind != "llm" or task.model != self.model:
+            return int(np.argmin(_eft_scores(decision)))
+        return _in_lane(decision, self.reserved, task.call_key in self.longest)
 
 
 class HintSplit(BaseScheduler):
@@ -172,18 +154,21 @@ class HintSplit(BaseScheduler):
         self.model, self.reserved, self.threshold = MODEL_INDEX[model], reserved, threshold
 
     def select(self, decision: Decision) -> int:
-        score = _eft_scores(decision)
         task = decision.task
-        if task.kind == "llm" and task.model == self.model:
-            feasible = np.flatnonzero(decision.mask)
-            lane = np.zeros(decision.n_servers, dtype=bool)
-            lane[feasible[: self.reserved]] = True
-            if task.context_key is None or task.difficulty_hint <= self.threshold:
-                lane = ~lane
-            kept = np.where(lane, score, np.inf)
-            if np.isfinite(kept).any():
-                return int(np.argmin(kept))
-        return int(np.argmin(score))
+        if task.kind != "llm" or task.model != self.model:
+            return int(np.argmin(_eft_scores(decision)))
+        long = task.context_key is not None and task.difficulty_hint > self.threshold
+        return _in_lane(decision, self.reserved, long)
+
+
+def _in_lane(decision: Decision, reserved: int, on_reserved: bool) -> int:
+    """eft's best server within a lane: the first ``reserved`` feasible servers, or the
+    others (eft's best anywhere when the lane has none)."""
+    score = _eft_scores(decision)
+    lane = np.zeros(decision.n_servers, dtype=bool)
+    lane[np.flatnonzero(decision.mask)[:reserved]] = True
+    kept = np.where(lane if on_reserved else ~lane, score, np.inf)
+    return int(np.argmin(kept if np.isfinite(kept).any() else score))
 
 
 def top_hint(jobs: Sequence[Job], model: str, share: float) -> float:
