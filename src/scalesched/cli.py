@@ -595,18 +595,11 @@ def evaluate(
     logits_cache: LogitsCacheOpt = "off",
 ) -> None:
     """Compare policies across cluster sizes and seeds on identical workloads."""
-    from scalesched.eval.study import StudyConfig, named_clusters, parse_int_list, seeds_from
+    from scalesched.eval.study import StudyConfig, seeds_from
     from scalesched.policies.options import split_policy_list
     from scalesched.workload.repeats import check_repeat_probability
 
-    sizes = parse_int_list(nodes, "--nodes")
-    names: tuple[str, ...] = ()
-    if clusters is not None:
-        sizes, names = named_clusters([c.strip() for c in clusters.split(",") if c.strip()])
-        if not sizes:
-            raise InputError("--clusters", "clusters", "give at least one cluster")
-    if deployment is not None and len(sizes) != 1:
-        raise InputError("--deployment", "nodes", "a deployment names one cluster: one --nodes")
+    sizes, names = _study_clusters(nodes, clusters, deployment)
     cfg = StudyConfig(
         policies=split_policy_list(policies),
         nodes=sizes,
@@ -626,6 +619,24 @@ def evaluate(
     executor = "ray" if ray_address or ray_local else "process"
     title = "scalesched evaluation"
     _study(cfg, out, jobs, as_json, progress, title, executor, ray_address, slo, force)
+
+
+def _study_clusters(
+    nodes: str, clusters: str | None, deployment: Path | None
+) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """The sizes an evaluation compares and, where named clusters replace hetero-N, their
+    names: one deployment names one cluster, so it takes exactly one size."""
+    from scalesched.eval.study import named_clusters, parse_int_list
+
+    sizes = parse_int_list(nodes, "--nodes")
+    names: tuple[str, ...] = ()
+    if clusters is not None:
+        sizes, names = named_clusters([c.strip() for c in clusters.split(",") if c.strip()])
+        if not sizes:
+            raise InputError("--clusters", "clusters", "give at least one cluster")
+    if deployment is not None and len(sizes) != 1:
+        raise InputError("--deployment", "nodes", "a deployment names one cluster: one --nodes")
+    return sizes, names
 
 
 def _study(

@@ -169,10 +169,7 @@ def serve(
     pinned = (
         load_deployment_file(deployment, get_cluster(cluster)) if deployment is not None else None
     )
-    scheduler, backup = _PROVIDED["get_policy"](policy), _PROVIDED["get_policy"](fallback)
-    for sched, option in ((scheduler, "--policy"), (backup, "--fallback")):
-        if not sched.supports(len(entries)):
-            raise InputError(option, option, str(sched.unsupported_reason(len(entries))))
+    scheduler, backup = _gateway_policies(policy, fallback, len(entries))
     gateway = Gateway(
         entries,
         scheduler,
@@ -191,6 +188,16 @@ def serve(
     web.run_app(
         gateway.app(), host=host, port=port, access_log=None, print=None, loop=new_event_loop()
     )
+
+
+def _gateway_policies(policy: str, fallback: str, backends: int) -> tuple[Any, Any]:
+    """The gateway's policy and its fallback, each checked to place over this many backends
+    before the gateway listens, so a misfit is a one-line error, not a failed request."""
+    scheduler, backup = _PROVIDED["get_policy"](policy), _PROVIDED["get_policy"](fallback)
+    for sched, option in ((scheduler, "--policy"), (backup, "--fallback")):
+        if not sched.supports(backends):
+            raise InputError(option, option, str(sched.unsupported_reason(backends)))
+    return scheduler, backup
 
 
 def loadgen(
