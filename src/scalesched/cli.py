@@ -146,7 +146,13 @@ CooldownOpt = Annotated[
 RateOpt = Annotated[
     float | None, typer.Option(help="Arrival rate in workflows/s (overrides --load).")
 ]
-ArrivalsOpt = Annotated[str, typer.Option(help="Arrival process: poisson, bursty or replay:PATH.")]
+ArrivalsOpt = Annotated[
+    str,
+    typer.Option(
+        help="Arrival process: poisson, bursty, azure-conv or azure-code (a production hour's "
+        "request-rate shape, stretched over the run at the offered load) or replay:PATH."
+    ),
+]
 DeploymentOpt = Annotated[
     Path | None,
     typer.Option(

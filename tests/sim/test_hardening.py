@@ -35,6 +35,8 @@ TABLES = ClusterTables(get_cluster("hetero-4"))
         (Scenario(workflows=5, load=-1.0), "--load: must be a positive finite"),
         (Scenario(workflows=5, rate=1e-300), "--rate: arrivals would span"),
         (Scenario(workflows=5, rate=1e-9, arrivals="bursty"), "--rate: arrivals would span"),
+        (Scenario(workflows=5, rate=1e-300, arrivals="azure-conv"), "--rate: arrivals would"),
+        (Scenario(workflows=5, rate=1.0, arrivals="diurnal"), "use poisson, bursty, azure-"),
     ],
 )
 def test_scenario_ranges(scenario: Scenario, needle: str) -> None:

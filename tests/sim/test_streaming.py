@@ -78,10 +78,10 @@ def test_streamed_runs_give_the_up_front_metrics(policy: str, seed: int) -> None
         assert int(a.metrics["hedged_tasks"]) > 0 and int(a.metrics["deferrals"]) > 0
 
 
-def test_bursty_and_replayed_arrivals_stream_identically(tmp_path: Path) -> None:
+def test_bursty_shaped_and_replayed_arrivals_stream_identically(tmp_path: Path) -> None:
     times = tmp_path / "times.txt"
     times.write_text("\n".join(str(0.25 * (i // 3)) for i in range(60)))  # ties
-    for arrivals in ("bursty", f"replay:{times}"):
+    for arrivals in ("bursty", "azure-code", f"replay:{times}"):
         streamed, up_front = setups(Scenario(workflows=60, rate=3.0, arrivals=arrivals, seed=3))
         same_metrics(run(streamed, "eft").metrics, run(up_front, "eft").metrics)
 

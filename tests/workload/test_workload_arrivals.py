@@ -9,10 +9,12 @@ import pytest
 
 from scalesched.errors import InputError
 from scalesched.workload.arrivals import (
+    arrival_shapes,
     bursty_arrivals,
     load_arrival_times,
     poisson_arrivals,
     replay_arrivals,
+    shaped_arrivals,
 )
 
 
@@ -64,6 +66,51 @@ def test_bursty_validation() -> None:
     # burst factor 1: plain Poisson at the same rate
     t = bursty_arrivals(3.0, 5000, rng, burst_factor=1.0)
     assert abs(len(t) / t[-1] - 3.0) / 3.0 < 0.06
+
+
+@pytest.mark.parametrize("name", ["azure-conv", "azure-code"])
+def test_a_shaped_process_keeps_the_offered_rate_and_follows_its_shape(name: str) -> None:
+    shape = arrival_shapes()[name]
+    rate, n = 2.0, 40000
+    t = shaped_arrivals(rate, n, np.random.default_rng(1), name)
+    assert t.shape == (n,) and np.all(np.diff(t) >= 0) and t[0] >= 0
+    assert abs(n / t[-1] - rate) / rate < 0.03  # the offered load is the nominal one
+    span = n / rate  # the shape's bins, stretched over the expected span
+    counts = np.histogram(t, bins=shape.size, range=(0.0, span))[0]
+    expected = shape / shape.sum() * n
+    assert np.corrcoef(counts, expected)[0, 1] > 0.97
+    # Poisson noise per bin; the last bin is cut where the n-th arrival falls.
+    assert np.max(np.abs(counts - expected)[:-1] / np.sqrt(expected[:-1] + 1)) < 5
+    assert np.array_equal(t, shaped_arrivals(rate, n, np.random.default_rng(1), name))
+
+
+def test_the_shipped_shapes_are_a_production_hour_with_their_provenance() -> None:
+    shapes = arrival_shapes()
+    assert set(shapes) == {"azure-conv", "azure-code"}
+    for level in shapes.values():
+        assert 50 <= level.size <= 60 and abs(level.mean() - 1.0) < 1e-12
+    assert shapes["azure-conv"].max() < 2 < shapes["azure-code"].max()  # a hump; bursts
+
+
+def test_a_shape_with_idle_bins_places_no_arrival_in_them() -> None:
+    t = shaped_arrivals(1.0, 2000, np.random.default_rng(0), np.array([1.0, 0.0, 1.0, 0.0]))
+    phase = (t % 2000.0) // 500.0  # bins of 500 s over a 2000 s span
+    assert set(np.unique(phase)) <= {0.0, 2.0}
+
+
+@pytest.mark.parametrize(
+    ("shape", "needle"),
+    [
+        ("nope", "unknown shape 'nope'"),
+        (np.array([]), "non-empty"),
+        (np.array([-1.0, 2.0]), ">= 0"),
+        (np.zeros(3), "not all 0"),
+        (np.array([1.0, np.nan]), "finite"),
+    ],
+)
+def test_bad_shapes_are_refused(shape: object, needle: str) -> None:
+    with pytest.raises(InputError, match=needle):
+        shaped_arrivals(1.0, 10, np.random.default_rng(0), shape)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("rate", [0.0, -1.0, float("nan"), float("inf")])

@@ -67,7 +67,7 @@ class EnvConfig:
     load: float = 0.7
     """Arrival rate as a fraction of capacity (used when no load range is set)."""
     arrivals: str = "poisson"
-    """Arrival process: poisson, bursty or replay:PATH."""
+    """Arrival process: poisson, bursty, azure-conv, azure-code or replay:PATH."""
     max_servers: int | None = None
     """Padding size of the server axis; default: the cluster's size."""
     load_min: float | None = None

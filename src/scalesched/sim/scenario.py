@@ -29,10 +29,12 @@ from scalesched.errors import InputError
 from scalesched.kernel.ledger import StreamedJobs
 from scalesched.workload.arrivals import (
     MAX_ARRIVAL_S,
+    arrival_shapes,
     bursty_arrivals,
     load_arrival_times,
     poisson_arrivals,
     replay_arrivals,
+    shaped_arrivals,
 )
 from scalesched.workload.instance import Job, TaskInstance
 from scalesched.workload.source import WorkflowSource, get_workload, sample_jobs, workflow_rng
@@ -41,7 +43,7 @@ REFERENCE_BATCH = 16
 CAPACITY_SAMPLES = 200
 CAPACITY_SEED = 20260
 
-ArrivalKind = Literal["poisson", "bursty"]
+ArrivalKind = Literal["poisson", "bursty", "azure-conv", "azure-code"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +57,9 @@ class Scenario:
     rate: float | None = None
     """Workflows per second; overrides ``load``."""
     arrivals: str = "poisson"
-    """``poisson``, ``bursty`` or ``replay:PATH`` (a file of arrival times)."""
+    """``poisson``, ``bursty``, a production hour's rate shape (``azure-conv``,
+    ``azure-code``: :func:`scalesched.workload.arrivals.shaped_arrivals`) or
+    ``replay:PATH`` (a file of arrival times)."""
     seed: int = 0
     tool_repeat: float = 0.0
     """Probability that a tool task repeats an earlier identical call of its workflow
@@ -124,6 +128,8 @@ def arrival_times(scenario: Scenario, rate: float) -> np.ndarray:
         return poisson_arrivals(rate, scenario.workflows, rng)
     if kind == "bursty":
         return bursty_arrivals(rate, scenario.workflows, rng)
+    if kind in arrival_shapes():
+        return shaped_arrivals(rate, scenario.workflows, rng, kind)
     if kind.startswith("replay:"):
         path = kind.removeprefix("replay:")
         times = load_arrival_times(path)
@@ -135,8 +141,9 @@ def arrival_times(scenario: Scenario, rate: float) -> np.ndarray:
                 "give as many times as workflows, or fewer workflows",
             )
         return _check_replay_prefix(path, times[: scenario.workflows])
+    known = ", ".join(("poisson", "bursty", *arrival_shapes()))
     raise InputError(
-        "--arrivals", "arrivals", f"unknown process {kind!r}; use poisson, bursty or replay:PATH"
+        "--arrivals", "arrivals", f"unknown process {kind!r}; use {known} or replay:PATH"
     )
 
 

@@ -14,15 +14,27 @@
   average) and ``mean_off_s = mean_on_s × (burst_factor − 1)``, so the OFF rate is 0
   (an on-off / interrupted Poisson process).  The initial state is drawn from the
   stationary distribution, so the mean rate holds from time 0.
+* :func:`shaped_arrivals`: a Poisson process whose rate follows a recorded shape, here
+  the minute-by-minute request rate of a production hour (``ARRIVAL_SHAPES``: the Splitwise
+  traces' conversation and coding services, derived by
+  ``scripts/derive/derive_arrival_shapes.py``, provenance inside). The shape is stretched
+  over the run's expected span ``n / rate`` and scaled so its mean rate is ``rate``: the
+  offered load is the nominal one whatever the shape, and every run meets the whole shape
+  (a run at real time scale would see only its first minutes). Arrivals past the span
+  repeat the shape. Drawn by time rescaling: unit-rate Poisson points mapped through the
+  inverse of the cumulative intensity, which is piecewise linear.
 * :func:`replay_arrivals` / :func:`load_arrival_times`: given times, validated.
 """
 
 from __future__ import annotations
 
 import csv
+import json
 import math
 import re
 from collections.abc import Sequence
+from functools import cache
+from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -112,6 +124,49 @@ def bursty_arrivals(
     if not out:
         return np.empty(0)
     return np.concatenate(out)[:n]
+
+
+@cache
+def arrival_shapes() -> dict[str, np.ndarray]:
+    """Name -> the relative request rate per equal bin (mean 1) of each shipped shape."""
+    text = resources.files("scalesched.workload").joinpath("data", "arrival_shapes.json")
+    doc = json.loads(text.read_text())
+    out = {}
+    for name, entry in doc["shapes"].items():
+        counts = np.asarray(entry["counts"], dtype=float)
+        out[name] = counts / counts.mean()
+    return out
+
+
+def shaped_arrivals(
+    rate: float, n: int, rng: np.random.Generator, shape: np.ndarray | str
+) -> np.ndarray:
+    """``n`` arrival times of a Poisson process whose rate follows ``shape`` (relative rates
+    of equal bins, or the name of a shipped one) stretched over ``n / rate`` seconds, at mean
+    ``rate``; past that span the shape repeats."""
+    r = _check_rate(rate)
+    n = _check_n(n)
+    if isinstance(shape, str):
+        shapes = arrival_shapes()
+        if shape not in shapes:
+            raise InputError(_SRC, "shape", f"unknown shape {shape!r}; use {', '.join(shapes)}")
+        shape = shapes[shape]
+    level = np.asarray(shape, dtype=float)
+    if level.ndim != 1 or level.size == 0 or not np.all(np.isfinite(level)):
+        raise InputError(_SRC, "shape", "must be a flat, non-empty sequence of finite rates")
+    if np.any(level < 0) or not level.sum() > 0:
+        raise InputError(_SRC, "shape", "rates must be >= 0 and not all 0")
+    if n == 0:
+        return np.empty(0)
+    span = n / r
+    edges = np.linspace(0.0, span, level.size + 1)
+    # Cumulative intensity at the bin edges: n arrivals expected over one span.
+    expected = np.concatenate(([0.0], np.cumsum(level))) * (n / level.sum())
+    points = np.cumsum(rng.exponential(1.0, size=n))  # unit-rate Poisson
+    periods, within = np.divmod(points, float(n))
+    # Where the intensity is 0 the cumulative curve is flat: interp picks the bin's start,
+    # and the next rising bin follows, as the process would.
+    return periods * span + np.interp(within, expected, edges)
 
 
 def replay_arrivals(times: Sequence[float] | np.ndarray, source: str = _SRC) -> np.ndarray:
