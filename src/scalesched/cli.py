@@ -16,6 +16,7 @@ from rich.table import Table
 
 from scalesched.commands import ray_run
 from scalesched.commands.common import (
+    ArrivalsOpt,
     check_outputs,
     cluster_and_policy,
     console,
@@ -145,13 +146,6 @@ CooldownOpt = Annotated[
 ]
 RateOpt = Annotated[
     float | None, typer.Option(help="Arrival rate in workflows/s (overrides --load).")
-]
-ArrivalsOpt = Annotated[
-    str,
-    typer.Option(
-        help="Arrival process: poisson, bursty, azure-conv or azure-code (a production hour's "
-        "request-rate shape, stretched over the run at the offered load) or replay:PATH."
-    ),
 ]
 DeploymentOpt = Annotated[
     Path | None,

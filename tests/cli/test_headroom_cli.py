@@ -37,6 +37,14 @@ def test_json_keys_and_plot(tmp_path: Path) -> None:
     assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_arrivals_are_a_setting() -> None:
+    code, out, err = _invoke(*SMALL, "--policy", "tail", "--no-oracle", "--arrivals", "azure-conv")
+    assert code == 0, err
+    assert "azure-conv arrivals" in out
+    code, out, err = _invoke(*SMALL, "--policy", "tail", "--no-oracle", "--json")
+    assert json.loads(out)["setting"]["arrivals"] == "poisson"
+
+
 def test_table_names_the_columns() -> None:
     code, out, err = _invoke(*SMALL, "--policy", "eft", "--no-oracle")
     assert code == 0, err
@@ -67,6 +75,7 @@ def test_one_tiny_oracle_row() -> None:
         (["--workflows", "0"], "--workflows"),
         (["--plot", "/no/such/folder/x.png"], "--plot"),
         (["--plot", "chart.notanimage"], "--plot"),
+        (["--arrivals", "diurnal"], "--arrivals"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(args: list[str], names: str) -> None:

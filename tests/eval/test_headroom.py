@@ -36,6 +36,9 @@ def studies(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Headroom]:
     skewed.write_text(SKEWED)
     return {
         "hetero-16 load 0.9": _study("hetero-16", workflows=150, load=0.9, seed=2),
+        "hetero-16 load 0.7 azure-code": _study(
+            "hetero-16", workflows=150, load=0.7, seed=2, arrivals="azure-code"
+        ),
         "skewed rate 0.5": _study(str(skewed), workflows=150, rate=0.5, seed=3),
         "skewed rate 0.8": _study(str(skewed), workflows=150, rate=0.8, seed=3),
     }

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+import typer
 from rich.console import Console
 from rich.table import Table
 
@@ -19,6 +20,15 @@ from scalesched.errors import InputError, check_output_path
 
 console = Console()
 err_console = Console(stderr=True)
+
+
+ArrivalsOpt = Annotated[
+    str,
+    typer.Option(
+        help="Arrival process: poisson, bursty, azure-conv or azure-code (a production hour's "
+        "request-rate shape, stretched over the run at the offered load) or replay:PATH."
+    ),
+]
 
 
 def logits_cache_mode(value: str) -> bool | None:

@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from scalesched.commands.common import ArrivalsOpt
 from scalesched.errors import InputError, check_output_path, clean_errors, print_json
 
 _COLUMNS = (
@@ -74,8 +75,11 @@ def _breakdown_table(study: Any, name: str) -> Table:
 
 def _main_table(study: Any) -> Table:
     s = study.setting
+    offered = f"load {s['load']}" if s["load"] is not None else f"rate {s['rate']}/s"
+    if s["arrivals"] != "poisson":
+        offered += f", {s['arrivals']} arrivals"
     table = Table(
-        title=f"headroom on {s['cluster']}, {s['workload']}, load {s['load']}, seed {s['seed']} "
+        title=f"headroom on {s['cluster']}, {s['workload']}, {offered}, seed {s['seed']} "
         f"({s['measured_workflows']} of {s['workflows']} workflows measured)"
     )
     for name, _ in _COLUMNS:
@@ -162,6 +166,7 @@ def headroom(
         bool, typer.Option("--no-oracle", help="Skip the oracle rows (they are slow).")
     ] = False,
     workflows: Annotated[int, typer.Option(help="Number of workflows that arrive.")] = 1000,
+    arrivals: ArrivalsOpt = "poisson",
     seed: Annotated[int, typer.Option(min=0, help="Seed of every random choice.")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     plot: Annotated[
@@ -181,7 +186,9 @@ def headroom(
     oracles = [] if no_oracle else list(oracle) if oracle else list(DEFAULT_ORACLES)
     _check_names(policies, "--policy")
     _check_names(oracles, "--oracle")
-    scenario = Scenario(workload=workload, workflows=workflows, load=load, rate=rate, seed=seed)
+    scenario = Scenario(
+        workload=workload, workflows=workflows, load=load, rate=rate, arrivals=arrivals, seed=seed
+    )
     setup = prepare(cluster, scenario, stream=False)
     show = progress and not as_json and sys.stderr.isatty()
     with _progress(show, len(setup.jobs)) as bar:

@@ -165,6 +165,8 @@ def _steady_rate(setup: RunSetup, window_rate: float) -> float:
     window's own (a short window can draw a burst, which a run absorbs from its cool-down),
     else the window's: the smaller rate, the looser and safer bound."""
     scenario = setup.scenario
+    if scenario.arrivals.startswith("replay:"):
+        return window_rate  # a replay's times are its rate: --load and --rate do not apply
     nominal = scenario.rate
     if nominal is None:
         capacity = scenario_capacity(setup.tables, scenario)  # cached by ``prepare``
@@ -213,6 +215,7 @@ def measure_headroom(
         "workload": scenario.workload,
         "load": None if scenario.rate is not None else scenario.load,
         "rate": scenario.rate,
+        "arrivals": scenario.arrivals,
         "offered_rate_wps": rate,
         "workflows": n,
         "measured_workflows": len(window),
