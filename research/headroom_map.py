@@ -1,16 +1,22 @@
-"""The headroom map (docs/headroom-map.md): in each cell (workload x cluster x load) the best
-heuristic's gap to the capacity-aware bound, and a learned policy's ratio to the best
-heuristic, each from one `scalesched headroom --json` run per seed.
+"""The headroom map (docs/headroom-map.md): in each cell (workload x cluster x load x arrival
+process) the best heuristic's gap to the capacity-aware bound, a learned policy's ratio to
+the best heuristic and, where asked, the oracles' gain over it, each from one
+`scalesched headroom --json` run per seed.
 
-    python research/headroom_map.py --out results/headroom-map.jsonl [--seeds 5] [--jobs 2]
+    python research/headroom_map.py --out results/headroom-map.jsonl [--seeds 5,6,7] [--jobs 2]
     python research/headroom_map.py --out results/headroom-map.jsonl --summarise
-    python research/headroom_map.py --out results/oracle.jsonl --oracle --seeds 5,6,7 \
-        --cells agentic-mix:hetero-16:0.9 --workflows 1500
+    python research/headroom_map.py --out results/oracle.jsonl --oracles rollout_oracle,rollout \
+        --seeds 5,6,7 --cells agentic-mix:hetero-16:0.9,coordinator:skewed:0.7:azure-code
 
-Cells already in the output file are skipped, so an interrupted map resumes. The oracle
-(``--oracle``: the clairvoyant rollout over each run's best heuristic) costs about 1 s of
-CPU per workflow, so it is run on chosen ``--cells`` only; ``--summarise`` then adds the
-oracle's seed-paired ratio to the best heuristic and to its own base, with 95% CIs.
+Cells already in the output file are skipped, so an interrupted map resumes; a cell that
+failed is run again. ``--cells`` runs the named cells in the order given (``WORKLOAD:
+CLUSTER:LOAD[:ARRIVALS]``, arrivals ``poisson`` by default); without it, every cell of
+``WORKLOADS`` x the clusters x ``LOADS``. The oracles (``--oracles``: ``rollout_oracle``,
+the clairvoyant rollout over each run's best heuristic; ``rollout``, the same on sampled
+futures) cost about 1 s of CPU per workflow each, so they are run on chosen cells only.
+``--summarise`` prints, per cell over its seeds, the best heuristic's gap to the bound with
+a 95% CI, the learned policy's seed-paired ratio to the best heuristic, and each oracle's
+seed-paired ratio to the best heuristic and to its own base.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import NamedTuple
 
 from scalesched.eval.stats import mean_ci_text, paired_ratio_ci
 from scalesched.policies import BEST_HEURISTIC_CANDIDATES, best_heuristic
@@ -40,6 +47,13 @@ servers:
 LEARNED = "scale-dagger"
 
 
+class Cell(NamedTuple):
+    workload: str
+    cluster: str
+    load: float
+    arrivals: str = "poisson"
+
+
 def clusters(folder: Path) -> dict[str, str]:
     """Name -> what ``--cluster`` takes: two presets and the skewed mix, written out."""
     skewed = folder / "skewed.yaml"
@@ -47,94 +61,123 @@ def clusters(folder: Path) -> dict[str, str]:
     return {"hetero-16": "hetero-16", "homogeneous-16": "homogeneous-16", "skewed": str(skewed)}
 
 
-def run_cell(
-    cluster: str, where: str, workload: str, load: float, seed: int, args: argparse.Namespace
-) -> dict:
+def cell_of(row: dict) -> Cell:
+    """The cell a result line belongs to (lines written before arrivals were a setting
+    are Poisson)."""
+    return Cell(row["workload"], row["cluster"], row["load"], row.get("arrivals", "poisson"))
+
+
+def parse_cells(text: str) -> list[Cell]:
+    cells = []
+    for item in text.split(","):
+        parts = item.strip().split(":")
+        if len(parts) not in (3, 4):
+            raise SystemExit(f"--cells: {item!r} is not WORKLOAD:CLUSTER:LOAD[:ARRIVALS]")
+        cells.append(Cell(parts[0], parts[1], float(parts[2]), *parts[3:]))
+    return cells
+
+
+def run_cell(cell: Cell, where: str, seed: int, args: argparse.Namespace) -> dict:
     cmd = [sys.executable, "-m", "scalesched", "headroom", "--cluster", where]
-    cmd += ["--workload", workload, "--load", str(load), "--workflows", str(args.workflows)]
-    cmd += ["--seed", str(seed), "--json", "--no-progress"]
-    cmd += ["--oracle", "rollout_oracle"] if args.oracle else ["--no-oracle"]
-    for policy in (*BEST_HEURISTIC_CANDIDATES, LEARNED):
+    cmd += ["--workload", cell.workload, "--load", str(cell.load), "--arrivals", cell.arrivals]
+    cmd += ["--workflows", str(args.workflows), "--seed", str(seed), "--json", "--no-progress"]
+    oracles = [o for o in args.oracles.split(",") if o]
+    cmd += [a for o in oracles for a in ("--oracle", o)] if oracles else ["--no-oracle"]
+    extra = [p for p in args.extra_policies.split(",") if p]
+    for policy in (*BEST_HEURISTIC_CANDIDATES, LEARNED, *extra):
         cmd += ["--policy", policy]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    cell = {"cluster": cluster, "workload": workload, "load": load, "seed": seed}
+    row = {**cell._asdict(), "seed": seed}
     if done.returncode != 0:
-        return {**cell, "error": done.stderr.strip().splitlines()[-1:]}
-    return {**cell, "result": json.loads(done.stdout)}
+        return {**row, "error": done.stderr.strip().splitlines()[-1:]}
+    return {**row, "result": json.loads(done.stdout)}
+
+
+def read_cells(path: Path) -> dict[Cell, dict[int, dict]]:
+    """Cell -> seed -> the headroom result (the last line for a seed wins; failures skipped)."""
+    cells: dict[Cell, dict[int, dict]] = {}
+    for line in path.read_text().splitlines():
+        row = json.loads(line)
+        if "error" not in row:
+            cells.setdefault(cell_of(row), {})[row["seed"]] = row["result"]
+    return cells
+
+
+def _ratio(numerator: dict[int, float], denominator: dict[int, float]) -> str:
+    if len(numerator) < 2:
+        (seed,) = numerator
+        return f"{numerator[seed] / denominator[seed]:.3f}"
+    m, h = paired_ratio_ci(numerator, denominator)
+    return f"{m:.3f} ± {h:.3f}"
+
+
+def cell_best(by_seed: dict[int, dict]) -> str:
+    """The cell's best heuristic: one choice over its seeds (the lowest mean)."""
+    means: dict[str, list[float]] = {}
+    for r in by_seed.values():
+        for name, row in r["policies"].items():
+            if not row["oracle"] and name in BEST_HEURISTIC_CANDIDATES:
+                means.setdefault(name, []).append(row["mean_s"])
+    best = best_heuristic(means)
+    assert best is not None
+    return best
 
 
 def summarise(path: Path) -> None:
     print(
-        "| workload | cluster | load | best heuristic | its gap to the bound | "
-        f"{LEARNED} / best | steady |"
-    )
-    print("|---|---|---|---|---|---|---|")
-    for line in path.read_text().splitlines():
-        cell = json.loads(line)
-        if "error" in cell:
-            print(
-                f"| {cell['workload']} | {cell['cluster']} | {cell['load']} | error: "
-                f"{' '.join(cell['error'])} | | | |"
-            )
-            continue
-        r = cell["result"]
-        best = r["best_heuristic"]
-        rows = r["policies"]
-        mark = " **>= 10%**" if best and rows[best]["gap"] >= 0.10 else ""
-        learned = rows.get(LEARNED, {})
-        ratio = learned["mean_s"] / rows[best]["mean_s"] if best and learned else float("nan")
-        steady = "yes" if best and rows[best]["steady"] and learned.get("steady") else "no"
-        gap = f"{rows[best]['gap']:.1%}{mark}" if best else "-"
-        print(
-            f"| {cell['workload']} | {cell['cluster']} | {cell['load']} | {best} | {gap} | "
-            f"{ratio:.3f} | {steady} |"
-        )
-
-
-def summarise_oracle(path: Path) -> None:
-    """Per cell with oracle rows: the oracle's seed-paired ratio to the cell's best
-    heuristic (one choice per cell: the lowest mean over the seeds) and to the heuristic
-    it rolled out over (each seed's best), with 95% CIs over the seeds."""
-    cells: dict[tuple[str, str, float], list[dict]] = {}
-    for line in path.read_text().splitlines():
-        c = json.loads(line)
-        if "error" not in c and c["result"]["oracle"]:
-            cells.setdefault((c["workload"], c["cluster"], c["load"]), []).append(c)
-    if not cells:
-        return
-    print()
-    print(
-        "| workload | cluster | load | seeds | best heuristic | oracle / best | "
-        "oracle / its base | best's gap to the bound | all steady |"
+        "| workload | cluster | load | arrivals | seeds | best heuristic | its gap to the bound | "
+        f"{LEARNED} / best | all steady |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
-    for (workload, cluster, load), runs in cells.items():
-        by_seed = {c["seed"]: c["result"] for c in runs}
-        means: dict[str, list[float]] = {}
-        for r in by_seed.values():
-            for name, row in r["policies"].items():
-                if not row["oracle"]:
-                    means.setdefault(name, []).append(row["mean_s"])
-        best = best_heuristic(means)
-        assert best is not None
-        oracle = {s: r["oracle"]["rollout_oracle"]["mean_s"] for s, r in by_seed.items()}
-        of_best = {s: r["policies"][best]["mean_s"] for s, r in by_seed.items()}
-        of_base = {
-            s: r["policies"][r["oracle"]["rollout_oracle"]["base"]]["mean_s"]
-            for s, r in by_seed.items()
-        }
+    for cell, by_seed in read_cells(path).items():
+        best = cell_best(by_seed)
         gap = [r["policies"][best]["gap"] for r in by_seed.values()]
-        steady = all(row["steady"] for r in by_seed.values() for row in r["policies"].values())
+        mark = " **>= 10%**" if sum(gap) / len(gap) >= 0.10 else ""
+        learned = {s: r["policies"][LEARNED]["mean_s"] for s, r in by_seed.items()}
+        of_best = {s: r["policies"][best]["mean_s"] for s, r in by_seed.items()}
+        steady = all(
+            r["policies"][name]["steady"] for r in by_seed.values() for name in (best, LEARNED)
+        )
+        gap_text = (
+            f"{gap[0]:.1%}"
+            if len(gap) == 1
+            else mean_ci_text([100 * g for g in gap], digits=1) + "%"
+        )
         print(
-            f"| {workload} | {cluster} | {load} | {len(by_seed)} | {best} | "
-            f"{_ratio(oracle, of_best)} | {_ratio(oracle, of_base)} | "
-            f"{mean_ci_text(gap)} | {'yes' if steady else 'no'} |"
+            f"| {cell.workload} | {cell.cluster} | {cell.load} | {cell.arrivals} | "
+            f"{len(by_seed)} | {best} | {gap_text}{mark} | {_ratio(learned, of_best)} | "
+            f"{'yes' if steady else 'no'} |"
         )
 
 
-def _ratio(numerator: dict[int, float], denominator: dict[int, float]) -> str:
-    m, h = paired_ratio_ci(numerator, denominator)
-    return f"{m:.3f} ± {h:.3f}"
+def summarise_oracles(path: Path) -> None:
+    """Per cell and oracle: its seed-paired ratio to the cell's best heuristic and to the
+    heuristic it rolled out over (each seed's best), with 95% CIs over the seeds."""
+    rows = []
+    for cell, by_seed in read_cells(path).items():
+        names = sorted({o for r in by_seed.values() for o in r["oracle"]})
+        if not names:
+            continue
+        best = cell_best(by_seed)
+        of_best = {s: r["policies"][best]["mean_s"] for s, r in by_seed.items()}
+        for name in names:
+            runs = {s: r for s, r in by_seed.items() if name in r["oracle"]}
+            mean = {s: r["oracle"][name]["mean_s"] for s, r in runs.items()}
+            base = {s: r["policies"][r["oracle"][name]["base"]]["mean_s"] for s, r in runs.items()}
+            steady = all(r["policies"][name]["steady"] for r in runs.values())
+            rows.append(
+                f"| {cell.workload} | {cell.cluster} | {cell.load} | {cell.arrivals} | {name} | "
+                f"{len(runs)} | {best} | {_ratio(mean, {s: of_best[s] for s in runs})} | "
+                f"{_ratio(mean, base)} | {'yes' if steady else 'no'} |"
+            )
+    if rows:
+        print()
+        print(
+            "| workload | cluster | load | arrivals | oracle | seeds | best heuristic | "
+            "oracle / best | oracle / its base | steady |"
+        )
+        print("|---|---|---|---|---|---|---|---|---|---|")
+        print("\n".join(rows))
 
 
 def main() -> None:
@@ -142,42 +185,43 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--workflows", type=int, default=1500)
     ap.add_argument("--seeds", default="5", help="comma-separated seeds (default 5)")
-    ap.add_argument("--cells", default=None, help="workload:cluster:load,... (default: all)")
-    ap.add_argument("--oracle", action="store_true", help="add the rollout oracle's rows")
+    ap.add_argument("--cells", default=None, help="WORKLOAD:CLUSTER:LOAD[:ARRIVALS],...")
+    ap.add_argument("--oracles", default="", help="oracle rows, e.g. rollout_oracle,rollout")
+    ap.add_argument("--extra-policies", default="", help="more policies, e.g. plas")
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--summarise", action="store_true")
     args = ap.parse_args()
     if args.summarise:
         summarise(args.out)
-        summarise_oracle(args.out)
+        summarise_oracles(args.out)
         return
     seeds = [int(x) for x in args.seeds.split(",")]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     done = set()
     if args.out.exists():
         for line in args.out.read_text().splitlines():
-            c = json.loads(line)
-            done.add((c["cluster"], c["workload"], c["load"], c["seed"]))
+            row = json.loads(line)
+            if "error" not in row:
+                done.add((cell_of(row), row["seed"]))
     where = clusters(args.out.parent)
-    chosen = None
-    if args.cells:
-        chosen = {(w, c, float(x)) for w, c, x in (t.split(":") for t in args.cells.split(","))}
-    cells = [
-        (c, w, load, seed)
-        for w, c, load, seed in itertools.product(WORKLOADS, where, LOADS, seeds)
-        if (c, w, load, seed) not in done and (chosen is None or (w, c, load) in chosen)
-    ]
+    chosen = (
+        parse_cells(args.cells)
+        if args.cells
+        else [Cell(w, c, x) for w, c, x in itertools.product(WORKLOADS, where, LOADS)]
+    )
+    todo = [(cell, seed) for cell in chosen for seed in seeds if (cell, seed) not in done]
     with ThreadPoolExecutor(args.jobs) as pool, args.out.open("a") as out:
-        for cell in pool.map(lambda x: run_cell(x[0], where[x[0]], x[1], x[2], x[3], args), cells):
-            out.write(json.dumps(cell) + "\n")
+
+        def one(job: tuple[Cell, int]) -> dict:
+            cell, seed = job
+            return run_cell(cell, where.get(cell.cluster, cell.cluster), seed, args)
+
+        runs = pool.map(one, todo)
+        for row in runs:
+            out.write(json.dumps(row) + "\n")
             out.flush()
-            print(
-                cell["workload"],
-                cell["cluster"],
-                cell["load"],
-                "error" if "error" in cell else "ok",
-                flush=True,
-            )
+            status = f"error: {row['error']}" if "error" in row else "ok"
+            print(*cell_of(row), row["seed"], status, flush=True)
 
 
 if __name__ == "__main__":
