@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from scalesched.cluster import get_cluster
 from scalesched.cluster.tables import ClusterTables
@@ -56,6 +57,44 @@ def test_tail_reads_the_hint() -> None:
     long = policy.output_tokens(decision)
     decision.task = dataclasses.replace(decision.task, difficulty_hint=-1.5)
     assert long > 3 * policy.output_tokens(decision)
+
+
+def test_remembered_output_lengths_are_the_predictors_and_copies_share_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The token memo changes no answer (every decision of a run against a fresh predictor
+    call), a deep copy (one per rollout fork) shares the predictor and the memo and copies
+    the rest, and the memo is bounded."""
+    import copy
+
+    import scalesched.policies.tail as tail
+
+    sim = Simulation(SPEC, JOBS, tables=TABLES)
+    policy, level = TailScheduler(), TailScheduler().level
+    assert level is not None
+    decision, seen = sim.next_decision(), 0
+    while decision is not None:
+        if decision.task.kind == "llm":
+            q = policy._token_quantiles(decision)[0, tail.QUANTILES.index(level)]
+            assert policy.output_tokens(decision) == max(1, int(round(float(q))))
+            assert policy.output_tokens(decision) == max(1, int(round(float(q))))  # remembered
+            seen += 1
+        sim.apply(policy.select(decision))
+        decision = sim.next_decision()
+    assert seen > 50 and 0 < len(policy._token_memo) <= seen
+    policy.exec_scale = np.ones(TABLES.n)
+    clone = copy.deepcopy(policy)
+    assert clone.predictor is policy.predictor and clone._token_memo is policy._token_memo
+    assert clone.exec_scale is not policy.exec_scale and clone.level == policy.level
+    monkeypatch.setattr(tail, "TOKEN_MEMO_SIZE", 3)
+    fresh, sim = TailScheduler(), Simulation(SPEC, JOBS, tables=TABLES)
+    decision = sim.next_decision()
+    while decision is not None:
+        if decision.task.kind == "llm":
+            fresh.output_tokens(decision)
+            assert len(fresh._token_memo) <= 3
+        sim.apply(fresh.select(decision))
+        decision = sim.next_decision()
 
 
 def test_exec_scale_slows_only_the_scaled_servers() -> None:
