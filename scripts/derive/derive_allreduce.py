@@ -14,15 +14,14 @@ The package never reads the shared directory at run time; rerun this script to r
 
 from __future__ import annotations
 
-import argparse
 import csv
 import datetime as dt
-import json
 import sys
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+from derive_common import reference_folder, write_json  # a sibling
 
 REPO = Path(__file__).resolve().parents[2]
 OUT = REPO / "src" / "scalesched" / "cluster" / "data" / "allreduce.json"
@@ -64,10 +63,7 @@ def read(path: Path) -> dict[int, dict[int, list[float]]]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("shared", nargs="?", default=str(REPO.parent / "shared" / "data"))
-    args = ap.parse_args()
-    net = Path(args.shared) / "llm-profiles" / "network"
+    net, path = reference_folder(__doc__, OUT, "llm-profiles/network")
     gpus: dict[str, dict[str, list[float]]] = {}
     grid: np.ndarray | None = None
     for gpu, prefix in PROFILES.items():
@@ -97,8 +93,7 @@ def main() -> int:
             "date": dt.date.today().isoformat(),
         },
     }
-    OUT.write_text(json.dumps(out, indent=1) + "\n")
-    print(f"wrote {OUT} ({len(grid)} sizes)")
+    write_json(path, out, f"{len(grid)} sizes")
     return 0
 
 

@@ -12,15 +12,13 @@ The package never reads the shared directory at run time; rerun this script to r
 
 from __future__ import annotations
 
-import argparse
 import csv
 import datetime as dt
-import json
-import sys
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+from derive_common import reference_folder, write_json  # a sibling
 
 REPO = Path(__file__).resolve().parents[2]
 OUT = REPO / "src" / "scalesched" / "cluster" / "data" / "llm_perf.json"
@@ -201,14 +199,7 @@ def sig(x: float) -> float:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("shared", nargs="?", default=str(REPO.parent / "shared" / "data"))
-    ap.add_argument("--out", default=str(OUT))
-    args = ap.parse_args()
-    prof_dir = Path(args.shared) / "llm-profiles"
-    if not prof_dir.is_dir():
-        print(f"error: {prof_dir} not found", file=sys.stderr)
-        return 2
+    prof_dir, out = reference_folder(__doc__, OUT, "llm-profiles")
 
     grid = np.array(GRID, dtype=float)
     tables: dict[str, dict[str, dict[str, list[float]]]] = {}
@@ -288,8 +279,7 @@ def main() -> int:
         "models": models_out,
         "linear_s": tables,
     }
-    Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")
-    print(f"wrote {args.out}")
+    write_json(out, doc)
     return 0
 
 

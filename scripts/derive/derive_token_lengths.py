@@ -12,14 +12,12 @@ Usage: python scripts/derive/derive_token_lengths.py [SHARED_DATA_DIR]   (defaul
 
 from __future__ import annotations
 
-import argparse
 import csv
 import datetime as dt
-import json
-import sys
 from pathlib import Path
 
 import numpy as np
+from derive_common import reference_folder, write_json  # a sibling
 
 REPO = Path(__file__).resolve().parents[2]
 OUT = REPO / "src" / "scalesched" / "workload" / "data" / "token_lengths.json"
@@ -27,14 +25,7 @@ COLUMNS = {"prompt": "num_prefill_tokens", "output": "num_decode_tokens"}
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("shared", nargs="?", default=str(REPO.parent / "shared" / "data"))
-    ap.add_argument("--out", default=str(OUT))
-    args = ap.parse_args()
-    traces = Path(args.shared) / "llm-traces"
-    if not traces.is_dir():
-        print(f"error: {traces} not found", file=sys.stderr)
-        return 2
+    traces, out = reference_folder(__doc__, OUT, "llm-traces")
     dists: dict[str, dict] = {}
     for workload in ("code", "conv"):
         with (traces / f"splitwise_{workload}.csv").open(newline="") as fh:
@@ -64,8 +55,7 @@ def main() -> int:
         },
         "dists": dists,
     }
-    Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")
-    print(f"wrote {args.out}")
+    write_json(out, doc)
     return 0
 
 

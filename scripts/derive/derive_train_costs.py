@@ -20,15 +20,13 @@ Usage: python scripts/derive/derive_train_costs.py [SHARED_DATA_DIR]   (default 
 
 from __future__ import annotations
 
-import argparse
 import csv
 import datetime as dt
-import json
-import sys
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+from derive_common import reference_folder, write_json  # a sibling
 from derive_llm_perf import GPUS, GRID, MODELS, isotonic, roofline_scale, sig  # a sibling
 
 REPO = Path(__file__).resolve().parents[2]
@@ -62,14 +60,7 @@ def read_classes(path: Path) -> tuple[dict[str, np.ndarray], dict[str, str]]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("shared", nargs="?", default=str(REPO.parent / "shared" / "data"))
-    ap.add_argument("--out", default=str(OUT))
-    args = ap.parse_args()
-    prof_dir = Path(args.shared) / "llm-profiles"
-    if not prof_dir.is_dir():
-        print(f"error: {prof_dir} not found", file=sys.stderr)
-        return 2
+    prof_dir, out = reference_folder(__doc__, OUT, "llm-profiles")
     grid = np.array(GRID, dtype=float)
     tables: dict[str, dict[str, dict[str, list[float]]]] = {}
     shapes: dict[str, dict[str, int]] = {}
@@ -109,8 +100,7 @@ def main() -> int:
         "shapes": shapes,
         "forward_s": tables,
     }
-    Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")
-    print(f"wrote {args.out}")
+    write_json(out, doc)
     return 0
 
 
