@@ -17,6 +17,9 @@ from rich.table import Table
 from scalesched.commands import ray_run
 from scalesched.commands.common import (
     ArrivalsOpt,
+    KvPolicyOpt,
+    ToolCacheOpt,
+    ToolRepeatOpt,
     check_outputs,
     cluster_and_policy,
     console,
@@ -152,36 +155,6 @@ DeploymentOpt = Annotated[
     typer.Option(
         help="Deployment YAML (e.g. from `scalesched plan`): pinned replicas replace dynamic "
         "model loading, and LLM tasks go only to servers holding their model."
-    ),
-]
-
-KvPolicyOpt = Annotated[
-    str,
-    typer.Option(
-        help="KV state across LLM calls: off (engines keep nothing between calls), nocache "
-        "(the same, with the cache metrics measured), or keep sessions and prefix caches "
-        "and evict by lru, ttl (protected for the predicted tool time) or agent-aware "
-        "(weighted by the agent's re-entries and the tasks waiting on it); see "
-        "docs/cache.md. Adds the cache metrics to the output."
-    ),
-]
-
-
-ToolRepeatOpt = Annotated[
-    float,
-    typer.Option(
-        help="Probability that a tool task repeats an earlier identical call (same tool, "
-        "same inputs) of its workflow, drawn on a stream of its own; 0 (default): no "
-        "repeats, the workload unchanged. See docs/tail.md."
-    ),
-]
-ToolCacheOpt = Annotated[
-    str,
-    typer.Option(
-        help="on: a repeated tool call whose original has finished returns the cached result "
-        "(1 ms, no core, no external wait) and tool_cache_hits / tool_cache_saved_s are "
-        "reported; a repeat whose original is still running runs normally. off: every call "
-        "runs."
     ),
 ]
 

@@ -8,8 +8,10 @@ import math
 
 import pytest
 
-from scalesched.eval.headroom import COMPONENTS, Headroom, measure_headroom
+from scalesched.eval.headroom import COMPONENTS, NO_CACHES, Caches, Headroom, measure_headroom
 from scalesched.eval.headroom.bound import batch_levels
+from scalesched.eval.headroom.decompose import Reuse, contention_free_bound
+from scalesched.kernel.records import lower_bound
 from scalesched.runs.setup import Scenario, prepare
 
 HEURISTICS = ["eft", "tail", "least_loaded", "round_robin"]
@@ -25,9 +27,13 @@ servers:
 """
 
 
-def _study(cluster: str, **scenario: object) -> Headroom:
-    setup = prepare(cluster, Scenario(workload="agentic-mix", **scenario), stream=False)  # type: ignore[arg-type]
-    return measure_headroom(setup, HEURISTICS, [])
+def _study(cluster: str, caches: Caches = NO_CACHES, **scenario: object) -> Headroom:
+    scenario.setdefault("workload", "agentic-mix")
+    setup = prepare(cluster, Scenario(**scenario), stream=False)  # type: ignore[arg-type]
+    return measure_headroom(setup, HEURISTICS, [], caches=caches)
+
+
+CACHED = Caches(kv_policy="lru", tool_cache=True)
 
 
 @pytest.fixture(scope="module")
@@ -40,6 +46,15 @@ def studies(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Headroom]:
             "hetero-16", workflows=150, load=0.7, seed=2, arrivals="azure-code"
         ),
         "skewed rate 0.5": _study(str(skewed), workflows=150, rate=0.5, seed=3),
+        "tool-heavy cached": _study(
+            "hetero-16",
+            CACHED,
+            workload="tool-heavy",
+            workflows=150,
+            load=0.8,
+            seed=4,
+            tool_repeat=0.3,
+        ),  # fmt: skip
         "skewed rate 0.8": _study(str(skewed), workflows=150, rate=0.8, seed=3),
     }
 
@@ -76,13 +91,41 @@ def test_decomposition_sums_exactly(studies: dict[str, Headroom]) -> None:
             assert math.isclose(d.mean_response, row.mean_s, rel_tol=1e-9)
             assert math.isclose(d.mean_bound, study.lower_bound_s, rel_tol=1e-9)
             assert d.components["path"] <= 1e-9  # the bound is the longest path
-            for name in ("slower_server", "batching", "admission_wait", "model_load"):
+            for name in ("slower_server", "batching", "admission_wait", "model_load", "cache_miss"):
                 assert d.components[name] >= -1e-9, (label, row.name, name)
             per_model = sum(sum(parts.values()) for parts in d.by_model.values())
             per_type = sum(sum(parts.values()) for parts in d.by_server_type.values())
             no_path = gap - d.components["path"]
             assert math.isclose(per_model, no_path, abs_tol=1e-6)
             assert math.isclose(per_type, no_path, abs_tol=1e-6)
+
+
+def test_caches_lower_the_bounds_and_show_as_cache_misses(
+    studies: dict[str, Headroom],
+) -> None:
+    """With KV reuse and the tool cache, the bounds count what the caches could skip (still
+    below every run: the test above), and what a run did not skip is ``cache_miss``;
+    without caches the bound is ``lower_bound``'s and nothing is a cache miss."""
+    cached = studies["tool-heavy cached"]
+    assert cached.setting["kv_policy"] == "lru" and cached.setting["tool_cache"]
+    assert any(r.decomposition.components["cache_miss"] > 0 for r in cached.rows)
+    setup = prepare(
+        "hetero-16", Scenario(workload="tool-heavy", workflows=150, load=0.8, seed=4,
+                              tool_repeat=0.3), stream=False,
+    )  # fmt: skip
+    reuse = CACHED.reuse
+    assert reuse == Reuse(kv=True, tools=True) and Caches(kv_policy="nocache").reuse == Reuse()
+    lowered = 0
+    for job in setup.jobs:
+        full = lower_bound(setup.tables, job)
+        assert contention_free_bound(setup.tables, job) == full
+        least = contention_free_bound(setup.tables, job, reuse)
+        assert least <= full
+        lowered += least < full
+    assert lowered > len(setup.jobs) / 2
+    for label, study in studies.items():
+        if label != "tool-heavy cached":
+            assert all(r.decomposition.components["cache_miss"] == 0 for r in study.rows)
 
 
 def test_model_loads_are_recorded(studies: dict[str, Headroom]) -> None:

@@ -81,3 +81,27 @@ def test_cache_hits_on_agentic_mix_and_response_no_worse() -> None:
 
 def test_same_seed_same_numbers() -> None:
     assert _agentic(0.3, True) == _agentic(0.3, True)
+
+
+def test_the_trace_says_what_a_hit_skipped() -> None:
+    """The trace's ``skipped``: the seconds a hit did not run (0 for every other task, and
+    for every task when the run keeps no trace of reuse)."""
+    on = simulate(CLUSTER, [_chain(True)], get_policy("eft"), tool_cache=True, record_trace=True)
+    skipped = {r.task: r.skipped for r in on.trace}
+    assert skipped["again"] == pytest.approx(2.0 + 3.0 - LOOKUP_S)
+    assert skipped["first"] == 0.0 and skipped["think"] == 0.0
+    off = simulate(CLUSTER, [_chain(True)], get_policy("eft"), record_trace=True)
+    assert all(r.skipped == 0.0 for r in off.trace)
+
+
+def test_the_trace_says_what_kv_reuse_skipped() -> None:
+    """With KV reuse, calls that found their prefix cached record the prefill they skipped
+    (positive, below their whole prefill); without it, none does."""
+    setup = prepare(
+        "hetero-8", Scenario(workload="tool-heavy", workflows=30, rate=0.5, seed=1), stream=False
+    )
+    cached = run(setup, "eft", record_trace=True, kv_policy="lru")
+    hits = [r for r in cached.trace if r.skipped > 0]
+    assert hits and all(r.kind == "llm" for r in hits)
+    plain = run(setup, "eft", record_trace=True)
+    assert all(r.skipped == 0.0 for r in plain.trace)

@@ -261,19 +261,26 @@ class ClusterTables:
         return out
 
     # -- costs with no contention: used for ranks, lower bounds and capacity ------------
-    def llm_class_times(self, model: int, prompt: int, output: int) -> list[tuple[float, int]]:
-        """(seconds alone, server count) per engine class that can run the model."""
+    def llm_class_times(
+        self, model: int, prompt: int, output: int, prefilled: int | None = None
+    ) -> list[tuple[float, int]]:
+        """(seconds alone, server count) per engine class that can run the model;
+        ``prefilled``: the prompt tokens computed (default all: none came from a cache)."""
         ctx = prompt + output // 2
+        pre_tokens = prompt if prefilled is None else prefilled
         return [
             (pre + output * (lin1 + attn * ctx), count)
             for pre, (_, _, count, lin1, attn) in zip(
-                self.prefill_floats(model, prompt), self.model_classes[model], strict=True
+                self.prefill_floats(model, pre_tokens), self.model_classes[model], strict=True
             )
         ]
 
-    def fastest_llm_time(self, model: int, prompt: int, output: int) -> float:
+    def fastest_llm_time(
+        self, model: int, prompt: int, output: int, prefilled: int | None = None
+    ) -> float:
         """The request alone on its fastest feasible server (inf if none can run it)."""
-        return min((t for t, _ in self.llm_class_times(model, prompt, output)), default=math.inf)
+        times = self.llm_class_times(model, prompt, output, prefilled)
+        return min((t for t, _ in times), default=math.inf)
 
     def mean_llm_time(self, model: int, prompt: int, output: int) -> float:
         """HEFT's mean execution cost over the servers that can run the model."""

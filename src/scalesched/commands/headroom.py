@@ -15,7 +15,14 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from scalesched.commands.common import ArrivalsOpt
+from scalesched.commands.common import (
+    ArrivalsOpt,
+    KvPolicyOpt,
+    ToolCacheOpt,
+    ToolRepeatOpt,
+    kv_policy_mode,
+    tool_cache_on,
+)
 from scalesched.errors import InputError, check_output_path, clean_errors, print_json
 
 _COLUMNS = (
@@ -35,6 +42,7 @@ _SHORT = {
     "model_load": "load",
     "transfer": "xfer",
     "tool_queue": "toolq",
+    "cache_miss": "cache",
     "path": "path",
 }
 
@@ -78,6 +86,10 @@ def _main_table(study: Any) -> Table:
     offered = f"load {s['load']}" if s["load"] is not None else f"rate {s['rate']}/s"
     if s["arrivals"] != "poisson":
         offered += f", {s['arrivals']} arrivals"
+    if s["kv_policy"] is not None:
+        offered += f", KV {s['kv_policy']}"
+    if s["tool_cache"]:
+        offered += f", tool cache (repeat {s['tool_repeat']})"
     table = Table(
         title=f"headroom on {s['cluster']}, {s['workload']}, {offered}, seed {s['seed']} "
         f"({s['measured_workflows']} of {s['workflows']} workflows measured)"
@@ -167,6 +179,9 @@ def headroom(
     ] = False,
     workflows: Annotated[int, typer.Option(help="Number of workflows that arrive.")] = 1000,
     arrivals: ArrivalsOpt = "poisson",
+    kv_policy: KvPolicyOpt = "off",
+    tool_repeat: ToolRepeatOpt = 0.0,
+    tool_cache: ToolCacheOpt = "off",
     seed: Annotated[int, typer.Option(min=0, help="Seed of every random choice.")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     plot: Annotated[
@@ -176,9 +191,10 @@ def headroom(
 ) -> None:
     """How much could any scheduler still win? Policies and oracles against two lower
     bounds, with each policy's gap split along its critical paths."""
-    from scalesched.eval.headroom import DEFAULT_ORACLES, measure_headroom
+    from scalesched.eval.headroom import DEFAULT_ORACLES, Caches, measure_headroom
     from scalesched.policies import BEST_HEURISTIC_CANDIDATES
     from scalesched.runs.setup import Scenario, prepare
+    from scalesched.workload.repeats import check_repeat_probability
 
     if plot is not None:
         check_output_path(plot, "--plot", "image")
@@ -186,13 +202,20 @@ def headroom(
     oracles = [] if no_oracle else list(oracle) if oracle else list(DEFAULT_ORACLES)
     _check_names(policies, "--policy")
     _check_names(oracles, "--oracle")
+    caches = Caches(kv_policy=kv_policy_mode(kv_policy), tool_cache=tool_cache_on(tool_cache))
     scenario = Scenario(
-        workload=workload, workflows=workflows, load=load, rate=rate, arrivals=arrivals, seed=seed
+        workload=workload,
+        workflows=workflows,
+        load=load,
+        rate=rate,
+        arrivals=arrivals,
+        seed=seed,
+        tool_repeat=check_repeat_probability(tool_repeat),
     )
     setup = prepare(cluster, scenario, stream=False)
     show = progress and not as_json and sys.stderr.isatty()
     with _progress(show, len(setup.jobs)) as bar:
-        study = measure_headroom(setup, policies, oracles, progress=bar)
+        study = measure_headroom(setup, policies, oracles, progress=bar, caches=caches)
     if plot is not None:
         from scalesched.eval.headroom.plot import plot_headroom
 

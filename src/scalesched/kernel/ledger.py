@@ -228,6 +228,11 @@ class RunLedger:
     was resident), per id: the trace's ``loaded``; kept by executors that load models
     (the simulator), None elsewhere."""
 
+    skipped_s: PerId[float] | None = None
+    """Seconds of its alone time a task skipped by reuse (cached prefill, a tool result
+    taken from the cache), per id: the trace's ``skipped``; kept by a traced simulation
+    with a cache on, None elsewhere."""
+
     streams: ClassVar[bool] = False
     """Whether this executor runs ``StreamedJobs`` streamed (else they are realised first)."""
 
@@ -598,6 +603,7 @@ class RunLedger:
                     start=self.started_at[x],
                     end=end,
                     loaded=math.nan if self.loaded_at is None else self.loaded_at[x],
+                    skipped=0.0 if self.skipped_s is None else self.skipped_s[x],
                 )
             )
         return gid

@@ -148,6 +148,9 @@ class Simulation(RunLedger):
         self._rides = BranchRides(self, logits_cache) if logits_cache is not None else None
         """Re-sampled branches reuse their group's logits (``--logits-cache on``: True;
         False measures the branches without caching); None: branches are plain calls."""
+        reuses = (self._kv is not None and self._kv.reuse) or self._tool_cache is not None
+        if reuses and self.record_trace:
+            self.skipped_s = self.per_id(0.0)
 
     def _init_measurement(self, warmup: int, cooldown: int) -> None:
         """The workflows in the system and the measurement window. The window runs from the

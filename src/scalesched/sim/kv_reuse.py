@@ -130,6 +130,8 @@ class KvReuse:
                 run.reentry(_agent(chain), ji, miss, moved)
             sim.started_at[gid] = now
             prefill = prompt - hit
+            if hit and sim.skipped_s is not None:
+                sim.skipped_s[gid] = eng.perf.prefill_s(prompt) - eng.perf.prefill_s(prefill)
             if task.resample_of is not None and sim._rides is not None:
                 prefill += sim._rides.admit(eng, gid, task)
             sim._push(now + eng.perf.prefill_s(prefill), _PREFILL_DONE, gid, 0)

@@ -41,7 +41,10 @@ class ToolServers:
         sim.started_at[gid] = sim.now
         sim.cpu_backlog[s] = max(0.0, sim.cpu_backlog[s] - task.cpu_work / speed)
         sim.tools_in_flight[s] -= 1
-        sim._tool_cache.hit(ji, task.cpu_work / speed + task.ext_latency - LOOKUP_S)
+        saved = task.cpu_work / speed + task.ext_latency - LOOKUP_S
+        sim._tool_cache.hit(ji, saved)
+        if sim.skipped_s is not None:
+            sim.skipped_s[gid] = saved
         sim._push(sim.now + LOOKUP_S, _TASK_DONE, gid, 0)
         return True
 

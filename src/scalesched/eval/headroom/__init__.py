@@ -6,11 +6,19 @@ each policy's gap split exactly along its workflows' realised critical paths
 
 from scalesched.eval.headroom.bound import CapacityBound, capacity_bound
 from scalesched.eval.headroom.decompose import COMPONENTS, Decomposition, decompose
-from scalesched.eval.headroom.study import DEFAULT_ORACLES, Headroom, measure_headroom
+from scalesched.eval.headroom.study import (
+    DEFAULT_ORACLES,
+    NO_CACHES,
+    Caches,
+    Headroom,
+    measure_headroom,
+)
 
 __all__ = [
     "COMPONENTS",
     "DEFAULT_ORACLES",
+    "NO_CACHES",
+    "Caches",
     "CapacityBound",
     "Decomposition",
     "Headroom",

@@ -66,6 +66,12 @@ Why it is a lower bound on the steady-state mean response of any schedule:
    contention-free bound (every duration is at least the fastest alone) and equals it when
    the fast classes have room.
 
+Caches (``reuse``): with KV reuse a call with a prompt prefix identity counts the prefill
+of its last block only and holds only its output's KV for itself (everything before could
+have been cached, shared with the segments before it); with the tool cache a repeated tool
+call counts ``LOOKUP_S``: the least any run with those caches could take, so the bound
+stays below every such run (``decompose.Reuse``).
+
 Left out (each only loosens the bound): tool CPU cores, model load time, prefill's use of
 the engine, transfers, and the batchmates' real contexts (every other request of a batch
 counts as the model's smallest call, ``min_ctx``: on best-of-n the samples' contexts are
@@ -90,7 +96,7 @@ from scipy.optimize import OptimizeWarning, linprog
 from scipy.sparse import coo_matrix
 
 from scalesched.cluster.tables import MODEL_INDEX, MODEL_NAMES, ClusterTables
-from scalesched.eval.headroom.decompose import alone_fastest
+from scalesched.eval.headroom.decompose import NO_REUSE, Reuse, alone_fastest
 from scalesched.workload.instance import Job, TaskInstance, WorkflowInstance
 
 CALL_FACETS = 17
@@ -204,8 +210,9 @@ class _Program:
         classes: dict[int, list[int]],
         levels: dict[int, np.ndarray],
         call_facets: int = CALL_FACETS,
+        reuse: Reuse = NO_REUSE,
     ) -> None:
-        self.tables, self.classes, self.levels = tables, classes, levels
+        self.tables, self.classes, self.levels, self.reuse = tables, classes, levels, reuse
         self.call_facets = {k: pick_facets(_facets(lv), call_facets) for k, lv in levels.items()}
         """Per class: the hull edges that bound each call's own share (none: 0)."""
         self.cost: list[float] = []
@@ -248,16 +255,17 @@ class _Program:
         call gets a decode-share column of its own (a fan-out sample, module doc, 2)."""
         t = self.tables
         if task.kind != "llm" or not task.model:
-            return [], alone_fastest(t, task)
+            return [], alone_fastest(t, task, self.reuse)
         m = MODEL_INDEX[task.model]
         out = max(1, task.output_tokens)
         ctx = task.prompt_tokens + out // 2
-        kv_tokens = task.prompt_tokens + task.output_tokens
-        fastest = alone_fastest(t, task)
+        kv_tokens = self.reuse.kv_tokens(task)
+        prefilled = self.reuse.prefilled(task)
+        fastest = alone_fastest(t, task, self.reuse)
         terms, ys = [], []
         for k in self.classes[m]:
             attn = float(t.decode_attn[k]) * ctx
-            fixed = t.engines[k].prefill_s(task.prompt_tokens) + out * attn
+            fixed = t.engines[k].prefill_s(prefilled) + out * attn
             levels = self.levels[k]
             y, u = self.var(), self.var()
             ys.append(y)
@@ -434,16 +442,20 @@ def _classes(tables: ClusterTables) -> dict[int, list[int]]:
 
 
 def _levels(
-    tables: ClusterTables, classes: dict[int, list[int]], jobs: Sequence[Job]
+    tables: ClusterTables,
+    classes: dict[int, list[int]],
+    jobs: Sequence[Job],
+    reuse: Reuse = NO_REUSE,
 ) -> dict[int, np.ndarray]:
-    """``batch_levels`` of every class, for the smallest call of its model among ``jobs``."""
+    """``batch_levels`` of every class, for the smallest call of its model among ``jobs``
+    (smallest in the KV it holds for itself, with ``reuse``)."""
     need: dict[int, int] = {}
     ctx: dict[int, int] = {}
     for job in jobs:
         for task in job.workflow.tasks:
             if task.kind == "llm" and task.model:
                 m = MODEL_INDEX[task.model]
-                n = task.prompt_tokens + task.output_tokens
+                n = reuse.kv_tokens(task)
                 c = task.prompt_tokens + max(1, task.output_tokens) // 2
                 need[m] = min(need.get(m, n), n)
                 ctx[m] = min(ctx.get(m, c), c)
@@ -461,11 +473,14 @@ def capacity_bound(
     run_jobs: Sequence[Job] | None = None,
     *,
     call_facets: int = CALL_FACETS,
+    reuse: Reuse = NO_REUSE,
 ) -> CapacityBound:
     """The bound over ``jobs`` (the measured workflows) arriving at ``offered_rate_wps``;
     ``run_jobs``: every job of the run (the smallest calls that may share a batch with the
     measured ones; default ``jobs``); ``call_facets``: hull edges per call's own share
-    (``CALL_FACETS``; 0: the class-aggregate rows only, a looser bound)."""
+    (``CALL_FACETS``; 0: the class-aggregate rows only, a looser bound); ``reuse``: the
+    caches the runs had (each call then counts the least prefill and KV memory, and each
+    repeated tool call the least time, any run with them could take)."""
     started = time.perf_counter()
     n = len(jobs)
     if call_facets < 0:
@@ -473,7 +488,8 @@ def capacity_bound(
     if n == 0 or not offered_rate_wps > 0:
         return CapacityBound(None, "no measured workflows", 0.0, 0, call_facets=call_facets)
     classes = _classes(tables)
-    prog = _Program(tables, classes, _levels(tables, classes, run_jobs or jobs), call_facets)
+    levels = _levels(tables, classes, run_jobs or jobs, reuse)
+    prog = _Program(tables, classes, levels, call_facets, reuse)
     for job in jobs:
         prog.workflow(job, 1.0 / n)
     prog.capacity(n / offered_rate_wps)

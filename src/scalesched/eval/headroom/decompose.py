@@ -16,14 +16,27 @@ sum, over the path, of each task's ``end - ready``, and each of those splits int
 * ``tool_queue``: a tool's wait for a free CPU core (``start - landed``);
 * ``slower_server``: the task alone on the server it ran on, minus alone on the fastest
   server for it (what placement on a slower server costs with no contention at all);
-* ``batching``: the task's run (``end - start``) minus alone on that server: decode steps
-  slowed by the batch it shared (a tool's run equals its alone time: 0);
-* and the task alone on its fastest server, whose sum over the path is the path's own
-  contention-free length.
+* ``batching``: the task's run (``end - start``) minus alone on that server with the reuse
+  it had: decode steps slowed by the batch it shared (a tool's run equals its alone time:
+  0);
+* ``cache_miss``: alone on that server with the reuse it had, minus with the most reuse the
+  run allows (``Reuse``): prefill of prompt blocks the engine's KV cache did not hold, a
+  repeated tool call that ran instead of taking its original's result (0 without caches);
+* ``slower_server``: alone on the server it ran on, minus alone on the fastest server for
+  it, both with the most reuse (what placement on a slower server costs with no
+  contention at all);
+* and the task alone on its fastest server with the most reuse, whose sum over the path is
+  the path's own contention-free length.
 
 The workflow's bound is the longest such contention-free path, so ``path`` (the realised
 path's contention-free length minus the bound, <= 0) completes the identity: response -
-bound = the sum of the seven components, exactly (up to float rounding), per workflow.
+bound = the sum of the eight components, exactly (up to float rounding), per workflow.
+
+With caches on, "alone" counts the least a task could take: a call with a prompt prefix
+identity prefills only its last block (everything else could have been cached), a repeated
+tool call takes ``LOOKUP_S``; the trace's ``skipped`` says how much of its alone time each
+task actually skipped. Without caches every task takes its full alone time and
+``cache_miss`` is 0.
 """
 
 from __future__ import annotations
@@ -35,8 +48,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from scalesched.cache.kv import cached_prefill
 from scalesched.cluster.tables import MODEL_INDEX, ClusterTables
-from scalesched.kernel.records import TaskRecord
+from scalesched.kernel.records import TaskRecord, alone_fastest_s, lower_bound
+from scalesched.sim.tool_cache import LOOKUP_S
 from scalesched.workload.instance import Job, TaskInstance
 
 COMPONENTS: tuple[str, ...] = (
@@ -46,6 +61,7 @@ COMPONENTS: tuple[str, ...] = (
     "model_load",
     "transfer",
     "tool_queue",
+    "cache_miss",
     "path",
 )
 """The parts of (response - contention-free bound), in the order tables show them."""
@@ -57,6 +73,7 @@ COMPONENT_HELP: dict[str, str] = {
     "model_load": "LLM call waiting for its model to load",
     "transfer": "inputs moving between servers (and deferral)",
     "tool_queue": "tool waiting for a free CPU core",
+    "cache_miss": "prefill and tool runs a cache could have skipped (0 without caches)",
     "path": "realised path's contention-free length minus the bound (<= 0)",
 }
 
@@ -78,24 +95,76 @@ class WorkflowSplit:
         return self.response - self.bound - math.fsum(self.parts.values())
 
 
-def alone_on(tables: ClusterTables, task: TaskInstance, server: int) -> float:
-    """Seconds the task takes alone on ``server``: no batch, no queue, no load."""
+@dataclass(frozen=True)
+class Reuse:
+    """What a run may reuse, which lowers the least a task can take alone: ``kv``, an LLM
+    call's prompt prefix from its engine's KV cache (``--kv-policy`` other than off and
+    nocache); ``tools``, a repeated tool call's result (``--tool-cache on``)."""
+
+    kv: bool = False
+    tools: bool = False
+
+    def prefilled(self, task: TaskInstance) -> int:
+        """The fewest prompt tokens the call must compute: with KV reuse, a call with a
+        prefix identity could find all but its last block cached
+        (``scalesched.cache.kv.cached_prefill``)."""
+        prompt = task.prompt_tokens
+        if self.kv and task.prefix_id is not None:
+            return prompt - cached_prefill(prompt, prompt)
+        return prompt
+
+    def kv_tokens(self, task: TaskInstance) -> int:
+        """The fewest KV tokens the call holds for itself: with KV reuse, a call with a
+        prefix identity could share its whole prompt with the segments cached before it."""
+        if self.kv and task.prefix_id is not None:
+            return max(1, task.output_tokens)
+        return task.prompt_tokens + task.output_tokens
+
+    def tool_s(self, task: TaskInstance, alone_s: float) -> float:
+        """The least a tool call takes: a repeat could take its original's result."""
+        if self.tools and task.repeat_of is not None:
+            return min(alone_s, LOOKUP_S)
+        return alone_s
+
+
+NO_REUSE = Reuse()
+
+
+def alone_on(
+    tables: ClusterTables, task: TaskInstance, server: int, reuse: Reuse = NO_REUSE
+) -> float:
+    """Seconds the task takes alone on ``server``: no batch, no queue, no load; with the
+    most ``reuse`` allows (none: its full work)."""
     if task.kind != "llm" or not task.model:
-        return task.cpu_work / float(tables.core_speed[server]) + task.ext_latency
+        return reuse.tool_s(
+            task, task.cpu_work / float(tables.core_speed[server]) + task.ext_latency
+        )
     m = MODEL_INDEX[task.model]
     k = int(tables.engine_class[server, m])
     out = max(1, task.output_tokens)
     ctx = task.prompt_tokens + out // 2
     step = float(tables.decode_lin[k, 1]) + float(tables.decode_attn[k]) * ctx
-    return tables.engines[k].prefill_s(task.prompt_tokens) + out * step
+    return tables.engines[k].prefill_s(reuse.prefilled(task)) + out * step
 
 
-def alone_fastest(tables: ClusterTables, task: TaskInstance) -> float:
-    """Alone on the fastest server for it: the per-task cost of ``kernel.records.lower_bound``."""
+def alone_fastest(tables: ClusterTables, task: TaskInstance, reuse: Reuse = NO_REUSE) -> float:
+    """Alone on the fastest server for it: the per-task cost of ``kernel.records.lower_bound``
+    (with ``reuse``: the least any run with those caches could take)."""
+    if reuse == NO_REUSE:
+        return alone_fastest_s(tables, task)
     if task.kind == "llm" and task.model:
         m = MODEL_INDEX[task.model]
-        return tables.fastest_llm_time(m, task.prompt_tokens, max(1, task.output_tokens))
-    return task.cpu_work / tables.max_core_speed + task.ext_latency
+        out = max(1, task.output_tokens)
+        return tables.fastest_llm_time(m, task.prompt_tokens, out, reuse.prefilled(task))
+    return reuse.tool_s(task, alone_fastest_s(tables, task))
+
+
+def contention_free_bound(tables: ClusterTables, job: Job, reuse: Reuse = NO_REUSE) -> float:
+    """``kernel.records.lower_bound`` with the most ``reuse`` allows: no schedule with those
+    caches can beat it (without reuse, the same number)."""
+    if reuse == NO_REUSE:
+        return lower_bound(tables, job)
+    return lower_bound(tables, job, lambda task: alone_fastest(tables, task, reuse))
 
 
 def critical_path(job: Job, records: dict[int, TaskRecord]) -> list[int]:
@@ -111,12 +180,16 @@ def critical_path(job: Job, records: dict[int, TaskRecord]) -> list[int]:
     return path
 
 
-def _task_parts(tables: ClusterTables, task: TaskInstance, r: TaskRecord) -> dict[str, float]:
-    alone = alone_on(tables, task, r.server)
+def _task_parts(
+    tables: ClusterTables, task: TaskInstance, r: TaskRecord, reuse: Reuse
+) -> dict[str, float]:
+    least = alone_on(tables, task, r.server, reuse)
+    had = alone_on(tables, task, r.server) - r.skipped  # alone with the reuse it had
     parts = {
         "transfer": r.landed - r.ready,
-        "slower_server": alone - alone_fastest(tables, task),
-        "batching": (r.end - r.start) - alone,
+        "slower_server": least - alone_fastest(tables, task, reuse),
+        "cache_miss": had - least,
+        "batching": (r.end - r.start) - had,
     }
     if task.kind == "llm":
         loaded = r.loaded if r.loaded == r.loaded else r.landed  # NaN: it was resident
@@ -128,7 +201,11 @@ def _task_parts(tables: ClusterTables, task: TaskInstance, r: TaskRecord) -> dic
 
 
 def split_workflow(
-    tables: ClusterTables, job: Job, bound: float, rows: Iterable[TaskRecord]
+    tables: ClusterTables,
+    job: Job,
+    bound: float,
+    rows: Iterable[TaskRecord],
+    reuse: Reuse = NO_REUSE,
 ) -> WorkflowSplit:
     """The split of one workflow, from its tasks' trace records."""
     wf = job.workflow
@@ -141,10 +218,10 @@ def split_workflow(
     fastest = 0.0
     for i in path:
         task, r = wf.tasks[i], records[i]
-        fastest += alone_fastest(tables, task)
+        fastest += alone_fastest(tables, task, reuse)
         model = task.model if task.kind == "llm" and task.model else "tool"
         kind = tables.spec.servers[r.server].type
-        for name, value in _task_parts(tables, task, r).items():
+        for name, value in _task_parts(tables, task, r, reuse).items():
             parts[name] += value
             by_model[model][name] += value
             by_type[kind][name] += value
@@ -196,15 +273,16 @@ def decompose(
     jobs: Sequence[Job],
     bounds: dict[int, float],
     trace: Iterable[TaskRecord],
+    reuse: Reuse = NO_REUSE,
 ) -> tuple[Decomposition, list[WorkflowSplit]]:
-    """Split every workflow of ``bounds`` (workflow id -> contention-free bound: the
-    measured ones) and average; the per-workflow splits come back too."""
+    """Split every workflow of ``bounds`` (workflow id -> contention-free bound with
+    ``reuse``: the measured ones) and average; the per-workflow splits come back too."""
     rows: dict[int, list[TaskRecord]] = defaultdict(list)
     for r in trace:
         if r.workflow in bounds:
             rows[r.workflow].append(r)
     by_id = {job.workflow_id: job for job in jobs if job.workflow_id in bounds}
-    splits = [split_workflow(tables, by_id[w], bounds[w], rows[w]) for w in sorted(bounds)]
+    splits = [split_workflow(tables, by_id[w], bounds[w], rows[w], reuse) for w in sorted(bounds)]
     n = max(1, len(splits))
     comps = {c: math.fsum(s.parts[c] for s in splits) / n for c in COMPONENTS}
     residuals = np.array([abs(s.residual) for s in splits]) if splits else np.zeros(1)

@@ -16,6 +16,7 @@ _COLOURS = {
     "model_load": "#9467bd",
     "transfer": "#17becf",
     "tool_queue": "#8c564b",
+    "cache_miss": "#e377c2",
 }
 
 

@@ -9,10 +9,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from scalesched.cache.kv import NO_CACHE
 from scalesched.eval.headroom.bound import CapacityBound, capacity_bound
-from scalesched.eval.headroom.decompose import COMPONENT_HELP, Decomposition, decompose
+from scalesched.eval.headroom.decompose import (
+    COMPONENT_HELP,
+    Decomposition,
+    Reuse,
+    contention_free_bound,
+    decompose,
+)
 from scalesched.kernel.metrics import window_bounds
-from scalesched.kernel.records import lower_bound
 from scalesched.policies import best_heuristic, get_policy
 from scalesched.policies.rollout import BASES, RolloutScheduler
 from scalesched.runs.setup import RunSetup, run, scenario_capacity
@@ -21,6 +27,24 @@ from scalesched.runs.windows import default_cooldown, default_warmup
 DEFAULT_ORACLES: tuple[str, ...] = ("rollout_oracle",)
 """Oracle rows by default: the clairvoyant rollout over the best heuristic (slow: about
 1 s of CPU per workflow on hetero-16 at load 0.9)."""
+
+
+@dataclass(frozen=True)
+class Caches:
+    """The caches every run of a study has (``simulate``'s options of the same names)."""
+
+    kv_policy: str | None = None
+    """KV reuse across calls (``--kv-policy``); None: engines keep no KV between calls."""
+    tool_cache: bool = False
+    """Repeated tool calls take their original's result (``--tool-cache on``)."""
+
+    @property
+    def reuse(self) -> Reuse:
+        """What the bounds may count as skipped (``nocache`` measures and reuses nothing)."""
+        return Reuse(kv=self.kv_policy not in (None, NO_CACHE), tools=self.tool_cache)
+
+
+NO_CACHES = Caches()
 
 
 @dataclass(frozen=True)
@@ -126,6 +150,7 @@ def _run_one(
     name: str,
     measured: dict[int, float],
     on_done: Callable[[int], None],
+    caches: Caches,
     oracle_base: str | None = None,
 ) -> PolicyRow:
     """Run one row. An oracle row (``oracle_base`` given) that is a rollout (the oracle,
@@ -138,9 +163,16 @@ def _run_one(
             scheduler = dataclasses.replace(scheduler, base=oracle_base, base_policy=None)
             scheduler.name = name  # type: ignore[misc]
         base = scheduler.base
-    result = run(setup, scheduler, record_trace=True, on_workflow_done=on_done)
+    result = run(
+        setup,
+        scheduler,
+        record_trace=True,
+        on_workflow_done=on_done,
+        kv_policy=caches.kv_policy,
+        tool_cache=caches.tool_cache,
+    )
     m = result.metrics
-    split, _ = decompose(setup.tables, setup.jobs, measured, result.trace)
+    split, _ = decompose(setup.tables, setup.jobs, measured, result.trace, caches.reuse)
     return PolicyRow(
         name=name,
         mean_s=float(m["avg_response_time_s"]),
@@ -180,30 +212,33 @@ def measure_headroom(
     oracles: Sequence[str] = DEFAULT_ORACLES,
     *,
     progress: Callable[[str], Callable[[int], None]] | None = None,
+    caches: Caches = NO_CACHES,
 ) -> Headroom:
     """Run ``policies`` then ``oracles`` (registered names) on ``setup`` (jobs realised up
     front: the decomposition reads every task's record) with the default steady-state
-    window, and compute the bounds over the measured workflows. ``progress(label)`` gives
-    the per-run callback of completed workflows."""
+    window and ``caches``, and compute the bounds over the measured workflows (counting
+    what those caches could skip). ``progress(label)`` gives the per-run callback of
+    completed workflows."""
     jobs = sorted(setup.jobs, key=lambda j: (j.arrival, j.workflow_id))
     n = len(jobs)
     first, last = window_bounds(n, default_warmup(n), default_cooldown(n))
     window = jobs[first : last + 1]
-    measured = {j.workflow_id: lower_bound(setup.tables, j) for j in window}
+    reuse = caches.reuse
+    measured = {j.workflow_id: contention_free_bound(setup.tables, j, reuse) for j in window}
     rows: list[PolicyRow] = []
 
     def tick(name: str) -> Callable[[int], None]:
         return progress(name) if progress is not None else (lambda done: None)
 
     for name in policies:
-        rows.append(_run_one(setup, name, measured, tick(name)))
+        rows.append(_run_one(setup, name, measured, tick(name), caches))
     best = best_heuristic({r.name: r.mean_s for r in rows})
     base = oracle_base(best)
     for name in oracles:
-        rows.append(_run_one(setup, name, measured, tick(name), oracle_base=base))
+        rows.append(_run_one(setup, name, measured, tick(name), caches, oracle_base=base))
     span = window[-1].arrival - window[0].arrival if len(window) > 1 else 0.0
     rate = (len(window) - 1) / span if span > 0 else 0.0
-    cap = capacity_bound(setup.tables, window, _steady_rate(setup, rate), jobs)
+    cap = capacity_bound(setup.tables, window, _steady_rate(setup, rate), jobs, reuse=reuse)
     notes = [f"{r.name} did not reach steady state" for r in rows if not r.steady]
     if oracles and best is not None and base != best:
         notes.append(f"the rollout oracle rolls out over {base}: it cannot be built over {best}")
@@ -216,6 +251,9 @@ def measure_headroom(
         "load": None if scenario.rate is not None else scenario.load,
         "rate": scenario.rate,
         "arrivals": scenario.arrivals,
+        "tool_repeat": scenario.tool_repeat,
+        "kv_policy": caches.kv_policy,
+        "tool_cache": caches.tool_cache,
         "offered_rate_wps": rate,
         "workflows": n,
         "measured_workflows": len(window),
