@@ -9,11 +9,12 @@ the best heuristic and, where asked, the oracles' gain over it, each from one
         --seeds 5,6,7 --cells agentic-mix:hetero-16:0.9,coordinator:skewed:0.7:azure-code
 
 Cells already in the output file are skipped, so an interrupted map resumes; a cell that
-failed is run again. ``--cells`` runs the named cells in the order given (``WORKLOAD:
-CLUSTER:LOAD[:ARRIVALS]``, arrivals ``poisson`` by default); without it, every cell of
-``WORKLOADS`` x the clusters x ``LOADS``. The oracles (``--oracles``: ``rollout_oracle``,
-the clairvoyant rollout over each run's best heuristic; ``rollout``, the same on sampled
-futures) cost about 1 s of CPU per workflow each, so they are run on chosen cells only.
+failed is run again. ``--cells`` runs the named cells in the order given
+(``WORKLOAD:CLUSTER:LOAD[:ARRIVALS[:CACHES]]``, arrivals ``poisson`` and caches ``none`` by
+default); without it, every cell of ``WORKLOADS`` x the clusters x ``LOADS``. The oracles
+(``--oracles``: ``rollout_oracle``, the clairvoyant rollout over each run's best heuristic;
+``rollout``, the same on sampled futures) cost about 1 s of CPU per workflow each, so they
+are run on chosen cells only.
 ``--summarise`` prints, per cell over its seeds, the best heuristic's gap to the bound with
 a 95% CI, the learned policy's seed-paired ratio to the best heuristic, and each oracle's
 seed-paired ratio to the best heuristic and to its own base.
@@ -52,6 +53,16 @@ class Cell(NamedTuple):
     cluster: str
     load: float
     arrivals: str = "poisson"
+    caches: str = "none"
+    """``none``, ``kv`` (``--kv-policy lru``) or ``kv+tools`` (also ``--tool-repeat 0.3
+    --tool-cache on``: a third of tool calls repeat an earlier one and may reuse it)."""
+
+
+CACHE_ARGS = {
+    "none": [],
+    "kv": ["--kv-policy", "lru"],
+    "kv+tools": ["--kv-policy", "lru", "--tool-repeat", "0.3", "--tool-cache", "on"],
+}
 
 
 def clusters(folder: Path) -> dict[str, str]:
@@ -64,15 +75,24 @@ def clusters(folder: Path) -> dict[str, str]:
 def cell_of(row: dict) -> Cell:
     """The cell a result line belongs to (lines written before arrivals were a setting
     are Poisson)."""
-    return Cell(row["workload"], row["cluster"], row["load"], row.get("arrivals", "poisson"))
+    return Cell(
+        row["workload"],
+        row["cluster"],
+        row["load"],
+        row.get("arrivals", "poisson"),
+        row.get("caches", "none"),
+    )
 
 
 def parse_cells(text: str) -> list[Cell]:
     cells = []
     for item in text.split(","):
         parts = item.strip().split(":")
-        if len(parts) not in (3, 4):
-            raise SystemExit(f"--cells: {item!r} is not WORKLOAD:CLUSTER:LOAD[:ARRIVALS]")
+        if len(parts) not in (3, 4, 5) or (len(parts) == 5 and parts[4] not in CACHE_ARGS):
+            raise SystemExit(
+                f"--cells: {item!r} is not WORKLOAD:CLUSTER:LOAD[:ARRIVALS[:CACHES]] "
+                f"(caches: {', '.join(CACHE_ARGS)})"
+            )
         cells.append(Cell(parts[0], parts[1], float(parts[2]), *parts[3:]))
     return cells
 
@@ -81,6 +101,7 @@ def run_cell(cell: Cell, where: str, seed: int, args: argparse.Namespace) -> dic
     cmd = [sys.executable, "-m", "scalesched", "headroom", "--cluster", where]
     cmd += ["--workload", cell.workload, "--load", str(cell.load), "--arrivals", cell.arrivals]
     cmd += ["--workflows", str(args.workflows), "--seed", str(seed), "--json", "--no-progress"]
+    cmd += CACHE_ARGS[cell.caches]
     oracles = [o for o in args.oracles.split(",") if o]
     cmd += [a for o in oracles for a in ("--oracle", o)] if oracles else ["--no-oracle"]
     extra = [p for p in args.extra_policies.split(",") if p]
@@ -125,10 +146,11 @@ def cell_best(by_seed: dict[int, dict]) -> str:
 
 def summarise(path: Path) -> None:
     print(
-        "| workload | cluster | load | arrivals | seeds | best heuristic | its gap to the bound | "
+        "| workload | cluster | load | arrivals | caches | seeds | best heuristic | "
+        "its gap to the bound | "
         f"{LEARNED} / best | all steady |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for cell, by_seed in read_cells(path).items():
         best = cell_best(by_seed)
         gap = [r["policies"][best]["gap"] for r in by_seed.values()]
@@ -145,8 +167,8 @@ def summarise(path: Path) -> None:
         )
         print(
             f"| {cell.workload} | {cell.cluster} | {cell.load} | {cell.arrivals} | "
-            f"{len(by_seed)} | {best} | {gap_text}{mark} | {_ratio(learned, of_best)} | "
-            f"{'yes' if steady else 'no'} |"
+            f"{cell.caches} | {len(by_seed)} | {best} | {gap_text}{mark} | "
+            f"{_ratio(learned, of_best)} | {'yes' if steady else 'no'} |"
         )
 
 
@@ -166,17 +188,18 @@ def summarise_oracles(path: Path) -> None:
             base = {s: r["policies"][r["oracle"][name]["base"]]["mean_s"] for s, r in runs.items()}
             steady = all(r["policies"][name]["steady"] for r in runs.values())
             rows.append(
-                f"| {cell.workload} | {cell.cluster} | {cell.load} | {cell.arrivals} | {name} | "
+                f"| {cell.workload} | {cell.cluster} | {cell.load} | {cell.arrivals} | "
+                f"{cell.caches} | {name} | "
                 f"{len(runs)} | {best} | {_ratio(mean, {s: of_best[s] for s in runs})} | "
                 f"{_ratio(mean, base)} | {'yes' if steady else 'no'} |"
             )
     if rows:
         print()
         print(
-            "| workload | cluster | load | arrivals | oracle | seeds | best heuristic | "
+            "| workload | cluster | load | arrivals | caches | oracle | seeds | best heuristic | "
             "oracle / best | oracle / its base | steady |"
         )
-        print("|---|---|---|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
         print("\n".join(rows))
 
 
@@ -185,7 +208,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--workflows", type=int, default=1500)
     ap.add_argument("--seeds", default="5", help="comma-separated seeds (default 5)")
-    ap.add_argument("--cells", default=None, help="WORKLOAD:CLUSTER:LOAD[:ARRIVALS],...")
+    ap.add_argument("--cells", default=None, help="WORKLOAD:CLUSTER:LOAD[:ARRIVALS[:CACHES]],...")
     ap.add_argument("--oracles", default="", help="oracle rows, e.g. rollout_oracle,rollout")
     ap.add_argument("--extra-policies", default="", help="more policies, e.g. plas")
     ap.add_argument("--jobs", type=int, default=1)
