@@ -76,6 +76,9 @@ def test_one_tiny_oracle_row() -> None:
         (["--plot", "/no/such/folder/x.png"], "--plot"),
         (["--plot", "chart.notanimage"], "--plot"),
         (["--arrivals", "diurnal"], "--arrivals"),
+        (["--kv-policy", "bogus"], "--kv-policy"),
+        (["--tool-repeat", "2"], "--tool-repeat"),
+        (["--tool-cache", "maybe"], "--tool-cache"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(args: list[str], names: str) -> None:
