@@ -95,6 +95,7 @@ RANGES: dict[str, Range] = {
     "--slo-p95": _positive(MAX_SECONDS * 365),
     # time limits and the runtime
     "--time-limit": _positive(MAX_SECONDS),
+    "--bound-time-limit": _positive(MAX_SECONDS),
     "--connect-timeout": _positive(MAX_SECONDS),
     "--time-scale": _positive(100.0),
     "--max-retries": _count(0, 100),

@@ -79,6 +79,7 @@ def test_one_tiny_oracle_row() -> None:
         (["--kv-policy", "bogus"], "--kv-policy"),
         (["--tool-repeat", "2"], "--tool-repeat"),
         (["--tool-cache", "maybe"], "--tool-cache"),
+        (["--bound-time-limit", "0"], "--bound-time-limit"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(args: list[str], names: str) -> None:

@@ -132,3 +132,22 @@ def test_fanout_calls_are_the_samples_released_together() -> None:
                 and sorted(wf.parents[j]) == sorted(wf.parents[i])
             ]
             assert not twins
+
+
+def test_a_time_limit_gives_no_bound_rather_than_a_wrong_one() -> None:
+    setup = prepare("hetero-16", Scenario(workflows=60, load=0.9, seed=1), stream=False)
+    jobs = list(setup.jobs)
+    stopped = capacity_bound(setup.tables, jobs, 1.0, time_limit_s=1e-6)
+    assert stopped.mean_s is None and "time limit" in stopped.status
+    free = capacity_bound(setup.tables, jobs, 1.0, time_limit_s=600.0)
+    assert free.mean_s == capacity_bound(setup.tables, jobs, 1.0).mean_s
+
+
+def test_the_command_line_default_limit_is_the_librarys() -> None:
+    import inspect
+
+    from scalesched.commands.headroom import headroom
+    from scalesched.eval.headroom.bound import BOUND_TIME_LIMIT_S
+
+    default = inspect.signature(headroom).parameters["bound_time_limit"].default
+    assert default == BOUND_TIME_LIMIT_S

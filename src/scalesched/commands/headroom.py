@@ -182,6 +182,13 @@ def headroom(
     kv_policy: KvPolicyOpt = "off",
     tool_repeat: ToolRepeatOpt = 0.0,
     tool_cache: ToolCacheOpt = "off",
+    bound_time_limit: Annotated[
+        float,
+        typer.Option(
+            help="Wall seconds the capacity-aware bound's linear program may take; past "
+            "it the study reports no such bound (the contention-free one stands)."
+        ),
+    ] = 600.0,  # bound.BOUND_TIME_LIMIT_S (imported lazily: scipy is slow to load)
     seed: Annotated[int, typer.Option(min=0, help="Seed of every random choice.")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     plot: Annotated[
@@ -215,7 +222,14 @@ def headroom(
     setup = prepare(cluster, scenario, stream=False)
     show = progress and not as_json and sys.stderr.isatty()
     with _progress(show, len(setup.jobs)) as bar:
-        study = measure_headroom(setup, policies, oracles, progress=bar, caches=caches)
+        study = measure_headroom(
+            setup,
+            policies,
+            oracles,
+            progress=bar,
+            caches=caches,
+            bound_time_limit_s=bound_time_limit,
+        )
     if plot is not None:
         from scalesched.eval.headroom.plot import plot_headroom
 

@@ -99,6 +99,13 @@ from scalesched.cluster.tables import MODEL_INDEX, MODEL_NAMES, ClusterTables
 from scalesched.eval.headroom.decompose import NO_REUSE, Reuse, alone_fastest
 from scalesched.workload.instance import Job, TaskInstance, WorkflowInstance
 
+TIME_LIMIT_STATUS = 1
+"""``scipy.optimize.linprog``'s status for a solve stopped by its iteration or time limit."""
+BOUND_TIME_LIMIT_S = 600.0
+"""Default wall seconds the program may take before the study reports no capacity bound
+(agentic-mix on hetero-16 at 1500 workflows takes about 50 s; a bursty window can take
+twenty times that)."""
+
 CALL_FACETS = 17
 """Most hull edges bounding each call's own share (``c`` in point 2 of the module doc),
 picked at geometric steps along the hull (``pick_facets``): where the hull bends most (a
@@ -361,7 +368,7 @@ class _Program:
                     0.0,
                 )
 
-    def solve(self) -> Any:
+    def solve(self, time_limit_s: float | None = None) -> Any:
         a_ub = coo_matrix(
             (self.vals, (self.rows, self.cols)), shape=(len(self.rhs), self.n_vars)
         ).tocsr()
@@ -377,15 +384,24 @@ class _Program:
             "bounds": [(0.0, u) for u in self.upper],
             "method": "highs-ipm",  # HiGHS interior point: ~3x the dual simplex here
         }
+        started = time.perf_counter()
+
+        def limit() -> dict[str, float]:
+            if time_limit_s is None:
+                return {}
+            return {"time_limit": max(1e-3, time_limit_s - (time.perf_counter() - started))}
+
         with warnings.catch_warnings():
             # scipy passes HiGHS options it does not know verbatim, with a warning
             warnings.filterwarnings("ignore", "Unrecognized options", OptimizeWarning)
             # first without crossover to a vertex: only the optimum's value is read (the
             # interior solution's is within 1e-8 of it), and crossover takes about half
             # the time; an interior point HiGHS cannot certify gets the crossover after all
-            result = linprog(np.array(self.cost), **problem, options={"run_crossover": "off"})
-        if result.status != 0:
-            result = linprog(np.array(self.cost), **problem)
+            # (not one the time limit stopped: that is the answer)
+            cost = np.array(self.cost)
+            result = linprog(cost, **problem, options={"run_crossover": "off", **limit()})
+            if result.status not in (0, TIME_LIMIT_STATUS):
+                result = linprog(cost, **problem, options=limit())
         return result
 
     def slow_share(self, y: np.ndarray) -> dict[str, float]:
@@ -474,13 +490,17 @@ def capacity_bound(
     *,
     call_facets: int = CALL_FACETS,
     reuse: Reuse = NO_REUSE,
+    time_limit_s: float | None = None,
 ) -> CapacityBound:
     """The bound over ``jobs`` (the measured workflows) arriving at ``offered_rate_wps``;
     ``run_jobs``: every job of the run (the smallest calls that may share a batch with the
     measured ones; default ``jobs``); ``call_facets``: hull edges per call's own share
     (``CALL_FACETS``; 0: the class-aggregate rows only, a looser bound); ``reuse``: the
     caches the runs had (each call then counts the least prefill and KV memory, and each
-    repeated tool call the least time, any run with them could take)."""
+    repeated tool call the least time, any run with them could take); ``time_limit_s``:
+    wall seconds the solve may take (None: no limit), past which there is no bound
+    (``mean_s`` None, the status says so). A bound that is given never depends on the
+    limit; whether one is given depends on the machine's speed."""
     started = time.perf_counter()
     n = len(jobs)
     if call_facets < 0:
@@ -493,8 +513,11 @@ def capacity_bound(
     for job in jobs:
         prog.workflow(job, 1.0 / n)
     prog.capacity(n / offered_rate_wps)
-    result = prog.solve()
+    result = prog.solve(time_limit_s)
     elapsed = time.perf_counter() - started
+    if result.status == TIME_LIMIT_STATUS:
+        status = f"the program was not solved within the {time_limit_s:g} s time limit"
+        return CapacityBound(None, status, elapsed, prog.n_vars, {}, call_facets)
     if result.status != 0:
         return CapacityBound(None, str(result.message), elapsed, prog.n_vars, {}, call_facets)
     y = np.asarray(result.x)

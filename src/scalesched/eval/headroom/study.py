@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scalesched.cache.kv import NO_CACHE
-from scalesched.eval.headroom.bound import CapacityBound, capacity_bound
+from scalesched.eval.headroom.bound import BOUND_TIME_LIMIT_S, CapacityBound, capacity_bound
 from scalesched.eval.headroom.decompose import (
     COMPONENT_HELP,
     Decomposition,
@@ -213,12 +213,14 @@ def measure_headroom(
     *,
     progress: Callable[[str], Callable[[int], None]] | None = None,
     caches: Caches = NO_CACHES,
+    bound_time_limit_s: float | None = BOUND_TIME_LIMIT_S,
 ) -> Headroom:
     """Run ``policies`` then ``oracles`` (registered names) on ``setup`` (jobs realised up
     front: the decomposition reads every task's record) with the default steady-state
     window and ``caches``, and compute the bounds over the measured workflows (counting
-    what those caches could skip). ``progress(label)`` gives the per-run callback of
-    completed workflows."""
+    what those caches could skip; the capacity-aware bound within ``bound_time_limit_s``
+    wall seconds, else none). ``progress(label)`` gives the per-run callback of completed
+    workflows."""
     jobs = sorted(setup.jobs, key=lambda j: (j.arrival, j.workflow_id))
     n = len(jobs)
     first, last = window_bounds(n, default_warmup(n), default_cooldown(n))
@@ -238,7 +240,14 @@ def measure_headroom(
         rows.append(_run_one(setup, name, measured, tick(name), caches, oracle_base=base))
     span = window[-1].arrival - window[0].arrival if len(window) > 1 else 0.0
     rate = (len(window) - 1) / span if span > 0 else 0.0
-    cap = capacity_bound(setup.tables, window, _steady_rate(setup, rate), jobs, reuse=reuse)
+    cap = capacity_bound(
+        setup.tables,
+        window,
+        _steady_rate(setup, rate),
+        jobs,
+        reuse=reuse,
+        time_limit_s=bound_time_limit_s,
+    )
     notes = [f"{r.name} did not reach steady state" for r in rows if not r.steady]
     if oracles and best is not None and base != best:
         notes.append(f"the rollout oracle rolls out over {base}: it cannot be built over {best}")
