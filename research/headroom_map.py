@@ -16,8 +16,10 @@ default); without it, every cell of ``WORKLOADS`` x the clusters x ``LOADS``. Th
 ``rollout``, the same on sampled futures) cost about 1 s of CPU per workflow each, so they
 are run on chosen cells only.
 ``--summarise`` prints, per cell over its seeds, the best heuristic's gap to the bound with
-a 95% CI, the learned policy's seed-paired ratio to the best heuristic, and each oracle's
-seed-paired ratio to the best heuristic and to its own base.
+a 95% CI (``(cf)``: against the contention-free bound, where the capacity-aware one was not
+solved in its time limit or is infeasible), the learned policy's seed-paired ratio to the
+best heuristic, and each oracle's seed-paired ratio to the best heuristic and to its own
+base.
 """
 
 from __future__ import annotations
@@ -165,6 +167,8 @@ def summarise(path: Path) -> None:
             if len(gap) == 1
             else mean_ci_text([100 * g for g in gap], digits=1) + "%"
         )
+        if any(r["capacity_bound"]["mean_s"] is None for r in by_seed.values()):
+            gap_text += " (cf)"  # some seed has no capacity-aware bound: contention-free
         print(
             f"| {cell.workload} | {cell.cluster} | {cell.load} | {cell.arrivals} | "
             f"{cell.caches} | {len(by_seed)} | {best} | {gap_text}{mark} | "
