@@ -230,6 +230,11 @@ def headroom(
             caches=caches,
             bound_time_limit_s=bound_time_limit,
         )
+    _report(study, as_json, plot)
+
+
+def _report(study: Any, as_json: bool, plot: Path | None) -> None:
+    """The chart (when asked), then the JSON object or the three tables and the notes."""
     if plot is not None:
         from scalesched.eval.headroom.plot import plot_headroom
 
