@@ -10,6 +10,7 @@ import pytest
 
 from scalesched.cluster import get_cluster
 from scalesched.cluster.tables import ClusterTables
+from scalesched.decision.actions import Place
 from scalesched.decision.cycle import drive
 from scalesched.decision.features import Decision, make_decision
 from scalesched.decision.scheduler import BaseScheduler
@@ -141,7 +142,7 @@ def test_a_large_min_gain_keeps_the_base_choice(base: str) -> None:
     assert ma == {**mb, "policy": "rollout_oracle"}
 
 
-@pytest.mark.parametrize("base", ["soft_eft", "p2c", "tail"])
+@pytest.mark.parametrize("base", ["soft_eft", "p2c", "tail", "plas"])
 def test_the_fork_of_the_base_choice_is_the_run_under_the_base(base: str) -> None:
     """What the trial of the base's own answer costs is what the run then accrues under
     the base (its random generator copied after the answer, so seeded bases too)."""
@@ -155,13 +156,33 @@ def test_the_fork_of_the_base_choice_is_the_run_under_the_base(base: str) -> Non
         decision = sim.next_decision()
     assert decision is not None
     choice = policy.inner.select(decision)
-    assert isinstance(choice, int)
+    server, priority = (
+        (choice.server, choice.priority) if isinstance(choice, Place) else (choice, None)
+    )
+    assert isinstance(server, int) and (priority is None) == (base != "plas")
     end = sim.now + 5.0
-    area, stop, _, _ = policy.trial(sim.fork, choice, end)
+    area, stop, _, _ = policy.trial(sim.fork, server, end, priority)
     area0 = sim.in_system_area
     sim.apply(choice)
     drive(sim, policy.inner, until=lambda: sim.now >= end)
     assert (area, stop) == (sim.in_system_area - area0, sim.now)
+
+
+def test_over_an_ordering_base_every_answer_keeps_its_priority() -> None:
+    """Over ``plas`` the lookahead picks among tail's servers and each answer carries the
+    priority plas gave the task, on whichever server wins."""
+    policy = _small(base="plas")
+    policy.reset(1)
+    sim = Simulation(SPEC, JOBS, tables=TABLES)
+    decision, moved = sim.next_decision(), 0
+    while decision is not None:
+        answer = policy.select(decision)
+        assert isinstance(answer, Place)
+        assert answer.priority == decision.task.attained_s and decision.mask[answer.server]
+        moved += int(answer.server != int(np.argmin(policy.inner.scores(decision))))
+        sim.apply(answer)
+        decision = sim.next_decision()
+    assert sim.done and policy.stats["rolled"] > 0 and moved == policy.stats["changed"] > 0
 
 
 def test_bad_options_are_refused() -> None:

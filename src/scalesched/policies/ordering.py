@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from abc import abstractmethod
 
+import numpy as np
+
 from scalesched.decision.actions import Place
 from scalesched.decision.features import Decision
 from scalesched.decision.scheduler import BaseScheduler
@@ -39,6 +41,11 @@ class OrderedTail(BaseScheduler):
     @abstractmethod
     def priority(self, decision: Decision) -> float:
         """Admission priority of the decision's task (lower first)."""
+
+    def scores(self, decision: Decision) -> np.ndarray:
+        """``tail``'s estimate per server: the placement is tail's (a rollout over an
+        ordering baseline ranks its candidates by it)."""
+        return self._tail.scores(decision)
 
     def select(self, decision: Decision) -> Place:
         answer = self._tail.select(decision)

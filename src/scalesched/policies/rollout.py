@@ -50,7 +50,7 @@ import numpy as np
 
 from scalesched.cluster.perf import MODELS
 from scalesched.cluster.tables import MODEL_NAMES
-from scalesched.decision.actions import Action
+from scalesched.decision.actions import Action, Place
 from scalesched.decision.cycle import drive
 from scalesched.decision.features import Decision
 from scalesched.decision.scheduler import BaseScheduler, ReadyOrder, Scheduler
@@ -58,6 +58,11 @@ from scalesched.policies.eft import EftScheduler
 from scalesched.policies.heft_online import HeftOnlineScheduler
 from scalesched.policies.kv_aware import KvAwareScheduler
 from scalesched.policies.least_loaded import LeastLoadedScheduler
+from scalesched.policies.ordering import (
+    FcfsWorkflowScheduler,
+    PlasScheduler,
+    ShortestRemainingScheduler,
+)
 from scalesched.policies.p2c import PowerOfTwoScheduler
 from scalesched.policies.soft_eft import SoftEftScheduler
 from scalesched.policies.tail import PredictedMeanScheduler, TailScheduler
@@ -73,9 +78,13 @@ BASES: dict[str, Callable[[], Scheduler]] = {
     "p2c": PowerOfTwoScheduler,
     "pred_mean": PredictedMeanScheduler,
     "soft_eft": SoftEftScheduler,
+    "plas": PlasScheduler,
+    "shortest_remaining": ShortestRemainingScheduler,
+    "fcfs_workflow": FcfsWorkflowScheduler,
 }
 """Base heuristics ``rollout`` can be built over by name: every candidate for the best
-heuristic, and ``pred_mean``. A fork drives a deep copy of the base taken after its answer,
+heuristic, ``pred_mean`` and the ordering baselines (their admission priority is kept on
+whichever server the rollout picks). A fork drives a deep copy of the base taken after its answer,
 random generator included, so the fork of the base's own choice continues exactly as the
 run would under the base from that point (seeded ones too: ``soft_eft``, ``p2c``)."""
 
@@ -161,10 +170,22 @@ class RolloutScheduler(BaseScheduler):
         return [choice] + [s for s in order if s != choice][: self.candidates - 1]
 
     def select(self, decision: Decision) -> int | Action:
-        choice = self.inner.select(decision)
-        if type(choice) is not int and not isinstance(choice, np.integer):
-            return choice  # an action of the base (a hedge, a load): answered as is
-        choice = int(choice)
+        answer = self.inner.select(decision)
+        priority: float | None = None
+        if isinstance(answer, Place) and not answer.loads:
+            choice, priority = answer.server, answer.priority  # an ordering base's answer
+        elif type(answer) is int or isinstance(answer, np.integer):
+            choice = int(answer)
+        else:
+            return answer  # an action of the base (a hedge, a load): answered as is
+        best = self.lookahead(decision, choice, priority)
+        if isinstance(answer, Place):
+            return answer if best == choice else Place(best, priority=priority)
+        return best
+
+    def lookahead(self, decision: Decision, choice: int, priority: float | None) -> int:
+        """The server the forks prefer for the decision's task (with ``priority`` on
+        whichever it is), ``choice`` (the base's) where nothing is rolled out."""
         fork = getattr(decision.view, "fork", None)
         if fork is None:
             if not self._said_no_fork:
@@ -178,7 +199,7 @@ class RolloutScheduler(BaseScheduler):
         servers = self.contenders(decision, choice)
         if len(servers) < 2:
             return choice
-        best = self.best_of(decision, fork, servers)
+        best = self.best_of(decision, fork, servers, priority)
         self.stats["changed"] += int(best != choice)
         return best
 
@@ -187,7 +208,13 @@ class RolloutScheduler(BaseScheduler):
         (a plain ``fork``); ``rollout`` gives sampled ones."""
         return [fork]
 
-    def best_of(self, decision: Decision, fork: Callable[..., Any], servers: list[int]) -> int:
+    def best_of(
+        self,
+        decision: Decision,
+        fork: Callable[..., Any],
+        servers: list[int],
+        priority: float | None = None,
+    ) -> int:
         """The cheapest of ``servers`` in forks, averaged over ``futures`` (``servers[0]``,
         the base's, on ties, when the gain is below ``min_gain_s``, and when the wall cap
         cuts the trials short)."""
@@ -202,7 +229,7 @@ class RolloutScheduler(BaseScheduler):
                     self.stats["capped"] += 1
                     self.stats["fork_s"] += perf_counter() - t0
                     return servers[0]
-                ends.append(self.trial(future, server, end))
+                ends.append(self.trial(future, server, end, priority))
             common = max(stop for _, stop, _, _ in ends)  # per future: one end for all
             cost += [
                 area + in_system * (common - stop) + self.terminal_weight * work
@@ -217,7 +244,7 @@ class RolloutScheduler(BaseScheduler):
         return servers[0]
 
     def trial(
-        self, fork: Callable[[], Any], server: int, end: float
+        self, fork: Callable[[], Any], server: int, end: float, priority: float | None = None
     ) -> tuple[float, float, int, float]:
         """Place the decision's task on ``server`` in a fork and drive it with a copy of
         the base until its clock reaches ``end`` (or the run ends): the workflow-seconds
@@ -225,7 +252,7 @@ class RolloutScheduler(BaseScheduler):
         estimated work then outstanding on the servers."""
         sim = fork()
         area0 = sim.in_system_area
-        sim.apply(server)
+        sim.apply(server if priority is None else Place(server, priority=priority))
         drive(sim, copy.deepcopy(self.inner), until=lambda: sim.now >= end)
         return (
             float(sim.in_system_area - area0),
