@@ -5,7 +5,6 @@ critical paths (docs/headroom.md)."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -198,6 +197,7 @@ def headroom(
 ) -> None:
     """How much could any scheduler still win? Policies and oracles against two lower
     bounds, with each policy's gap split along its critical paths."""
+    from scalesched.commands.simulate import show_progress
     from scalesched.eval.headroom import DEFAULT_ORACLES, Caches, measure_headroom
     from scalesched.policies import BEST_HEURISTIC_CANDIDATES
     from scalesched.runs.setup import Scenario, prepare
@@ -220,8 +220,7 @@ def headroom(
         tool_repeat=check_repeat_probability(tool_repeat),
     )
     setup = prepare(cluster, scenario, stream=False)
-    show = progress and not as_json and sys.stderr.isatty()
-    with _progress(show, len(setup.jobs)) as bar:
+    with _progress(show_progress(progress, as_json), len(setup.jobs)) as bar:
         study = measure_headroom(
             setup,
             policies,
