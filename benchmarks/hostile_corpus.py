@@ -662,6 +662,11 @@ def surface_cases(tmp: Path) -> list[Case]:
         ("drift-window-0", ["predict", "drift", "--drift", "x:2@0", "--window", "0"], "--window"),
         ("eval-slo-nan", ["eval", "--slo", "nan", "--policies", "eft"], "--slo"),
         ("shares-seed-neg", ["plan", "shares", "--seed", "-4"], "--seed"),
+        ("headroom-limit-nan", ["headroom", "--bound-time-limit", "nan"], "--bound-time-limit"),
+        ("headroom-limit-0", ["headroom", "--bound-time-limit", "0"], "--bound-time-limit"),
+        ("headroom-repeat-2", ["headroom", "--tool-repeat", "2", "--no-oracle"], "--tool-repeat"),
+        ("headroom-kv-typo", ["headroom", "--kv-policy", "lur", "--no-oracle"], "--kv-policy"),
+        ("arrivals-shape-typo", ["simulate", "--arrivals", "azure-chat", *SMALL], "--arrivals"),
     ):
         out.append((f"numbers-{name}", argv, needle))
     for name, text, needle in (
