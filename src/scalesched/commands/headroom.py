@@ -19,8 +19,6 @@ from scalesched.commands.common import (
     KvPolicyOpt,
     ToolCacheOpt,
     ToolRepeatOpt,
-    kv_policy_mode,
-    tool_cache_on,
 )
 from scalesched.errors import InputError, check_output_path, clean_errors, print_json
 
@@ -197,11 +195,10 @@ def headroom(
 ) -> None:
     """How much could any scheduler still win? Policies and oracles against two lower
     bounds, with each policy's gap split along its critical paths."""
-    from scalesched.commands.simulate import show_progress
+    from scalesched.commands.simulate import cache_modes, show_progress
     from scalesched.eval.headroom import DEFAULT_ORACLES, Caches, measure_headroom
     from scalesched.policies import BEST_HEURISTIC_CANDIDATES
     from scalesched.runs.setup import Scenario, prepare
-    from scalesched.workload.repeats import check_repeat_probability
 
     if plot is not None:
         check_output_path(plot, "--plot", "image")
@@ -209,7 +206,8 @@ def headroom(
     oracles = [] if no_oracle else list(oracle) if oracle else list(DEFAULT_ORACLES)
     _check_names(policies, "--policy")
     _check_names(oracles, "--oracle")
-    caches = Caches(kv_policy=kv_policy_mode(kv_policy), tool_cache=tool_cache_on(tool_cache))
+    modes = cache_modes(kv_policy, tool_cache, "off", tool_repeat)  # simulate's checks
+    caches = Caches(kv_policy=modes.kv, tool_cache=modes.tool_cache)
     scenario = Scenario(
         workload=workload,
         workflows=workflows,
@@ -217,7 +215,7 @@ def headroom(
         rate=rate,
         arrivals=arrivals,
         seed=seed,
-        tool_repeat=check_repeat_probability(tool_repeat),
+        tool_repeat=tool_repeat,
     )
     setup = prepare(cluster, scenario, stream=False)
     with _progress(show_progress(progress, as_json), len(setup.jobs)) as bar:

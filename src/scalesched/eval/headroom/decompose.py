@@ -14,8 +14,6 @@ sum, over the path, of each task's ``end - ready``, and each of those splits int
 * ``admission_wait``: the rest of an LLM call's wait to ``start``, for a batch slot or KV
   memory in its engine;
 * ``tool_queue``: a tool's wait for a free CPU core (``start - landed``);
-* ``slower_server``: the task alone on the server it ran on, minus alone on the fastest
-  server for it (what placement on a slower server costs with no contention at all);
 * ``batching``: the task's run (``end - start``) minus alone on that server with the reuse
   it had: decode steps slowed by the batch it shared (a tool's run equals its alone time:
   0);
@@ -162,8 +160,6 @@ def alone_fastest(tables: ClusterTables, task: TaskInstance, reuse: Reuse = NO_R
 def contention_free_bound(tables: ClusterTables, job: Job, reuse: Reuse = NO_REUSE) -> float:
     """``kernel.records.lower_bound`` with the most ``reuse`` allows: no schedule with those
     caches can beat it (without reuse, the same number)."""
-    if reuse == NO_REUSE:
-        return lower_bound(tables, job)
     return lower_bound(tables, job, lambda task: alone_fastest(tables, task, reuse))
 
 
@@ -183,8 +179,9 @@ def critical_path(job: Job, records: dict[int, TaskRecord]) -> list[int]:
 def _task_parts(
     tables: ClusterTables, task: TaskInstance, r: TaskRecord, reuse: Reuse
 ) -> dict[str, float]:
-    least = alone_on(tables, task, r.server, reuse)
-    had = alone_on(tables, task, r.server) - r.skipped  # alone with the reuse it had
+    full = alone_on(tables, task, r.server)
+    least = full if reuse == NO_REUSE else alone_on(tables, task, r.server, reuse)
+    had = full - r.skipped  # alone with the reuse it had
     parts = {
         "transfer": r.landed - r.ready,
         "slower_server": least - alone_fastest(tables, task, reuse),
