@@ -185,6 +185,11 @@ class SchedulingEnv(gym.Env[Observation, int]):
         baseline or in a benchmark of the environment alone."""
         return self._decision
 
+    @property
+    def now(self) -> float:
+        """The simulation's clock (s; 0 before ``reset``)."""
+        return self._sim.now if self._sim is not None else 0.0
+
     def _apply_setting(self) -> EnvConfig:
         """With a setting source: take the next setting (cluster mix, workload, load,
         warm-up) and make it this episode's; else the config as it is."""

@@ -177,14 +177,21 @@ class PPOConfig:
     best of them at each size."""
     checkpoint_every: int = 5
     """Write last.pt every this many updates."""
+    # fine-tuning and variance reduction
+    init: str | None = None
+    """Start from these weights: a shipped policy's name (``scalesched policies``) or a
+    checkpoint path; the config's network fields must match it. None: a fresh network."""
+    input_baseline: int = 1
+    """Environments per arrival sequence. Above 1, each update runs one window per
+    environment, groups of this many replaying the same episode (arrivals, task sizes,
+    warm-up), and a step's advantage is its return-to-go minus the mean return-to-go of
+    the group's other members from the same simulated time (Mao et al., ICLR 2019): the
+    luck of the arrivals cancels. Needs ``truncate`` and ``num_envs`` a multiple of it;
+    each window is cut at ``num_steps`` decisions at the latest. 1: GAE with the critic."""
 
     @property
     def batch_size(self) -> int:
         return self.num_envs * self.num_steps
-
-    @property
-    def minibatch_size(self) -> int:
-        return max(1, self.batch_size // self.num_minibatches)
 
     @property
     def num_updates(self) -> int:
@@ -269,8 +276,22 @@ def load_config(
             raise InputError(source, field_name, f"unknown heuristic {name!r}")
     if cfg.validation_sizes and not cfg.validation_baselines:
         raise InputError(source, "validation_baselines", "name at least one heuristic")
+    _check_input_baseline(cfg, source)
     cfg.env_config().check(source)
     return cfg
+
+
+def _check_input_baseline(cfg: PPOConfig, source: str) -> None:
+    """Groups need whole groups of environments on one setting, and windows that end."""
+    k = cfg.input_baseline
+    if k < 1 or cfg.num_envs % k:
+        raise InputError(source, "input_baseline", f"must be >= 1 and divide num_envs, got {k}")
+    if k > 1 and not cfg.truncate:
+        raise InputError(source, "input_baseline", "needs truncate: true (steady-state windows)")
+    if k > 1 and cfg.env_sampler != "none":
+        raise InputError(
+            source, "input_baseline", "a group shares one setting: needs env_sampler none"
+        )
 
 
 def parse_overrides(items: list[str]) -> dict[str, Any]:
@@ -344,10 +365,46 @@ def term_grad_norms(params: list[nn.Parameter], terms: dict[str, torch.Tensor]) 
     return norms
 
 
+def input_baseline_advantages(
+    times: np.ndarray, rewards: np.ndarray, valid: np.ndarray, ends: np.ndarray, group: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Advantages and returns-to-go of one window per environment (Mao et al., ICLR 2019).
+
+    ``times``, ``rewards`` and ``valid`` are (T, K): the simulated time of each decision,
+    the reward that followed it (the workflow-seconds accrued until the next decision,
+    negated and scaled) and whether the step happened; ``ends`` (K,) is each window's last
+    time. Environments ``g*group .. (g+1)*group - 1`` replayed the same arrivals. The
+    return-to-go of environment j from time t is what it accrued after t (linear between its
+    decisions, as the area accrues), and a step's advantage is its own return-to-go minus
+    the mean of the group's other members' from the same time: what the arrivals alone did
+    to every member cancels. Undiscounted: the window is the horizon."""
+    t_steps, k = rewards.shape
+    rewards = np.where(valid, rewards, 0.0)
+    togo = np.cumsum(rewards[::-1], axis=0)[::-1]  # (T, K) return from each step on
+    total = togo[0]
+    curves = []
+    for j in range(k):
+        steps = np.flatnonzero(valid[:, j])
+        clock = np.append(times[steps, j], ends[j])
+        before = np.append(total[j] - togo[steps, j], total[j])  # accrued before each time
+        curves.append((clock, before))
+    advantages = np.zeros((t_steps, k))
+    for j in range(k):
+        g0 = j - j % group
+        others = [i for i in range(g0, g0 + group) if i != j]
+        at = times[valid[:, j], j]
+        baseline = np.mean([total[i] - np.interp(at, *curves[i]) for i in others], axis=0)
+        advantages[valid[:, j], j] = togo[valid[:, j], j] - baseline
+    return advantages, np.where(valid, togo, 0.0)
+
+
 def make_envs(cfg: PPOConfig, queue: SettingQueue | None = None) -> gym.vector.SyncVectorEnv:
     env_cfg = cfg.env_config()
     if queue is not None:
         env_cfg = replace(env_cfg, max_servers=16)  # every EnvSched mix has 16 servers
+    if cfg.input_baseline > 1:  # one window per update: cut at the rollout's length
+        cap = min(cfg.max_decisions or cfg.num_steps, cfg.num_steps)
+        env_cfg = replace(env_cfg, max_decisions=cap)
 
     def factory() -> gym.Env[Any, Any]:
         return SchedulingEnv(env_cfg, setting_source=queue)
@@ -432,19 +489,26 @@ class _Batch:
 
     @classmethod
     def of(
-        cls, buf: _Rollout, advantages: torch.Tensor, returns: torch.Tensor, server_dim: int
+        cls,
+        buf: _Rollout,
+        advantages: torch.Tensor,
+        returns: torch.Tensor,
+        server_dim: int,
+        valid: torch.Tensor | None = None,
     ) -> _Batch:
+        """The rollout's samples, only the ``valid`` (T, K) ones where given."""
         n_max = buf.mask.shape[-1]
+        keep = slice(None) if valid is None else valid.reshape(-1)
         return cls(
-            task=buf.task.reshape(-1, TASK_FEATURES),
-            servers=buf.servers.reshape(-1, n_max, server_dim),
-            mask=buf.mask.reshape(-1, n_max),
-            n=buf.n.reshape(-1),
-            actions=buf.actions.reshape(-1),
-            logprobs=buf.logprobs.reshape(-1),
-            adv=advantages.reshape(-1),
-            returns=returns.reshape(-1),
-            values=buf.values.reshape(-1),
+            task=buf.task.reshape(-1, TASK_FEATURES)[keep],
+            servers=buf.servers.reshape(-1, n_max, server_dim)[keep],
+            mask=buf.mask.reshape(-1, n_max)[keep],
+            n=buf.n.reshape(-1)[keep],
+            actions=buf.actions.reshape(-1)[keep],
+            logprobs=buf.logprobs.reshape(-1)[keep],
+            adv=advantages.reshape(-1)[keep],
+            returns=returns.reshape(-1)[keep],
+            values=buf.values.reshape(-1)[keep],
         )
 
 
@@ -499,6 +563,8 @@ class Trainer:
         out.mkdir(parents=True, exist_ok=True)
         if resume and (out / "last.pt").is_file():
             self._restore(out / "last.pt")
+        elif cfg.init is not None:
+            self._load_init(cfg.init)
         self._csv_path = out / "train.csv"
         if resume:
             self._drop_rows_after(self.state.update)
@@ -516,6 +582,24 @@ class Trainer:
             "torch_rng": torch.get_rng_state(),
             "metadata": {"name": self.cfg.name, **(metadata or {})},
         }
+
+    def _load_init(self, init: str) -> None:
+        """Start from a shipped policy's or a checkpoint's weights (fine-tuning): the
+        network the config builds must be the one saved, field by field."""
+        from scalesched.policies.trained import shipped_policies
+
+        path = shipped_policies().get(init, Path(init))
+        data = load_checkpoint(path)
+        saved = {"network": data["network"], **data["network_config"]}
+        built = {"network": self.cfg.network, **self.cfg.network_config()}
+        for key in sorted(saved.keys() | built.keys()):
+            if saved.get(key) != built.get(key):
+                raise InputError(
+                    str(path),
+                    f"network_config.{key}",
+                    f"checkpoint has {saved.get(key)!r}, the config builds {built.get(key)!r}",
+                )
+        self.net.load_state_dict(data["state_dict"])
 
     def _restore(self, path: Path) -> None:
         data = load_checkpoint(path)
@@ -642,12 +726,16 @@ class Trainer:
             if cfg.anneal_lr:
                 frac = 1.0 - (update - 1.0) / cfg.num_updates
                 self.optimizer.param_groups[0]["lr"] = frac * cfg.learning_rate
-            self._rollout(run, buf)
-            advantages, returns = self._advantages(run, buf)
+            valid: torch.Tensor | None = None
+            if cfg.input_baseline > 1:
+                advantages, returns, valid = self._window_rollout(run, buf, update)
+            else:
+                self._rollout(run, buf)
+                advantages, returns = self._advantages(run, buf)
             settings_fed = (
                 run.queue.feed(buf.settings, advantages.numpy()) if run.queue is not None else 0
             )
-            batch = _Batch.of(buf, advantages, returns, cfg.server_dim)
+            batch = _Batch.of(buf, advantages, returns, cfg.server_dim, valid)
             result = self._update(batch)
             row = self._row(update, run, batch, result, settings_fed)
             self._end_update(update, row)
@@ -709,6 +797,63 @@ class Trainer:
             if "final_info" in info:
                 self._record_episodes(run, info)
 
+    def _window_rollout(
+        self, run: _Run, buf: _Rollout, update: int
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``input_baseline``: one window per environment with the current policy (sampled,
+        no gradient) into ``buf``, each group's members reset to the same seed (a new one
+        per update and group); the input-dependent advantages, returns and the (T, K) mask
+        of steps that happened."""
+        cfg, net, k, group = self.cfg, self.net, self.cfg.num_envs, self.cfg.input_baseline
+        net.eval()
+        envs: list[SchedulingEnv] = run.envs.envs  # type: ignore[assignment]
+        seed = cfg.seed + 104_729 * update
+        obs = [env.reset(seed=seed + i // group)[0] for i, env in enumerate(envs)]
+        times, valid = np.zeros((cfg.num_steps, k)), np.zeros((cfg.num_steps, k), dtype=bool)
+        active, window_return = np.ones(k, dtype=bool), np.zeros(k)
+        buf.rewards.zero_()
+        for step in range(cfg.num_steps):
+            if not active.any():
+                break
+            stacked = {key: np.stack([o[key] for o in obs]) for key in obs[0]}
+            task, servers, mask, n = obs_to_tensors(stacked)
+            buf.task[step], buf.servers[step], buf.mask[step], buf.n[step] = task, servers, mask, n
+            with torch.no_grad():
+                out = net(task, servers, mask, n)
+                dist = torch.distributions.Categorical(logits=out.logits)
+                action = dist.sample()
+            buf.values[step], buf.actions[step] = out.value, action
+            buf.logprobs[step] = dist.log_prob(action)
+            for i in np.flatnonzero(active):
+                times[step, i], valid[step, i] = envs[i].now, True
+                ob, reward, term, trunc, info = envs[i].step(int(action[i]))
+                buf.rewards[step, i] = float(reward)
+                window_return[i] += reward
+                if term or trunc:
+                    active[i] = False
+                    self._record_window(run, info, float(window_return[i]))
+                else:
+                    obs[i] = ob
+        self.state.global_step += int(valid.sum())
+        ends = np.array([env.now for env in envs])
+        adv, ret = input_baseline_advantages(
+            times, buf.rewards.numpy().astype(np.float64), valid, ends, group
+        )
+        as_float = torch.float32
+        return (
+            torch.as_tensor(adv, dtype=as_float),
+            torch.as_tensor(ret, dtype=as_float),
+            torch.as_tensor(valid),
+        )
+
+    def _record_window(self, run: _Run, info: dict[str, Any], window_return: float) -> None:
+        """The return and response time of a window that just ended (for the log)."""
+        rt = float(info.get("episode_metrics", {}).get("window_response_time_s", math.nan))
+        if math.isfinite(rt):
+            run.recent_rt.append(rt)
+        run.recent_returns.append(window_return)
+        self.state.episodes += 1
+
     def _record_episodes(self, run: _Run, info: dict[str, Any]) -> None:
         """The return and response time of each episode that just ended (for the log)."""
         k = self.cfg.num_envs
@@ -744,15 +889,16 @@ class Trainer:
         gradient step; stops early once the approximate KL passes ``target_kl``."""
         cfg, net = self.cfg, self.net
         net.train()
-        idx = np.arange(cfg.batch_size)
+        idx = np.arange(len(b.actions))  # batch_size, or the steps that happened
+        minibatch = max(1, len(idx) // cfg.num_minibatches)
         result = _UpdateStats()
         params = [p for p in net.parameters() if p.requires_grad]
         clip_groups = self._clip_groups()
         approx_kl = torch.tensor(0.0)
         for _epoch in range(cfg.update_epochs):
             np.random.shuffle(idx)
-            for start in range(0, cfg.batch_size, cfg.minibatch_size):
-                mb = torch.as_tensor(idx[start : start + cfg.minibatch_size])
+            for start in range(0, len(idx), minibatch):
+                mb = torch.as_tensor(idx[start : start + minibatch])
                 terms = self._losses(b, mb)
                 approx_kl = terms.approx_kl
                 result.clipfracs.append(terms.clipfrac)
