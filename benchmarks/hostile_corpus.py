@@ -483,6 +483,20 @@ def cases(tmp: Path) -> list[Case]:
         )
     )
     out.append(("validate-train-config", ["validate", str(ROOT / "configs/train/scale-n16.yaml")]))
+    out.append(
+        (
+            "train-input-baseline-uneven",
+            ["validate", yml("trainib", "truncate: true\nnum_envs: 8\ninput_baseline: 3\n")],
+            "input_baseline",
+        )
+    )
+    out.append(
+        (
+            "train-init-missing",
+            ["validate", yml("traininit", "init: /nonexistent/scale.pt\n")],
+            "init",
+        )
+    )
     # replay
     for name, lines in {
         "1e17": ["0", "1e17"],

@@ -117,5 +117,5 @@ def test_fine_tuning_refuses_a_network_that_is_not_the_saved_one(tmp_path: Path)
     cfg = load_config(None, **WINDOWS, init="scale-dagger")  # heuristic_prior left at 0
     with pytest.raises(InputError, match=r"network_config\.heuristic_prior"):
         Trainer(cfg, tmp_path / "run")
-    with pytest.raises(InputError, match="not found"):
-        Trainer(load_config(None, **WINDOWS, init=str(tmp_path / "none.pt")), tmp_path / "r2")
+    with pytest.raises(InputError, match="init"):
+        load_config(None, **WINDOWS, init=str(tmp_path / "none.pt"))

@@ -277,6 +277,11 @@ def load_config(
     if cfg.validation_sizes and not cfg.validation_baselines:
         raise InputError(source, "validation_baselines", "name at least one heuristic")
     _check_input_baseline(cfg, source)
+    if cfg.init is not None:
+        from scalesched.policies.trained import shipped_policies
+
+        if cfg.init not in shipped_policies() and not Path(cfg.init).is_file():
+            raise InputError(source, "init", f"no shipped policy or checkpoint file {cfg.init!r}")
     cfg.env_config().check(source)
     return cfg
 
