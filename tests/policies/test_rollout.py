@@ -12,7 +12,7 @@ from scalesched.cluster import get_cluster
 from scalesched.cluster.tables import ClusterTables
 from scalesched.decision.actions import Place
 from scalesched.decision.cycle import drive
-from scalesched.decision.features import Decision, make_decision
+from scalesched.decision.features import ENGINE_ABSENT, Decision, make_decision
 from scalesched.decision.scheduler import BaseScheduler
 from scalesched.policies import get_policy
 from scalesched.policies.eft import eft_choice
@@ -60,6 +60,26 @@ def test_answers_are_always_feasible_and_contenders_come_from_the_mask() -> None
         sim.apply(answer)
         decision = sim.next_decision()
     assert seen > 0, "some contested decision must have had masked servers"
+
+
+def test_without_loads_only_the_bases_choice_may_start_a_model_load() -> None:
+    sim = Simulation(SPEC, JOBS, tables=TABLES)
+    free, held = _small(candidates=8), _small(candidates=8, loads=False)
+    free.reset(0)
+    held.reset(0)
+    dropped = 0
+    decision = sim.next_decision()
+    while decision is not None:
+        choice = free.inner.select(decision)
+        assert isinstance(choice, int)
+        if decision.task.kind == "llm":
+            absent = decision.view.engine_state[:, decision.task.model] == ENGINE_ABSENT
+            tried = held.contenders(decision, choice)
+            assert not any(absent[s] for s in tried[1:])
+            dropped += len(free.contenders(decision, choice)) - len(tried)
+        sim.apply(choice)
+        decision = sim.next_decision()
+    assert dropped > 0, "some decision must have had a server that would start a load"
 
 
 class _NoFork:

@@ -52,7 +52,7 @@ from scalesched.cluster.perf import MODELS
 from scalesched.cluster.tables import MODEL_NAMES
 from scalesched.decision.actions import Action, Place
 from scalesched.decision.cycle import drive
-from scalesched.decision.features import Decision
+from scalesched.decision.features import ENGINE_ABSENT, Decision
 from scalesched.decision.scheduler import BaseScheduler, ReadyOrder, Scheduler
 from scalesched.policies.eft import EftScheduler
 from scalesched.policies.heft_online import HeftOnlineScheduler
@@ -114,6 +114,12 @@ class RolloutScheduler(BaseScheduler):
     candidate's cost; 0: workflow-seconds within the horizon only."""
     min_gain_s: float = 0.0
     """Workflow-seconds a candidate must save over the base's choice to replace it."""
+    loads: bool = True
+    """Try servers where the call's model is not loaded (a placement there starts a load,
+    evicting what it must). False: only the base's own choice may start one; a fork's
+    horizon ends before a swap's cost does (the evicted model's next calls reload it), so
+    on mixes with few fast servers the forks favour swaps a longer view would not
+    (docs/headroom-map.md)."""
     base_policy: Scheduler | None = None
     """A base scheduler instance (overrides ``base``): for tests and studies."""
     stats: dict[str, float] = field(default_factory=dict, init=False)
@@ -166,6 +172,8 @@ class RolloutScheduler(BaseScheduler):
             return [choice]
         score = self.base_scores(decision)
         score[~decision.mask] = np.inf
+        if not self.loads:
+            score[decision.view.engine_state[:, decision.task.model] == ENGINE_ABSENT] = np.inf
         order = [int(s) for s in np.argsort(score, kind="stable") if np.isfinite(score[s])]
         return [choice] + [s for s in order if s != choice][: self.candidates - 1]
 
