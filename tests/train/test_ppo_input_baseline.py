@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from test_ppo_steady import STEADY
 
 from scalesched.errors import InputError
 from scalesched.nn.checkpoint import load_checkpoint
@@ -16,17 +17,8 @@ from scalesched.train.ppo import Trainer, _Rollout, input_baseline_advantages, l
 
 torch.set_num_threads(1)
 
-WINDOWS = dict(
-    cluster="hetero-4",
-    workflows=3,
-    warmup_min=2,
-    warmup_max=5,
-    truncate=True,
-    reward_scale=0.01,
-    load=0.8,
-    validate_every=0,
-    validation_sizes=[],
-)
+WINDOWS = dict(STEADY, validate_every=0, validation_sizes=[])
+"""The steady-state test episodes (a group's members draw the same load from the range)."""
 
 
 def test_a_step_is_compared_with_the_other_members_at_the_same_simulated_time() -> None:
