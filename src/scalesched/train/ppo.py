@@ -5,7 +5,9 @@ with torch 2.13.0 on our machines, and Stable-Baselines3 has no pointer action o
 variable-size set of servers with a per-step mask. What is here: K environments stepped in
 lockstep with one batched forward pass per step, GAE, the clipped objective, value
 clipping, an entropy bonus, normalised advantages, minibatches, gradient-norm clipping, a
-linear learning-rate schedule, target-KL early stop, SRR on the attention feature, and
+linear learning-rate schedule, target-KL early stop, SRR on the attention feature, an
+input-dependent baseline (``input_baseline``: environments replaying one window compared
+at equal simulated time, in place of GAE), fine-tuning from shipped weights (``init``), and
 explicit seeding of numpy, torch and every environment.
 """
 
