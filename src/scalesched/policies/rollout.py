@@ -116,10 +116,9 @@ class RolloutScheduler(BaseScheduler):
     """Workflow-seconds a candidate must save over the base's choice to replace it."""
     loads: bool = True
     """Try servers where the call's model is not loaded (a placement there starts a load,
-    evicting what it must). False: only the base's own choice may start one; a fork's
-    horizon ends before a swap's cost does (the evicted model's next calls reload it), so
-    on mixes with few fast servers the forks favour swaps a longer view would not
-    (docs/headroom-map.md)."""
+    evicting what it must). False: only the base's own choice may start one. A diagnostic:
+    a swap's cost (the evicted model's next calls reload it) can fall after the horizon;
+    on the skewed mix of docs/headroom-map.md that was not what made the 20 s oracle lose."""
     base_policy: Scheduler | None = None
     """A base scheduler instance (overrides ``base``): for tests and studies."""
     stats: dict[str, float] = field(default_factory=dict, init=False)
