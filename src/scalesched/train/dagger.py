@@ -55,7 +55,7 @@ from scalesched.nn.common import obs_to_tensors
 from scalesched.nn.observation import observation
 from scalesched.nn.scheduler import NetworkScheduler, network_from_checkpoint
 from scalesched.policies import get_policy
-from scalesched.policies.trained import shipped_policies
+from scalesched.policies.trained import checkpoint_path
 from scalesched.runs.setup import RunSetup, Scenario, prepare, run
 from scalesched.train.config_file import read_mapping, validated
 
@@ -264,7 +264,7 @@ class Labeller(BaseScheduler):
 def load_student(init: str) -> tuple[PolicyNetwork, dict[str, Any]]:
     """The network to train (a shipped policy's weights or a checkpoint's) and the
     checkpoint it came from."""
-    path = shipped_policies().get(init, Path(init))
+    path = checkpoint_path(init)
     data = load_checkpoint(path)
     return network_from_checkpoint(data, str(path)), data
 

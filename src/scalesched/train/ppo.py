@@ -280,9 +280,9 @@ def load_config(
         raise InputError(source, "validation_baselines", "name at least one heuristic")
     _check_input_baseline(cfg, source)
     if cfg.init is not None:
-        from scalesched.policies.trained import shipped_policies
+        from scalesched.policies.trained import checkpoint_path
 
-        if cfg.init not in shipped_policies() and not Path(cfg.init).is_file():
+        if not checkpoint_path(cfg.init).is_file():
             raise InputError(source, "init", f"no shipped policy or checkpoint file {cfg.init!r}")
     cfg.env_config().check(source)
     return cfg
@@ -593,9 +593,9 @@ class Trainer:
     def _load_init(self, init: str) -> None:
         """Start from a shipped policy's or a checkpoint's weights (fine-tuning): the
         network the config builds must be the one saved, field by field."""
-        from scalesched.policies.trained import shipped_policies
+        from scalesched.policies.trained import checkpoint_path
 
-        path = shipped_policies().get(init, Path(init))
+        path = checkpoint_path(init)
         data = load_checkpoint(path)
         saved = {"network": data["network"], **data["network_config"]}
         built = {"network": self.cfg.network, **self.cfg.network_config()}
@@ -838,7 +838,8 @@ class Trainer:
                 window_return[i] += reward
                 if term or trunc:
                     active[i] = False
-                    self._record_window(run, info, float(window_return[i]))
+                    rt = info.get("episode_metrics", {}).get("window_response_time_s")
+                    self._record_episode(run, rt, float(window_return[i]))
                 else:
                     obs[i] = ob
         self.state.global_step += int(valid.sum())
@@ -846,32 +847,28 @@ class Trainer:
         adv, ret = input_baseline_advantages(
             times, buf.rewards.numpy().astype(np.float64), valid, ends, group
         )
-        as_float = torch.float32
         return (
-            torch.as_tensor(adv, dtype=as_float),
-            torch.as_tensor(ret, dtype=as_float),
+            torch.as_tensor(adv, dtype=torch.float32),
+            torch.as_tensor(ret, dtype=torch.float32),
             torch.as_tensor(valid),
         )
 
-    def _record_window(self, run: _Run, info: dict[str, Any], window_return: float) -> None:
-        """The return and response time of a window that just ended (for the log)."""
-        rt = float(info.get("episode_metrics", {}).get("window_response_time_s", math.nan))
+    def _record_episode(self, run: _Run, response_s: float | None, episode_return: float) -> None:
+        """One finished episode's return and response time (for the log)."""
+        rt = math.nan if response_s is None else float(response_s)
         if math.isfinite(rt):
             run.recent_rt.append(rt)
-        run.recent_returns.append(window_return)
+        run.recent_returns.append(episode_return)
         self.state.episodes += 1
 
     def _record_episodes(self, run: _Run, info: dict[str, Any]) -> None:
-        """The return and response time of each episode that just ended (for the log)."""
+        """The return and response time of each episode the vector env just ended."""
         k = self.cfg.num_envs
         metrics = info["final_info"].get("episode_metrics", {})
         for i in np.flatnonzero(info.get("_final_info", [])):
-            rt = float(metrics.get("window_response_time_s", [math.nan] * k)[i])
-            if math.isfinite(rt):
-                run.recent_rt.append(rt)
-            run.recent_returns.append(float(run.episode_return[i]))
+            rt = metrics.get("window_response_time_s", [math.nan] * k)[i]
+            self._record_episode(run, rt, float(run.episode_return[i]))
             run.episode_return[i] = 0.0
-            self.state.episodes += 1
 
     def _advantages(self, run: _Run, buf: _Rollout) -> tuple[torch.Tensor, torch.Tensor]:
         """GAE over the rollout, bootstrapped from the value of the next observation; and

@@ -18,3 +18,8 @@ def shipped_policies() -> dict[str, Path]:
         for entry in root.iterdir()
         if entry.name.endswith(".pt")
     }
+
+
+def checkpoint_path(name_or_path: str) -> Path:
+    """A shipped policy's checkpoint by name, else the string as a path."""
+    return shipped_policies().get(name_or_path, Path(name_or_path))
