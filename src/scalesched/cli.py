@@ -540,6 +540,7 @@ def evaluate(
         int,
         typer.Option(help="Workflows per run (first 20% warm-up, last 10% cool-down unmeasured)."),
     ] = 1500,
+    arrivals: ArrivalsOpt = "poisson",
     out: Annotated[Path, typer.Option(help="Folder for results.csv, summary and plots.")] = Path(
         "results/study"
     ),
@@ -570,9 +571,11 @@ def evaluate(
     """Compare policies across cluster sizes and seeds on identical workloads."""
     from scalesched.eval.study import StudyConfig, seeds_from
     from scalesched.policies.options import split_policy_list
+    from scalesched.sim.scenario import check_arrivals
     from scalesched.workload.repeats import check_repeat_probability
 
     sizes, names = _study_clusters(nodes, clusters, deployment)
+    check_arrivals(arrivals, workflows)
     cfg = StudyConfig(
         policies=split_policy_list(policies),
         nodes=sizes,
@@ -586,6 +589,7 @@ def evaluate(
         tool_repeat=check_repeat_probability(tool_repeat),
         tool_cache=tool_cache_on(tool_cache),
         logits_cache=logits_cache_mode(logits_cache),
+        arrivals=arrivals,
     )
     if slo is not None and not (math.isfinite(slo) and slo >= 1):
         raise InputError("--slo", "slo", "must be a finite multiple >= 1 of the lower bound")

@@ -74,6 +74,7 @@ def test_python_dash_m_and_import_registers_the_env() -> None:
         (["eval", "--seeds", "1,x", "--policies", "eft"], "--seeds: expected a count"),
         (["eval", "--seeds", "-1,2", "--policies", "eft"], "--seeds: seeds must be"),
         (["eval", "--jobs", "-1", "--policies", "eft", "--nodes", "4"], "--jobs: must be in"),
+        (["eval", "--arrivals", "diurnal", "--policies", "eft"], "--arrivals: unknown process"),
         (["eval", "--out", "/proc/x/y", "--policies", "eft", "--nodes", "4"], "--out: cannot"),
         (["run", "--local", "--time-scale", "inf"], "time_scale: must be a positive finite"),
         (["run", "--local", "--time-scale", "1e9"], "time_scale: must be a positive finite"),

@@ -101,6 +101,26 @@ def test_same_seeds_same_csv(tmp_path: Path) -> None:
     assert strip(small_eval(tmp_path / "a")) == strip(small_eval(tmp_path / "b"))
 
 
+def test_arrivals_reach_every_run_and_the_csv() -> None:
+    """--arrivals is a setting of the study: each run draws its times from that process (same
+    workflows, other arrival times, so other response times), and the CSV records it."""
+
+    def rows(arrivals: str) -> list[dict[str, object]]:
+        cfg = StudyConfig(
+            policies=("eft", "tail"), nodes=(4,), seeds=(3,), workflows=30, arrivals=arrivals
+        )
+        return run_study(cfg, executor="serial")
+
+    poisson, bursty = rows("poisson"), rows("bursty")
+    assert {r["arrivals"] for r in poisson} == {"poisson"}
+    assert {r["arrivals"] for r in bursty} == {"bursty"}
+    for a, b in zip(poisson, bursty, strict=True):
+        assert a["tasks_completed"] == b["tasks_completed"]  # the same workflows
+        assert a["avg_response_time_s"] != b["avg_response_time_s"]
+    # both policies of a study see one arrival sequence
+    assert bursty[0]["offered_rate_wps"] == bursty[1]["offered_rate_wps"]
+
+
 def test_workload_identical_across_policies() -> None:
     cfg = StudyConfig(policies=("eft", "random"), nodes=(4,), seeds=(3,), workflows=10)
     rows = run_study(cfg, executor="serial")

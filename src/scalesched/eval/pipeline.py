@@ -28,7 +28,13 @@ def gantt_of_one_run(cfg: StudyConfig, out: Path) -> Path:
     n, seed, policy = min(cfg.nodes), cfg.seeds[0], cfg.policies[0]
     setup = prepare(
         cfg.cluster_for(n),
-        Scenario(workload=cfg.workload, workflows=min(cfg.workflows, 60), load=cfg.load, seed=seed),
+        Scenario(
+            workload=cfg.workload,
+            workflows=min(cfg.workflows, 60),
+            load=cfg.load,
+            seed=seed,
+            arrivals=cfg.arrivals,
+        ),
     )
     cluster = setup.cluster
     scheduler = get_policy(policy)

@@ -48,6 +48,8 @@ class StudyConfig:
     logits_cache: bool | None = None
     """Re-sampled branches reuse logits (True) or are measured only (False); None: neither
     (``sim.logits_cache``)."""
+    arrivals: str = "poisson"
+    """Arrival process (``Scenario.arrivals``): every policy of a seed sees the same times."""
 
     def cluster_for(self, n: int) -> str:
         """The cluster spec the runs of size ``n`` use."""
@@ -89,6 +91,7 @@ class RunSpec:
     tool_repeat: float = 0.0
     tool_cache: bool = False
     logits_cache: bool | None = None
+    arrivals: str = "poisson"
 
 
 def run_specs(cfg: StudyConfig) -> list[RunSpec]:
@@ -106,6 +109,7 @@ def run_specs(cfg: StudyConfig) -> list[RunSpec]:
             cfg.tool_repeat,
             cfg.tool_cache,
             cfg.logits_cache,
+            cfg.arrivals,
         )
         for n in cfg.nodes
         for s in cfg.seeds
@@ -127,6 +131,7 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
         "seed": spec.seed,
         "workload": spec.workload,
         "load": spec.load,
+        "arrivals": spec.arrivals,
     }
     setup = prepare(
         spec.cluster,
@@ -136,6 +141,7 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
             load=spec.load,
             seed=spec.seed,
             tool_repeat=spec.tool_repeat,
+            arrivals=spec.arrivals,
         ),
         deployment=spec.deployment,
     )

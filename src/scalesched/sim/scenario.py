@@ -147,6 +147,12 @@ def arrival_times(scenario: Scenario, rate: float) -> np.ndarray:
     )
 
 
+def check_arrivals(arrivals: str, workflows: int) -> None:
+    """Raise the one-line error :func:`arrival_times` would, before any run starts (a study
+    spreads its runs over workers; a misspelt process should not fail in each of them)."""
+    arrival_times(Scenario(workflows=workflows, arrivals=arrivals), rate=1.0)
+
+
 def _check_replay_prefix(path: str, used: np.ndarray) -> np.ndarray:
     """The replayed times a run uses (the first ``--workflows``), refused unless they offer a
     positive, finite rate: a file whose later times differ but whose used prefix is all one
