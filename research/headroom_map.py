@@ -67,6 +67,9 @@ CACHE_ARGS = {
 }
 
 
+CLUSTERS = ("hetero-16", "homogeneous-16", "skewed")
+
+
 def clusters(folder: Path) -> dict[str, str]:
     """Name -> what ``--cluster`` takes: two presets and the skewed mix, written out."""
     skewed = folder / "skewed.yaml"
@@ -87,15 +90,19 @@ def cell_of(row: dict) -> Cell:
 
 
 def parse_cells(text: str) -> list[Cell]:
+    """``WORKLOAD:CLUSTER:LOAD[:ARRIVALS[:CACHES]],...``; the workload may hold colons of
+    its own (``wfcommons:montage:100``): it runs up to the first known cluster name."""
     cells = []
     for item in text.split(","):
         parts = item.strip().split(":")
-        if len(parts) not in (3, 4, 5) or (len(parts) == 5 and parts[4] not in CACHE_ARGS):
+        at = next((i for i, p in enumerate(parts) if i and p in CLUSTERS), len(parts))
+        workload, rest = ":".join(parts[:at]), parts[at:]
+        if len(rest) not in (2, 3, 4) or (len(rest) == 4 and rest[3] not in CACHE_ARGS):
             raise SystemExit(
                 f"--cells: {item!r} is not WORKLOAD:CLUSTER:LOAD[:ARRIVALS[:CACHES]] "
-                f"(caches: {', '.join(CACHE_ARGS)})"
+                f"(clusters: {', '.join(CLUSTERS)}; caches: {', '.join(CACHE_ARGS)})"
             )
-        cells.append(Cell(parts[0], parts[1], float(parts[2]), *parts[3:]))
+        cells.append(Cell(workload, rest[0], float(rest[1]), *rest[2:]))
     return cells
 
 
@@ -146,7 +153,7 @@ def cell_best(by_seed: dict[int, dict]) -> str:
     return best
 
 
-ORDERING = ("plas", "shortest_remaining")
+ORDERING = ("plas", "shortest_remaining", "fcfs_workflow")
 """Ordering baselines the map may run beside the candidates (``--extra-policies``)."""
 
 

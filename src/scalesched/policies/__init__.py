@@ -84,11 +84,17 @@ BEST_HEURISTIC_CANDIDATES: tuple[str, ...] = (
     "p2c",
     "soft_eft",
     "tail",
+    "fcfs_workflow",
 )
 """The heuristics "the best heuristic" is chosen from, in every table, the demo and ``eval``:
 the placement-only routers that have led somewhere in the studies (``tail`` at steady state
 on agentic-mix, ``soft_eft`` at load 0.9 and N = 96, eft and heft_online on other mixes,
-kv_aware on a100-lab; docs/reproduction.md, docs/steady-state.md). Left out on purpose:
+kv_aware on a100-lab; docs/reproduction.md, docs/steady-state.md), and the one ordering
+baseline that has: ``fcfs_workflow`` (``tail``'s placement, oldest workflow admitted
+first) is 0.925 +- 0.012x ``tail`` under bursty arrivals at load 0.9, every run steady, and
+level with it under Poisson arrivals (docs/headroom-map.md). Last, so ties go to the
+placement routers. ``plas`` and ``shortest_remaining`` win on some seeds and lose on others
+(docs/headroom-map.md). Left out on purpose:
 policies that buy their speed with more than a placement (``hedge`` runs extra copies,
 ``tail_scaleout`` loads replicas, ``tao`` defers admission), the cache routers that need
 ``--kv-policy``, ``pred_mean`` (tail's router at the mean estimate, within noise of ``tail``:
