@@ -506,8 +506,7 @@ def _training_config(config: Path | None, preset: str | None, out: Path) -> Path
 
 
 DEFAULT_EVAL_POLICIES = (
-    "scale,scale-nosrr,mlp-16,eft,heft_online,least_loaded,kv_aware,p2c,soft_eft,tail,"
-    "fcfs_workflow"
+    "scale,scale-nosrr,mlp-16,eft,heft_online,least_loaded,kv_aware,p2c,soft_eft,tail,fcfs_workflow"
 )
 """The learned policies and every best-heuristic candidate (a test holds it to
 ``policies.BEST_HEURISTIC_CANDIDATES``; spelled out so that the CLI starts without importing

@@ -11,6 +11,7 @@ from scalesched.decision.actions import Place
 from scalesched.decision.cycle import drive
 from scalesched.decision.features import Decision
 from scalesched.decision.scheduler import BaseScheduler
+from scalesched.errors import InputError
 from scalesched.policies import get_policy
 from scalesched.policies.tail import TailScheduler
 from scalesched.runs.setup import Scenario, prepare
@@ -73,3 +74,57 @@ def test_attained_service_is_the_finished_tasks_time() -> None:
         assert decision.task.attained_s == pytest.approx(math.fsum(done), abs=1e-9)
         nonzero += decision.task.attained_s > 0
     assert nonzero > 0  # later calls of a workflow see its earlier ones
+
+
+class Asked(BaseScheduler):
+    """Answers with the placement ``eft`` gives, remembering each answer."""
+
+    name = "asked"
+
+    def __init__(self) -> None:
+        self.eft = get_policy("eft")
+        self.answers: list[int] = []
+
+    def select(self, decision: Decision) -> int:
+        server = int(self.eft.select(decision))  # type: ignore[arg-type]
+        self.answers.append(server)
+        return server
+
+
+def test_placement_option_takes_the_servers_from_another_policy() -> None:
+    """``fcfs_workflow:placement=eft`` places every task where eft does and orders it by
+    workflow age; the run differs from tail's placement with the same order."""
+    ordered = get_policy("fcfs_workflow:placement=eft")
+    reference = Asked()
+    setup = prepare("hetero-16", SCENARIO)
+    sim = Simulation(setup.tables.spec, setup.jobs, tables=setup.tables)
+    seen: list[tuple[Place, Decision]] = []
+
+    class Both(BaseScheduler):
+        name = "both"
+
+        def select(self, decision: Decision) -> Place:
+            answer = ordered.select(decision)
+            reference.select(decision)
+            assert isinstance(answer, Place)
+            seen.append((answer, decision))
+            return answer
+
+    drive(sim, Both())
+    assert sim.done and seen
+    assert [a.server for a, _ in seen] == reference.answers
+    assert all(a.priority == d.now - d.task.workflow_age for a, d in seen)
+    checked, _ = run_checked("fcfs_workflow")
+    assert [a.server for a, *_ in checked.seen] != reference.answers
+
+
+@pytest.mark.parametrize(
+    ("spec", "needle"),
+    [
+        ("fcfs_workflow:placement=plas", "'plas' is not a placement policy; known: tail"),
+        ("plas:placement=nosuch", "'nosuch' is not a placement policy"),
+    ],
+)
+def test_placement_option_refuses_what_is_not_a_placement(spec: str, needle: str) -> None:
+    with pytest.raises(InputError, match=needle):
+        get_policy(spec)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 
 from scalesched.decision.scheduler import BaseScheduler, Scheduler
 from scalesched.errors import InputError
@@ -176,7 +175,7 @@ def get_policy(name: str) -> Scheduler:
     """A new scheduler: a heuristic or oracle by name, with options as
     ``NAME:KEY=VALUE,...`` (:mod:`scalesched.policies.options`), or a trained policy by
     name or checkpoint path."""
-    from scalesched.policies.trained import shipped_policies
+    from scalesched.policies.trained import load_trained, shipped_policies
 
     registered, options = split_spec(name)
     entry = HEURISTICS.get(registered) or ORACLES.get(registered)
@@ -185,18 +184,10 @@ def get_policy(name: str) -> Scheduler:
     entry = HEURISTICS.get(name) or ORACLES.get(name)
     if entry is not None:
         return entry[0]()
-    shipped = shipped_policies()
-    if name in shipped:
-        from scalesched.nn.scheduler import load_scheduler  # torch only when asked for
-
-        return load_scheduler(shipped[name], name=name)
-    if name.endswith(".pt") or Path(name).is_file():
-        from scalesched.nn.scheduler import load_scheduler  # torch only when asked for
-
-        path = Path(name).resolve()
-        own = [k for k, v in shipped.items() if v.resolve() == path]
-        return load_scheduler(name, name=own[0] if own else name)
-    known = ", ".join([*HEURISTICS, *ORACLES, *sorted(shipped)])
+    trained = load_trained(name)
+    if trained is not None:
+        return trained
+    known = ", ".join([*HEURISTICS, *ORACLES, *sorted(shipped_policies())])
     raise InputError(
         "--policy", "policy", f"unknown policy {name!r}; known: {known}, or a checkpoint path"
     )

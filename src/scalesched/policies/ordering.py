@@ -12,7 +12,10 @@ each ``Place`` that orders the engine's queue (lower first).
   first, whatever order their calls arrive in.
 
 They change the order only where requests queue (an engine's admission queue); placement is
-exactly ``tail``'s, so a difference from ``tail`` measures ordering alone.
+exactly ``tail``'s, so a difference from ``tail`` measures ordering alone. ``placement=``
+takes the servers from another policy instead (``fcfs_workflow:placement=scale-dagger``:
+the learned placement with workflow-FCFS admission), since order and placement are
+separate choices and under bursty arrivals the order is worth more (docs/schedulers.md).
 """
 
 from __future__ import annotations
@@ -23,34 +26,79 @@ import numpy as np
 
 from scalesched.decision.actions import Place
 from scalesched.decision.features import Decision
-from scalesched.decision.scheduler import BaseScheduler
+from scalesched.decision.scheduler import BaseScheduler, Scheduler
+from scalesched.policies.eft import EftScheduler
+from scalesched.policies.heft_online import HeftOnlineScheduler
+from scalesched.policies.kv_aware import KvAwareScheduler
+from scalesched.policies.least_loaded import LeastLoadedScheduler
+from scalesched.policies.p2c import PowerOfTwoScheduler
+from scalesched.policies.soft_eft import SoftEftScheduler
 from scalesched.policies.tail import TailScheduler
+from scalesched.policies.trained import load_trained, shipped_policies
+
+PLACEMENTS: dict[str, type[BaseScheduler]] = {
+    "tail": TailScheduler,
+    "eft": EftScheduler,
+    "heft_online": HeftOnlineScheduler,
+    "least_loaded": LeastLoadedScheduler,
+    "kv_aware": KvAwareScheduler,
+    "p2c": PowerOfTwoScheduler,
+    "soft_eft": SoftEftScheduler,
+}
+"""The placement routers an ordering can ride on by name (the best-heuristic candidates
+that only place); trained policies are taken by name or checkpoint path too."""
+
+
+def placement_policy(name: str) -> Scheduler:
+    """The scheduler whose servers an ordering keeps: a placement router or a trained
+    policy (``ValueError`` naming what is known otherwise)."""
+    if name in PLACEMENTS:
+        return PLACEMENTS[name]()
+    trained = load_trained(name)
+    if trained is None:
+        known = ", ".join([*PLACEMENTS, *sorted(shipped_policies())])
+        raise ValueError(f"placement {name!r} is not a placement policy; known: {known}")
+    return trained
 
 
 class OrderedTail(BaseScheduler):
-    """``tail``'s server with the priority :meth:`priority` gives the task."""
+    """``placement``'s server (``tail``'s by default) with the priority :meth:`priority`
+    gives the task."""
 
     name = "ordered_tail"
 
-    def __init__(self) -> None:
-        self._tail = TailScheduler()
+    def __init__(self, placement: str = "tail") -> None:
+        self._tail: Scheduler = placement_policy(placement)
+        self.placement = placement
 
     def reset(self, seed: int) -> None:
         self._tail.reset(seed)
+
+    def supports(self, n_servers: int) -> bool:
+        return self._tail.supports(n_servers)
+
+    def unsupported_reason(self, n_servers: int) -> str | None:
+        return self._tail.unsupported_reason(n_servers)
 
     @abstractmethod
     def priority(self, decision: Decision) -> float:
         """Admission priority of the decision's task (lower first)."""
 
     def scores(self, decision: Decision) -> np.ndarray:
-        """``tail``'s estimate per server: the placement is tail's (a rollout over an
-        ordering baseline ranks its candidates by it)."""
-        return self._tail.scores(decision)
+        """The placement's estimate per server (a rollout over an ordering baseline ranks
+        its candidates by it); a placement without one: the decision's finish estimate."""
+        scores = getattr(self._tail, "scores", None)
+        if scores is not None:
+            return np.asarray(scores(decision), dtype=float)
+        return np.where(decision.mask, decision.finish_s + decision.imposed_s, np.inf)
 
     def select(self, decision: Decision) -> Place:
         answer = self._tail.select(decision)
-        server = answer.server if isinstance(answer, Place) else int(answer)
-        return Place(server, priority=self.priority(decision))
+        if isinstance(answer, Place):  # its loads go with it; the order is ours
+            return Place(answer.server, answer.loads, self.priority(decision))
+        if type(answer) is int or isinstance(answer, np.integer):
+            return Place(int(answer), priority=self.priority(decision))
+        raise TypeError(f"placement {self.placement!r} answered {answer!r}, not a server")
 
 
 class PlasScheduler(OrderedTail):
