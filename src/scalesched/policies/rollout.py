@@ -54,30 +54,19 @@ from scalesched.decision.actions import Action, Place
 from scalesched.decision.cycle import drive
 from scalesched.decision.features import ENGINE_ABSENT, Decision
 from scalesched.decision.scheduler import BaseScheduler, ReadyOrder, Scheduler
-from scalesched.policies.eft import EftScheduler
-from scalesched.policies.heft_online import HeftOnlineScheduler
-from scalesched.policies.kv_aware import KvAwareScheduler
-from scalesched.policies.least_loaded import LeastLoadedScheduler
 from scalesched.policies.ordering import (
+    PLACEMENTS,
     FcfsWorkflowScheduler,
     PlasScheduler,
     ShortestRemainingScheduler,
 )
-from scalesched.policies.p2c import PowerOfTwoScheduler
-from scalesched.policies.soft_eft import SoftEftScheduler
-from scalesched.policies.tail import PredictedMeanScheduler, TailScheduler
+from scalesched.policies.tail import PredictedMeanScheduler
 from scalesched.predict.futures import PredictedFutures
 from scalesched.sim.futures import FutureSampler
 
 BASES: dict[str, Callable[[], Scheduler]] = {
-    "tail": TailScheduler,
-    "eft": EftScheduler,
-    "heft_online": HeftOnlineScheduler,
-    "kv_aware": KvAwareScheduler,
-    "least_loaded": LeastLoadedScheduler,
-    "p2c": PowerOfTwoScheduler,
+    **PLACEMENTS,
     "pred_mean": PredictedMeanScheduler,
-    "soft_eft": SoftEftScheduler,
     "plas": PlasScheduler,
     "shortest_remaining": ShortestRemainingScheduler,
     "fcfs_workflow": FcfsWorkflowScheduler,
