@@ -571,11 +571,9 @@ def evaluate(
     """Compare policies across cluster sizes and seeds on identical workloads."""
     from scalesched.eval.study import StudyConfig, seeds_from
     from scalesched.policies.options import split_policy_list
-    from scalesched.sim.scenario import check_arrivals
     from scalesched.workload.repeats import check_repeat_probability
 
     sizes, names = _study_clusters(nodes, clusters, deployment)
-    check_arrivals(arrivals, workflows)
     cfg = StudyConfig(
         policies=split_policy_list(policies),
         nodes=sizes,
@@ -629,7 +627,7 @@ def _study(
     force: bool = False,
 ) -> None:
     from scalesched.eval.pipeline import run_and_report
-    from scalesched.sim.scenario import MAX_WORKFLOWS
+    from scalesched.sim.scenario import MAX_WORKFLOWS, check_arrivals
 
     if not 1 <= cfg.workflows <= MAX_WORKFLOWS:
         raise InputError(
@@ -637,6 +635,7 @@ def _study(
         )
     if not (math.isfinite(cfg.load) and cfg.load > 0):
         raise InputError("--load", "load", f"must be a positive finite number, got {cfg.load}")
+    check_arrivals(cfg.arrivals, cfg.workflows)
     if jobs is not None and not 1 <= jobs <= 1024:
         raise InputError("--jobs", "jobs", f"must be in [1, 1024], got {jobs}")
     try:
