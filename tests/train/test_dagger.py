@@ -145,10 +145,12 @@ def test_more_settings_take_turns_in_episodes_and_all_validate(
     import scalesched.train.dagger as dagger
 
     seen: list[tuple[str, str]] = []
+    arrivals: list[str] = []
     real = dagger.prepare
 
     def recording(cluster: str, scenario: Scenario) -> object:
         seen.append((cluster, scenario.workload))
+        arrivals.append(scenario.arrivals)
         return real(cluster, scenario)
 
     monkeypatch.setattr(dagger, "prepare", recording)
@@ -159,7 +161,7 @@ def test_more_settings_take_turns_in_episodes_and_all_validate(
         episodes=2,
         epochs=1,
         load=0.7,
-        more_settings=[dagger.Setting("hetero-16", "tool-heavy", 0.7)],
+        more_settings=[dagger.Setting("hetero-16", "tool-heavy", 0.7, arrivals="bursty")],
         validation_seeds=[1000],
         validation_workflows=15,
         out=str(tmp_path),
@@ -167,4 +169,43 @@ def test_more_settings_take_turns_in_episodes_and_all_validate(
     train(cfg)
     episodes, validation = seen[:2], seen[2:]
     assert episodes == [("hetero-16", "agentic-mix"), ("hetero-16", "tool-heavy")]
+    # each setting's arrival process reaches its episodes and its validation runs
+    assert arrivals[:2] == ["poisson", "bursty"]
+    assert {(w, a) for (_, w), a in zip(seen[2:], arrivals[2:], strict=True)} == {
+        ("agentic-mix", "poisson"),
+        ("tool-heavy", "bursty"),
+    }
     assert sorted(set(validation)) == [("hetero-16", "agentic-mix"), ("hetero-16", "tool-heavy")]
+
+
+@pytest.mark.parametrize(
+    ("fields", "where"),
+    [
+        ({"arrivals": "burst"}, "arrivals"),
+        (
+            {
+                "more_settings": [
+                    {
+                        "cluster": "hetero-16",
+                        "workload": "agentic-mix",
+                        "load": 0.9,
+                        "arrivals": "diurnal",
+                    }
+                ]
+            },
+            "more_settings",
+        ),
+    ],
+)
+def test_an_unknown_arrival_process_is_refused_naming_its_field(
+    tmp_path: Path, fields: dict[str, object], where: str
+) -> None:
+    import yaml
+
+    from scalesched.errors import InputError
+    from scalesched.train.dagger import load_config
+
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump({"algorithm": "dagger", "expert": "tail", **fields}))
+    with pytest.raises(InputError, match=f"{where}: unknown process"):
+        load_config(path)

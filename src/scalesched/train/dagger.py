@@ -57,6 +57,7 @@ from scalesched.nn.scheduler import NetworkScheduler, network_from_checkpoint
 from scalesched.policies import get_policy
 from scalesched.policies.trained import checkpoint_path
 from scalesched.runs.setup import RunSetup, Scenario, prepare, run
+from scalesched.sim.scenario import check_arrivals
 from scalesched.train.config_file import read_mapping, validated
 
 TRAIN_SEED_BASE = 100_000
@@ -66,13 +67,14 @@ validation (1000+)."""
 
 @dataclass
 class Setting:
-    """One (cluster, workload, load) that episodes and validation run on."""
+    """One (cluster, workload, load, arrival process) that episodes and validation run on."""
 
     __pydantic_config__ = ConfigDict(extra="forbid")
 
     cluster: str
     workload: str
     load: float
+    arrivals: str = "poisson"
 
 
 @dataclass
@@ -88,6 +90,8 @@ class DaggerConfig:
     """Workload of the training and validation episodes."""
     load: float = 0.9
     """Offered load as a fraction of measured capacity, where the map shows room."""
+    arrivals: str = "poisson"
+    """Arrival process of the episodes and validation runs (``Scenario.arrivals``)."""
     more_settings: list[Setting] = field(default_factory=list)
     """Further settings besides ``cluster``/``workload``/``load``: episode ``k`` of the run
     uses setting ``k`` modulo their number, and validation averages over all of them (the
@@ -150,6 +154,13 @@ class DaggerConfig:
                 raise InputError(source, name, f"out of range: {getattr(self, name)!r}")
         if any(not x.load > 0 for x in self.more_settings):
             raise InputError(source, "more_settings", "every load must be > 0")
+        for where, arrivals in [("arrivals", self.arrivals)] + [
+            ("more_settings", x.arrivals) for x in self.more_settings
+        ]:
+            try:
+                check_arrivals(arrivals, self.workflows)
+            except InputError as exc:
+                raise InputError(source, where, exc.message) from None
         if set(self.validation_seeds) & set(range(100)):
             raise InputError(source, "validation_seeds", "must avoid evaluation's seeds 0-99")
 
@@ -319,7 +330,7 @@ def fit(
 
 def settings_of(cfg: DaggerConfig) -> list[Setting]:
     """The run's settings: the main one, then ``more_settings``."""
-    return [Setting(cfg.cluster, cfg.workload, cfg.load), *cfg.more_settings]
+    return [Setting(cfg.cluster, cfg.workload, cfg.load, cfg.arrivals), *cfg.more_settings]
 
 
 class Validation:
@@ -342,6 +353,7 @@ class Validation:
                     workflows=cfg.validation_workflows,
                     load=setting.load,
                     seed=seed,
+                    arrivals=setting.arrivals,
                 )
                 setup = prepare(setting.cluster, scenario)
                 base = float(run(setup, self.base).metrics["avg_response_time_s"])
@@ -386,7 +398,11 @@ def train(
             student = NetworkScheduler(net, name="dagger")
             labeller = Labeller(student, get_policy(cfg.expert), beta, data, seed)
             scenario = Scenario(
-                workload=setting.workload, workflows=cfg.workflows, load=setting.load, seed=seed
+                workload=setting.workload,
+                workflows=cfg.workflows,
+                load=setting.load,
+                seed=seed,
+                arrivals=setting.arrivals,
             )
             run(prepare(setting.cluster, scenario), labeller, warmup=0, cooldown=0)
             say(f"iteration {it} episode {ep}: {labeller.labelled} labels, beta {beta:.2f}")
