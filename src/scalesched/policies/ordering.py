@@ -49,6 +49,15 @@ PLACEMENTS: dict[str, type[BaseScheduler]] = {
 that only place); trained policies are taken by name or checkpoint path too."""
 
 
+def placement_scores(scheduler: Scheduler, decision: Decision) -> np.ndarray:
+    """(N,) ``scheduler``'s own estimate per server (lower is better): its ``scores`` where
+    it has them, else the decision's finish estimate; inf where masked."""
+    scores = getattr(scheduler, "scores", None)
+    if scores is not None:
+        return np.asarray(scores(decision), dtype=float)
+    return np.where(decision.mask, decision.finish_s + decision.imposed_s, np.inf)
+
+
 def placement_policy(name: str) -> Scheduler:
     """The scheduler whose servers an ordering keeps: a placement router or a trained
     policy (``ValueError`` naming what is known otherwise)."""
@@ -68,17 +77,17 @@ class OrderedTail(BaseScheduler):
     name = "ordered_tail"
 
     def __init__(self, placement: str = "tail") -> None:
-        self._tail: Scheduler = placement_policy(placement)
+        self._placer: Scheduler = placement_policy(placement)
         self.placement = placement
 
     def reset(self, seed: int) -> None:
-        self._tail.reset(seed)
+        self._placer.reset(seed)
 
     def supports(self, n_servers: int) -> bool:
-        return self._tail.supports(n_servers)
+        return self._placer.supports(n_servers)
 
     def unsupported_reason(self, n_servers: int) -> str | None:
-        return self._tail.unsupported_reason(n_servers)
+        return self._placer.unsupported_reason(n_servers)
 
     @abstractmethod
     def priority(self, decision: Decision) -> float:
@@ -87,13 +96,10 @@ class OrderedTail(BaseScheduler):
     def scores(self, decision: Decision) -> np.ndarray:
         """The placement's estimate per server (a rollout over an ordering baseline ranks
         its candidates by it); a placement without one: the decision's finish estimate."""
-        scores = getattr(self._tail, "scores", None)
-        if scores is not None:
-            return np.asarray(scores(decision), dtype=float)
-        return np.where(decision.mask, decision.finish_s + decision.imposed_s, np.inf)
+        return placement_scores(self._placer, decision)
 
     def select(self, decision: Decision) -> Place:
-        answer = self._tail.select(decision)
+        answer = self._placer.select(decision)
         if isinstance(answer, Place):  # its loads go with it; the order is ours
             return Place(answer.server, answer.loads, self.priority(decision))
         if type(answer) is int or isinstance(answer, np.integer):

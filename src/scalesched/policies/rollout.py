@@ -59,6 +59,7 @@ from scalesched.policies.ordering import (
     FcfsWorkflowScheduler,
     PlasScheduler,
     ShortestRemainingScheduler,
+    placement_scores,
 )
 from scalesched.policies.tail import PredictedMeanScheduler
 from scalesched.predict.futures import PredictedFutures
@@ -149,10 +150,7 @@ class RolloutScheduler(BaseScheduler):
 
     def base_scores(self, decision: Decision) -> np.ndarray:
         """(N,) the base's own estimate per server (lower is better); inf where masked."""
-        scores = getattr(self.inner, "scores", None)
-        if scores is not None:
-            return np.asarray(scores(decision), dtype=float)
-        return np.where(decision.mask, decision.finish_s + decision.imposed_s, np.inf)
+        return placement_scores(self.inner, decision)
 
     def contenders(self, decision: Decision, choice: int) -> list[int]:
         """The servers to try: the base's choice, then its best-scored feasible others."""

@@ -157,8 +157,8 @@ class DaggerConfig:
         for where, arrivals in [("arrivals", self.arrivals)] + [
             ("more_settings", x.arrivals) for x in self.more_settings
         ]:
-            try:
-                check_arrivals(arrivals, self.workflows)
+            try:  # a replay must hold the longest run's times: an episode or a validation
+                check_arrivals(arrivals, max(self.workflows, self.validation_workflows))
             except InputError as exc:
                 raise InputError(source, where, exc.message) from None
         if set(self.validation_seeds) & set(range(100)):
