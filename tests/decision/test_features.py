@@ -1,14 +1,23 @@
-"""Decision's public surface for ablations: the server features a learned policy reads can
-be replaced for one decision, with their shape checked."""
+"""Decision's public surface: the server features a learned policy reads can be replaced
+for one decision, with their shape checked; the same decision at another output length is
+what ``make_decision`` builds for it."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import pytest
 
 from scalesched.cluster import get_cluster
 from scalesched.cluster.tables import ClusterTables
-from scalesched.decision.features import CACHED_SHARE_FEATURE, SERVER_FEATURES, Decision
+from scalesched.decision.features import (
+    CACHED_SHARE_FEATURE,
+    SERVER_FEATURES,
+    Decision,
+    make_decision,
+)
+from scalesched.policies import get_policy
 from scalesched.runs.setup import Scenario, build_jobs
 from scalesched.sim.engine import Simulation
 
@@ -38,3 +47,28 @@ def test_replaced_server_features_must_keep_the_shape() -> None:
     d = _first_decision()
     with pytest.raises(ValueError, match=f"\\({d.n_servers}, {SERVER_FEATURES}\\)"):
         d.server_features = np.zeros((d.n_servers, SERVER_FEATURES - 1))
+
+
+ARRAYS = ("transfer_s", "wait_s", "load_s", "exec_s", "finish_s", "imposed_s", "mask")
+
+
+def test_a_decision_at_another_output_length_is_the_one_built_for_it() -> None:
+    spec = get_cluster("hetero-4")
+    tables = ClusterTables(spec)
+    jobs = build_jobs(tables, Scenario(workload="agentic-mix", workflows=30, rate=2.0, seed=1))
+    sim, eft = Simulation(spec, jobs, tables=tables), get_policy("eft")
+    compared_with_parents = 0
+    while (d := sim.next_decision()) is not None:
+        if d.task.kind == "llm":
+            tokens = 3 * d.task.output_tokens_est + 7
+            again = d.at_output_tokens(tokens)
+            built = make_decision(
+                tables, sim, dataclasses.replace(d.task, output_tokens_est=tokens)
+            )
+            assert again.task == built.task
+            for name in ARRAYS:
+                assert np.array_equal(getattr(again, name), getattr(built, name)), name
+            assert not np.array_equal(again.exec_s[d.mask], d.exec_s[d.mask])
+            compared_with_parents += bool(d.task.parent_servers)
+        sim.apply(eft.select(d))
+    assert compared_with_parents >= 10  # the shared transfer times were not all zeros

@@ -12,7 +12,7 @@ from scalesched.cluster import get_cluster
 from scalesched.cluster.tables import ClusterTables
 from scalesched.decision.actions import Hedge
 from scalesched.policies import get_policy
-from scalesched.policies.hedge import Candidates, HedgeScheduler, _at_length
+from scalesched.policies.hedge import Candidates, HedgeScheduler
 from scalesched.predict.features import token_baseline, token_inputs
 from scalesched.predict.metrics import predicted_mean
 from scalesched.predict.model import QUANTILES
@@ -55,7 +55,7 @@ def test_options_are_hedges_of_the_best_server_with_sane_estimates() -> None:
             task = decision.task
             q = np.exp(policy.predictor.tokens(token_inputs(task)) + token_baseline(task))
             t_hi = max(2, round(float(q[0, QUANTILES.index(0.9)])))
-            d_med, d_hi = _at_length(decision, t_hi // 2), _at_length(decision, t_hi)
+            d_med, d_hi = decision.at_output_tokens(t_hi // 2), decision.at_output_tokens(t_hi)
             cands = np.flatnonzero(decision.mask)[:3]
             options = policy.options(Candidates(decision, q, d_med, d_hi, cands))
             assert {len(o.servers) for o in options} == {2, 3}

@@ -16,6 +16,7 @@ output length and external latency are never visible here.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Protocol
@@ -178,6 +179,16 @@ class Decision:
         """The live per-server state this decision reads."""
         return self._view
 
+    def at_output_tokens(self, tokens: int) -> Decision:
+        """The cost model's decision on the same task, state and mask, for an LLM call
+        asked about at another output length (tail's quantile, hedging's spread). Its
+        arrays are those ``make_decision`` builds for that length, bit for bit; the
+        transfer times (which do not depend on it) are shared."""
+        task = dataclasses.replace(self.task, output_tokens_est=tokens)
+        again = make_decision(self._tables, self._view, task, transfer=self.transfer_s)
+        again.mask = self.mask
+        return again
+
     @property
     def task_features(self) -> np.ndarray:
         """(TASK_FEATURES,) normalised features of the task."""
@@ -269,13 +280,21 @@ def relative_excess(values: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return np.log1p((values - best) / (best + 1e-3))
 
 
-def make_decision(tables: ClusterTables, view: ClusterStateView, task: TaskRequest) -> Decision:
+def make_decision(
+    tables: ClusterTables,
+    view: ClusterStateView,
+    task: TaskRequest,
+    *,
+    transfer: np.ndarray | None = None,
+) -> Decision:
     """Estimate, for every server at once, when the task could start and finish there.
 
     Hot: one call per placement. The per-model columns and the per-class prefill and
     admission figures come precomputed or cached from ``tables``; every array is the same,
-    bit for bit, as computing them here (the same operations on the same doubles)."""
-    transfer = transfer_times(tables, task)
+    bit for bit, as computing them here (the same operations on the same doubles).
+    ``transfer``: the task's ``transfer_times``, where the caller has them already."""
+    if transfer is None:
+        transfer = transfer_times(tables, task)
     if task.kind == "llm":
         m = task.model
         cols = tables._model_cols[m]

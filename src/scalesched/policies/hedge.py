@@ -48,7 +48,6 @@ simulator to know which calls repeat).
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 from collections import deque
 from dataclasses import dataclass
@@ -56,7 +55,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scalesched.decision.actions import Hedge
-from scalesched.decision.features import Decision, make_decision
+from scalesched.decision.features import Decision
 from scalesched.decision.scheduler import BaseScheduler
 from scalesched.policies.tail import TAIL_LEVEL, TailScheduler
 from scalesched.predict.features import duration_inputs, token_baseline, token_inputs
@@ -170,8 +169,8 @@ class HedgeScheduler(BaseScheduler):
         q_tok = np.exp(self.predictor.tokens(token_inputs(task)) + token_baseline(task))
         t_hi = max(1, int(round(float(q_tok[0, _I90]))))  # tail's length
         t_med = max(1, min(int(round(float(q_tok[0, _I50]))), t_hi - 1))
-        d_med = _at_length(decision, t_med)
-        d_hi = _at_length(decision, t_hi)
+        d_med = decision.at_output_tokens(t_med)
+        d_hi = decision.at_output_tokens(t_hi)
         score = np.where(decision.mask, d_hi.finish_s + d_hi.imposed_s, np.inf)
         order = np.argsort(score, kind="stable")
         best = int(order[0])
@@ -245,9 +244,3 @@ class HedgeScheduler(BaseScheduler):
         finish = f * np.exp(sigma * z - sigma**2 / 2)
         run_len = np.maximum(finish - start, 0.0)
         return finish, start, run_len
-
-
-def _at_length(decision: Decision, tokens: int) -> Decision:
-    """The cost model's decision for the same task at another output length."""
-    task = dataclasses.replace(decision.task, output_tokens_est=tokens)
-    return make_decision(decision.tables, decision.view, task)

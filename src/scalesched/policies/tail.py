@@ -29,14 +29,13 @@ model is pending at a time, and the replica is unloaded after ``idle_s`` idle se
 from __future__ import annotations
 
 import copy
-import dataclasses
 from typing import Any, Literal
 
 import numpy as np
 
 from scalesched.cluster.tables import MODEL_NAMES
 from scalesched.decision.actions import REPLICA_IDLE_S, LoadReplica, Place
-from scalesched.decision.features import ENGINE_ABSENT, ENGINE_LOADING, Decision, make_decision
+from scalesched.decision.features import ENGINE_ABSENT, ENGINE_LOADING, Decision
 from scalesched.decision.scheduler import BaseScheduler
 from scalesched.predict.features import (
     duration_inputs,
@@ -137,10 +136,7 @@ class TailScheduler(BaseScheduler):
             score[servers] = self._pick(q) + decision.imposed_s[servers]
             return score
         if decision.task.kind == "llm":
-            task = dataclasses.replace(
-                decision.task, output_tokens_est=self.output_tokens(decision)
-            )
-            decision = make_decision(decision.tables, decision.view, task)
+            decision = decision.at_output_tokens(self.output_tokens(decision))
             if self.exec_scale is not None:
                 return np.where(mask, scaled_score(decision, self.exec_scale), np.inf)
         return np.where(mask, decision.finish_s + decision.imposed_s, np.inf)
@@ -177,9 +173,9 @@ class TailScheduler(BaseScheduler):
         call's contention-free time at that length (alone on its fastest server)."""
         q = self._token_quantiles(decision)
         tokens = max(1, int(round(float(q[0, QUANTILES.index(SCALE_OUT_LEVEL)]))))
-        task = dataclasses.replace(decision.task, output_tokens_est=tokens)
+        task = decision.task
         bound = decision.tables.fastest_llm_time(task.model, task.prompt_tokens, tokens)
-        return make_decision(decision.tables, decision.view, task), bound
+        return decision.at_output_tokens(tokens), bound
 
 
 def scaled_score(decision: Decision, scale: np.ndarray) -> np.ndarray:
