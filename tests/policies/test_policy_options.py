@@ -78,3 +78,28 @@ def test_a_policy_list_keeps_each_specs_options_together() -> None:
         "tail",
         "tail:level=0.5",
     )
+
+
+def test_a_trained_policy_takes_its_acting_option() -> None:
+    from scalesched.nn.scheduler import NetworkScheduler
+
+    greedy = get_policy("scale-dagger:greedy=true")
+    assert isinstance(greedy, NetworkScheduler) and greedy.greedy
+    assert greedy.name == "scale-dagger:greedy=True"
+    sampled = get_policy("scale-dagger")
+    assert isinstance(sampled, NetworkScheduler) and not sampled.greedy
+    assert sampled.name == "scale-dagger"
+    ordered = get_policy("fcfs_workflow:placement=scale-dagger:greedy=true")
+    assert ordered._placer.name == "scale-dagger:greedy=True"  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("spec", "says"),
+    [
+        ("scale-dagger:temperature=2", "scale-dagger:temperature: unknown option; options: greedy"),
+        ("scale-dagger:greedy=maybe", "scale-dagger:greedy: 'maybe'"),
+    ],
+)
+def test_a_trained_policys_bad_option_is_a_one_line_error(spec: str, says: str) -> None:
+    with pytest.raises(InputError, match=says):
+        get_policy(spec)
