@@ -48,6 +48,8 @@ def test_object_parameters_are_not_options() -> None:
         ("tail:via=median", "tail:via"),
         ("eft:anything=1", "unknown option; options: none"),
         ("rollout:candidates=1", "need candidates >= 2"),
+        ("scale-dagger:temperature=2", "scale-dagger:temperature: unknown option; options: greedy"),
+        ("scale-dagger:greedy=maybe", "scale-dagger:greedy: 'maybe'"),
     ],
 )
 def test_bad_options_are_one_line_errors(spec: str, says: str) -> None:
@@ -91,15 +93,3 @@ def test_a_trained_policy_takes_its_acting_option() -> None:
     assert sampled.name == "scale-dagger"
     ordered = get_policy("fcfs_workflow:placement=scale-dagger:greedy=true")
     assert ordered._placer.name == "scale-dagger:greedy=True"  # type: ignore[attr-defined]
-
-
-@pytest.mark.parametrize(
-    ("spec", "says"),
-    [
-        ("scale-dagger:temperature=2", "scale-dagger:temperature: unknown option; options: greedy"),
-        ("scale-dagger:greedy=maybe", "scale-dagger:greedy: 'maybe'"),
-    ],
-)
-def test_a_trained_policys_bad_option_is_a_one_line_error(spec: str, says: str) -> None:
-    with pytest.raises(InputError, match=says):
-        get_policy(spec)

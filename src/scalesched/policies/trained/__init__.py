@@ -58,7 +58,6 @@ def load_trained(spec: str) -> Scheduler | None:
     else:
         own = [k for k, v in shipped.items() if v.resolve() == Path(name).resolve()]
         path, label = Path(name), own[0] if own else name
-    if acting is None:
-        return load_scheduler(path, name=label)
-    spec_text = ",".join(f"{k}={v}" for k, v in asdict(acting).items())
-    return load_scheduler(path, greedy=acting.greedy, name=f"{label}:{spec_text}")
+    if acting is not None:  # named by its options, as a heuristic with options is
+        label += ":" + ",".join(f"{k}={v}" for k, v in asdict(acting).items())
+    return load_scheduler(path, greedy=acting is not None and acting.greedy, name=label)
