@@ -7,6 +7,8 @@ the best heuristic and, where asked, the oracles' gain over it, each from one
     python research/headroom_map.py --out results/headroom-map.jsonl --summarise
     python research/headroom_map.py --out results/oracle.jsonl --oracles rollout_oracle,rollout \
         --seeds 5,6,7 --cells agentic-mix:hetero-16:0.9,coordinator:skewed:0.7:azure-code
+    python research/headroom_map.py --out results/oracle-plan.jsonl --plan oracle --seeds 5,6,7 \
+        --jobs 16 [--todo]
 
 Cells already in the output file are skipped, so an interrupted map resumes; a cell that
 failed is run again. ``--cells`` runs the named cells in the order given
@@ -14,7 +16,9 @@ failed is run again. ``--cells`` runs the named cells in the order given
 default); without it, every cell of ``WORKLOADS`` x the clusters x ``LOADS``. The oracles
 (``--oracles``: ``rollout_oracle``, the clairvoyant rollout over each run's best heuristic;
 ``rollout``, the same on sampled futures) cost about 1 s of CPU per workflow each, so they
-are run on chosen cells only.
+are run on chosen cells only. ``--plan oracle`` is the oracle map to fill (``ORACLE_PLAN``:
+40 cells, each with the oracle and run length it needs); ``--todo`` lists what is left of
+a plan or a ``--cells`` list in the output file and stops.
 ``--summarise`` prints, per cell over its seeds, the best heuristic's gap to the bound with
 a 95% CI (``(cf)``: against the contention-free bound, where the capacity-aware one was not
 solved in its time limit or is infeasible), the learned policy's seed-paired ratio to the
@@ -29,12 +33,13 @@ import itertools
 import json
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import NamedTuple
 
 from scalesched.eval.stats import mean_ci_text, paired_ratio_ci
 from scalesched.policies import BEST_HEURISTIC_CANDIDATES, best_heuristic
+from scalesched.policies.options import split_policy_list
 
 WORKLOADS = ("agentic-mix", "tool-heavy", "coordinator", "best-of-n", "self-consistency")
 LOADS = (0.5, 0.7, 0.9)
@@ -68,6 +73,42 @@ CACHE_ARGS = {
 
 
 CLUSTERS = ("hetero-16", "homogeneous-16", "skewed")
+
+ORACLE = "rollout_oracle:horizon_s=60"
+"""The plan's oracle: a 60 s view, because 20 s is worse than its base on the skewed mix
+(docs/headroom-map.md) and an oracle must outlast what the placements it weighs cost."""
+ORACLE_ALL_CALLS = ORACLE + ",min_model_gb=0"
+"""On test-time scaling every call is llama-2-7b, which the default oracle never contests."""
+ORACLE_PLAN: tuple[tuple[str, str, int], ...] = (
+    # (cells, oracle, workflows per run): 40 cells
+    (
+        "agentic-mix:hetero-16:0.5,agentic-mix:hetero-16:0.7,agentic-mix:hetero-16:0.9,"
+        "agentic-mix:hetero-16:1.0,agentic-mix:homogeneous-16:0.5,agentic-mix:homogeneous-16:0.7,"
+        "agentic-mix:homogeneous-16:0.9,agentic-mix:homogeneous-16:1.0,agentic-mix:skewed:0.5,"
+        "agentic-mix:skewed:0.7,agentic-mix:skewed:0.9,agentic-mix:skewed:1.0,"
+        "tool-heavy:hetero-16:0.7,tool-heavy:hetero-16:0.9,tool-heavy:skewed:0.7,"
+        "tool-heavy:skewed:0.9,tool-heavy:homogeneous-16:0.9,coordinator:hetero-16:0.7,"
+        "coordinator:hetero-16:0.9,coordinator:skewed:0.7,coordinator:skewed:0.9,"
+        "coordinator:homogeneous-16:0.9,agentic-mix:hetero-16:0.7:azure-conv,"
+        "agentic-mix:hetero-16:0.9:azure-conv,agentic-mix:skewed:0.9:azure-conv,"
+        "agentic-mix:hetero-16:0.9:poisson:kv,agentic-mix:skewed:0.9:poisson:kv,"
+        "tool-heavy:hetero-16:0.9:poisson:kv+tools,coordinator:hetero-16:0.9:poisson:kv+tools,"
+        "coordinator:skewed:0.7:poisson:kv+tools",
+        ORACLE,
+        1500,
+    ),
+    (
+        "best-of-n:hetero-16:0.5,best-of-n:hetero-16:0.9,best-of-n:homogeneous-16:0.5,"
+        "best-of-n:homogeneous-16:0.9,self-consistency:hetero-16:0.5,"
+        "self-consistency:hetero-16:0.9,self-consistency:homogeneous-16:0.5,"
+        "self-consistency:homogeneous-16:0.9",
+        ORACLE_ALL_CALLS,
+        1500,
+    ),
+    # Bursts need long runs to settle (docs/headroom-map.md: 15,000 workflows).
+    ("agentic-mix:hetero-16:0.7:bursty,agentic-mix:hetero-16:0.9:bursty", ORACLE, 15000),
+)
+"""The oracle map to fill: workloads x mixes x loads x arrivals x caches, 40 cells."""
 
 
 def clusters(folder: Path) -> dict[str, str]:
@@ -106,18 +147,36 @@ def parse_cells(text: str) -> list[Cell]:
     return cells
 
 
-def run_cell(cell: Cell, where: str, seed: int, args: argparse.Namespace) -> dict:
+class Job(NamedTuple):
+    """One run of the map: a cell at a seed, with its oracle rows and length."""
+
+    cell: Cell
+    seed: int
+    oracles: tuple[str, ...]
+    workflows: int
+
+
+def job_of(row: dict) -> Job:
+    """The job a result line came from (lines written before the oracles and the length
+    were recorded: read off the result)."""
+    result = row.get("result", {})
+    oracles = row.get("oracles", sorted(result.get("oracle", {})))
+    workflows = row.get("workflows", result.get("setting", {}).get("workflows", 0))
+    return Job(cell_of(row), row["seed"], tuple(oracles), int(workflows))
+
+
+def run_cell(job: Job, where: str, extra: tuple[str, ...]) -> dict:
+    cell = job.cell
     cmd = [sys.executable, "-m", "scalesched", "headroom", "--cluster", where]
     cmd += ["--workload", cell.workload, "--load", str(cell.load), "--arrivals", cell.arrivals]
-    cmd += ["--workflows", str(args.workflows), "--seed", str(seed), "--json", "--no-progress"]
-    cmd += CACHE_ARGS[cell.caches]
-    oracles = [o for o in args.oracles.split(",") if o]
+    cmd += ["--workflows", str(job.workflows), "--seed", str(job.seed), "--json"]
+    cmd += ["--no-progress", *CACHE_ARGS[cell.caches]]
+    oracles = job.oracles
     cmd += [a for o in oracles for a in ("--oracle", o)] if oracles else ["--no-oracle"]
-    extra = [p for p in args.extra_policies.split(",") if p]
     for policy in (*BEST_HEURISTIC_CANDIDATES, LEARNED, *extra):
         cmd += ["--policy", policy]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    row = {**cell._asdict(), "seed": seed}
+    row = {**cell._asdict(), "seed": job.seed, "oracles": oracles, "workflows": job.workflows}
     if done.returncode != 0:
         return {**row, "error": done.stderr.strip().splitlines()[-1:]}
     return {**row, "result": json.loads(done.stdout)}
@@ -232,6 +291,21 @@ def summarise_oracles(path: Path) -> None:
         print("\n".join(rows))
 
 
+def planned(args: argparse.Namespace, seeds: list[int]) -> list[Job]:
+    """Every job the command names: the plan's, or ``--cells`` (else every cell of
+    ``WORKLOADS`` x the clusters x ``LOADS``) with ``--oracles`` and ``--workflows``."""
+    if args.plan == "oracle":
+        groups = [(parse_cells(c), (o,), n) for c, o, n in ORACLE_PLAN]
+    else:
+        cells = (
+            parse_cells(args.cells)
+            if args.cells
+            else [Cell(w, c, x) for w, c, x in itertools.product(WORKLOADS, CLUSTERS, LOADS)]
+        )
+        groups = [(cells, split_policy_list(args.oracles), args.workflows)]
+    return [Job(c, s, o, n) for cells, o, n in groups for c in cells for s in seeds]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--out", type=Path, required=True)
@@ -239,6 +313,8 @@ def main() -> None:
     ap.add_argument("--seeds", default="5", help="comma-separated seeds (default 5)")
     ap.add_argument("--cells", default=None, help="WORKLOAD:CLUSTER:LOAD[:ARRIVALS[:CACHES]],...")
     ap.add_argument("--oracles", default="", help="oracle rows, e.g. rollout_oracle,rollout")
+    ap.add_argument("--plan", choices=["oracle"], help="run a named plan (ORACLE_PLAN)")
+    ap.add_argument("--todo", action="store_true", help="list the jobs left, run nothing")
     ap.add_argument("--extra-policies", default="", help="more policies, e.g. plas")
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--summarise", action="store_true")
@@ -248,28 +324,32 @@ def main() -> None:
         summarise_oracles(args.out)
         return
     seeds = [int(x) for x in args.seeds.split(",")]
-    args.out.parent.mkdir(parents=True, exist_ok=True)
     done = set()
     if args.out.exists():
-        for line in args.out.read_text().splitlines():
-            row = json.loads(line)
-            if "error" not in row:
-                done.add((cell_of(row), row["seed"]))
+        rows = [json.loads(line) for line in args.out.read_text().splitlines()]
+        done = {job_of(row) for row in rows if "error" not in row}
+    todo = [job for job in planned(args, seeds) if job not in done]
+    if args.todo:
+        for job in todo:
+            print(*job.cell, job.seed, ",".join(job.oracles) or "-", job.workflows)
+        print(f"{len(todo)} jobs left")
+        return
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    run_jobs(todo, args)
+
+
+def run_jobs(todo: list[Job], args: argparse.Namespace) -> None:
+    """Run the jobs ``--jobs`` at a time, each line appended as soon as its run ends (so
+    an interrupted plan loses only the runs in flight)."""
     where = clusters(args.out.parent)
-    chosen = (
-        parse_cells(args.cells)
-        if args.cells
-        else [Cell(w, c, x) for w, c, x in itertools.product(WORKLOADS, where, LOADS)]
-    )
-    todo = [(cell, seed) for cell in chosen for seed in seeds if (cell, seed) not in done]
+    extra = split_policy_list(args.extra_policies)
     with ThreadPoolExecutor(args.jobs) as pool, args.out.open("a") as out:
-
-        def one(job: tuple[Cell, int]) -> dict:
-            cell, seed = job
-            return run_cell(cell, where.get(cell.cluster, cell.cluster), seed, args)
-
-        runs = pool.map(one, todo)
-        for row in runs:
+        running = [
+            pool.submit(run_cell, job, where.get(job.cell.cluster, job.cell.cluster), extra)
+            for job in todo
+        ]
+        for finished in as_completed(running):
+            row = finished.result()
             out.write(json.dumps(row) + "\n")
             out.flush()
             status = f"error: {row['error']}" if "error" in row else "ok"

@@ -10,7 +10,8 @@ import pytest
 
 from scalesched.eval.headroom import COMPONENTS, NO_CACHES, Caches, Headroom, measure_headroom
 from scalesched.eval.headroom.bound import batch_levels
-from scalesched.eval.headroom.decompose import Reuse, contention_free_bound
+from scalesched.eval.headroom.decompose import Decomposition, Reuse, contention_free_bound
+from scalesched.eval.headroom.study import PolicyRow, worse_than_base_notes
 from scalesched.kernel.records import lower_bound
 from scalesched.runs.setup import Scenario, prepare
 
@@ -204,3 +205,17 @@ def test_an_oracle_spec_with_a_base_keeps_it() -> None:
     row = study.rows[-1]
     assert row.name == "rollout_oracle:base=eft,horizon_s=5"
     assert row.base == "eft" and row.oracle
+
+
+def test_an_oracle_worse_than_its_base_is_flagged() -> None:
+    """An oracle above its base is no measure of headroom: the study says so and names a
+    longer view; one at or below its base gets no note."""
+    split = Decomposition(1, 1.0, 1.0, {}, {}, {}, 0.0)
+
+    def row(name: str, mean: float, base: str | None = None) -> PolicyRow:
+        return PolicyRow(name, mean, mean, True, base is not None, split, base)
+
+    rows = [row("tail", 30.0), row("rollout_oracle", 33.0, "tail"), row("ro:x=1", 29.0, "tail")]
+    (note,) = worse_than_base_notes(rows)
+    assert note.startswith("rollout_oracle is 1.100x its base tail") and "horizon_s" in note
+    assert worse_than_base_notes(rows[:1] + rows[2:]) == []

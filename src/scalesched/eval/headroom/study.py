@@ -184,6 +184,21 @@ def _run_one(
     )
 
 
+def worse_than_base_notes(rows: Sequence[PolicyRow]) -> list[str]:
+    """A note for each rollout row whose mean is above its base's: such an oracle is not
+    an upper bound on what a scheduler can win here (its view ends before the cost of the
+    placements it weighs; docs/headroom-map.md measured a 20 s view 1.107x ``tail`` on a mix
+    with one fast server for five slow ones, and a 60 s view 0.961x)."""
+    means = {r.name: r.mean_s for r in rows}
+    return [
+        f"{r.name} is {r.mean_s / means[r.base]:.3f}x its base {r.base}: its lookahead is too "
+        "short to see what its placements cost here, so its gain is no measure of headroom; "
+        "try a longer view (horizon_s=60)"
+        for r in rows
+        if r.oracle and r.base in means and r.mean_s > means[r.base]
+    ]
+
+
 def oracle_base(best: str | None) -> str:
     """The heuristic a rollout oracle rolls out over: the measured best heuristic where
     the rollout can be built over it (a deterministic one, ``BASES``), else ``tail``.
@@ -253,6 +268,7 @@ def measure_headroom(
         notes.append(f"the rollout oracle rolls out over {base}: it cannot be built over {best}")
     if cap.mean_s is None:
         notes.append(f"no capacity bound: {cap.status}")
+    notes += worse_than_base_notes(rows)
     scenario = setup.scenario
     setting = {
         "cluster": setup.cluster.name,
