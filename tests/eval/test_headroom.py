@@ -154,7 +154,7 @@ def test_json_shape(studies: dict[str, Headroom]) -> None:
     assert out["best_heuristic"] in ("eft", "tail", "least_loaded")
     for row in out["policies"].values():
         assert {"mean_s", "p99_s", "steady", "gap"} <= set(row)
-        assert 0.0 <= row["gap"] < 1.0
+        assert 0.0 <= row["gap"] < 1.0 and row["cpu_s"] > 0.0
     assert set(out["decomposition"]["policies"]["tail"]["components_s"]) == set(COMPONENTS)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,6 +60,8 @@ class PolicyRow:
     decomposition: Decomposition
     base: str | None = None
     """For a rollout oracle, the heuristic it rolled out over."""
+    cpu_s: float = 0.0
+    """CPU seconds of the run and its decomposition (an oracle's cost, for sizing a map)."""
 
     def gap(self, bound: float) -> float:
         """Share of the mean above ``bound``: what a perfect scheduler could still win."""
@@ -109,6 +112,7 @@ class Headroom:
                 "gap_contention_free": r.gap(self.lower_bound_s),
                 "oracle": r.oracle,
                 "best_heuristic": r.name == self.best_heuristic,
+                "cpu_s": r.cpu_s,
             }
             for r in self.rows
         }
@@ -163,6 +167,7 @@ def _run_one(
             scheduler = dataclasses.replace(scheduler, base=oracle_base, base_policy=None)
             scheduler.name = name  # type: ignore[misc]
         base = scheduler.base
+    started = time.process_time()
     result = run(
         setup,
         scheduler,
@@ -181,6 +186,7 @@ def _run_one(
         oracle=oracle_base is not None,
         decomposition=split,
         base=base,
+        cpu_s=time.process_time() - started,
     )
 
 
