@@ -68,6 +68,7 @@ def test_remembered_output_lengths_are_the_predictors_and_copies_share_them(
     import copy
 
     import scalesched.policies.tail as tail
+    import scalesched.predict.lengths as lengths
 
     sim = Simulation(SPEC, JOBS, tables=TABLES)
     policy, level = TailScheduler(), TailScheduler().level
@@ -81,18 +82,18 @@ def test_remembered_output_lengths_are_the_predictors_and_copies_share_them(
             seen += 1
         sim.apply(policy.select(decision))
         decision = sim.next_decision()
-    assert seen > 50 and 0 < len(policy._token_memo) <= seen
+    assert seen > 50 and 0 < len(policy.lengths.memo) <= seen
     policy.exec_scale = np.ones(TABLES.n)
     clone = copy.deepcopy(policy)
-    assert clone.predictor is policy.predictor and clone._token_memo is policy._token_memo
+    assert clone.predictor is policy.predictor and clone.lengths is policy.lengths
     assert clone.exec_scale is not policy.exec_scale and clone.level == policy.level
-    monkeypatch.setattr(tail, "TOKEN_MEMO_SIZE", 3)
+    monkeypatch.setattr(lengths, "TOKEN_MEMO_SIZE", 3)
     fresh, sim = TailScheduler(), Simulation(SPEC, JOBS, tables=TABLES)
     decision = sim.next_decision()
     while decision is not None:
         if decision.task.kind == "llm":
             fresh.output_tokens(decision)
-            assert len(fresh._token_memo) <= 3
+            assert len(fresh.lengths.memo) <= 3
         sim.apply(fresh.select(decision))
         decision = sim.next_decision()
 

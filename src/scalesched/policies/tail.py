@@ -37,20 +37,13 @@ from scalesched.cluster.tables import MODEL_NAMES
 from scalesched.decision.actions import REPLICA_IDLE_S, LoadReplica, Place
 from scalesched.decision.features import ENGINE_ABSENT, ENGINE_LOADING, Decision
 from scalesched.decision.scheduler import BaseScheduler
-from scalesched.predict.features import (
-    duration_inputs,
-    finish_baseline,
-    token_baseline,
-    token_inputs,
-)
+from scalesched.predict.features import duration_inputs, finish_baseline
+from scalesched.predict.lengths import OutputLengths, token_quantiles
 from scalesched.predict.metrics import predicted_mean
 from scalesched.predict.model import QUANTILES, QuantilePredictor, default_predictor
 
 TAIL_LEVEL = 0.9
 SCALE_OUT_LEVEL = 0.99
-TOKEN_MEMO_SIZE = 1 << 16
-"""Output-token answers ``tail`` remembers before it starts afresh (a bound on memory over
-a long run; a few bytes each)."""
 SCALE_OUT_SLO = 3.0
 """Default of ``slo``: a replica is asked for when the chosen server's predicted p99 finish
 exceeds this multiple of the call's contention-free time (docs/tail.md, "Scale-out")."""
@@ -80,10 +73,8 @@ class TailScheduler(BaseScheduler):
         self.via = via
         self.scale_out, self.slo, self.idle_s = scale_out, slo, idle_s
         self.predictor = predictor or default_predictor()
-        self._token_memo: dict[tuple[Any, ...], int] = {}
-        """The predicted output length per (level, task signal): a pure function of the
-        predictor, the level and the task's observable fields (``_token_key``), so copies
-        share it."""
+        self.lengths = OutputLengths(level, self.predictor)
+        """The predicted output length per task signal, remembered: copies share it."""
         self.exec_scale: np.ndarray | None = None
         """(N,) factor on each server's predicted execution, queueing and imposed delay for
         LLM calls, or None (the cost model as is). Online adaptation sets it from the
@@ -97,7 +88,7 @@ class TailScheduler(BaseScheduler):
         rest: ``rollout`` copies its base at every fork, and copying the predictor's
         weights each time cost about 8% of a rollout's time."""
         memo[id(self.predictor)] = self.predictor
-        memo[id(self._token_memo)] = self._token_memo
+        memo[id(self.lengths)] = self.lengths
         clone = self.__class__.__new__(self.__class__)
         memo[id(self)] = clone
         for key, value in self.__dict__.items():
@@ -111,19 +102,11 @@ class TailScheduler(BaseScheduler):
     def output_tokens(self, decision: Decision) -> int:
         """The output length the cost model is asked about for an LLM task (remembered per
         task signal: the same call is asked about again in every fork of a rollout)."""
-        key = (self.level, *_token_key(decision.task))
-        tokens = self._token_memo.get(key)
-        if tokens is None:
-            if len(self._token_memo) >= TOKEN_MEMO_SIZE:
-                self._token_memo.clear()
-            q = self._pick(self._token_quantiles(decision))
-            tokens = self._token_memo[key] = max(1, int(round(float(q[0]))))
-        return tokens
+        return self.lengths.tokens(decision.task)
 
     def _token_quantiles(self, decision: Decision) -> np.ndarray:
         """(1, Q) predicted output-token quantiles of the decision's (LLM) task."""
-        task = decision.task
-        return np.exp(self.predictor.tokens(token_inputs(task)) + token_baseline(task))
+        return token_quantiles(self.predictor, decision.task)
 
     def scores(self, decision: Decision) -> np.ndarray:
         """(N,) predicted finish + imposed delay; inf where the task cannot run."""
@@ -185,21 +168,6 @@ def scaled_score(decision: Decision, scale: np.ndarray) -> np.ndarray:
     queue = (decision.wait_s - decision.load_s) * scale + decision.load_s
     finish = np.maximum(decision.transfer_s, queue) + decision.exec_s * scale
     return finish + decision.imposed_s * scale
-
-
-def _token_key(task: Any) -> tuple[Any, ...]:
-    """Every field of a task the tokens head reads (``token_inputs``, ``token_baseline``)."""
-    return (
-        task.kind,
-        task.model,
-        task.role,
-        task.pattern,
-        task.prompt_tokens,
-        task.output_tokens_est,
-        task.difficulty_hint,
-        task.cpu_work,
-        task.ext_latency_est,
-    )
 
 
 class ScaleOutTailScheduler(TailScheduler):
