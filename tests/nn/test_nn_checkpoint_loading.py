@@ -128,3 +128,11 @@ def test_huge_but_finite_weights_are_refused_by_their_scores(tmp_path: Path, sca
         InputError, match=r"c\.pt: state_dict: the weights give .* on a probe input"
     ):
         load_scheduler(path)
+
+
+def test_an_unknown_observed_length_is_refused_naming_the_field(tmp_path: Path) -> None:
+    path = save(tmp_path, payload(observed_tokens="p50"))
+    with pytest.raises(InputError, match=r"c\.pt: observed_tokens: is 'p50'; known: estimate, p90"):
+        load_scheduler(path)
+    assert load_scheduler(save(tmp_path, payload(observed_tokens="p90"))).observed_tokens == "p90"
+    assert load_scheduler(save(tmp_path, payload())).observed_tokens == "estimate"

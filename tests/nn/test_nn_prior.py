@@ -35,7 +35,7 @@ def test_an_untrained_network_with_the_prior_agrees_with_eft() -> None:
         args = (
             torch.from_numpy(d.task_features.astype(np.float32))[None],
             torch.from_numpy(d.server_features.astype(np.float32))[None],
-            torch.from_numpy(np.asarray(d.mask, dtype=bool))[None],
+            torch.from_numpy(np.array(d.mask, dtype=bool))[None],
             torch.tensor([d.n_servers]),
         )
         with torch.no_grad():

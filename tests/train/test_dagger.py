@@ -94,7 +94,13 @@ def test_base_of_names_the_searched_heuristic() -> None:
 
 @pytest.mark.parametrize(
     "field,value",
-    [("iterations", 0), ("beta0", 1.5), ("minibatch", 1), ("validation_seeds", [3])],
+    [
+        ("iterations", 0),
+        ("beta0", 1.5),
+        ("minibatch", 1),
+        ("validation_seeds", [3]),
+        ("observed_tokens", "p50"),
+    ],
 )
 def test_config_refuses_values_out_of_range(field: str, value: object) -> None:
     with pytest.raises(ValueError, match=field):
@@ -209,3 +215,73 @@ def test_an_unknown_arrival_process_is_refused_naming_its_field(
     path.write_text(yaml.safe_dump({"algorithm": "dagger", "expert": "tail", **fields}))
     with pytest.raises(InputError, match=f"{where}: unknown process"):
         load_config(path)
+
+
+def test_a_student_in_the_experts_order_is_that_ordering_over_its_placement() -> None:
+    """``order_by_expert``: the network places, the expert's priority orders the engines,
+    exactly as ``fcfs_workflow:placement=<the network>`` acts once trained."""
+    busy = Scenario(workload="agentic-mix", workflows=60, load=1.0, seed=100_123)
+
+    def mean(in_expert_order: bool) -> float:
+        net, _ = load_student("scale")
+        student = Labeller(
+            NetworkScheduler(net, name="s"),
+            get_policy("fcfs_workflow"),
+            0.0,
+            None,
+            0,
+            in_expert_order=in_expert_order,
+        )
+        result = run(prepare("hetero-16", busy), student, warmup=0, cooldown=0)
+        return float(result.metrics["avg_response_time_s"])
+
+    composed = run(
+        prepare("hetero-16", busy), "fcfs_workflow:placement=scale", warmup=0, cooldown=0
+    )
+    assert mean(in_expert_order=True) == composed.metrics["avg_response_time_s"]
+    assert mean(in_expert_order=False) != composed.metrics["avg_response_time_s"]
+
+
+def test_a_p90_network_is_trained_and_loaded_reading_predicted_lengths(tmp_path: Path) -> None:
+    """``observed_tokens: p90``: the labels record what the network will read, the
+    checkpoint says so, and loading it acts on the same decisions."""
+    cfg = DaggerConfig(
+        expert="tail",
+        observed_tokens="p90",
+        workflows=25,
+        iterations=1,
+        episodes=1,
+        epochs=1,
+        load=0.7,
+        validation_seeds=[1000],
+        validation_workflows=25,
+        out=str(tmp_path),
+    )
+    train(cfg)
+    policy = get_policy(str(tmp_path / "best.pt"))
+    assert isinstance(policy, NetworkScheduler) and policy.observed_tokens == "p90"
+    plain = NetworkScheduler(policy.network, name="plain")
+    busy = Scenario(workload="agentic-mix", workflows=60, load=1.0, seed=100_123)
+    means = [
+        run(prepare("hetero-16", busy), p, warmup=0, cooldown=0).metrics["avg_response_time_s"]
+        for p in (policy, plain)
+    ]
+    assert means[0] != means[1]  # the same weights read other decisions
+
+
+def test_cluster_files_beside_a_config_are_found_from_any_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from scalesched.train.dagger import load_config
+
+    (tmp_path / "mix.yaml").write_text("name: mix\nservers:\n  - type: h100-80g-x4\n    count: 2\n")
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        "algorithm: dagger\ncluster: mix.yaml\nmore_settings:\n"
+        "  - {cluster: mix.yaml, workload: agentic-mix, load: 0.5}\n"
+        "  - {cluster: hetero-16, workload: agentic-mix, load: 0.5}\n"
+    )
+    monkeypatch.chdir(tmp_path.parent)
+    cfg = load_config(config)
+    assert cfg.cluster == str(tmp_path / "mix.yaml")
+    assert [x.cluster for x in cfg.more_settings] == [str(tmp_path / "mix.yaml"), "hetero-16"]

@@ -111,3 +111,15 @@ def test_fine_tuning_refuses_a_network_that_is_not_the_saved_one(tmp_path: Path)
         Trainer(cfg, tmp_path / "run")
     with pytest.raises(InputError, match="init"):
         load_config(None, **WINDOWS, init=str(tmp_path / "none.pt"))
+
+
+def test_fine_tuning_refuses_a_network_that_reads_predicted_lengths(tmp_path: Path) -> None:
+    """PPO's environment observes decisions at the estimate; a p90 network would read
+    other inputs than it was trained on."""
+    from scalesched.nn.checkpoint import save_checkpoint
+
+    data = load_checkpoint(shipped_policies()["scale-dagger"])
+    save_checkpoint(tmp_path / "p90.pt", {**data, "observed_tokens": "p90"})
+    cfg = load_config(None, **WINDOWS, init=str(tmp_path / "p90.pt"), heuristic_prior=5.0)
+    with pytest.raises(InputError, match=r"p90\.pt: observed_tokens: is 'p90'"):
+        Trainer(cfg, tmp_path / "run")

@@ -6,6 +6,32 @@ from __future__ import annotations
 import numpy as np
 
 from scalesched.decision.features import SERVER_DIMS, SERVER_FEATURES, Decision
+from scalesched.predict.lengths import OutputLengths
+
+OBSERVED_TOKENS: dict[str, float | None] = {"estimate": None, "p90": 0.9}
+"""The output length a network's decisions are costed at, by name: ``estimate`` (the
+role's static estimate, as the cost model and eft use) or ``p90`` (the shipped predictor's
+90th percentile from the call's signals, as tail uses). A network reads what it was
+trained on: checkpoints record it (``observed_tokens``)."""
+
+
+def observed_lengths(observed_tokens: str) -> OutputLengths | None:
+    """The predicted lengths a network observing ``observed_tokens`` needs (None for the
+    estimate); ``ValueError`` naming the known values otherwise."""
+    if observed_tokens not in OBSERVED_TOKENS:
+        known = ", ".join(OBSERVED_TOKENS)
+        raise ValueError(f"observed_tokens must be one of {known}, got {observed_tokens!r}")
+    level = OBSERVED_TOKENS[observed_tokens]
+    return None if level is None else OutputLengths(level)
+
+
+def observed(decision: Decision, lengths: OutputLengths | None) -> Decision:
+    """The decision a network reads: as built, or for an LLM call the same state re-costed
+    at its predicted output length (the cost model's finish, wait and execution columns and
+    the task's length feature all follow it)."""
+    if lengths is None or decision.task.kind != "llm":
+        return decision
+    return decision.at_output_tokens(lengths.tokens(decision.task))
 
 
 def observation(

@@ -24,7 +24,12 @@ from scalesched.errors import InputError
 from scalesched.nn import PolicyNetwork, build_network
 from scalesched.nn.common import PolicyOutput, obs_to_tensors
 from scalesched.nn.fast import FastScaleActor
-from scalesched.nn.observation import observation
+from scalesched.nn.observation import (
+    OBSERVED_TOKENS,
+    observation,
+    observed,
+    observed_lengths,
+)
 from scalesched.nn.scale_net import ScaleNet
 from scalesched.nn.srr import feature_stats
 
@@ -40,7 +45,9 @@ class NetworkScheduler(BaseScheduler):
     With ``fast`` (the default) a SCALE network's logits come from a numpy copy of its
     weights taken here (:class:`FastScaleActor`): rebuild the scheduler after training the
     network further. ``record_features`` needs the network's attention feature, so it acts
-    through PyTorch, as does any other network kind.
+    through PyTorch, as does any other network kind. ``observed_tokens``: the output length
+    its decisions are costed at (:data:`~scalesched.nn.observation.OBSERVED_TOKENS`), the
+    one it was trained on.
     """
 
     def __init__(
@@ -50,8 +57,11 @@ class NetworkScheduler(BaseScheduler):
         record_features: bool = False,
         greedy: bool = False,
         fast: bool = True,
+        observed_tokens: str = "estimate",
     ) -> None:
         self.network = network.eval()
+        self.observed_tokens = observed_tokens
+        self._lengths = observed_lengths(observed_tokens)
         self.name = name
         self.greedy = greedy
         self._fast_actor: FastScaleActor | None = (
@@ -80,21 +90,28 @@ class NetworkScheduler(BaseScheduler):
     @torch.inference_mode()
     def forward(self, decision: Decision) -> PolicyOutput:
         """The network's output for one decision, through the encoding training uses."""
-        obs = observation(decision, decision.n_servers, self.server_dim)
+        obs = self.observation(decision)
         batch = {key: value[None] for key, value in obs.items()}
         return self.network(*obs_to_tensors(batch), need_value=False)
+
+    def observation(self, decision: Decision) -> dict[str, np.ndarray]:
+        """The arrays the network reads for ``decision`` (training records the same)."""
+        return observation(self.observe(decision), decision.n_servers, self.server_dim)
+
+    def observe(self, decision: Decision) -> Decision:
+        """``decision`` as this network reads it (:func:`~scalesched.nn.observation.observed`)."""
+        return observed(decision, self._lengths)
 
     @torch.inference_mode()
     def select(self, decision: Decision) -> int:
         if self.actor is not None:
+            seen = self.observe(decision)
             return self._choose(
                 self.actor.logits(
-                    decision.task_features,
-                    decision.server_features[:, : self.server_dim],
-                    decision.mask,
+                    seen.task_features, seen.server_features[:, : self.server_dim], seen.mask
                 )
             )
-        out = self.forward(decision)
+        out = self.forward(decision)  # observes the decision itself
         if self.record_features:
             self.features[decision.n_servers].append(out.attn_feature[0].numpy().copy())
         return self._choose(out.logits[0])
@@ -163,6 +180,7 @@ class BatchedNetworkScheduler(NetworkScheduler):
     def select_batch(self, decisions: list[Decision]) -> list[int]:
         if self.actor is None or len(decisions) == 1:
             return [self.select(d) for d in decisions]
+        decisions = [self.observe(d) for d in decisions]
         logits = self.actor.logits_batch(
             np.stack([d.task_features for d in decisions]),
             np.stack([d.server_features[:, : self.server_dim] for d in decisions]),
@@ -349,4 +367,15 @@ def load_scheduler(
         record_features=record_features,
         greedy=greedy,
         fast=fast,
+        observed_tokens=checkpoint_observed_tokens(data, str(path)),
     )
+
+
+def checkpoint_observed_tokens(data: dict[str, Any], source: str) -> str:
+    """The output length a checkpoint's network was trained to read (``estimate`` for
+    checkpoints that do not say); ``InputError`` naming ``source`` and the field otherwise."""
+    value = data.get("observed_tokens", "estimate")
+    if value not in OBSERVED_TOKENS:
+        known = ", ".join(OBSERVED_TOKENS)
+        raise InputError(source, "observed_tokens", f"is {value!r}; known: {known}")
+    return str(value)

@@ -28,6 +28,13 @@ The expert is any registered policy: ``rollout_oracle`` (clairvoyant lookahead: 
 reference), ``rollout`` where shipped (sampled futures), or a plain heuristic such as
 ``tail`` (behaviour cloning, cheap: how the tests exercise this module). Every random
 choice derives from ``seed``: same config, same checkpoint.
+
+An expert that also orders the engines' queues (``fcfs_workflow``, ``plas``: a priority on
+each ``Place``) teaches placement only. With ``order_by_expert`` the network's placements
+are admitted in the expert's order, in the episodes and in validation, so the network
+learns the placement that suits that order; it is then used as
+``fcfs_workflow:placement=<checkpoint>``. Order and placement are separate choices, and on
+a mix with one fast server the order is worth more than the placement (docs/training.md).
 """
 
 from __future__ import annotations
@@ -45,14 +52,14 @@ import torch
 from pydantic import ConfigDict
 from torch import nn
 
-from scalesched.decision.actions import Action, as_action
+from scalesched.decision.actions import Action, Place, as_action
 from scalesched.decision.features import Decision
 from scalesched.decision.scheduler import BaseScheduler, Scheduler
 from scalesched.errors import InputError
 from scalesched.nn import PolicyNetwork, SrrConfig, srr_losses
 from scalesched.nn.checkpoint import load_checkpoint, save_checkpoint
 from scalesched.nn.common import obs_to_tensors
-from scalesched.nn.observation import observation
+from scalesched.nn.observation import OBSERVED_TOKENS
 from scalesched.nn.scheduler import NetworkScheduler, network_from_checkpoint
 from scalesched.policies import get_policy
 from scalesched.policies.trained import checkpoint_path
@@ -100,6 +107,12 @@ class DaggerConfig:
     """Workflows per training episode."""
     expert: str = "rollout_oracle"
     """Registered policy whose answers are the labels."""
+    observed_tokens: str = "estimate"
+    """Output length the network's decisions are costed at: ``estimate`` (the role's static
+    one, as eft) or ``p90`` (the shipped predictor's, as tail); the checkpoint records it."""
+    order_by_expert: bool = False
+    """Admit the network's placements in the expert's order (its ``Place.priority``) in the
+    episodes and in validation; use the result as ``<expert>:placement=<checkpoint>``."""
     init: str = "scale"
     """Starting weights: a shipped policy's name or a checkpoint path."""
     iterations: int = 4
@@ -161,6 +174,11 @@ class DaggerConfig:
                 check_arrivals(arrivals, max(self.workflows, self.validation_workflows))
             except InputError as exc:
                 raise InputError(source, where, exc.message) from None
+        if self.observed_tokens not in OBSERVED_TOKENS:
+            known = ", ".join(OBSERVED_TOKENS)
+            raise InputError(
+                source, "observed_tokens", f"one of {known}, got {self.observed_tokens!r}"
+            )
         if set(self.validation_seeds) & set(range(100)):
             raise InputError(source, "validation_seeds", "must avoid evaluation's seeds 0-99")
 
@@ -173,6 +191,8 @@ def load_config(
     source = str(path) if path is not None else "config"
     data = read_mapping(path) if path is not None else {}
     data.pop("algorithm", None)
+    if path is not None:
+        _clusters_beside(Path(path).parent, data)
     data.update(set_fields or {})
     data.update({k: v for k, v in overrides.items() if v is not None})
     return validated(DaggerConfig, data, source)
@@ -238,14 +258,22 @@ class Labeller(BaseScheduler):
 
     Only placements are learned: a decision the expert answers with another action (a
     hedge, a deferral) is carried out as the expert's when the expert acts, and left out of
-    the data set."""
+    the data set. With ``in_expert_order`` the student's placement keeps the expert's
+    priority (the engine's admission order); ``data`` None records nothing (validation)."""
 
     name = "dagger"
 
     def __init__(
-        self, student: NetworkScheduler, expert: Scheduler, beta: float, data: Dataset, seed: int
+        self,
+        student: NetworkScheduler,
+        expert: Scheduler,
+        beta: float,
+        data: Dataset | None,
+        seed: int,
+        in_expert_order: bool = False,
     ) -> None:
         self.student, self.expert, self.beta, self.data = student, expert, beta, data
+        self.in_expert_order = in_expert_order
         self.ready_order = expert.ready_order
         self._rng = np.random.default_rng(seed)
         self.labelled = 0
@@ -260,16 +288,23 @@ class Labeller(BaseScheduler):
         action = as_action(answer)
         expert_acts = bool(self._rng.random() < self.beta)
         server = getattr(action, "server", None)
-        if server is not None and not getattr(action, "loads", ()):
+        if self.data is not None and server is not None and not getattr(action, "loads", ()):
             self.data.add(
-                observation(decision, decision.n_servers, self.student.server_dim),
+                self.student.observation(decision),
                 expert_target(self.expert, decision, int(server)),
             )
             self.labelled += 1
         if expert_acts or server is None:
             self.expert_acted += 1
             return answer
-        return self.student.select(decision)
+        mine = self.student.select(decision)
+        priority = getattr(action, "priority", None)
+        if not self.in_expert_order or priority is None:
+            return mine
+        place = as_action(mine)
+        if not isinstance(place, Place):
+            return mine
+        return Place(place.server, place.loads, priority)
 
 
 def load_student(init: str) -> tuple[PolicyNetwork, dict[str, Any]]:
@@ -328,6 +363,17 @@ def fit(
     return {"ce": sums["ce"] / steps, "srr": sums["srr"] / steps, "accuracy": accuracy}
 
 
+def _clusters_beside(folder: Path, data: dict[str, Any]) -> None:
+    """Cluster files a config names by a relative path that exists beside it are taken
+    from there (a preset ships its cluster files in its folder, so it runs from any working
+    directory); any other name is left as written (a preset, or a path from the CWD)."""
+    entries = [data, *(x for x in data.get("more_settings") or [] if isinstance(x, dict))]
+    for entry in entries:
+        name = entry.get("cluster")
+        if isinstance(name, str) and not Path(name).is_absolute() and (folder / name).is_file():
+            entry["cluster"] = str(folder / name)
+
+
 def settings_of(cfg: DaggerConfig) -> list[Setting]:
     """The run's settings: the main one, then ``more_settings``."""
     return [Setting(cfg.cluster, cfg.workload, cfg.load, cfg.arrivals), *cfg.more_settings]
@@ -366,8 +412,14 @@ class Validation:
         heuristic's on the same run: below 1 the network beats it."""
         ratios = []
         for setup, theirs in self.runs():
-            student = NetworkScheduler(copy.deepcopy(net), name="dagger")
-            mine = float(run(setup, student).metrics["avg_response_time_s"])
+            student = NetworkScheduler(
+                copy.deepcopy(net), name="dagger", observed_tokens=self.cfg.observed_tokens
+            )
+            acting: Scheduler = student
+            if self.cfg.order_by_expert:  # the student places, the expert orders
+                expert = get_policy(self.cfg.expert)
+                acting = Labeller(student, expert, 0.0, None, 0, in_expert_order=True)
+            mine = float(run(setup, acting).metrics["avg_response_time_s"])
             ratios.append(mine / theirs if theirs > 0 else math.inf)
         return float(np.mean(ratios))
 
@@ -395,8 +447,9 @@ def train(
             k = cfg.episodes * it + ep
             seed = TRAIN_SEED_BASE + 1000 * cfg.seed + k
             setting = settings[k % len(settings)]
-            student = NetworkScheduler(net, name="dagger")
-            labeller = Labeller(student, get_policy(cfg.expert), beta, data, seed)
+            student = NetworkScheduler(net, name="dagger", observed_tokens=cfg.observed_tokens)
+            expert = get_policy(cfg.expert)
+            labeller = Labeller(student, expert, beta, data, seed, cfg.order_by_expert)
             scenario = Scenario(
                 workload=setting.workload,
                 workflows=cfg.workflows,
@@ -429,6 +482,7 @@ def _payload(
         "network_config": saved["network_config"],
         "state_dict": net.state_dict(),
         "config": asdict(cfg),
+        "observed_tokens": cfg.observed_tokens,
         "metadata": {"name": "dagger", "algorithm": "dagger", **row},
     }
 

@@ -593,10 +593,18 @@ class Trainer:
     def _load_init(self, init: str) -> None:
         """Start from a shipped policy's or a checkpoint's weights (fine-tuning): the
         network the config builds must be the one saved, field by field."""
+        from scalesched.nn.scheduler import checkpoint_observed_tokens
         from scalesched.policies.trained import checkpoint_path
 
         path = checkpoint_path(init)
         data = load_checkpoint(path)
+        if checkpoint_observed_tokens(data, str(path)) != "estimate":
+            raise InputError(
+                str(path),
+                "observed_tokens",
+                f"is {data['observed_tokens']!r}, but PPO's environment observes the "
+                "estimate; continue this network with algorithm: dagger",
+            )
         saved = {"network": data["network"], **data["network_config"]}
         built = {"network": self.cfg.network, **self.cfg.network_config()}
         for key in sorted(saved.keys() | built.keys()):
