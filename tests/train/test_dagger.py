@@ -23,6 +23,22 @@ torch.set_num_threads(1)
 SMALL = Scenario(workload="agentic-mix", workflows=30, load=0.7, seed=100_123)
 
 
+def tiny(out: Path, workflows: int = 25, **fields: object) -> DaggerConfig:
+    """A run small enough for a test: one episode per iteration, one short validation."""
+    base: dict[str, object] = dict(
+        expert="tail",
+        workflows=workflows,
+        iterations=1,
+        episodes=1,
+        epochs=1,
+        load=0.7,
+        validation_seeds=[1000],
+        validation_workflows=workflows,
+        out=str(out),
+    )
+    return DaggerConfig(**{**base, **fields})  # type: ignore[arg-type]
+
+
 def _labelled(beta: float, seed: int = 5) -> tuple[Dataset, Labeller, float]:
     net, _ = load_student("scale")
     data = Dataset()
@@ -65,17 +81,7 @@ def test_fit_moves_the_network_towards_the_labels() -> None:
 
 def test_train_writes_loadable_checkpoints_and_repeats_itself(tmp_path: Path) -> None:
     def once(out: Path) -> str:
-        cfg = DaggerConfig(
-            expert="tail",
-            workflows=25,
-            iterations=2,
-            episodes=1,
-            epochs=1,
-            load=0.7,
-            validation_seeds=[1000],
-            validation_workflows=25,
-            out=str(out),
-        )
+        cfg = tiny(out, iterations=2)
         rows = train(cfg)
         assert [r["iteration"] for r in rows] == [0.0, 1.0]
         assert rows[1]["decisions"] > rows[0]["decisions"]  # aggregated, not replaced
@@ -160,17 +166,11 @@ def test_more_settings_take_turns_in_episodes_and_all_validate(
         return real(cluster, scenario)
 
     monkeypatch.setattr(dagger, "prepare", recording)
-    cfg = DaggerConfig(
-        expert="tail",
+    cfg = tiny(
+        tmp_path,
         workflows=15,
-        iterations=1,
         episodes=2,
-        epochs=1,
-        load=0.7,
         more_settings=[dagger.Setting("hetero-16", "tool-heavy", 0.7, arrivals="bursty")],
-        validation_seeds=[1000],
-        validation_workflows=15,
-        out=str(tmp_path),
     )
     train(cfg)
     episodes, validation = seen[:2], seen[2:]
@@ -245,18 +245,7 @@ def test_a_student_in_the_experts_order_is_that_ordering_over_its_placement() ->
 def test_a_p90_network_is_trained_and_loaded_reading_predicted_lengths(tmp_path: Path) -> None:
     """``observed_tokens: p90``: the labels record what the network will read, the
     checkpoint says so, and loading it acts on the same decisions."""
-    cfg = DaggerConfig(
-        expert="tail",
-        observed_tokens="p90",
-        workflows=25,
-        iterations=1,
-        episodes=1,
-        epochs=1,
-        load=0.7,
-        validation_seeds=[1000],
-        validation_workflows=25,
-        out=str(tmp_path),
-    )
+    cfg = tiny(tmp_path, observed_tokens="p90")
     train(cfg)
     policy = get_policy(str(tmp_path / "best.pt"))
     assert isinstance(policy, NetworkScheduler) and policy.observed_tokens == "p90"
