@@ -4,29 +4,28 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 
+from scalesched.cluster import get_cluster
+from scalesched.cluster.tables import ClusterTables
 from scalesched.decision.features import TaskRequest
 from scalesched.predict.lengths import OutputLengths, token_quantiles
 from scalesched.predict.model import QUANTILES, default_predictor
+from scalesched.runs.setup import Scenario, build_jobs
+from scalesched.sim.engine import Simulation
 
 
 def _call(difficulty_hint: float = 0.0) -> TaskRequest:
-    return TaskRequest(
-        kind="llm",
-        model=2,
-        prompt_tokens=1500,
-        output_tokens_est=400,
-        cpu_work=0.0,
-        ext_latency_est=0.0,
-        parent_servers=(),
-        parent_bytes=(),
-        rank=1.0,
-        workflow_age=0.0,
-        role="planner",
-        pattern="react",
-        difficulty_hint=difficulty_hint,
-    )
+    """The first LLM call a simulation asks about, with the given length signal."""
+    spec = get_cluster("hetero-8")
+    sim = Simulation(spec, build_jobs(ClusterTables(spec), Scenario(workflows=5, seed=1)))
+    decision = sim.next_decision()
+    while decision is not None and decision.task.kind != "llm":
+        sim.apply(int(np.flatnonzero(decision.mask)[0]))
+        decision = sim.next_decision()
+    assert decision is not None
+    return dataclasses.replace(decision.task, difficulty_hint=difficulty_hint)
 
 
 def test_a_level_is_the_predictors_quantile_rounded_to_whole_tokens() -> None:
