@@ -87,9 +87,10 @@ def test_eft_runs_every_workflow_with_the_simulators_metrics(ray_cluster: LocalC
     assert (result.response_times >= result.lower_bounds * 0.99).all()
     # Each tool holds a core for cpu_work / core_speed, then waits ext_latency: its measured
     # duration is the cost model's plus the sleeps' overshoot, which a loaded machine only
-    # lengthens. So the fastest tool shows the time scale (1.05 measured, the median 1.26
-    # beside a simulator process; 0.90 once, a 10 ms wall sleep timed a hair short), and a
-    # scale misapplied by 1.5x either way (0.67 or 1.5) fails here.
+    # lengthens (the agent sleeps again when uvloop's timer wakes it early), so no tool
+    # measures short of its model time: the fastest shows the time scale (1.05 measured, the
+    # median 1.26 beside a simulator process), and a scale misapplied by 1.5x either way
+    # (0.67 or 1.5) fails here.
     spec_of = {(j.workflow_id, t.id): t for j in jobs for t in j.workflow.tasks}
     ratios = []
     for rec in (r for r in result.trace if r.kind == "tool"):
@@ -97,7 +98,7 @@ def test_eft_runs_every_workflow_with_the_simulators_metrics(ray_cluster: LocalC
         expected = task.cpu_work / TABLES.core_speed[rec.server] + task.ext_latency
         if expected > 0:
             ratios.append((rec.end - rec.start) / expected)
-    assert len(ratios) >= 8 and 0.8 < min(ratios) < 1.25, sorted(ratios)
+    assert len(ratios) >= 8 and 0.99 < min(ratios) < 1.25, sorted(ratios)
     fid = fidelity(SPEC, jobs, get_policy("eft"), m, result.response_times, tables=TABLES)
     # Measured / simulated response time. Ray round trips only add time (2-5 ms of wall per
     # task, i.e. 0.1-0.25 model s at this time scale, on a critical path of about ten tasks;
