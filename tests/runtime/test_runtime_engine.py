@@ -5,7 +5,6 @@ both, and a request that does not fit in KV memory waits for the one ahead of it
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -13,6 +12,7 @@ import pytest
 from scalesched.cluster.model import ClusterSpec, ServerSpec
 from scalesched.cluster.tables import MODEL_INDEX
 from scalesched.policies import get_policy
+from scalesched.runtime import agent as agent_module
 from scalesched.runtime.agent import ServerAgent, TaskSpec
 from scalesched.sim.run import simulate
 from scalesched.workload.instance import Job, TaskInstance, WorkflowInstance
@@ -29,13 +29,12 @@ def llm_spec(task: str, prompt: int, output: int) -> TaskSpec:
 def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """Every sleep the agent takes, in model seconds (time_scale 1), without waiting."""
     taken: list[float] = []
-    real: Callable[..., Awaitable[Any]] = asyncio.sleep
 
-    async def fake(seconds: float, result: Any = None) -> Any:
+    async def fake(seconds: float) -> None:
         taken.append(seconds)
-        return await real(0, result)
+        await asyncio.sleep(0)
 
-    monkeypatch.setattr(asyncio, "sleep", fake)
+    monkeypatch.setattr(agent_module, "sleep_at_least", fake)
     return taken
 
 
