@@ -197,9 +197,10 @@ def worse_than_base_notes(rows: Sequence[PolicyRow]) -> list[str]:
     with one fast server for five slow ones, and a 60 s view 0.961x)."""
     means = {r.name: r.mean_s for r in rows}
     return [
-        f"{r.name} is {r.mean_s / means[r.base]:.3f}x its base {r.base}: its lookahead is too "
-        "short to see what its placements cost here, so its gain is no measure of headroom; "
-        "try a longer view (horizon_s=60)"
+        f"{r.name} is {r.mean_s / means[r.base]:.3f}x its base {r.base}: its lookahead does "
+        "not see what its placements cost here (a view too short, or sampled futures too far "
+        "from the true one), so its gain is no measure of headroom; try a longer horizon_s, "
+        "and more seeds where the ratio is within a percent of 1"
         for r in rows
         if r.oracle and r.base in means and r.mean_s > means[r.base]
     ]
