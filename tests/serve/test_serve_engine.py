@@ -108,14 +108,16 @@ def test_timing_follows_the_cost_model_and_batching_slows_steps():
     alone = asyncio.run(run(1))
     model = perf.prefill_s(100) + sum(perf.decode_step_s(1, 100 + out // 2) for _ in range(out))
     # A loaded machine only slows the engine down: its pace is never faster than the model,
-    # and a wrong time scale (10x off either way) fails the loose upper bound.
-    assert model * 0.95 < alone < model * 3, (alone, model)
+    # and a wrong time scale (10x off either way) fails the loose upper bound. The bound is
+    # 5x, not 3x: 64 streams served and read by one event loop on two busy cores (the full
+    # suite, Ray's leftovers beside it) measured 3.08x the model once in CI; it passes alone.
+    assert model * 0.95 < alone < model * 5, (alone, model)
     # 64 at once: the model's steps are 1.56x slower than alone, a margin the noise of a
     # loaded machine cannot cross (8 at once differ by 5%, too close to call).
     many = asyncio.run(run(64))
     model_many = perf.prefill_s(100) + out * perf.decode_step_s(64, 64 * (100 + out // 2))
     assert many > alone * 1.2, (many, alone)
-    assert model_many * 0.95 < many < model_many * 3, (many, model_many)
+    assert model_many * 0.95 < many < model_many * 5, (many, model_many)
 
 
 def test_metrics_show_running_and_waiting_under_a_full_batch():
