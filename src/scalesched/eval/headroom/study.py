@@ -193,8 +193,9 @@ def _run_one(
 def worse_than_base_notes(rows: Sequence[PolicyRow]) -> list[str]:
     """A note for each rollout row whose mean is above its base's: such an oracle is not
     an upper bound on what a scheduler can win here (its view ends before the cost of the
-    placements it weighs; docs/headroom-map.md measured a 20 s view 1.107x ``tail`` on a mix
-    with one fast server for five slow ones, and a 60 s view 0.961x)."""
+    placements it weighs, or its sampled futures are too far from the true one;
+    docs/headroom-map.md measured a 20 s view 1.107x ``tail`` on a mix with one fast server
+    for five slow ones, and a 60 s view 0.961x)."""
     means = {r.name: r.mean_s for r in rows}
     return [
         f"{r.name} is {r.mean_s / means[r.base]:.3f}x its base {r.base}: its lookahead does "
