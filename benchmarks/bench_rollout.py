@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from scalesched.decision.cycle import Watched
-from scalesched.eval.stats import mean_ci_text, paired_ratios
 from scalesched.policies import get_policy
 from scalesched.policies.rollout import RolloutScheduler, SampledRolloutScheduler
 from scalesched.runs.setup import Scenario, prepare, run
+from scalesched.stats import mean_ci_text, paired_ratios
 
 STATS = ("avg_response_time_s", "p99_response_time_s")
 

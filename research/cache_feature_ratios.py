@@ -13,7 +13,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from scalesched.eval.stats import mean_ci_text
+from scalesched.stats import mean_ci_text
 
 STATS = ("avg_response_time_s", "p95_response_time_s", "ttft_p95_s", "prefix_hit_rate")
 

@@ -30,7 +30,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from scalesched.eval.stats import mean_ci
+from scalesched.stats import mean_ci
 
 SAMPLERS = ("envsched", "uniform")
 METRICS = ("steps_to_best_heuristic", "best_val_ratio", "last_val_ratio", "mean_val_ratio")

@@ -37,9 +37,9 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import NamedTuple
 
-from scalesched.eval.stats import mean_ci_text, paired_ratio_ci
 from scalesched.policies import BEST_HEURISTIC_CANDIDATES, best_heuristic
 from scalesched.policies.options import split_policy_list
+from scalesched.stats import mean_ci_text, paired_ratio_ci
 
 WORKLOADS = ("agentic-mix", "tool-heavy", "coordinator", "best-of-n", "self-consistency")
 LOADS = (0.5, 0.7, 0.9)

@@ -23,8 +23,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from scalesched.eval.stats import mean_ci_text, mean_sd
 from scalesched.runs.setup import Scenario, prepare, run
+from scalesched.stats import mean_ci_text, mean_sd
 
 KEYS = (
     "avg_response_time_s",

@@ -35,12 +35,12 @@ from kv_study import write_rows  # a sibling: one CSV layout for the cache studi
 
 from scalesched.cluster import get_cluster
 from scalesched.cluster.tables import ClusterTables
-from scalesched.eval.stats import half_width
 from scalesched.kernel.metrics import LogitsRecord
 from scalesched.policies import get_policy
 from scalesched.runs.setup import Scenario, prepare, run
 from scalesched.sim.engine import Simulation
 from scalesched.sim.run import drive_simulation
+from scalesched.stats import half_width
 from scalesched.workload.agent_patterns import best_of_n, self_consistency, tree_of_thought
 from scalesched.workload.instance import Job
 from scalesched.workload.sessions import mark_replays, replay_rng

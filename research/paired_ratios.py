@@ -15,7 +15,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from scalesched.eval.stats import mean_ci_text, paired_ratios
+from scalesched.stats import mean_ci_text, paired_ratios
 
 STATS = ("avg_response_time_s", "p50_response_time_s", "p95_response_time_s", "p99_response_time_s")
 

@@ -33,10 +33,10 @@ import torch
 from scalesched.decision import Place
 from scalesched.decision.features import ENGINE_ABSENT, Decision
 from scalesched.decision.scheduler import Scheduler
-from scalesched.eval.stats import mean_ci_text
 from scalesched.policies import get_policy
 from scalesched.policies.tail import ScaleOutTailScheduler, TailScheduler
 from scalesched.runs.setup import Scenario, prepare, run
+from scalesched.stats import mean_ci_text
 
 STATS = ("avg_response_time_s", "p50_response_time_s", "p99_response_time_s")
 

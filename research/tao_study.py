@@ -8,7 +8,7 @@ the heuristics on the same runs, per preset, load, seed and KV policy, with seed
 1430 workflows leave 1001 measured (20% warm-up and 10% cool-down excluded, as ``eval``
 does). The best heuristic of a (preset, load, KV policy) is the one of ``--heuristics``
 with the lowest mean response averaged over the seeds; tao's ratios to it are paired by
-seed (Student-t half-widths, ``scalesched.eval.stats``). Besides the engine's TTFT
+seed (Student-t half-widths, ``scalesched.stats``). Besides the engine's TTFT
 (landing to the end of prefill) each run reports ``llm_admit_wait``: ready to admission
 of the LLM calls, from the trace, which counts the time a deferred call spends in the
 deferred queue (TTFT does not: a deferred call has not landed). Writes rows.csv and
@@ -31,11 +31,11 @@ import numpy as np
 from kv_study import write_rows  # a sibling: one CSV layout for the cache studies
 
 from scalesched.cluster.tables import MODEL_INDEX, ClusterTables
-from scalesched.eval.stats import mean_ci_text, mean_sd
 from scalesched.kernel.records import lower_bound
 from scalesched.policies import get_policy
 from scalesched.runs.setup import Scenario, prepare, run
 from scalesched.runs.windows import default_cooldown, default_warmup
+from scalesched.stats import mean_ci_text, mean_sd
 from scalesched.workload.instance import Job
 
 HEURISTICS = "eft,least_loaded,kv_aware,p2c,cache_aware,soft_eft"

@@ -22,7 +22,7 @@ import scalesched
 PACKAGE = Path(scalesched.__file__).parent
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "workload", "cluster"),  # specs: plain data, no execution
+    ("errors", "stats", "workload", "cluster"),  # specs: plain data and plain statistics
     ("decision",),  # the contract
     ("kernel", "sim", "runtime", "cache", "serve"),  # executors
     ("predict", "nn", "policies", "static"),  # policies

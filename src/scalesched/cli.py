@@ -126,6 +126,30 @@ PolicyOpt = Annotated[
     ),
 ]
 WorkflowsOpt = Annotated[int, typer.Option(help="Number of workflows that arrive.")]
+AutoWorkflowsOpt = Annotated[
+    str,
+    typer.Option(
+        "--workflows",
+        help="Workflows per run, or 'auto': start at max(2000, 16 x servers) and double "
+        "until the 95% CI is within --precision of the figure and the runs are steady "
+        "(at most --max-workflows).",
+    ),
+]
+PrecisionOpt = Annotated[
+    float,
+    typer.Option(
+        help="With --workflows auto: the CI half-width to reach, as a share of the figure "
+        "(a run's mean response time; in eval and demo, the learned policy's paired ratio "
+        "to the best heuristic, or the best heuristic's mean without one)."
+    ),
+]
+MaxWorkflowsOpt = Annotated[
+    int | None,
+    typer.Option(
+        help="With --workflows auto: the longest run tried [default: max(32000, 4 x the "
+        "first run)]."
+    ),
+]
 LoadOpt = Annotated[
     float,
     typer.Option(
@@ -137,14 +161,14 @@ WarmupOpt = Annotated[
     int | None,
     typer.Option(
         help="First workflows (in arrival order) run but left out of the metrics "
-        "[default: 20% of --workflows]."
+        "[default: found from the run's responses by MSER-5]."
     ),
 ]
 CooldownOpt = Annotated[
     int | None,
     typer.Option(
-        help="Last workflows left out of the metrics (they run while arrivals stop) "
-        "[default: 10% of --workflows]."
+        help="Last workflows left out of the metrics: a run-out that keeps the cluster "
+        "loaded while the measured workflows finish [default: 10% of --workflows]."
     ),
 ]
 RateOpt = Annotated[
@@ -191,8 +215,10 @@ ForceOpt = Annotated[
 def simulate(
     cluster: ClusterOpt = "hetero-16",
     workload: WorkloadOpt = "agentic-mix",
-    policy: PolicyOpt = "eft",
-    workflows: WorkflowsOpt = 1500,
+    policy: PolicyOpt = "tail",
+    workflows: AutoWorkflowsOpt = "1500",
+    precision: PrecisionOpt = 0.01,
+    max_workflows: MaxWorkflowsOpt = None,
     load: LoadOpt = 0.7,
     rate: RateOpt = None,
     arrivals: ArrivalsOpt = "poisson",
@@ -211,32 +237,44 @@ def simulate(
     tool_cache: ToolCacheOpt = "off",
     logits_cache: LogitsCacheOpt = "off",
 ) -> None:
-    """Simulate one workload on one cluster with one policy and report response times."""
+    """Simulate one workload on one cluster with one policy and report response times
+    (``--workflows auto`` grows the run until its mean is as precise as asked)."""
     from scalesched.commands.simulate import (
         Recording,
         cache_modes,
         report_simulation,
         show_progress,
+        simulate_auto,
         simulate_run,
     )
+    from scalesched.runs.length import check_precision, parse_workflows
     from scalesched.runs.setup import Scenario, prepare
 
     check_outputs(trace, gantt)
     caches = cache_modes(kv_policy, tool_cache, logits_cache, tool_repeat)
     spec, scheduler = cluster_and_policy(cluster, policy)
-    scenario = Scenario(
-        workload=workload,
-        workflows=workflows,
-        load=load,
-        rate=rate,
-        arrivals=arrivals,
-        seed=seed,
-        tool_repeat=tool_repeat,
-    )
-    setup = prepare(spec, scenario, deployment=deployment)
-    recording = Recording(trace, gantt, warmup, cooldown)
-    show = show_progress(progress, as_json)
-    result = simulate_run(setup, scheduler, caches, recording, f"{policy} on {spec.name}", show)
+    count = parse_workflows(workflows)
+    check_precision(precision)
+
+    def run_at(n: int) -> Any:
+        scenario = Scenario(
+            workload=workload,
+            workflows=n,
+            load=load,
+            rate=rate,
+            arrivals=arrivals,
+            seed=seed,
+            tool_repeat=tool_repeat,
+        )
+        setup = prepare(spec, scenario, deployment=deployment)
+        recording = Recording(trace, gantt, warmup, cooldown)
+        show = show_progress(progress, as_json)
+        return simulate_run(setup, scheduler, caches, recording, f"{policy} on {spec.name}", show)
+
+    if count is None:
+        result = simulate_auto(run_at, len(spec), arrivals, precision, max_workflows, as_json)
+    else:
+        result = run_at(count)
     chart_title = f"{policy} on {spec.name}, {workload}, seed {seed}"
     write_run_outputs(result, trace, gantt, chart_title, trace_written=gantt is None)
     title = f"{policy} on {spec.name} ({len(spec)} servers), {workload}, seed {seed}"
@@ -513,33 +551,35 @@ DEFAULT_EVAL_POLICIES = (
 every policy), so the default study's "best heuristic" is the full definition's."""
 
 
+EvalPoliciesOpt = Annotated[
+    str,
+    typer.Option(
+        help="Comma-separated scheduler names (with options as NAME:KEY=VALUE,..., e.g. "
+        "rollout:horizon_s=10) or checkpoint paths."
+    ),
+]
+NodesOpt = Annotated[str, typer.Option(help="Comma-separated cluster sizes N (hetero-N).")]
+ClustersOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="Comma-separated named clusters (presets or YAML files) to compare on "
+        "instead of hetero-N; one per size, which replaces --nodes."
+    ),
+]
+
+
 @app.command("eval")
 @clean_errors
 def evaluate(
-    policies: Annotated[
-        str,
-        typer.Option(
-            help="Comma-separated scheduler names (with options as NAME:KEY=VALUE,..., e.g. "
-            "rollout:horizon_s=10) or checkpoint paths."
-        ),
-    ] = DEFAULT_EVAL_POLICIES,
-    nodes: Annotated[
-        str, typer.Option(help="Comma-separated cluster sizes N (hetero-N).")
-    ] = "16,32,48,64,96,128",
-    clusters: Annotated[
-        str | None,
-        typer.Option(
-            help="Comma-separated named clusters (presets or YAML files) to compare on "
-            "instead of hetero-N; one per size, which replaces --nodes."
-        ),
-    ] = None,
+    policies: EvalPoliciesOpt = DEFAULT_EVAL_POLICIES,
+    nodes: NodesOpt = "16,32,48,64,96,128",
+    clusters: ClustersOpt = None,
     seeds: Annotated[str, typer.Option(help="Number of seeds (0..K-1) or a comma list.")] = "5",
     workload: WorkloadOpt = "agentic-mix",
     load: Annotated[float, typer.Option(help="Arrival rate as a fraction of capacity.")] = 0.7,
-    workflows: Annotated[
-        int,
-        typer.Option(help="Workflows per run (first 20% warm-up, last 10% cool-down unmeasured)."),
-    ] = 1500,
+    workflows: AutoWorkflowsOpt = "auto",
+    precision: PrecisionOpt = 0.01,
+    max_workflows: MaxWorkflowsOpt = None,
     arrivals: ArrivalsOpt = "poisson",
     out: Annotated[Path, typer.Option(help="Folder for results.csv, summary and plots.")] = Path(
         "results/study"
@@ -571,6 +611,7 @@ def evaluate(
     """Compare policies across cluster sizes and seeds on identical workloads."""
     from scalesched.eval.study import StudyConfig, seeds_from
     from scalesched.policies.options import split_policy_list
+    from scalesched.runs.length import parse_workflows
     from scalesched.workload.repeats import check_repeat_probability
 
     sizes, names = _study_clusters(nodes, clusters, deployment)
@@ -581,7 +622,7 @@ def evaluate(
         seeds=seeds_from(seeds),
         workload=workload,
         load=load,
-        workflows=workflows,
+        workflows=parse_workflows(workflows),
         deployment=str(deployment) if deployment is not None else None,
         kv_policy=kv_policy_mode(kv_policy),
         tool_repeat=check_repeat_probability(tool_repeat),
@@ -593,7 +634,8 @@ def evaluate(
         raise InputError("--slo", "slo", "must be a finite multiple >= 1 of the lower bound")
     executor = "ray" if ray_address or ray_local else "process"
     title = "scalesched evaluation"
-    _study(cfg, out, jobs, as_json, progress, title, executor, ray_address, slo, force)
+    _study(cfg, out, jobs, as_json, progress, title, executor, ray_address, slo, force,
+           precision=precision, max_workflows=max_workflows)  # fmt: skip
 
 
 def _study_clusters(
@@ -625,17 +667,23 @@ def _study(
     ray_address: str | None = None,
     slo: float | None = None,
     force: bool = False,
+    *,
+    precision: float = 0.01,
+    max_workflows: int | None = None,
 ) -> None:
     from scalesched.eval.pipeline import run_and_report
+    from scalesched.runs.length import check_precision
     from scalesched.sim.scenario import MAX_WORKFLOWS, check_arrivals
 
-    if not 1 <= cfg.workflows <= MAX_WORKFLOWS:
-        raise InputError(
-            "--workflows", "workflows", f"must be in [1, {MAX_WORKFLOWS}], got {cfg.workflows}"
-        )
+    check_precision(precision)
+    for value in (cfg.workflows, max_workflows):
+        if value is not None and not 1 <= value <= MAX_WORKFLOWS:
+            raise InputError(
+                "--workflows", "workflows", f"must be in [1, {MAX_WORKFLOWS}], got {value}"
+            )
     if not (math.isfinite(cfg.load) and cfg.load > 0):
         raise InputError("--load", "load", f"must be a positive finite number, got {cfg.load}")
-    check_arrivals(cfg.arrivals, cfg.workflows)
+    check_arrivals(cfg.arrivals, cfg.workflows or 2)
     if jobs is not None and not 1 <= jobs <= 1024:
         raise InputError("--jobs", "jobs", f"must be in [1, 1024], got {jobs}")
     try:
@@ -655,6 +703,9 @@ def _study(
             ray_address=ray_address,
             slo=slo,
             force=force,
+            precision=precision,
+            max_workflows=max_workflows,
+            say=lambda line: err_console.print(line, markup=False, highlight=False),
         )
     if as_json:
         print_json(summary)
@@ -677,10 +728,9 @@ fixed-size baseline that cannot run past N = 16 (two cheap runs that show why SC
 size-free network matters). The PPO-trained variants are left to ``eval``
 (docs/reproduction.md): each adds six neural runs, the demo's slowest kind (a third of its
 time each)."""
-DEMO_WORKFLOWS = 1500
-"""Workflows per demo run: at 1000 (700 measured) 19 of 56 runs failed the steady-state
-check, the best heuristic's among them, so no verdict could be given; the docs' studies
-run 1500."""
+DEMO_MAX_WORKFLOWS = 8000
+"""The demo's longest run under ``--workflows auto`` (2000, 4000, 8000 tried): the main job
+must end in minutes on two cores; its summary says whether the precision was reached."""
 
 
 @app.command()
@@ -690,10 +740,9 @@ def demo(
         "results/demo"
     ),
     seeds: Annotated[str, typer.Option(help="Number of seeds or a comma list.")] = "2",
-    workflows: Annotated[
-        int,
-        typer.Option(help="Workflows per run (first 20% warm-up, last 10% cool-down unmeasured)."),
-    ] = DEMO_WORKFLOWS,
+    workflows: AutoWorkflowsOpt = "auto",
+    precision: PrecisionOpt = 0.01,
+    max_workflows: MaxWorkflowsOpt = DEMO_MAX_WORKFLOWS,
     jobs: Annotated[int | None, typer.Option(help="Worker processes.")] = None,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
     force: ForceOpt = False,
@@ -702,14 +751,25 @@ def demo(
     every best-heuristic candidate at N = 16, 32, 48, at steady state (load 0.7 of measured
     capacity), ending with a one-line verdict."""
     from scalesched.eval.study import StudyConfig, seeds_from
+    from scalesched.runs.length import parse_workflows
 
     cfg = StudyConfig(
         policies=demo_policies(),
         nodes=DEMO_SIZES,
         seeds=seeds_from(seeds),
-        workflows=workflows,
+        workflows=parse_workflows(workflows),
     )
-    _study(cfg, out, jobs, False, progress, "scalesched demo", force=force)
+    _study(
+        cfg,
+        out,
+        jobs,
+        False,
+        progress,
+        "scalesched demo",
+        force=force,
+        precision=precision,
+        max_workflows=max_workflows,
+    )
 
 
 def demo_policies() -> tuple[str, ...]:

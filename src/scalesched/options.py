@@ -81,6 +81,8 @@ RANGES: dict[str, Range] = {
     "--rate": _positive(MAX_RATE),
     "--load": _positive(100.0),
     "--workflows": _count(1, MAX_WORKFLOWS),
+    "--max-workflows": _count(1, MAX_WORKFLOWS),
+    "--precision": Range(0, 1, lo_open=True),
     "--seed": _count(0, MAX_SEED),
     "--warmup": _count(0, MAX_WORKFLOWS),
     "--cooldown": _count(0, MAX_WORKFLOWS),

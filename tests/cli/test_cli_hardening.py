@@ -57,7 +57,7 @@ def test_python_dash_m_and_import_registers_the_env() -> None:
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
-        (["simulate", "--workflows", "1e9"], "Invalid value for '--workflows'"),
+        (["simulate", "--workflows", "1e9"], "--workflows: expected a positive count or 'auto'"),
         (["simulate", "--bogus"], "No such option: --bogus"),
         (["simulate", "--seed"], "requires an argument"),
         (["nosuchcommand"], "No such command"),

@@ -43,6 +43,47 @@ def test_a_stable_queue_is_steady_and_an_overloaded_one_is_not() -> None:
     assert overloaded.trend > 1.5
 
 
+def test_the_warm_up_is_found_and_a_falling_mean_is_not_steady() -> None:
+    arrivals, rt = _stream(rate=0.7, service=1.0, n=4000)
+    cold = rt + 60.0 * np.exp(-np.arange(rt.size) / 150.0)  # a cold start, then steady
+    found = measurement_window(arrivals, cold, warmup=None, cooldown=400)
+    assert found.steady and found.cut_method == "mser-5"
+    assert 300 <= found.cut <= 1800  # past the transient, in the first half
+    # The same cold start stretched over the whole run: its mean is still falling.
+    falling = rt + 60.0 * np.exp(-np.arange(rt.size) / 3000.0)
+    verdict = measurement_window(arrivals, falling, warmup=None, cooldown=400)
+    assert not verdict.steady and not verdict.overloaded
+    assert any("falling" in r or "second half" in r for r in verdict.reasons)
+
+
+def test_a_run_shorter_than_its_responses_says_so() -> None:
+    arrivals = np.linspace(0.0, 16.0, 2000)  # 2000 workflows in 16 s, each taking 30 s
+    w = measurement_window(arrivals, np.full(2000, 30.0), warmup=None, cooldown=200)
+    assert not w.steady and not w.overloaded
+    assert "less than 4 mean responses" in w.reasons[0]
+
+
+def test_overload_is_marked_so_a_longer_run_is_not_tried() -> None:
+    arrivals, rt = _stream(rate=1.2, service=1.0, n=3000)
+    w = measurement_window(arrivals, rt, warmup=None, cooldown=300)
+    assert not w.steady and w.overloaded
+    assert any("rising" in r for r in w.reasons)
+
+
+def test_the_mean_carries_its_batch_means_interval() -> None:
+    arrivals, rt = _stream(rate=0.7, service=1.0, n=3000)
+    w = measurement_window(arrivals, rt, warmup=None, cooldown=300)
+    kept = rt[np.argsort(arrivals)][w.cut : 2700]
+    assert np.isclose(w.mean, kept[kept.size % w_batches(w) :].mean())
+    assert 0 < w.half_width < 0.2 * w.mean and w.ci_method.startswith("batch means")
+
+
+def w_batches(w: object) -> int:
+    """The batch count a window's interval used, read back from its method text."""
+    text = str(w.ci_method)
+    return int(text.split("(")[1].split(" batches")[0])
+
+
 def test_too_few_measured_workflows_get_no_steady_verdict() -> None:
     arrivals, rt = _stream(rate=0.5, service=1.0, n=30)
     assert not measurement_window(arrivals, rt, warmup=5, cooldown=5).steady

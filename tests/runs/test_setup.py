@@ -48,10 +48,13 @@ def test_run_gives_the_figures_of_the_explicit_chain() -> None:
     assert ours == theirs
 
 
-def test_default_window_is_the_studys() -> None:
-    setup = prepare(TABLES, Scenario(workflows=50, rate=0.5, seed=1))
+def test_default_window_is_found_and_keeps_the_run_out() -> None:
+    setup = prepare(TABLES, Scenario(workflows=200, rate=0.5, seed=1))
     m = run(setup, get_policy("least_loaded")).metrics
-    assert (m["warmup_workflows"], m["cooldown_workflows"]) == (10, 5)
+    assert m["warmup_method"] == "mser-5" and m["cooldown_workflows"] == 20
+    assert m["warmup_workflows"] % 5 == 0 and m["warmup_workflows"] < 90
+    fixed = run(setup, get_policy("least_loaded"), warmup=40).metrics
+    assert (fixed["warmup_method"], fixed["warmup_workflows"]) == ("fixed", 40)
 
 
 def test_a_deployment_changes_the_tables_not_the_jobs(tmp_path: Path) -> None:

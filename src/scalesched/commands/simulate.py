@@ -7,7 +7,9 @@ figure comes from ``scalesched.runs.setup.run``.
 
 from __future__ import annotations
 
+import math
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,7 +70,7 @@ def simulate_run(
     """One simulator run of ``setup``, its progress shown when ``show``; refuses a run
     whose figures are not finite or that did not complete."""
     from scalesched.runs.setup import run
-    from scalesched.runs.windows import default_cooldown, default_warmup
+    from scalesched.runs.windows import default_cooldown
 
     n_jobs = len(setup.jobs)
     gantt = recording.gantt
@@ -79,7 +81,9 @@ def simulate_run(
             record_trace=gantt is not None,  # the chart needs every record; a trace does not
             trace_path=recording.trace if gantt is None else None,
             on_workflow_done=tick,
-            warmup=window_size(recording.warmup, n_jobs, "--warmup", default_warmup),
+            warmup=None  # found from the responses (MSER-5)
+            if recording.warmup is None
+            else window_size(recording.warmup, n_jobs, "--warmup", lambda n: 0),
             cooldown=window_size(recording.cooldown, n_jobs, "--cooldown", default_cooldown),
             kv_policy=caches.kv,
             tool_cache=caches.tool_cache,
@@ -104,3 +108,43 @@ def report_simulation(metrics: dict[str, Any], title: str, as_json: bool) -> Non
     console.print(metrics_table(title, metrics))
     if not metrics["steady_state"]:
         err_console.print(f"note: {steady_state_note(metrics)}")
+
+
+def simulate_auto(
+    run_at: Callable[[int], Any],
+    n_servers: int,
+    arrivals: str,
+    precision: float,
+    max_workflows: int | None,
+    as_json: bool,
+) -> Any:
+    """``--workflows auto``: ``run_at`` at doubling lengths until the run is steady and its
+    mean's batch-means interval is within ``precision`` (``scalesched.runs.length``); one
+    plain line per length on stderr. The last run is the answer; its metrics say how many
+    workflows it took and whether the precision was reached."""
+    from scalesched.runs.length import Attempt, check_steady_arrivals, grow
+
+    check_steady_arrivals(arrivals)
+    last: dict[str, Any] = {}
+
+    def attempt_at(n: int) -> Attempt:
+        result = run_at(n)
+        last["result"] = result
+        m = result.metrics
+        return Attempt(
+            n,
+            float(m["avg_response_time_s"]),
+            float(m["avg_response_time_ci_s"]) if m["avg_response_time_ci_s"] >= 0 else math.inf,
+            bool(m["steady_state"]),
+            bool(m["overloaded"]),
+        )
+
+    def say(line: str) -> None:
+        err_console.print(line, markup=False, highlight=False)
+
+    final, tried = grow(attempt_at, n_servers, precision, cap=max_workflows, say=say)
+    metrics = last["result"].metrics
+    metrics["workflows_auto"] = ",".join(str(a.workflows) for a in tried)
+    metrics["precision_target"] = precision
+    metrics["precision_reached"] = final.precise(precision)
+    return last["result"]

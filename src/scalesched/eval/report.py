@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from scalesched.eval.stats import mean_ci, paired_ratio_ci, paired_ratios
 from scalesched.eval.study import STATUS_OK
+from scalesched.eval.windows import paired_series
 from scalesched.policies import (
     BEST_HEURISTIC_CANDIDATES,
     HEURISTICS,
@@ -17,6 +17,7 @@ from scalesched.policies import (
     best_heuristic,
     is_learned,
 )
+from scalesched.stats import mean_ci, paired_batch_ratio, paired_ratio_ci, paired_ratios
 
 FIRST_COLUMNS = ["policy", "n_servers", "seed", "status", "workload", "load"]
 
@@ -35,11 +36,13 @@ def json_ready(value: Any) -> Any:
 
 
 def write_results_csv(rows: Sequence[dict[str, Any]], path: Path) -> None:
+    """One line per run; the per-workflow series a study keeps in memory (keys starting
+    with ``_``) are not written."""
     keys: list[str] = list(FIRST_COLUMNS)
     for row in rows:
-        keys += [k for k in row if k not in keys]
+        keys += [k for k in row if k not in keys and not k.startswith("_")]
     with path.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=keys, restval="")
+        writer = csv.DictWriter(fh, fieldnames=keys, restval="", extrasaction="ignore")
         writer.writeheader()
         for row in rows:
             writer.writerow(row)
@@ -77,9 +80,10 @@ def summarise(
         for p in policies:
             if best and "mean_rt" in entry[p]:
                 entry[p]["ratio_to_best_heuristic"] = entry[p]["mean_rt"] / entry[best]["mean_rt"]
-                paired, paired_ci = paired_ratio(rows, p, best, n)
+                paired, paired_ci, method = paired_ratio_with_method(rows, p, best, n)
                 entry[p]["paired_ratio_to_best"] = paired
                 entry[p]["paired_ratio_to_best_ci"] = paired_ci
+                entry[p]["paired_ratio_method"] = method
         srr: dict[str, Any] = dict(_srr_gain(rows, n))
         _withhold_unsteady(entry, best, srr, force)
         out["by_n"][n] = {"policies": entry, "best_heuristic": best, **srr}
@@ -165,6 +169,25 @@ def paired_ratio(
     return paired_ratio_ci(_rt_by_seed(rows, policy, n), _rt_by_seed(rows, baseline, n))
 
 
+REPLICATIONS = "seed-paired replications (Student t over seeds)"
+"""The interval of a ratio read back from results without per-workflow series."""
+
+
+def paired_ratio_with_method(
+    rows: Sequence[dict[str, Any]], policy: str, baseline: str, n: int
+) -> tuple[float, float, str]:
+    """The paired ratio, its half-width and the method: paired batch means on the shared
+    window when the rows carry their series (every study run here), else seed-paired
+    replications. The rule is fixed, never the tighter of the two."""
+    from scalesched.eval.windows import paired_ratio_rows
+
+    ci = paired_ratio_rows(rows, policy, baseline, n)
+    if ci is not None:
+        return ci.ratio, ci.half_width, ci.method
+    m, h = paired_ratio(rows, policy, baseline, n)
+    return m, h, REPLICATIONS
+
+
 def _srr_gain(rows: Sequence[dict[str, Any]], n: int) -> dict[str, float]:
     """1 - scale/scale-nosrr on mean response time, seed-paired, when both were run."""
     gains: dict[str, float] = {}
@@ -245,10 +268,26 @@ def summary_markdown(summary: dict[str, Any], header: str = "") -> str:
             elif mark:
                 lines.append(f"\n{label}: {NOT_STEADY}")
                 withheld = True
-    lines.append("\nMean ± half-width of the 95% confidence interval over seeds (Student t).")
+    lines.append(
+        "\nMean and p95: ± half-width of the 95% confidence interval over seeds (Student t). "
+        f"RT / best heuristic: 95% CI by {_ratio_methods(summary)}; every policy of a seed is "
+        "measured over the same workflows (the largest warm-up cut MSER-5 found among them)."
+    )
     if withheld:
         lines.append(UNSTEADY_NOTE)
     return "\n".join(lines) + "\n"
+
+
+def _ratio_methods(summary: dict[str, Any]) -> str:
+    """The methods behind the summary's ratio intervals, named once each."""
+    found = [
+        e["paired_ratio_method"]
+        for n in summary["sizes"]
+        for e in summary["by_n"][n]["policies"].values()
+        if "paired_ratio_method" in e
+    ]
+    kinds = dict.fromkeys(m.split(" (")[0] for m in found)
+    return ", ".join(kinds) or "no ratio"
 
 
 UNSTEADY_NOTE = (
@@ -290,11 +329,14 @@ def verdict(
     if not best_of:
         return f"Verdict: none for {policy}: no size where it and a candidate heuristic both ran."
     ratios: list[float] = []
+    pairs: list[tuple[Any, Any]] | None = []
     lower: list[float] = []
     unsteady = 0
     for n, best in best_of.items():
         a, b = _rt_by_seed(rows, policy, n), _rt_by_seed(rows, best, n)
         ratios += [a[s] / b[s] for s in sorted(set(a) & set(b))]
+        found = paired_series(rows, policy, best, n)
+        pairs = None if found is None or pairs is None else pairs + found
         lower += _values(rows, policy, n, "lower_bound_ratio")
         entries = summary["by_n"][n]["policies"]
         unsteady += sum(entries[p]["runs"] - entries[p]["steady_runs"] for p in {policy, best})
@@ -304,9 +346,13 @@ def verdict(
             f"Verdict: none for {policy} at {sizes}: {unsteady} of its or the best heuristic's "
             "runs did not reach steady state (more --workflows, or --force to print the figure)."
         )
-    mean, half = mean_ci(ratios)
+    if pairs is not None:
+        pooled = paired_batch_ratio(pairs)
+        mean, half, method = pooled.ratio, pooled.half_width, pooled.method
+    else:
+        (mean, half), method = mean_ci(ratios), REPLICATIONS
     ci = (
-        f"95% CI [{mean - half:.3f}, {mean + half:.3f}]"
+        f"95% CI [{mean - half:.3f}, {mean + half:.3f}] by {method}"
         if math.isfinite(half)
         else "no CI from one run"
     )
@@ -322,7 +368,7 @@ def verdict(
     mark = f" [{NOT_STEADY}: {unsteady} run{'s' if unsteady > 1 else ''}]" if unsteady else ""
     return (
         f"Verdict: {policy} is {mean:.3f}x the best heuristic ({_best_text(best_of)}) at "
-        f"{sizes}, seed-paired over {len(ratios)} runs, {ci}: {reading}; its mean response "
+        f"{sizes}, paired over {len(ratios)} runs, {ci}: {reading}; its mean response "
         f"time is {lb:.2f}x the lower bound ({100 * (lb - 1):.0f}% above it){mark}."
     )
 

@@ -20,7 +20,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from scalesched.eval.stats import mean_ci
 from scalesched.eval.study import (
     STATUS_OK,
     STATUS_UNSUPPORTED,
@@ -29,6 +28,7 @@ from scalesched.eval.study import (
     resolve_capacities,
     run_parallel,
 )
+from scalesched.stats import mean_ci
 
 LOAD_RANGE = (0.1, 1.6)
 SLO_STEPS = 6
@@ -86,7 +86,10 @@ def run_slo_study(
     jobs: int | None = None,
     on_done: Callable[[int, int], None] | None = None,
 ) -> list[dict[str, Any]]:
-    """Max load at SLO for every policy x N x seed of the study (process pool)."""
+    """Max load at SLO for every policy x N x seed of the study (process pool), at the
+    study's run length (resolved: ``auto`` has run by now)."""
+    if cfg.workflows is None:
+        raise ValueError("the SLO search needs the study's resolved run length")
     specs = [
         SloSpec(p, n, s, cfg.workload, cfg.workflows, cfg.cluster_for(n), slo)
         for n in cfg.nodes

@@ -14,7 +14,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from scalesched.errors import InputError
-from scalesched.eval.stats import mean_ci as mean_ci  # re-exported for older callers
+from scalesched.eval.windows import BOUNDS, SERIES, share_windows
+from scalesched.stats import mean_ci as mean_ci  # re-exported for older callers
 
 STATUS_OK = "ok"
 STATUS_UNSUPPORTED = "unsupported"
@@ -29,9 +30,10 @@ class StudyConfig:
     seeds: tuple[int, ...]
     workload: str = "agentic-mix"
     load: float = 0.7
-    workflows: int = 1500
-    """Workflows per run; the first 20% (warm-up) and last 10% (cool-down) are run but not
-    measured (scalesched.runs.windows.WARMUP_FRACTION / COOLDOWN_FRACTION)."""
+    workflows: int | None = 1500
+    """Workflows per run (None: ``auto``, grown until the answer is precise, see
+    ``scalesched.runs.length``). The warm-up each run finds (MSER-5, the largest among the
+    policies of a seed) and the last 10% (the run-out) are run but not measured."""
     cluster_family: str = "hetero"
     """Clusters are ``<family>-<N>`` presets."""
     deployment: str | None = None
@@ -95,6 +97,8 @@ class RunSpec:
 
 
 def run_specs(cfg: StudyConfig) -> list[RunSpec]:
+    if cfg.workflows is None:
+        raise ValueError("run_specs needs a run length; auto is resolved by the pipeline")
     return [
         RunSpec(
             p,
@@ -161,7 +165,9 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
         tool_cache=spec.tool_cache,
         logits_cache=spec.logits_cache,
     )
-    metrics = dict(result.metrics)
+    metrics: dict[str, Any] = dict(result.metrics)
+    metrics[SERIES] = result.series  # the shared window and paired batches (eval.windows)
+    metrics[BOUNDS] = result.series_lower_bounds
     metrics.pop("policy", None)
     metrics.pop("n_servers", None)
     row.update(metrics)
@@ -219,6 +225,7 @@ def run_study(
         rows = run_parallel(run_one, specs, 1 if executor == "serial" else workers, on_done)
     order = {p: i for i, p in enumerate(cfg.policies)}
     rows.sort(key=lambda r: (r["n_servers"], r["seed"], order[r["policy"]]))
+    share_windows(rows)
     return rows
 
 

@@ -1,15 +1,12 @@
 """The metrics of one run, from plain arrays: shared by the simulator and the Ray runtime,
 so both report the same keys computed the same way.
 
-Steady state: the first ``warmup`` workflows (in arrival order) fill an empty cluster and the
-last ``cooldown`` ones run while arrivals stop and the cluster drains; both are excluded.
-Response-time, queue-delay and utilisation figures cover the *measurement window* from the
-arrival of the first measured workflow to the arrival of the last one. A run is judged to have
-reached steady state when, inside that window, completions keep pace with arrivals
-(throughput >= ``STEADY_THROUGHPUT_RATIO`` x the offered rate) and response times do not
-grow (mean of the last quarter of measured workflows <= ``STEADY_MAX_TREND`` x the mean of
-the first quarter). Both fail when queues grow without bound (overload) or when the run is
-too short to leave the cold-start transient.
+Steady state (docs/steady-state.md): the first workflows (in arrival order) meet an empty
+cluster; how many to leave out is found from the run's own responses by MSER-5 unless the
+caller fixes it. The last ``cooldown`` arrivals are a run-out: they keep the cluster loaded
+while the measured workflows finish, and are not measured. Response-time figures cover the
+measured workflows; the verdict (``measurement_window``) says whether they are a steady
+state, and why not, and every mean comes with its batch-means interval.
 """
 
 from __future__ import annotations
@@ -159,8 +156,9 @@ class RunRecord:
     wall_s: float
     arrivals: np.ndarray | None = None
     """Per workflow, in the order of ``response_times``; needed for the window metrics."""
-    warmup: int = 0
-    """Workflows (in arrival order) excluded from the metrics as warm-up."""
+    warmup: int | None = 0
+    """Workflows (in arrival order) excluded from the metrics as warm-up; None: found from
+    the responses (MSER-5)."""
     cooldown: int = 0
     """The last workflows (in arrival order) excluded as cool-down (arrivals stop)."""
     queue_delay_jobs: np.ndarray | None = None
@@ -188,10 +186,22 @@ class RunRecord:
     start to unload); None: it never asked."""
 
 
-STEADY_THROUGHPUT_RATIO = 0.95
-STEADY_MAX_TREND = 1.5
 MIN_MEASURED_FOR_VERDICT = 40
 """Fewer measured workflows than this are too few to judge steady state (verdict False)."""
+NOMINAL_WARMUP_FRACTION = 0.2
+"""Where the executors' books (utilisation, workflows in the system) start measuring when
+the warm-up is found after the run (MSER-5): the cut is only known once every response is
+in, the books must be read while the run goes."""
+TREND_ALPHA = 0.01
+"""Two-sided level of the trend test on the kept batch means."""
+RATE_ALPHA = 0.01
+"""Two-sided level of the rate test (delivered against arrived in the window). With
+``TREND_ALPHA`` the two tests share an alpha of 0.02, so long steady runs pass the verdict
+at least 95% of the time (measured in docs/steady-state.md)."""
+RATE_TOLERANCE = 0.05
+"""The delivered rate may differ from the arrived one by this share beyond sampling noise:
+a window starts and ends with different numbers of workflows in the system, a difference
+that does not grow with the window's length."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,11 +211,34 @@ class Window:
     start: float
     end: float
     measured: np.ndarray
-    """Bool per workflow: arrived after the warm-up."""
+    """Bool per workflow: arrived after the warm-up and before the run-out."""
     offered_rate: float
+    """Workflows that arrived in the window, per second."""
     throughput: float
+    """Workflows that completed in the window, per second."""
     trend: float
+    """Mean response of the last quarter of the kept workflows over the first quarter (a
+    description; the verdict uses ``trend_p``)."""
     steady: bool
+    cut: int = 0
+    """Workflows (arrival order) left out as warm-up."""
+    cut_method: str = "fixed"
+    """``mser-5`` (found from the responses) or ``fixed`` (given)."""
+    mser_cut: int = 0
+    """MSER-5's cut over the candidate window (equal to ``cut`` when found)."""
+    candidates: int = 0
+    """Workflows before the run-out: what MSER searched."""
+    trend_p: float = 1.0
+    """Two-sided p-value of a drift in the kept batch means."""
+    mean: float = math.nan
+    half_width: float = math.nan
+    """95% interval of the mean response by batch means (``scalesched.stats``)."""
+    ci_method: str = ""
+    reasons: tuple[str, ...] = ()
+    """Why the run is not steady, in words a user understands (empty when steady)."""
+    overloaded: bool = False
+    """Not steady because queues grow (rising responses, or fewer delivered than arrived
+    over a window long enough to judge): a longer run cannot fix it."""
 
 
 def window_bounds(n: int, warmup: int, cooldown: int) -> tuple[int, int]:
@@ -215,38 +248,200 @@ def window_bounds(n: int, warmup: int, cooldown: int) -> tuple[int, int]:
     return first, last
 
 
+def nominal_warmup(n: int, warmup: int | None) -> int:
+    """The warm-up the executors' books use: the given one, or the nominal fraction when it
+    is found after the run (None)."""
+    return int(round(NOMINAL_WARMUP_FRACTION * n)) if warmup is None else warmup
+
+
 def measurement_window(
-    arrivals: np.ndarray, response_times: np.ndarray, warmup: int, cooldown: int = 0
+    arrivals: np.ndarray, response_times: np.ndarray, warmup: int | None, cooldown: int = 0
 ) -> Window:
-    """The window between warm-up and cool-down, and whether the run was at steady state."""
+    """The window between warm-up and run-out, and whether the run was at steady state.
+
+    ``warmup`` None finds it: MSER-5's cut on the responses in arrival order, over the
+    workflows before the run-out (the last ``cooldown`` arrivals, which keep the cluster
+    loaded while the measured workflows finish). The verdict is steady only when all hold
+    (docs/steady-state.md): MSER's cut falls in the first half of what it searched; the
+    kept batch means show no significant drift up or down; the rate delivered in the
+    window matches the rate that arrived in it; and every measured workflow finished."""
+    from scalesched import stats
+
     n = arrivals.size
     order = np.argsort(arrivals, kind="stable")
     measured = np.zeros(n, dtype=bool)
     if n == 0:
-        return Window(0.0, 0.0, measured, 0.0, 0.0, 1.0, False)
-    first, last = window_bounds(n, warmup, cooldown)
+        return Window(0.0, 0.0, measured, 0.0, 0.0, 1.0, False, reasons=("no workflows",))
+    _, last = window_bounds(n, 0, cooldown)
+    series = response_times[order[: last + 1]]
+    mser, cut, method = _warmup_cut(series, warmup)
+    first, last = window_bounds(n, cut, cooldown)
     measured[order[first : last + 1]] = True
     start, end = float(arrivals[order[first]]), float(arrivals[order[last]])
     span = end - start
     n_measured = int(measured.sum())
-    ends = arrivals + response_times
-    if span > 0:
-        offered = (n_measured - 1) / span
-        done_in = np.isfinite(ends) & (ends >= start) & (ends <= end)
-        throughput = float(done_in.sum()) / span
-    else:
-        offered = throughput = 0.0
+    offered, throughput = _rates(arrivals, response_times, start, end, n_measured)
     rt = response_times[order[first : last + 1]]
+    trend = _quarter_trend(rt)
+    kept = rt[np.isfinite(rt)]
+    bm = stats.batch_means(kept)
+    trend_p = stats.trend_p_value(bm.means)
+    reasons = _verdict_reasons(
+        n_measured=n_measured,
+        unfinished=int(rt.size - kept.size),
+        mser=mser,
+        candidates=series.size,
+        trend_p=trend_p,
+        falling=bool(bm.means.size and bm.means[-1] < bm.means[0]),
+        arrived=n_measured,
+        delivered_rate=throughput,
+        arrived_rate=offered,
+        span=span,
+        mean_response=float(kept.mean()) if kept.size else math.nan,
+    )
+    overloaded = bool(reasons) and _overloaded(arrivals, response_times, order, cooldown)
+    return Window(
+        start,
+        end,
+        measured,
+        offered,
+        throughput,
+        trend,
+        not reasons,
+        cut=first,
+        cut_method=method,
+        mser_cut=mser,
+        candidates=int(series.size),
+        trend_p=trend_p,
+        mean=bm.mean,
+        half_width=bm.half_width,
+        ci_method=bm.method,
+        reasons=tuple(reasons),
+        overloaded=overloaded,
+    )
+
+
+def _overloaded(
+    arrivals: np.ndarray, response_times: np.ndarray, order: np.ndarray, cooldown: int
+) -> bool:
+    """Whether queues grow over the run, judged from the nominal warm-up on (not from MSER's
+    cut, which an overloaded run pushes to its end): responses rise significantly, or fewer
+    workflows complete than arrive, over a window spanning at least four mean responses. A
+    longer run cannot make such a run steady."""
+    from scalesched import stats
+
+    first, last = window_bounds(order.size, nominal_warmup(order.size, None), cooldown)
+    idx = order[first : last + 1]
+    rt = response_times[idx]
+    start, end = float(arrivals[idx[0]]), float(arrivals[idx[-1]])
+    done = rt[np.isfinite(rt)]
+    if end <= start or (done.size and end - start < 4 * float(done.mean())):
+        return False
+    offered, delivered = _rates(arrivals, response_times, start, end, idx.size)
+    if delivered < offered and not _rates_match(idx.size, delivered, offered):
+        return True
+    means = stats.batch_means(done).means
+    rising = bool(means.size and means[-1] > means[0])
+    return rising and stats.trend_p_value(means) < TREND_ALPHA
+
+
+def _rates(
+    arrivals: np.ndarray, response_times: np.ndarray, start: float, end: float, n_measured: int
+) -> tuple[float, float]:
+    """Workflows per second that arrived in ``[start, end]`` and that completed in it."""
+    span = end - start
+    if span <= 0:
+        return 0.0, 0.0
+    ends = arrivals + response_times
+    done_in = np.isfinite(ends) & (ends >= start) & (ends <= end)
+    return (n_measured - 1) / span, float(done_in.sum()) / span
+
+
+def _quarter_trend(rt: np.ndarray) -> float:
+    """Mean of the last quarter of ``rt`` over the first quarter's (inf when undefined)."""
     q = max(1, rt.size // 4)
     head, tail = rt[:q], rt[-q:]
-    finite = np.isfinite(head).all() and np.isfinite(tail).all()
-    trend = float(tail.mean() / head.mean()) if finite and head.mean() > 0 else float("inf")
-    steady = (
-        n_measured >= MIN_MEASURED_FOR_VERDICT
-        and throughput >= STEADY_THROUGHPUT_RATIO * offered
-        and trend <= STEADY_MAX_TREND
-    )
-    return Window(start, end, measured, offered, throughput, trend, bool(steady))
+    ok = np.isfinite(head).all() and np.isfinite(tail).all()
+    return float(tail.mean() / head.mean()) if ok and head.mean() > 0 else float("inf")
+
+
+def _warmup_cut(series: np.ndarray, warmup: int | None) -> tuple[int, int, str]:
+    """MSER-5's cut over ``series`` (0 when a workflow never finished), the cut the window
+    uses (MSER's when ``warmup`` is None) and how it was chosen."""
+    from scalesched import stats
+
+    finished = bool(np.isfinite(series).all())
+    mser = stats.mser5_cut(series) if finished else 0
+    if warmup is not None:
+        return mser, warmup, "fixed"
+    return mser, (mser if finished else nominal_warmup(series.size, None)), "mser-5"
+
+
+def _verdict_reasons(
+    *,
+    n_measured: int,
+    unfinished: int,
+    mser: int,
+    candidates: int,
+    trend_p: float,
+    falling: bool,
+    arrived: int,
+    delivered_rate: float,
+    arrived_rate: float,
+    span: float,
+    mean_response: float,
+) -> list[str]:
+    """The steady-state tests that failed, each said in words (empty: steady)."""
+    if n_measured < MIN_MEASURED_FOR_VERDICT:
+        return [
+            f"only {n_measured} measured workflows (need {MIN_MEASURED_FOR_VERDICT}+): "
+            "use more --workflows"
+        ]
+    reasons: list[str] = []
+    if span > 0 and math.isfinite(mean_response) and span < 4 * mean_response:
+        reasons.append(
+            f"the measured arrivals span {span:.3g} s, less than 4 mean responses "
+            f"({mean_response:.3g} s each): the run is far too short for this cluster; "
+            "use --workflows auto or many more workflows"
+        )
+    if unfinished:
+        reasons.append(f"{unfinished} measured workflows never finished")
+    if mser > candidates // 2:
+        reasons.append(
+            f"the warm-up (MSER-5) ends at workflow {mser} of {candidates}: responses "
+            "settle only in the second half of the run; run longer"
+        )
+    if trend_p < TREND_ALPHA:
+        reasons.append(
+            "response times are still falling across the kept window (a cold start that "
+            "has not ended); run longer"
+            if falling
+            else "response times are still rising across the kept window (queues grow)"
+        )
+    if not _rates_match(arrived, delivered_rate, arrived_rate):
+        below = delivered_rate < arrived_rate
+        reasons.append(
+            f"the cluster delivered {delivered_rate:.3g} workflows/s against "
+            f"{arrived_rate:.3g} arrived in the window: "
+            + (
+                "the load is above what this policy sustains, or the run is too short"
+                if below
+                else "it is still clearing a backlog from the start of the run"
+            )
+        )
+    return reasons
+
+
+def _rates_match(arrived: int, delivered_rate: float, arrived_rate: float) -> bool:
+    """Delivered within ``RATE_TOLERANCE`` plus sampling noise (a two-sided normal bound on
+    a Poisson count, at ``RATE_ALPHA``) of what arrived."""
+    if arrived_rate <= 0:
+        return False
+    from scipy import stats as sps
+
+    z = float(sps.norm.ppf(1 - RATE_ALPHA / 2))
+    noise = z * math.sqrt(2.0 / max(arrived, 1))
+    return abs(delivered_rate / arrived_rate - 1.0) <= RATE_TOLERANCE + noise
 
 
 def _pct(a: np.ndarray, q: float) -> float:
@@ -259,8 +454,26 @@ def _exact_mean(a: np.ndarray) -> float:
     return math.fsum(a.flat) / a.size if a.size else 0.0  # a.flat: no list of every value
 
 
+def verdict_keys(window: Window) -> dict[str, float | int | str]:
+    """The steady-state verdict and the mean's interval, as ``simulate --json`` keys."""
+    return {
+        "response_trend": window.trend if np.isfinite(window.trend) else -1.0,
+        "trend_p_value": window.trend_p,
+        "steady_state": window.steady,
+        "steady_reason": "; ".join(window.reasons),
+        "overloaded": window.overloaded,
+        "avg_response_time_ci_s": window.half_width if np.isfinite(window.half_width) else -1.0,
+        "ci_method": window.ci_method,
+    }
+
+
 def run_metrics(r: RunRecord) -> dict[str, float | int | str]:
     """The JSON object of ``simulate --json`` (see the README for the keys)."""
+    return run_metrics_and_window(r)[0]
+
+
+def run_metrics_and_window(r: RunRecord) -> tuple[dict[str, float | int | str], Window]:
+    """``run_metrics`` and the window it measured (which workflows, the verdict)."""
     done = ~np.isnan(r.response_times)
     arrivals = r.arrivals if r.arrivals is not None else np.zeros(r.response_times.size)
     window = measurement_window(arrivals, r.response_times, r.warmup, r.cooldown)
@@ -275,7 +488,11 @@ def run_metrics(r: RunRecord) -> dict[str, float | int | str]:
     per_server = np.where(r.has_gpu, gpu_u, cpu_u)
     qd = r.queue_delays
     if r.queue_delay_jobs is not None and r.arrivals is not None:
-        qd = qd[measured[r.queue_delay_jobs]]
+        # Over the books' window, like utilisation: a streamed run keeps only those delays.
+        first, last = window_bounds(done.size, nominal_warmup(done.size, r.warmup), r.cooldown)
+        books = np.zeros(done.size, dtype=bool)
+        books[np.argsort(arrivals, kind="stable")[first : last + 1]] = True
+        qd = qd[books[r.queue_delay_jobs]]
     span = window.end - window.start
     if r.arrivals is not None and span > 0:
         throughput = window.throughput
@@ -287,8 +504,9 @@ def run_metrics(r: RunRecord) -> dict[str, float | int | str]:
         "n_servers": int(r.has_gpu.size),
         "workflows_submitted": int(r.response_times.size),
         "workflows_completed": int(done.sum()),
-        "warmup_workflows": int(min(r.warmup, done.size)) if r.arrivals is not None else 0,
-        "cooldown_workflows": int(done.size - measured.sum() - min(r.warmup, done.size))
+        "warmup_workflows": window.cut if r.arrivals is not None else 0,
+        "warmup_method": window.cut_method if r.arrivals is not None else "none",
+        "cooldown_workflows": int(done.size - measured.sum() - window.cut)
         if r.arrivals is not None
         else 0,
         "measured_workflows": int((done & measured).sum()),
@@ -300,8 +518,7 @@ def run_metrics(r: RunRecord) -> dict[str, float | int | str]:
         "makespan_s": float(r.makespan_s),
         "throughput_wps": throughput,
         "offered_rate_wps": window.offered_rate,
-        "response_trend": window.trend if np.isfinite(window.trend) else -1.0,
-        "steady_state": window.steady,
+        **verdict_keys(window),
         "mean_in_system": r.in_system_area / span
         if r.in_system_area is not None and span > 0
         else 0.0,
@@ -322,6 +539,13 @@ def run_metrics(r: RunRecord) -> dict[str, float | int | str]:
         "lower_bound_ratio": mean_rt / mean_lb if mean_lb > 0 else 0.0,
         "sim_wall_time_s": r.wall_s,
     }
+    metrics.update(_optional_metrics(r, measured))
+    return metrics, window
+
+
+def _optional_metrics(r: RunRecord, measured: np.ndarray) -> dict[str, float | int | str]:
+    """The keys of the features a run had on: caches, re-sampled branches, replicas."""
+    metrics: dict[str, float | int | str] = {}
     if r.kv is not None:
         metrics.update(kv_metrics(r.kv, measured))
     if r.tool_cache is not None:  # hits of the measured workflows only, like every figure
@@ -343,19 +567,8 @@ def run_metrics(r: RunRecord) -> dict[str, float | int | str]:
 
 def steady_state_note(metrics: dict[str, float | int | str]) -> str:
     """Why a run was not judged steady, in one line for the user."""
-    if int(metrics["measured_workflows"]) < MIN_MEASURED_FOR_VERDICT:
-        return (
-            f"the run did not reach a verifiable steady state: only "
-            f"{metrics['measured_workflows']} measured workflows (need "
-            f"{MIN_MEASURED_FOR_VERDICT}+); use more --workflows"
-        )
-    return (
-        "the run did not reach steady state: the cluster delivered "
-        f"{float(metrics['throughput_wps']):.3g} workflows/s against "
-        f"{float(metrics['offered_rate_wps']):.3g} offered, response-time trend "
-        f"{float(metrics['response_trend']):.3g}x over the window; the load is above what "
-        "this policy sustains, or the run is too short"
-    )
+    reason = str(metrics.get("steady_reason", "")) or "the steady-state tests failed"
+    return f"the run did not reach steady state: {reason}"
 
 
 def whole_run_window(arrivals: Sequence[float], response_times: Any) -> dict[str, Any]:

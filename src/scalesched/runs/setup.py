@@ -128,13 +128,14 @@ def run(
     logits_cache: bool | None = None,
 ) -> SimResult:
     """Simulate the setup's jobs under ``scheduler`` (an instance or a registered name),
-    seeded with the scenario's seed. ``warmup``/``cooldown`` default to the study's window
-    (``default_warmup``/``default_cooldown``); pass 0 to measure every workflow.
+    seeded with the scenario's seed. ``warmup`` None (the default) is found from the run's
+    responses by MSER-5; an int fixes it (0 measures from the first workflow). ``cooldown``
+    defaults to the run-out (``default_cooldown``: the last arrivals, not measured).
     ``trace_path`` writes the trace as the run goes (see ``scalesched.sim.run.simulate``);
     ``tool_cache``: repeated tool calls reuse results (``scalesched.sim.tool_cache``);
     ``logits_cache``: re-sampled branches reuse logits (True) or are measured only (False;
     ``scalesched.sim.logits_cache``)."""
-    from scalesched.runs.windows import default_cooldown, default_warmup
+    from scalesched.runs.windows import default_cooldown
 
     if isinstance(scheduler, str):
         from scalesched.policies import get_policy
@@ -149,7 +150,7 @@ def run(
         tables=setup.tables,
         record_trace=record_trace,
         on_workflow_done=on_workflow_done,
-        warmup=default_warmup(n) if warmup is None else warmup,
+        warmup=warmup,
         cooldown=default_cooldown(n) if cooldown is None else cooldown,
         trace_path=trace_path,
         kv_policy=kv_policy,

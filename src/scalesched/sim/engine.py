@@ -51,7 +51,7 @@ from scalesched.decision.features import (
 )
 from scalesched.decision.scheduler import ReadyOrder, SchedulingError
 from scalesched.kernel.ledger import RunLedger
-from scalesched.kernel.metrics import RunRecord, window_bounds
+from scalesched.kernel.metrics import RunRecord, nominal_warmup, window_bounds
 from scalesched.kernel.records import TaskRecord
 from scalesched.sim.accounts import Accounts
 from scalesched.sim.branch_rides import BranchRides
@@ -88,7 +88,7 @@ class Simulation(RunLedger):
         record_trace: bool = False,
         tables: ClusterTables | None = None,
         on_workflow_done: Callable[[int], None] | None = None,
-        warmup: int = 0,
+        warmup: int | None = 0,
         cooldown: int = 0,
         trace_sink: Callable[[TaskRecord], None] | None = None,
         kv_policy: str | None = None,
@@ -152,16 +152,17 @@ class Simulation(RunLedger):
         if reuses and self.record_trace:
             self.skipped_s = self.per_id(0.0)
 
-    def _init_measurement(self, warmup: int, cooldown: int) -> None:
+    def _init_measurement(self, warmup: int | None, cooldown: int) -> None:
         """The workflows in the system and the measurement window. The window runs from the
         arrival of the first to that of the last measured job; busy areas and the in-system
-        integral are read at both ends."""
+        integral are read at both ends. A warm-up found after the run (None, MSER-5) has
+        the books start at the nominal fraction (``kernel.metrics.nominal_warmup``)."""
         self.in_system = 0
         self.in_system_area = 0.0
         """Integral of the number of workflows in the system over time (workflow-seconds)."""
         self.warmup, self.cooldown = warmup, cooldown
-        self.window = window_bounds(self.n_jobs, warmup, cooldown)
-        """First and last measured job index (arrival order)."""
+        self.window = window_bounds(self.n_jobs, nominal_warmup(self.n_jobs, warmup), cooldown)
+        """First and last job index (arrival order) of the books' window."""
         self.accounts = Accounts(self)
         """Utilisation integrals and the measurement window's marks (``sim.accounts``)."""
 

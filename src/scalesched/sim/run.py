@@ -14,7 +14,7 @@ from scalesched.cluster.model import ClusterSpec
 from scalesched.cluster.tables import ClusterTables
 from scalesched.decision.cycle import drive
 from scalesched.decision.scheduler import Scheduler
-from scalesched.kernel.metrics import run_metrics
+from scalesched.kernel.metrics import run_metrics_and_window
 from scalesched.kernel.records import TaskRecord
 from scalesched.sim.engine import Simulation
 from scalesched.sim.trace import TraceWriter
@@ -33,6 +33,12 @@ class SimResult:
     server_names: list[str]
     trace: list[TaskRecord] = field(default_factory=list)
     """Every task's record with ``record_trace`` (empty when written to ``trace_path``)."""
+    series: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    """Every workflow's response time before the run-out, in arrival order (NaN: never
+    finished): what a study needs to give policies compared on the same workflows one
+    shared warm-up cut and paired batch means (``scalesched.eval.windows``)."""
+    series_lower_bounds: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    """The lower bounds of ``series``' workflows."""
 
 
 def simulate(
@@ -44,7 +50,7 @@ def simulate(
     record_trace: bool = False,
     tables: ClusterTables | None = None,
     on_workflow_done: Callable[[int], None] | None = None,
-    warmup: int = 0,
+    warmup: int | None = 0,
     cooldown: int = 0,
     trace_path: Path | None = None,
     kv_policy: str | None = None,
@@ -52,8 +58,8 @@ def simulate(
     logits_cache: bool | None = None,
 ) -> SimResult:
     """Simulate ``jobs`` on ``cluster`` with every ready task placed by ``scheduler``; the
-    first ``warmup`` and last ``cooldown`` workflows (in arrival order) are run but left out
-    of the metrics (see ``scalesched.kernel.metrics``).
+    first ``warmup`` (None: as many as MSER-5 finds) and last ``cooldown`` workflows (in
+    arrival order) are run but left out of the metrics (see ``scalesched.kernel.metrics``).
 
     ``jobs`` given as ``StreamedJobs`` (``scalesched.sim.scenario.stream_jobs``) are realised
     at arrival and retired when done: same results, memory bounded by what is in flight.
@@ -99,7 +105,7 @@ def summarise(sim: Simulation, *, policy: str, wall_s: float) -> SimResult:
     first = sim.arrival_time(0) if sim.n_jobs else 0.0  # arrivals are sorted
     makespan = sim.now - first if sim.n_jobs else 0.0
     gpu, cpu = sim.accounts.utilisation(makespan)
-    metrics = run_metrics(
+    metrics, window = run_metrics_and_window(
         sim.run_record(
             policy=policy,
             cluster=sim.cluster.name,
@@ -114,11 +120,10 @@ def summarise(sim: Simulation, *, policy: str, wall_s: float) -> SimResult:
         )
     )
     # The raw arrays cover the measurement window only, like the metrics.
-    first, last = sim.window
-    done[:first] = False
-    done[last + 1 :] = False
+    done &= window.measured
     rt_done = rt[done]
     lb = sim.lower_bounds[done]
+    before_runout = rt.size - min(sim.cooldown, rt.size)  # arrivals are sorted by index
     return SimResult(
         metrics=metrics,
         response_times=rt_done,
@@ -127,6 +132,8 @@ def summarise(sim: Simulation, *, policy: str, wall_s: float) -> SimResult:
         cpu_utilisation=cpu,
         server_names=list(sim.tables.names),
         trace=sim.trace,
+        series=np.array(rt[:before_runout]),
+        series_lower_bounds=np.array(sim.lower_bounds[:before_runout]),
     )
 
 

@@ -210,7 +210,7 @@ def probe_fanout(
         HintSplit(model, reserved, top_hint(jobs, model, 0.1)),
     ]
     for policy in policies:
-        result = run(setup, policy, record_trace=True)
+        result = run(setup, policy, warmup=first, record_trace=True)
         name = policy if isinstance(policy, str) else policy.name
         m = result.metrics
         stats = fanout_stats(jobs, result.trace, window)

@@ -171,6 +171,7 @@ def _run_one(
     result = run(
         setup,
         scheduler,
+        warmup=default_warmup(len(setup.jobs)),  # the bounds' window, computed before the runs
         record_trace=True,
         on_workflow_done=on_done,
         kv_policy=caches.kv_policy,

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from scalesched.eval.stats import (
+from scalesched.stats import (
     half_width,
     mean_ci,
     mean_ci_text,
@@ -92,3 +92,82 @@ def test_paired_ratio_ci_is_the_interval_of_the_per_seed_ratios() -> None:
 
 def test_paired_ratio_ci_without_common_keys() -> None:
     assert all(math.isnan(v) for v in paired_ratio_ci({0: 1.0}, {1: 1.0}))
+
+
+# -- steady state: MSER-5, batch means, the paired ratio, the trend test ----------------
+
+from scipy.signal import lfilter  # noqa: E402
+
+from scalesched.stats import (  # noqa: E402
+    batch_means,
+    mser5_cut,
+    paired_batch_ratio,
+    trend_p_value,
+)
+
+
+def _ar1(phi: float, n: int, seed: int) -> np.ndarray:
+    """A stationary AR(1) series of unit innovations: its mean is 0 and the variance of its
+    sample mean is about 1 / ((1 - phi)^2 n)."""
+    rng = np.random.default_rng(seed)
+    e = rng.normal(0.0, 1.0, n)
+    e[0] /= math.sqrt(1 - phi * phi)
+    return lfilter([1.0], [1.0, -phi], e)
+
+
+def test_mser5_cuts_a_known_transient_and_leaves_a_flat_series_alone() -> None:
+    cuts, flat = [], []
+    for seed in range(20):
+        rng = np.random.default_rng(seed)
+        noise = rng.normal(0.0, 1.0, 4000)
+        transient = 20.0 * np.exp(-np.arange(4000) / 200.0)  # below 1 sd after ~600
+        cuts.append(mser5_cut(10.0 + noise + transient))
+        flat.append(mser5_cut(10.0 + noise))
+    assert all(c % 5 == 0 for c in cuts)
+    assert min(cuts) >= 400 and max(cuts) <= 1500  # past the transient, far from the end
+    assert np.median(flat) < 400  # a flat series loses little
+
+
+def test_mser5_on_a_series_still_falling_cuts_in_its_second_half() -> None:
+    y = 100.0 - np.arange(3000) / 30.0 + np.random.default_rng(0).normal(0, 1, 3000)
+    assert mser5_cut(y) > 1500
+
+
+def test_batch_means_covers_the_mean_of_an_ar1_series() -> None:
+    phi, n = 0.9, 5000
+    expected_half = 1.96 / ((1 - phi) * math.sqrt(n))
+    covered, halves = 0, []
+    for seed in range(200):
+        bm = batch_means(_ar1(phi, n, seed))
+        covered += abs(bm.mean) <= bm.half_width
+        halves.append(bm.half_width)
+        assert bm.batches >= 10 and bm.batch_size * bm.batches <= n
+    assert 0.88 <= covered / 200 <= 0.99  # a nominal 95% interval, batches grown
+    assert 0.7 < np.median(halves) / expected_half < 1.3
+    # Ignoring the correlation (batches of one) would give a far too narrow interval.
+    naive = 1.96 * np.std(_ar1(phi, n, 0)) / math.sqrt(n)
+    assert naive < 0.5 * expected_half
+
+
+def test_paired_ratio_recovers_a_known_ratio_and_pairing_narrows_it() -> None:
+    pairs = []
+    for seed in range(3):
+        base = 10.0 + np.abs(_ar1(0.5, 4000, seed)) * 5.0
+        noise = np.random.default_rng(100 + seed).normal(0.0, 0.2, base.size)
+        pairs.append((1.05 * base + noise, base))
+    ci = paired_batch_ratio(pairs)
+    assert abs(ci.ratio - 1.05) <= ci.half_width < 0.01
+    assert ci.runs == 3 and "paired batch means" in ci.method
+    unpaired = batch_means(pairs[0][0]).half_width / pairs[0][1].mean()
+    assert ci.half_width < unpaired / 3
+
+
+def test_trend_test_sees_drift_both_ways_and_rarely_a_flat_series() -> None:
+    x = np.arange(100, dtype=float)
+    rng = np.random.default_rng(0)
+    assert trend_p_value(10 + 0.02 * x + rng.normal(0, 0.3, 100)) < 0.01
+    assert trend_p_value(10 - 0.02 * x + rng.normal(0, 0.3, 100)) < 0.01
+    false_alarms = sum(
+        trend_p_value(np.random.default_rng(s).normal(10, 1, 100)) < 0.01 for s in range(300)
+    )
+    assert false_alarms <= 9  # 1% nominal: 3 expected
