@@ -260,7 +260,7 @@ def _exact_mean(a: np.ndarray) -> float:
 
 
 def run_metrics(r: RunRecord) -> dict[str, float | int | str]:
-    """The JSON object of ``simulate --json`` (see the README for the keys)."""
+    """The JSON object of ``simulate --json`` (docs/first-run.md lists the keys)."""
     done = ~np.isnan(r.response_times)
     arrivals = r.arrivals if r.arrivals is not None else np.zeros(r.response_times.size)
     window = measurement_window(arrivals, r.response_times, r.warmup, r.cooldown)
