@@ -468,7 +468,7 @@ def verdict_keys(window: Window) -> dict[str, float | int | str]:
 
 
 def run_metrics(r: RunRecord) -> dict[str, float | int | str]:
-    """The JSON object of ``simulate --json`` (see the README for the keys)."""
+    """The JSON object of ``simulate --json`` (docs/first-run.md lists the keys)."""
     return run_metrics_and_window(r)[0]
 
 

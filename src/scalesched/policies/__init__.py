@@ -147,13 +147,10 @@ def best_heuristic(results_by_policy: Mapping[str, float | Sequence[float]]) -> 
 
 
 def list_policies() -> list[tuple[str, str]]:
-    from scalesched.policies.trained import shipped_policies
+    from scalesched.policies.trained import describe, shipped_policies
 
     rows = [(name, doc) for name, (_, doc) in {**HEURISTICS, **ORACLES}.items()]
-    rows += [
-        (name, "shipped trained policy (see docs/model-card.md)")
-        for name in sorted(shipped_policies())
-    ]
+    rows += [(name, describe(name)) for name in sorted(shipped_policies())]
     return rows
 
 

@@ -2,16 +2,22 @@
 
 Each ``<name>.pt`` is a checkpoint (weights, network config, training config, seed) with
 its training curve ``<name>.train.csv`` beside it; docs/model-card.md describes them.
+``cards.json`` holds each one's card: what it was trained on, as its checkpoint records it
+(:func:`training_facts`, written by scripts/derive/policy_cards.py), and its measured
+headline from the model card; :func:`describe` makes its line in ``scalesched policies``.
 A trained policy takes the options of :class:`ActingOptions` where it is named
 (``scale-dagger:greedy=true``), as a heuristic takes its own.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from scalesched.decision.scheduler import Scheduler
@@ -25,6 +31,77 @@ def shipped_policies() -> dict[str, Path]:
         for entry in root.iterdir()
         if entry.name.endswith(".pt")
     }
+
+
+CARDS = "cards.json"
+"""The shipped policies' cards, beside the checkpoints."""
+
+
+def training_facts(checkpoint: Mapping[str, Any]) -> dict[str, Any]:
+    """What a checkpoint (as :func:`scalesched.nn.checkpoint.load_checkpoint` returns it)
+    records about its training, as plain data: the algorithm, for expert iteration the
+    expert and the starting policy, the network, SRR, the output lengths it was shown, and
+    each training setting as ``[cluster, workload, load]`` (a PPO run's loads as the range
+    its episodes draw from)."""
+    config = checkpoint.get("config") or {}
+    network = checkpoint.get("network_config") or {}
+    dagger = (checkpoint.get("metadata") or {}).get("algorithm") == "dagger"
+    settings = [config, *(config.get("more_settings") or [])]
+    ppo_loads = f"{config.get('load_min')}-{config.get('load_max')}"
+    return {
+        "algorithm": "expert iteration" if dagger else "PPO",
+        "expert": config.get("expert") if dagger else None,
+        "init": config.get("init") if dagger else None,
+        "network": checkpoint.get("network"),
+        "scalable_softmax": bool(network.get("scalable_softmax")),
+        "srr": bool(config.get("srr_decorrelation") or config.get("srr_kl"))
+        if dagger
+        else bool(config.get("srr")),
+        "observed_tokens": checkpoint.get("observed_tokens") or "estimate",
+        "settings": [
+            [Path(str(s["cluster"])).stem, s["workload"], str(s["load"]) if dagger else ppo_loads]
+            for s in settings
+        ],
+    }
+
+
+@cache
+def cards() -> dict[str, dict[str, Any]]:
+    """Name -> card (``trained``: :func:`training_facts` of the checkpoint; ``measured``:
+    its headline, dated) of every shipped policy that has one."""
+    text = resources.files(__name__).joinpath(CARDS).read_text(encoding="utf-8")
+    return dict(json.loads(text)["policies"])
+
+
+def describe(name: str) -> str:
+    """One line for a shipped policy: how and on what it was trained, and its measured
+    headline; a generic line for a policy without a card."""
+    card = cards().get(name)
+    if card is None:
+        return "shipped trained policy (see docs/model-card.md)"
+    t = card["trained"]
+    if t["algorithm"] == "expert iteration":
+        how = f"expert iteration towards {t['expert']} from {t['init']}"
+    else:
+        how = "PPO with SRR" if t["srr"] else "PPO without SRR"
+    if t["network"] == "mlp16":
+        how += ", an MLP over exactly 16 servers"
+    elif t["scalable_softmax"]:
+        how += ", scalable-softmax attention"
+    if t["observed_tokens"] != "estimate":
+        how += f", shown {t['observed_tokens']} output lengths"
+    loads: dict[str, dict[str, list[str]]] = {}  # cluster -> workload -> loads
+    for cluster, workload, load in t["settings"]:
+        loads.setdefault(cluster, {}).setdefault(workload, []).append(load)
+    where = "; ".join(
+        f"{cluster}: "
+        + ", ".join(
+            f"{w} at load{'s' if len(ls) > 1 or '-' in ls[0] else ''} {' and '.join(ls)}"
+            for w, ls in workloads.items()
+        )
+        for cluster, workloads in loads.items()
+    )
+    return f"{how}, on {where}. Measured: {card['measured']}"
 
 
 def checkpoint_path(name_or_path: str) -> Path:
