@@ -18,6 +18,7 @@ from scalesched.commands import ray_run
 from scalesched.commands.common import (
     ArrivalsOpt,
     KvPolicyOpt,
+    ProgressOpt,
     ToolCacheOpt,
     ToolRepeatOpt,
     check_outputs,
@@ -204,7 +205,7 @@ def simulate(
     ] = False,
     trace: TraceOpt = None,
     gantt: GanttOpt = None,
-    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+    progress: ProgressOpt = True,
     deployment: DeploymentOpt = None,
     kv_policy: KvPolicyOpt = "off",
     tool_repeat: ToolRepeatOpt = 0.0,
@@ -412,7 +413,7 @@ def train(
         int | None, typer.Option(min=0, max=2**63 - 1, help="Seed (overrides the config).")
     ] = None,
     resume: Annotated[bool, typer.Option(help="Continue from OUT/last.pt if it exists.")] = False,
-    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+    progress: ProgressOpt = True,
     set_: Annotated[
         list[str] | None,
         typer.Option(
@@ -437,24 +438,12 @@ def train(
     cfg = load_config(config, set_fields=parse_overrides(set_ or []), total_steps=steps, seed=seed)
     if out.exists() and (out / "last.pt").exists() and not resume:
         raise InputError(str(out), "--out", "holds a run already; pass --resume or a new folder")
-    show = progress and sys.stderr.isatty()
-    if show:
-        from rich.progress import Progress
+    with progress_bar(progress, cfg.num_updates, f"training {cfg.name}", unit="updates") as tick:
 
-        with Progress(console=err_console) as bar:
-            task = bar.add_task(f"training {cfg.name}", total=cfg.num_updates)
+        def on_update(update: int, total: int, row: dict[str, float]) -> None:
+            tick(update, f"episode RT {row.get('mean_response_time_s', float('nan')):.1f} s")
 
-            def tick(update: int, total: int, row: dict[str, float]) -> None:
-                rt = row.get("mean_response_time_s", float("nan"))
-                bar.update(
-                    task,
-                    completed=update,
-                    description=f"training {cfg.name} (episode RT {rt:.1f} s)",
-                )
-
-            state = Trainer(cfg, out, resume=resume, progress=tick).train()
-    else:
-        state = Trainer(cfg, out, resume=resume).train()
+        state = Trainer(cfg, out, resume=resume, progress=on_update if progress else None).train()
     console.print(
         f"done: {state.global_step} steps, {state.episodes} episodes; best validation ratio "
         f"to the best baseline {state.best_score:.3f}; checkpoints in {out}/best.pt and "
@@ -554,7 +543,7 @@ def evaluate(
     jobs: Annotated[int | None, typer.Option(help="Worker processes (default: all cores).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
     force: ForceOpt = False,
-    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+    progress: ProgressOpt = True,
     ray_address: Annotated[
         str | None,
         typer.Option(help="Spread the runs over the Ray cluster at this address."),
@@ -643,8 +632,7 @@ def _study(
     except OSError as exc:
         raise InputError("--out", "out", f"cannot create {out}: {exc.strerror}") from None
     total = len(cfg.policies) * len(cfg.nodes) * len(cfg.seeds)
-    show = progress and not as_json and sys.stderr.isatty()
-    with progress_bar(show, total, f"{total} runs") as tick:
+    with progress_bar(progress and not as_json, total, "simulated runs") as tick:
         summary = run_and_report(
             cfg,
             out,
@@ -695,7 +683,7 @@ def demo(
         typer.Option(help="Workflows per run (first 20% warm-up, last 10% cool-down unmeasured)."),
     ] = DEMO_WORKFLOWS,
     jobs: Annotated[int | None, typer.Option(help="Worker processes.")] = None,
-    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+    progress: ProgressOpt = True,
     force: ForceOpt = False,
 ) -> None:
     """The main job: the shipped SCALE policy (and the fixed-size MLP at N = 16) against
@@ -882,7 +870,7 @@ def _serve_jobs(tables: Any, scenario: Any) -> list[Any]:
     return build_jobs(tables, scenario)
 
 
-_register_serve(app, get_policy=_serve_policy, build_jobs=_serve_jobs)
+_register_serve(app, get_policy=_serve_policy, build_jobs=_serve_jobs, progress=progress_bar)
 
 
 def main() -> None:  # pragma: no cover

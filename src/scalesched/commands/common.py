@@ -8,6 +8,8 @@ in one of them only.
 
 from __future__ import annotations
 
+import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -27,6 +29,15 @@ ArrivalsOpt = Annotated[
     typer.Option(
         help="Arrival process: poisson, bursty, azure-conv or azure-code (a production hour's "
         "request-rate shape, stretched over the run at the offered load) or replay:PATH."
+    ),
+]
+
+
+ProgressOpt = Annotated[
+    bool,
+    typer.Option(
+        help="Progress on stderr: a bar on a terminal, else a plain line every tenth of the "
+        "work (a log or CI job is never silent for minutes)."
     ),
 ]
 
@@ -147,25 +158,91 @@ def write_run_outputs(
         plot_gantt(result.trace, result.server_names, gantt, title=title)
 
 
+class Tick:
+    """Reports ``done`` of one progress series (optionally with a few words of detail, such
+    as training's latest episode time)."""
+
+    def __call__(self, done: int, detail: str = "") -> None:
+        return None
+
+
+class _BarTick(Tick):
+    def __init__(self, bar: Any, label: str, total: int) -> None:
+        self.bar, self.label = bar, label
+        self.task = bar.add_task(label, total=total)
+
+    def __call__(self, done: int, detail: str = "") -> None:
+        text = f"{self.label} ({detail})" if detail else self.label
+        self.bar.update(self.task, completed=done, description=text)
+
+
+class _LineTick(Tick):
+    """Plain lines on stderr: one when the series starts, one at each further tenth done,
+    one when a minute has passed without a line, and one at the end."""
+
+    def __init__(self, label: str, total: int, unit: str) -> None:
+        self.label, self.total, self.unit = label, max(total, 1), unit
+        self.t0 = self.last_t = time.monotonic()
+        self.last_tenth = 0
+        self._line(0, "")
+
+    def __call__(self, done: int, detail: str = "") -> None:
+        tenth = 10 * done // self.total
+        now = time.monotonic()
+        if done >= self.total or tenth > self.last_tenth or now - self.last_t >= LINE_EVERY_S:
+            self.last_tenth, self.last_t = tenth, now
+            self._line(done, detail)
+
+    def _line(self, done: int, detail: str) -> None:
+        elapsed = time.monotonic() - self.t0
+        extra = f", {detail}" if detail else ""
+        unit = f" {self.unit}" if self.unit else ""
+        print(
+            f"{self.label}: {done}/{self.total}{unit} ({done / self.total:.0%}), "
+            f"{elapsed:.0f} s{extra}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+LINE_EVERY_S = 60.0
+"""Longest silence between plain progress lines while work advances."""
+
+
 class progress_bar:
-    """A rich progress bar over completed workflows (a no-op when hidden)."""
+    """Progress over a long run, on stderr: a rich bar on a terminal; elsewhere (a log
+    file, a CI job, a pipe) plain lines, because a bar there prints nothing and a
+    many-minute run would look hung; nothing when ``show`` is false (``--no-progress``,
+    ``--json``). The one progress helper of the commands, so they all behave alike.
 
-    def __init__(self, show: bool, total: int, label: str) -> None:
-        self.show, self.total, self.label = show, total, label
+    ``with progress_bar(show, total, label) as tick`` gives the first series' :class:`Tick`;
+    :meth:`series` adds another one (a bar, or its own lines) to the same display."""
 
-    def __enter__(self) -> Callable[[int], None]:
+    def __init__(self, show: bool, total: int, label: str, unit: str = "") -> None:
+        self.show, self.total, self.label, self.unit = show, total, label, unit
+        self._bar: Any = None
+
+    def __enter__(self) -> Tick:
+        if self.show and sys.stderr.isatty():
+            from rich.progress import Progress
+
+            self._bar = Progress(console=err_console, transient=True)
+            self._bar.__enter__()
+        return self.series(self.label) if self.label else Tick()
+
+    def series(self, label: str, total: int | None = None) -> Tick:
+        """Another progress series of ``total`` (default: the helper's) named ``label``."""
+        total = self.total if total is None else total
         if not self.show:
-            return lambda done: None
-        from rich.progress import Progress
-
-        self._bar = Progress(console=err_console, transient=True)
-        self._bar.__enter__()
-        task = self._bar.add_task(self.label, total=self.total)
-        return lambda done: self._bar.update(task, completed=done)
+            return Tick()
+        if self._bar is not None:
+            return _BarTick(self._bar, label, total)
+        return _LineTick(label, total, self.unit)
 
     def __exit__(self, *exc: object) -> None:
-        if self.show:
+        if self._bar is not None:
             self._bar.__exit__(None, None, None)
+            self._bar = None
 
 
 NOT_STEADY_MARK = "  (not steady)"

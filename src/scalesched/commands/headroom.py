@@ -17,8 +17,10 @@ from rich.table import Table
 from scalesched.commands.common import (
     ArrivalsOpt,
     KvPolicyOpt,
+    ProgressOpt,
     ToolCacheOpt,
     ToolRepeatOpt,
+    progress_bar,
 )
 from scalesched.errors import InputError, check_output_path, clean_errors, print_json
 
@@ -124,19 +126,11 @@ def _main_table(study: Any) -> Table:
 
 @contextmanager
 def _progress(show: bool, total: int) -> Iterator[Callable[[str], Callable[[int], None]]]:
-    """A rich bar per run (completed workflows); a no-op when hidden."""
-    if not show:
-        yield lambda label: lambda done: None
-        return
-    from rich.progress import Progress
-
-    with Progress(console=Console(stderr=True), transient=True) as bar:
-
-        def start(label: str) -> Callable[[int], None]:
-            task = bar.add_task(label, total=total)
-            return lambda done: bar.update(task, completed=done)
-
-        yield start
+    """One progress series per run (completed workflows), through the commands' shared
+    helper: a bar on a terminal, plain lines elsewhere, nothing when hidden."""
+    helper = progress_bar(show, total, "", unit="workflows")
+    with helper:
+        yield helper.series
 
 
 def _check_names(names: list[str], option: str) -> None:
@@ -191,7 +185,7 @@ def headroom(
     plot: Annotated[
         Path | None, typer.Option(help="Write the stacked-bar chart here (e.g. .png).")
     ] = None,
-    progress: Annotated[bool, typer.Option(help="Show a progress bar per run.")] = True,
+    progress: ProgressOpt = True,
 ) -> None:
     """How much could any scheduler still win? Policies and oracles against two lower
     bounds, with each policy's gap split along its critical paths."""

@@ -2,8 +2,9 @@
 
 This package is an executor, below the policies and the studies, so what those layers
 provide is passed in by ``scalesched.cli`` when it registers the commands: ``get_policy``
-(a policy name or checkpoint to a scheduler) and ``build_jobs`` (a scenario's jobs, its
-``--load`` resolved against the cluster's capacity).
+(a policy name or checkpoint to a scheduler), ``build_jobs`` (a scenario's jobs, its
+``--load`` resolved against the cluster's capacity) and ``progress`` (the commands' one
+progress helper, so loadgen's progress looks like every other command's).
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -22,6 +22,9 @@ from scalesched.errors import InputError, clean_errors
 
 PolicyLoader = Callable[[str], Any]
 JobBuilder = Callable[[Any, Any], list[Any]]
+ProgressFactory = Callable[[bool, int, str], Any]
+"""The commands' progress helper: ``(show, total, label)`` -> a context manager giving a
+``tick(done)`` (``scalesched.commands.common.progress_bar``)."""
 
 
 def _check_scale(value: float, option: str, zero_ok: bool) -> None:
@@ -248,9 +251,15 @@ _PROVIDED: dict[str, Any] = {}
 """What the upper layers provide (set by ``register``)."""
 
 
-def register(app: typer.Typer, *, get_policy: PolicyLoader, build_jobs: JobBuilder) -> None:
+def register(
+    app: typer.Typer,
+    *,
+    get_policy: PolicyLoader,
+    build_jobs: JobBuilder,
+    progress: ProgressFactory,
+) -> None:
     """Add the four serving commands to ``app``."""
-    _PROVIDED.update(get_policy=get_policy, build_jobs=build_jobs)
+    _PROVIDED.update(get_policy=get_policy, build_jobs=build_jobs, progress=progress)
     for command in (engine, fleet, serve, loadgen):
         app.command()(clean_errors(command))
 
@@ -258,17 +267,16 @@ def register(app: typer.Typer, *, get_policy: PolicyLoader, build_jobs: JobBuild
 def _run_with_progress(
     generator: Any, url: str, jobs: list[Any], time_scale: float, timeout_s: float, show: bool
 ) -> Any:
-    """Run the load, with a rich progress bar over workflows on a terminal."""
-    from rich.progress import Progress
+    """Run the load with the commands' progress over workflows (a bar on a terminal,
+    plain lines elsewhere)."""
+    done = 0
+    with _PROVIDED["progress"](show, len(jobs), "workflows") as tick:
 
-    if not (show and sys.stderr.isatty()):
-        return generator(url, jobs, time_scale=time_scale, timeout_s=timeout_s).run()
-    with Progress(transient=True) as progress:
-        bar = progress.add_task("workflows", total=len(jobs))
+        def one_done() -> None:
+            nonlocal done
+            done += 1
+            tick(done)
+
         return generator(
-            url,
-            jobs,
-            time_scale=time_scale,
-            timeout_s=timeout_s,
-            on_workflow_done=lambda: progress.advance(bar),
+            url, jobs, time_scale=time_scale, timeout_s=timeout_s, on_workflow_done=one_done
         ).run()
