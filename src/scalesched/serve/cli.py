@@ -9,7 +9,6 @@ progress helper, so loadgen's progress looks like every other command's).
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from collections.abc import Callable
@@ -219,13 +218,28 @@ def loadgen(
         float, typer.Option(help="Wall seconds per model second (the fleet's).")
     ] = 1.0,
     timeout_s: Annotated[float, typer.Option(help="Deadline of one request, wall s.")] = 600.0,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    allow_failures: Annotated[
+        bool,
+        typer.Option(
+            "--allow-failures",
+            help="Exit 0 even when workflows failed (a fault test); by default any failed "
+            "workflow makes the exit code 1, after the report.",
+        ),
+    ] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json", help="Print one JSON object (strict: null, not NaN, when undefined)."
+        ),
+    ] = False,
 ) -> None:
-    """Drive workflows against an OpenAI-compatible URL as agents would; report times."""
+    """Drive workflows against an OpenAI-compatible URL as agents would; report times.
+
+    The URL is probed first (GET /models): a wrong one fails at once with exit code 2."""
     _need_serve_extra("loadgen")
     from scalesched.cluster import get_cluster
     from scalesched.cluster.tables import ClusterTables
-    from scalesched.serve.loadgen import LoadGenerator
+    from scalesched.serve.loadgen import LoadGenerator, check_url, probe_url
     from scalesched.sim.scenario import Scenario
 
     _check_scale(time_scale, "--time-scale", zero_ok=False)
@@ -234,17 +248,50 @@ def loadgen(
         raise InputError("--rate", "--rate", "give exactly one of --rate and --load")
     if workflows < 1:
         raise InputError("--workflows", "--workflows", "must be at least 1")
+    url = check_url(url)
+    probe_url(url)  # before the jobs: --load may measure capacity, which takes a while
     scenario = Scenario(
         workload=workload, workflows=workflows, load=load or 0.0, rate=rate, seed=seed
     )
     jobs = _PROVIDED["build_jobs"](ClusterTables(get_cluster(cluster)), scenario)
     result = _run_with_progress(LoadGenerator, url, jobs, time_scale, timeout_s, not as_json)
     metrics = result.metrics()
+    _report_load(metrics, as_json)
+    failed = metrics["workflows_failed"]
+    if failed and not allow_failures:
+        typer.echo(
+            f"error: {failed} of {len(jobs)} workflows failed ({_errors_text(metrics['errors'])}); "
+            "--allow-failures accepts that",
+            err=True,
+        )
+        raise typer.Exit(1)
+
+
+UNDEFINED_WHY = "no workflow (or, for TTFT, no request) completed, so it is undefined"
+"""What a ``null`` figure of ``loadgen --json`` means."""
+
+
+def _report_load(metrics: dict[str, Any], as_json: bool) -> None:
+    """One strict JSON object (undefined figures null, each with its reason), or aligned
+    ``name  value`` lines."""
+    from scalesched.errors import print_json
+
     if as_json:
-        print(json.dumps(metrics))
+        print_json(metrics, {k: UNDEFINED_WHY for k in metrics})
         return
     for key, value in metrics.items():
-        typer.echo(f"{key:>22}  {value:.4g}" if isinstance(value, float) else f"{key:>22}  {value}")
+        if key == "errors":
+            text = _errors_text(value)
+        elif isinstance(value, float):
+            text = f"{value:.4g}" if math.isfinite(value) else "n/a (none completed)"
+        else:
+            text = str(value)
+        typer.echo(f"{key:>22}  {text}")
+
+
+def _errors_text(errors: dict[str, int]) -> str:
+    """Failed requests by kind, as ``http 404: 12, ClientConnectorError: 3``."""
+    return ", ".join(f"{kind}: {n}" for kind, n in errors.items()) or "none"
 
 
 _PROVIDED: dict[str, Any] = {}
