@@ -21,6 +21,7 @@ from scalesched.commands.common import (
     ProgressOpt,
     ToolCacheOpt,
     ToolRepeatOpt,
+    announce,
     check_outputs,
     cluster_and_policy,
     console,
@@ -173,8 +174,13 @@ LogitsCacheOpt = Annotated[
 ]
 
 
-TraceOpt = Annotated[Path | None, typer.Option(help="Write the per-task trace (JSON lines) here.")]
-GanttOpt = Annotated[Path | None, typer.Option(help="Write a Gantt chart PNG here.")]
+TraceOpt = Annotated[
+    Path | None,
+    typer.Option(help="Write the per-task trace (JSON lines) here, e.g. results/trace.jsonl."),
+]
+GanttOpt = Annotated[
+    Path | None, typer.Option(help="Write a Gantt chart here, e.g. results/gantt.png.")
+]
 
 
 ForceOpt = Annotated[
@@ -747,6 +753,7 @@ def static_cmd(
     bound = lower_bound_problem(prob)
     if gantt is not None:
         plot_schedule(schedule, prob.nodes, gantt, title=f"{policy} on {network.name}, {workflow}")
+        announce(f"Gantt chart written to {gantt}")
     row: dict[str, Any] = {
         "policy": policy,
         "workflow": workflow,

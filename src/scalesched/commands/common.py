@@ -18,7 +18,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from scalesched.errors import InputError, check_output_path
+from scalesched.errors import InputError, prepare_output_path
 
 console = Console()
 err_console = Console(stderr=True)
@@ -117,11 +117,11 @@ def window_size(
 
 
 def check_outputs(trace: Path | None, gantt: Path | None) -> None:
-    """Output paths are checked before a run, not after it."""
+    """Output paths are checked (their folders made) before a run, not after it."""
     if trace is not None:
-        check_output_path(trace, "--trace")
+        prepare_output_path(trace, "--trace")
     if gantt is not None:
-        check_output_path(gantt, "--gantt", "image")
+        prepare_output_path(gantt, "--gantt", "image")
 
 
 def cluster_and_policy(cluster: str, policy: str) -> tuple[Any, Any]:
@@ -143,19 +143,35 @@ def cluster_and_policy(cluster: str, policy: str) -> tuple[Any, Any]:
     return spec, scheduler
 
 
+def announce(text: str) -> None:
+    """One plain line on stderr about a file (being) written: stdout stays the report (or
+    the JSON object), and no written file goes unmentioned."""
+    print(text, file=sys.stderr, flush=True)
+
+
+def draw_gantt(records: Any, server_names: Any, path: Path, title: str) -> None:
+    """The Gantt chart of ``records``, announced before (it takes seconds on a long run)
+    and after, with where it went."""
+    from scalesched.sim.trace import plot_gantt
+
+    announce(f"drawing Gantt chart of {len(records)} tasks to {path} ...")
+    plot_gantt(records, server_names, path, title=title)
+    announce(f"Gantt chart written to {path}")
+
+
 def write_run_outputs(
     result: Any, trace: Path | None, gantt: Path | None, title: str, *, trace_written: bool
 ) -> None:
-    """The per-task trace and the Gantt chart of a finished run (each when asked for);
-    ``trace_written``: the run streamed its trace to the file already."""
-    if trace is None and gantt is None:
-        return
-    from scalesched.sim.trace import plot_gantt, write_trace
+    """The per-task trace and the Gantt chart of a finished run (each when asked for, each
+    announced); ``trace_written``: the run streamed its trace to the file already."""
+    if trace is not None:
+        if not trace_written:
+            from scalesched.sim.trace import write_trace
 
-    if trace is not None and not trace_written:
-        write_trace(result.trace, result.server_names, trace)
+            write_trace(result.trace, result.server_names, trace)
+        announce(f"trace written to {trace}")
     if gantt is not None:
-        plot_gantt(result.trace, result.server_names, gantt, title=title)
+        draw_gantt(result.trace, result.server_names, gantt, title)
 
 
 class Tick:

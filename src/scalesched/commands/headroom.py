@@ -20,6 +20,7 @@ from scalesched.commands.common import (
     ProgressOpt,
     ToolCacheOpt,
     ToolRepeatOpt,
+    announce,
     progress_bar,
 )
 from scalesched.errors import InputError, check_output_path, clean_errors, print_json
@@ -230,6 +231,7 @@ def _report(study: Any, as_json: bool, plot: Path | None) -> None:
         from scalesched.eval.headroom.plot import plot_headroom
 
         plot_headroom(study, plot)
+        announce(f"headroom chart written to {plot}")
     if as_json:
         print_json(study.as_json())
         return
