@@ -28,6 +28,7 @@ from scalesched.commands.common import (
     err_console,
     kv_policy_mode,
     logits_cache_mode,
+    print_markdown,
     progress_bar,
     tool_cache_on,
     write_run_outputs,
@@ -657,7 +658,7 @@ def _study(
     line = summary.get("verdict")
     if line:  # printed last, once
         text = text.replace(f"\n{line}\n", "")
-    console.print(text, markup=False, highlight=False)
+    print_markdown(text)
     console.print(f"results: {out}/results.csv; plots: {', '.join(summary['plots'])}")
     if line:
         console.print(line, markup=False, highlight=False)

@@ -1,15 +1,20 @@
 """Every file a command writes is announced on stderr (stdout stays the report or the JSON
-object), a Gantt chart says it is being drawn before the seconds it takes, and an output
-under a folder that does not exist yet (the examples' results/) is written there."""
+object), a Gantt chart says it is being drawn before the seconds it takes, an output under
+a folder that does not exist yet (the examples' results/) is written there, and a report's
+tables keep their rows whole at 80 columns."""
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
+import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
 from scalesched.cli import app
+from scalesched.commands import common
 
 runner = CliRunner()
 
@@ -45,3 +50,28 @@ def test_an_output_folder_that_cannot_be_made_is_one_line_before_the_run(tmp_pat
     line = result.stderr.strip()
     assert line.startswith("error: --gantt") and "not a folder" in line
     assert len(line.splitlines()) == 1
+
+
+SUMMARY = """### N = 16 (best heuristic: fcfs_workflow)
+
+| policy | mean RT (s) | p95 RT (s) | RT / lower bound | RT / best heuristic (seed-paired, 95% CI) | steady runs |
+|---|---|---|---|---|---|
+| scale-dagger | 27.81 ± 1.19 | 61.50 ± 7.27 | 1.534 ± 0.022 | 1.034 ± 0.022 | 3/3 |
+| fcfs_workflow | 27.97 ± 1.43 | 61.37 ± 7.60 | 1.532 ± 0.021 | 1.000 | 3/3 |
+
+Mean ± half-width of the 95% confidence interval over seeds (Student t)."""  # noqa: E501
+
+
+def test_a_markdown_report_keeps_its_table_rows_whole_at_80_columns(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    screen = io.StringIO()
+    monkeypatch.setattr(common, "console", Console(file=screen, width=80))
+    common.print_markdown(SUMMARY)
+    lines = screen.getvalue().splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert not any(line.lstrip().startswith(("|", "(seed")) for line in lines)
+    starts = [line.split()[0] for line in lines if line.split()]
+    assert "scale-dagger" in starts and "fcfs_workflow" in starts  # each row begins whole
+    assert lines[0] == "### N = 16 (best heuristic: fcfs_workflow)"
+    assert lines[-1].startswith("Mean ± half-width")

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -259,6 +260,52 @@ class progress_bar:
         if self._bar is not None:
             self._bar.__exit__(None, None, None)
             self._bar = None
+
+
+NARROW: dict[str, Any] = {
+    "box": box.SIMPLE_HEAD,
+    "collapse_padding": True,
+    "pad_edge": False,
+}
+"""The layout of tables with many columns: without vertical rules and with one space between
+columns, ten columns of figures fit 80 columns with the policy names whole (boxed,
+headroom's names were cut to 'heft…' and its figures next)."""
+
+
+def print_markdown(text: str) -> None:
+    """A markdown report (eval's and demo's summary.md) on the console: pipe tables as rich
+    tables, whose columns shrink and wrap inside their cells to the terminal's width (printed
+    as text, a row wider than 80 columns broke in the middle), and the prose as text."""
+    block: list[str] = []
+    for line in text.splitlines():
+        if line.startswith("|"):
+            block.append(line)
+            continue
+        if block:
+            console.print(markdown_table(block))
+            block = []
+        console.print(line, markup=False, highlight=False)
+    if block:
+        console.print(markdown_table(block))
+
+
+def markdown_table(lines: list[str]) -> Table:
+    """A pipe table (header, ``|---|`` rule, rows) as a rich table; numeric-looking cells
+    right-aligned by their header's column."""
+
+    def cells(line: str) -> list[str]:
+        return [c.strip() for c in line.strip().strip("|").split("|")]
+
+    header, *rows = lines
+    rows = [r for r in rows if set(r) - set("|-: ")]  # drop the rule line
+    table = Table(**NARROW)
+    for i, name in enumerate(cells(header)):
+        table.add_column(
+            name, justify="left" if i == 0 else "right", no_wrap=i == 0, overflow="fold"
+        )
+    for row in rows:
+        table.add_row(*cells(row))
+    return table
 
 
 NOT_STEADY_MARK = "  (not steady)"

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from scalesched.commands.common import (
+    NARROW,
     ArrivalsOpt,
     KvPolicyOpt,
     ProgressOpt,
@@ -50,8 +51,11 @@ _SHORT = {
 def _decomposition_table(study: Any) -> Table:
     from scalesched.eval.headroom.decompose import COMPONENT_HELP, COMPONENTS
 
-    table = Table(title="where each policy's mean - contention-free bound goes (s per workflow)")
-    table.add_column("policy")
+    table = Table(
+        title="where each policy's mean - contention-free bound goes (s per workflow)",
+        **NARROW,
+    )
+    table.add_column("policy", no_wrap=True)
     table.add_column("gap s", justify="right")
     for name in COMPONENTS:
         table.add_column(_SHORT[name], justify="right")
@@ -69,8 +73,10 @@ def _breakdown_table(study: Any, name: str) -> Table:
     from scalesched.eval.headroom.decompose import COMPONENTS
 
     row = study.row(name)
-    table = Table(title=f"{name}: the split per model and per server type (s per workflow)")
-    table.add_column("model / server type")
+    table = Table(
+        title=f"{name}: the split per model and per server type (s per workflow)", **NARROW
+    )
+    table.add_column("model / server type", no_wrap=True)
     parts = [c for c in COMPONENTS if c != "path"]
     for c in parts:
         table.add_column(_SHORT[c], justify="right")
