@@ -347,7 +347,7 @@ def _live(args: argparse.Namespace, policy: str, seed: int, common: list[str], w
         out = subprocess.run(
             CLI
             + ["loadgen", "--url", gateway, "--cluster", args.cluster]
-            + ["--time-scale", str(args.time_scale), "--json", *common],
+            + ["--time-scale", str(args.time_scale), "--json", "--allow-failures", *common],
             env=ENV,
             check=True,
             capture_output=True,

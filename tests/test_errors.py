@@ -139,7 +139,7 @@ def test_check_output_path_refuses_what_cannot_be_written(tmp_path: Path) -> Non
     ("args", "words"),
     [
         (["memplan", "--model", "phi-2", "--gpu", "l4", "--plot", "{tmp}/p.xyz"], "--plot"),
-        (["memplan", "--model", "phi-2", "--gpu", "l4", "--out", "{tmp}/no/p.json"], "--out"),
+        (["memplan", "--model", "phi-2", "--gpu", "l4", "--out", "/proc/no/p.json"], "--out"),
         (["memplan", "replay", "{tmp}/plan.json", "--plot", "{tmp}/p.txt"], "--plot"),
         (["plan", "--rate", "1", "--out", "{tmp}"], "--out: {tmp} is a folder"),
         (["predict", "fit", "--out", "/proc/no/p.npz"], "--out: cannot write in /proc"),

@@ -18,14 +18,17 @@ from scalesched.commands import ray_run
 from scalesched.commands.common import (
     ArrivalsOpt,
     KvPolicyOpt,
+    ProgressOpt,
     ToolCacheOpt,
     ToolRepeatOpt,
+    announce,
     check_outputs,
     cluster_and_policy,
     console,
     err_console,
     kv_policy_mode,
     logits_cache_mode,
+    print_markdown,
     progress_bar,
     tool_cache_on,
     write_run_outputs,
@@ -196,8 +199,13 @@ LogitsCacheOpt = Annotated[
 ]
 
 
-TraceOpt = Annotated[Path | None, typer.Option(help="Write the per-task trace (JSON lines) here.")]
-GanttOpt = Annotated[Path | None, typer.Option(help="Write a Gantt chart PNG here.")]
+TraceOpt = Annotated[
+    Path | None,
+    typer.Option(help="Write the per-task trace (JSON lines) here, e.g. results/trace.jsonl."),
+]
+GanttOpt = Annotated[
+    Path | None, typer.Option(help="Write a Gantt chart here, e.g. results/gantt.png.")
+]
 
 
 ForceOpt = Annotated[
@@ -230,7 +238,7 @@ def simulate(
     ] = False,
     trace: TraceOpt = None,
     gantt: GanttOpt = None,
-    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+    progress: ProgressOpt = True,
     deployment: DeploymentOpt = None,
     kv_policy: KvPolicyOpt = "off",
     tool_repeat: ToolRepeatOpt = 0.0,
@@ -450,7 +458,7 @@ def train(
         int | None, typer.Option(min=0, max=2**63 - 1, help="Seed (overrides the config).")
     ] = None,
     resume: Annotated[bool, typer.Option(help="Continue from OUT/last.pt if it exists.")] = False,
-    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+    progress: ProgressOpt = True,
     set_: Annotated[
         list[str] | None,
         typer.Option(
@@ -475,24 +483,12 @@ def train(
     cfg = load_config(config, set_fields=parse_overrides(set_ or []), total_steps=steps, seed=seed)
     if out.exists() and (out / "last.pt").exists() and not resume:
         raise InputError(str(out), "--out", "holds a run already; pass --resume or a new folder")
-    show = progress and sys.stderr.isatty()
-    if show:
-        from rich.progress import Progress
+    with progress_bar(progress, cfg.num_updates, f"training {cfg.name}", unit="updates") as tick:
 
-        with Progress(console=err_console) as bar:
-            task = bar.add_task(f"training {cfg.name}", total=cfg.num_updates)
+        def on_update(update: int, total: int, row: dict[str, float]) -> None:
+            tick(update, f"episode RT {row.get('mean_response_time_s', float('nan')):.1f} s")
 
-            def tick(update: int, total: int, row: dict[str, float]) -> None:
-                rt = row.get("mean_response_time_s", float("nan"))
-                bar.update(
-                    task,
-                    completed=update,
-                    description=f"training {cfg.name} (episode RT {rt:.1f} s)",
-                )
-
-            state = Trainer(cfg, out, resume=resume, progress=tick).train()
-    else:
-        state = Trainer(cfg, out, resume=resume).train()
+        state = Trainer(cfg, out, resume=resume, progress=on_update if progress else None).train()
     console.print(
         f"done: {state.global_step} steps, {state.episodes} episodes; best validation ratio "
         f"to the best baseline {state.best_score:.3f}; checkpoints in {out}/best.pt and "
@@ -594,7 +590,7 @@ def evaluate(
     jobs: Annotated[int | None, typer.Option(help="Worker processes (default: all cores).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
     force: ForceOpt = False,
-    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+    progress: ProgressOpt = True,
     ray_address: Annotated[
         str | None,
         typer.Option(help="Spread the runs over the Ray cluster at this address."),
@@ -691,8 +687,7 @@ def _study(
     except OSError as exc:
         raise InputError("--out", "out", f"cannot create {out}: {exc.strerror}") from None
     total = len(cfg.policies) * len(cfg.nodes) * len(cfg.seeds)
-    show = progress and not as_json and sys.stderr.isatty()
-    with progress_bar(show, total, f"{total} runs") as tick:
+    with progress_bar(progress and not as_json, total, "simulated runs") as tick:
         summary = run_and_report(
             cfg,
             out,
@@ -714,7 +709,7 @@ def _study(
     line = summary.get("verdict")
     if line:  # printed last, once
         text = text.replace(f"\n{line}\n", "")
-    console.print(text, markup=False, highlight=False)
+    print_markdown(text)
     console.print(f"results: {out}/results.csv; plots: {', '.join(summary['plots'])}")
     if line:
         console.print(line, markup=False, highlight=False)
@@ -744,7 +739,7 @@ def demo(
     precision: PrecisionOpt = 0.01,
     max_workflows: MaxWorkflowsOpt = DEMO_MAX_WORKFLOWS,
     jobs: Annotated[int | None, typer.Option(help="Worker processes.")] = None,
-    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+    progress: ProgressOpt = True,
     force: ForceOpt = False,
 ) -> None:
     """The main job: the shipped SCALE policy (and the fixed-size MLP at N = 16) against
@@ -819,6 +814,7 @@ def static_cmd(
     bound = lower_bound_problem(prob)
     if gantt is not None:
         plot_schedule(schedule, prob.nodes, gantt, title=f"{policy} on {network.name}, {workflow}")
+        announce(f"Gantt chart written to {gantt}")
     row: dict[str, Any] = {
         "policy": policy,
         "workflow": workflow,
@@ -942,7 +938,7 @@ def _serve_jobs(tables: Any, scenario: Any) -> list[Any]:
     return build_jobs(tables, scenario)
 
 
-_register_serve(app, get_policy=_serve_policy, build_jobs=_serve_jobs)
+_register_serve(app, get_policy=_serve_policy, build_jobs=_serve_jobs, progress=progress_bar)
 
 
 def main() -> None:  # pragma: no cover

@@ -303,15 +303,39 @@ def check_output_path(
     if p.exists() and not os.access(p, os.W_OK):
         raise InputError(option, field, f"{p} is not writable")
     if kind == "image":
-        from matplotlib.backend_bases import FigureCanvasBase
+        _check_image_type(p, option)
 
-        formats = FigureCanvasBase.get_supported_filetypes()
-        if p.suffix.lstrip(".").lower() not in formats:
-            raise InputError(
-                option,
-                field,
-                f"{p.name}: unknown image type; use one of .{', .'.join(sorted(formats))}",
-            )
+
+def _check_image_type(p: Path, option: str) -> None:
+    """A suffix matplotlib can write, or one line naming ``option``."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    formats = FigureCanvasBase.get_supported_filetypes()
+    if p.suffix.lstrip(".").lower() not in formats:
+        raise InputError(
+            option,
+            option.lstrip("-"),
+            f"{p.name}: unknown image type; use one of .{', .'.join(sorted(formats))}",
+        )
+
+
+def prepare_output_path(path: Any, option: str, kind: str = "file") -> None:
+    """:func:`check_output_path`, with a missing folder made first: ``--out
+    results/plan.yaml`` works in a fresh checkout, as the examples in ``--help`` write under
+    ``results/``. Fails before any work, naming ``option``."""
+    from pathlib import Path
+
+    p = Path(path)
+    check_output_path(p, option, kind, makes_folders=True)  # the folder can be made
+    if kind == "image":
+        _check_image_type(p, option)  # before a folder is made for nothing
+    if not p.parent.exists():
+        try:
+            p.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            field = option.lstrip("-")
+            raise InputError(option, field, f"cannot create {p.parent}: {exc.strerror}") from None
+    check_output_path(p, option, kind)  # all of it, the image type too
 
 
 def _probe_write(folder: Any, option: str, field: str) -> None:

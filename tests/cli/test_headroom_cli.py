@@ -26,6 +26,7 @@ def test_json_keys_and_plot(tmp_path: Path) -> None:
         *SMALL, "--policy", "eft", "--policy", "tail", "--no-oracle", "--json", "--plot", str(chart)
     )
     assert code == 0, err
+    assert f"headroom chart written to {chart}" in " ".join(err.split())
     data = json.loads(out)
     for key in ("lower_bound", "capacity_bound", "oracle", "decomposition", "policies"):
         assert key in data
@@ -87,3 +88,18 @@ def test_bad_input_is_one_line_exit_2(args: list[str], names: str) -> None:
     assert code == 2
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:") and names in lines[0], err
+
+
+def test_the_tables_fit_80_columns_with_the_names_whole() -> None:
+    policies = ["eft", "fcfs_workflow", "least_loaded"]
+    args = [*SMALL, "--no-oracle", *(a for p in policies for a in ("--policy", p))]
+    result = runner.invoke(app, ["headroom", *args], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    split = lines.index(next(line for line in lines if line.strip().startswith("where each")))
+    rows = [
+        line.split() for line in lines[split:] if line.split()[:1] and line.split()[0] in policies
+    ]
+    assert sorted(row[0] for row in rows) == sorted(policies)  # whole names, not 'fcfs…'
+    assert all(len(row) == 10 and "…" not in " ".join(row) for row in rows), rows

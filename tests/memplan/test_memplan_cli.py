@@ -60,3 +60,15 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
     bad.write_text("{")
     r = runner.invoke(app, ["memplan", "replay", str(bad)])
     assert r.exit_code == 2 and "invalid JSON" in r.stderr
+
+
+def test_the_table_reads_as_words_and_written_files_are_announced(tmp_path: Path) -> None:
+    plan = tmp_path / "results" / "plan.json"  # a folder that does not exist yet
+    args = ["memplan", "--model", "llama-2-7b", "--gpu", "L4-24G", "--batch", "2", "--seq", "1024"]
+    r = runner.invoke(app, [*args, "--no-max-batch", "--out", str(plan)], env={"COLUMNS": "80"})
+    assert r.exit_code == 0, r.output
+    assert "{" not in r.stdout and "None" not in r.stdout  # no Python dict, no bare None
+    layers = next(line for line in r.stdout.splitlines() if "layers" in line)
+    assert any(word in layers for word in ("keep", "recompute", "offload")), layers
+    assert "n/a" in next(line for line in r.stdout.splitlines() if "max_batch" in line)
+    assert plan.is_file() and f"plan written to {plan}" in " ".join(r.stderr.split())

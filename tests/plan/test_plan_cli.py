@@ -42,7 +42,7 @@ def test_plan_json_and_out_file_then_simulate(tmp_path):
         ],
     )
     assert res.exit_code == 0, res.output
-    row = json.loads(res.output)
+    row = json.loads(res.stdout)
     assert set(row) >= KEYS and row["meets_slo"] in (True, False)
     assert row["predicted_throughput_wps"] > 0.5 and row["planning_time_s"] < 10
     data = yaml.safe_load(out.read_text())
@@ -86,7 +86,7 @@ def test_baseline_and_errors(tmp_path):
         ],
     )
     assert res.exit_code == 0, res.output
-    assert json.loads(res.output)["strategy"] == "uniform"
+    assert json.loads(res.stdout)["strategy"] == "uniform"
     for args, words in (
         (["plan", "--cluster", "hetero-8"], "--rate"),
         (["plan", "--rate", "1", "--baseline", "best"], "--baseline"),
@@ -149,3 +149,18 @@ def test_eval_takes_a_deployment_for_one_size(tmp_path):
     assert res.exit_code == 0, res.output
     res = runner.invoke(app, ["eval", "--nodes", "8,16", "--deployment", str(plan)])
     assert res.exit_code == 2 and "one --nodes" in res.output
+
+
+def test_plan_defaults_to_hetero_16_and_its_file_reads_cleanly(tmp_path):
+    import re
+
+    out = tmp_path / "results" / "plan.yaml"  # the folder is made, as --help's example needs
+    res = runner.invoke(app, ["plan", "--rate", "0.5", "--samples", "100", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    text = out.read_text()
+    assert yaml.safe_load(text)["cluster"] == "hetero-16"
+    head = text.splitlines()[0]
+    assert head.startswith("# scalesched plan") and "predicted throughput" in head
+    assert not re.search(r"\d\.\d{5,}", head), head  # 4 significant digits, not 16
+    assert f"deployment written to {out}" in " ".join(res.stderr.split())
+    assert "meets_slo: n/a" in res.stdout

@@ -45,7 +45,7 @@ def test_cli_fit_then_eval(tmp_path: Path) -> None:
     args = ["--cluster", "hetero-4", "--workflows", "60", "--seed", "7"]
     r = CliRunner().invoke(app, ["predict", "fit", "--out", str(out), *args, "--json"])
     assert r.exit_code == 0, r.output
-    assert json.loads(r.output)["trace_seeds"] == [7]
+    assert json.loads(r.stdout)["trace_seeds"] == [7]
     r = CliRunner().invoke(
         app, ["predict", "eval", "--model", str(out), *args[:4], "--seed", "8", "--json"]
     )

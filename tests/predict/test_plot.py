@@ -33,7 +33,7 @@ def test_cli_eval_plot(tmp_path: Path) -> None:
     r = CliRunner().invoke(app, ["predict", "eval", *args, "--json"])
     assert r.exit_code == 0, r.output
     assert out.read_bytes()[:8] == PNG
-    heads = json.loads(r.output)["heads"]
+    heads = json.loads(r.stdout)["heads"]
     assert set(heads) == {"duration", "finish", "tokens"}
     for rows in heads.values():
         table = rows["calibration"]

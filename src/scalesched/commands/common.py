@@ -8,15 +8,18 @@ in one of them only.
 
 from __future__ import annotations
 
+import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from scalesched.errors import InputError, check_output_path
+from scalesched.errors import InputError, prepare_output_path
 
 console = Console()
 err_console = Console(stderr=True)
@@ -27,6 +30,15 @@ ArrivalsOpt = Annotated[
     typer.Option(
         help="Arrival process: poisson, bursty, azure-conv or azure-code (a production hour's "
         "request-rate shape, stretched over the run at the offered load) or replay:PATH."
+    ),
+]
+
+
+ProgressOpt = Annotated[
+    bool,
+    typer.Option(
+        help="Progress on stderr: a bar on a terminal, else a plain line every tenth of the "
+        "work (a log or CI job is never silent for minutes)."
     ),
 ]
 
@@ -106,11 +118,11 @@ def window_size(
 
 
 def check_outputs(trace: Path | None, gantt: Path | None) -> None:
-    """Output paths are checked before a run, not after it."""
+    """Output paths are checked (their folders made) before a run, not after it."""
     if trace is not None:
-        check_output_path(trace, "--trace")
+        prepare_output_path(trace, "--trace")
     if gantt is not None:
-        check_output_path(gantt, "--gantt", "image")
+        prepare_output_path(gantt, "--gantt", "image")
 
 
 def cluster_and_policy(cluster: str, policy: str) -> tuple[Any, Any]:
@@ -132,40 +144,168 @@ def cluster_and_policy(cluster: str, policy: str) -> tuple[Any, Any]:
     return spec, scheduler
 
 
+def announce(text: str) -> None:
+    """One plain line on stderr about a file (being) written: stdout stays the report (or
+    the JSON object), and no written file goes unmentioned."""
+    print(text, file=sys.stderr, flush=True)
+
+
+def draw_gantt(records: Any, server_names: Any, path: Path, title: str) -> None:
+    """The Gantt chart of ``records``, announced before (it takes seconds on a long run)
+    and after, with where it went."""
+    from scalesched.sim.trace import plot_gantt
+
+    announce(f"drawing Gantt chart of {len(records)} tasks to {path} ...")
+    plot_gantt(records, server_names, path, title=title)
+    announce(f"Gantt chart written to {path}")
+
+
 def write_run_outputs(
     result: Any, trace: Path | None, gantt: Path | None, title: str, *, trace_written: bool
 ) -> None:
-    """The per-task trace and the Gantt chart of a finished run (each when asked for);
-    ``trace_written``: the run streamed its trace to the file already."""
-    if trace is None and gantt is None:
-        return
-    from scalesched.sim.trace import plot_gantt, write_trace
+    """The per-task trace and the Gantt chart of a finished run (each when asked for, each
+    announced); ``trace_written``: the run streamed its trace to the file already."""
+    if trace is not None:
+        if not trace_written:
+            from scalesched.sim.trace import write_trace
 
-    if trace is not None and not trace_written:
-        write_trace(result.trace, result.server_names, trace)
+            write_trace(result.trace, result.server_names, trace)
+        announce(f"trace written to {trace}")
     if gantt is not None:
-        plot_gantt(result.trace, result.server_names, gantt, title=title)
+        draw_gantt(result.trace, result.server_names, gantt, title)
+
+
+class Tick:
+    """Reports ``done`` of one progress series (optionally with a few words of detail, such
+    as training's latest episode time)."""
+
+    def __call__(self, done: int, detail: str = "") -> None:
+        return None
+
+
+class _BarTick(Tick):
+    def __init__(self, bar: Any, label: str, total: int) -> None:
+        self.bar, self.label = bar, label
+        self.task = bar.add_task(label, total=total)
+
+    def __call__(self, done: int, detail: str = "") -> None:
+        text = f"{self.label} ({detail})" if detail else self.label
+        self.bar.update(self.task, completed=done, description=text)
+
+
+class _LineTick(Tick):
+    """Plain lines on stderr: one when the series starts, one at each further tenth done,
+    one when a minute has passed without a line, and one at the end."""
+
+    def __init__(self, label: str, total: int, unit: str) -> None:
+        self.label, self.total, self.unit = label, max(total, 1), unit
+        self.t0 = self.last_t = time.monotonic()
+        self.last_tenth = 0
+        self._line(0, "")
+
+    def __call__(self, done: int, detail: str = "") -> None:
+        tenth = 10 * done // self.total
+        now = time.monotonic()
+        if done >= self.total or tenth > self.last_tenth or now - self.last_t >= LINE_EVERY_S:
+            self.last_tenth, self.last_t = tenth, now
+            self._line(done, detail)
+
+    def _line(self, done: int, detail: str) -> None:
+        elapsed = time.monotonic() - self.t0
+        extra = f", {detail}" if detail else ""
+        unit = f" {self.unit}" if self.unit else ""
+        print(
+            f"{self.label}: {done}/{self.total}{unit} ({done / self.total:.0%}), "
+            f"{elapsed:.0f} s{extra}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+LINE_EVERY_S = 60.0
+"""Longest silence between plain progress lines while work advances."""
 
 
 class progress_bar:
-    """A rich progress bar over completed workflows (a no-op when hidden)."""
+    """Progress over a long run, on stderr: a rich bar on a terminal; elsewhere (a log
+    file, a CI job, a pipe) plain lines, because a bar there prints nothing and a
+    many-minute run would look hung; nothing when ``show`` is false (``--no-progress``,
+    ``--json``). The one progress helper of the commands, so they all behave alike.
 
-    def __init__(self, show: bool, total: int, label: str) -> None:
-        self.show, self.total, self.label = show, total, label
+    ``with progress_bar(show, total, label) as tick`` gives the first series' :class:`Tick`;
+    :meth:`series` adds another one (a bar, or its own lines) to the same display."""
 
-    def __enter__(self) -> Callable[[int], None]:
+    def __init__(self, show: bool, total: int, label: str, unit: str = "") -> None:
+        self.show, self.total, self.label, self.unit = show, total, label, unit
+        self._bar: Any = None
+
+    def __enter__(self) -> Tick:
+        if self.show and sys.stderr.isatty():
+            from rich.progress import Progress
+
+            self._bar = Progress(console=err_console, transient=True)
+            self._bar.__enter__()
+        return self.series(self.label) if self.label else Tick()
+
+    def series(self, label: str, total: int | None = None) -> Tick:
+        """Another progress series of ``total`` (default: the helper's) named ``label``."""
+        total = self.total if total is None else total
         if not self.show:
-            return lambda done: None
-        from rich.progress import Progress
-
-        self._bar = Progress(console=err_console, transient=True)
-        self._bar.__enter__()
-        task = self._bar.add_task(self.label, total=self.total)
-        return lambda done: self._bar.update(task, completed=done)
+            return Tick()
+        if self._bar is not None:
+            return _BarTick(self._bar, label, total)
+        return _LineTick(label, total, self.unit)
 
     def __exit__(self, *exc: object) -> None:
-        if self.show:
+        if self._bar is not None:
             self._bar.__exit__(None, None, None)
+            self._bar = None
+
+
+NARROW: dict[str, Any] = {
+    "box": box.SIMPLE_HEAD,
+    "collapse_padding": True,
+    "pad_edge": False,
+}
+"""The layout of tables with many columns: without vertical rules and with one space between
+columns, ten columns of figures fit 80 columns with the policy names whole (boxed,
+headroom's names were cut to 'heft…' and its figures next)."""
+
+
+def print_markdown(text: str) -> None:
+    """A markdown report (eval's and demo's summary.md) on the console: pipe tables as rich
+    tables, whose columns shrink and wrap inside their cells to the terminal's width (printed
+    as text, a row wider than 80 columns broke in the middle), and the prose as text."""
+    block: list[str] = []
+    for line in text.splitlines():
+        if line.startswith("|"):
+            block.append(line)
+            continue
+        if block:
+            console.print(markdown_table(block))
+            block = []
+        console.print(line, markup=False, highlight=False)
+    if block:
+        console.print(markdown_table(block))
+
+
+def markdown_table(lines: list[str]) -> Table:
+    """A pipe table (header, ``|---|`` rule, rows) as a rich table; numeric-looking cells
+    right-aligned by their header's column."""
+
+    def cells(line: str) -> list[str]:
+        return [c.strip() for c in line.strip().strip("|").split("|")]
+
+    header, *rows = lines
+    rows = [r for r in rows if set(r) - set("|-: ")]  # drop the rule line
+    table = Table(**NARROW)
+    for i, name in enumerate(cells(header)):
+        table.add_column(
+            name, justify="left" if i == 0 else "right", no_wrap=i == 0, overflow="fold"
+        )
+    for row in rows:
+        table.add_row(*cells(row))
+    return table
 
 
 NOT_STEADY_MARK = "  (not steady)"

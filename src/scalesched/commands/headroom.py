@@ -15,10 +15,14 @@ from rich.console import Console
 from rich.table import Table
 
 from scalesched.commands.common import (
+    NARROW,
     ArrivalsOpt,
     KvPolicyOpt,
+    ProgressOpt,
     ToolCacheOpt,
     ToolRepeatOpt,
+    announce,
+    progress_bar,
 )
 from scalesched.errors import InputError, check_output_path, clean_errors, print_json
 
@@ -47,8 +51,11 @@ _SHORT = {
 def _decomposition_table(study: Any) -> Table:
     from scalesched.eval.headroom.decompose import COMPONENT_HELP, COMPONENTS
 
-    table = Table(title="where each policy's mean - contention-free bound goes (s per workflow)")
-    table.add_column("policy")
+    table = Table(
+        title="where each policy's mean - contention-free bound goes (s per workflow)",
+        **NARROW,
+    )
+    table.add_column("policy", no_wrap=True)
     table.add_column("gap s", justify="right")
     for name in COMPONENTS:
         table.add_column(_SHORT[name], justify="right")
@@ -66,8 +73,10 @@ def _breakdown_table(study: Any, name: str) -> Table:
     from scalesched.eval.headroom.decompose import COMPONENTS
 
     row = study.row(name)
-    table = Table(title=f"{name}: the split per model and per server type (s per workflow)")
-    table.add_column("model / server type")
+    table = Table(
+        title=f"{name}: the split per model and per server type (s per workflow)", **NARROW
+    )
+    table.add_column("model / server type", no_wrap=True)
     parts = [c for c in COMPONENTS if c != "path"]
     for c in parts:
         table.add_column(_SHORT[c], justify="right")
@@ -124,19 +133,11 @@ def _main_table(study: Any) -> Table:
 
 @contextmanager
 def _progress(show: bool, total: int) -> Iterator[Callable[[str], Callable[[int], None]]]:
-    """A rich bar per run (completed workflows); a no-op when hidden."""
-    if not show:
-        yield lambda label: lambda done: None
-        return
-    from rich.progress import Progress
-
-    with Progress(console=Console(stderr=True), transient=True) as bar:
-
-        def start(label: str) -> Callable[[int], None]:
-            task = bar.add_task(label, total=total)
-            return lambda done: bar.update(task, completed=done)
-
-        yield start
+    """One progress series per run (completed workflows), through the commands' shared
+    helper: a bar on a terminal, plain lines elsewhere, nothing when hidden."""
+    helper = progress_bar(show, total, "", unit="workflows")
+    with helper:
+        yield helper.series
 
 
 def _check_names(names: list[str], option: str) -> None:
@@ -191,7 +192,7 @@ def headroom(
     plot: Annotated[
         Path | None, typer.Option(help="Write the stacked-bar chart here (e.g. .png).")
     ] = None,
-    progress: Annotated[bool, typer.Option(help="Show a progress bar per run.")] = True,
+    progress: ProgressOpt = True,
 ) -> None:
     """How much could any scheduler still win? Policies and oracles against two lower
     bounds, with each policy's gap split along its critical paths."""
@@ -236,6 +237,7 @@ def _report(study: Any, as_json: bool, plot: Path | None) -> None:
         from scalesched.eval.headroom.plot import plot_headroom
 
         plot_headroom(study, plot)
+        announce(f"headroom chart written to {plot}")
     if as_json:
         print_json(study.as_json())
         return

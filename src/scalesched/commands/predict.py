@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
+from scalesched.commands.common import announce
 from scalesched.errors import check_output_path, print_json
 
 predict_app = typer.Typer(
@@ -66,6 +67,7 @@ def fit(
             cluster, workload, workflows=workflows, seeds=[seed], load=load, policy=policy
         )
         save(predictor, out)
+        announce(f"predictor written to {out}")
         summary: dict[str, Any] = {"out": str(out), **predictor.meta}
         if as_json:
             print_json(summary)
@@ -120,6 +122,7 @@ def evaluate(
                 title=f"{report['cluster']}, {workload}, load {load}, seed {seed}, "
                 f"placed by {policy}",
             )
+            announce(f"calibration plot written to {plot}")
         if as_json:
             print_json(report, NULL_REASONS)
             return

@@ -8,7 +8,6 @@ figure comes from ``scalesched.runs.setup.run``.
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,7 +73,7 @@ def simulate_run(
 
     n_jobs = len(setup.jobs)
     gantt = recording.gantt
-    with progress_bar(show, n_jobs, label) as tick:
+    with progress_bar(show, n_jobs, label, unit="workflows") as tick:
         result = run(
             setup,
             scheduler,
@@ -95,8 +94,9 @@ def simulate_run(
 
 
 def show_progress(progress: bool, as_json: bool) -> bool:
-    """A bar only for a person watching: asked for, not JSON, stderr a terminal."""
-    return progress and not as_json and sys.stderr.isatty()
+    """Progress when asked for and not JSON: a bar on a terminal, plain lines elsewhere
+    (:class:`~scalesched.commands.common.progress_bar` decides which)."""
+    return progress and not as_json
 
 
 def report_simulation(metrics: dict[str, Any], title: str, as_json: bool) -> None:

@@ -10,7 +10,13 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from scalesched.errors import InputError, check_output_path, clean_errors, print_json
+from scalesched.errors import (
+    InputError,
+    check_output_path,
+    clean_errors,
+    prepare_output_path,
+    print_json,
+)
 from scalesched.memplan.costs import hardware, resolve_gpu, resolve_model, train_costs
 from scalesched.memplan.plan import evaluate
 from scalesched.memplan.planner import (
@@ -46,9 +52,33 @@ def _print(figures: dict[str, Any], title: str) -> None:
     table.add_column("figure")
     table.add_column("value", justify="right")
     for key, value in figures.items():
-        text = f"{value:.4g}" if isinstance(value, float) else str(value)
-        table.add_row(key, text)
+        table.add_row(key, _text(value))
     console.print(table)
+
+
+def _text(value: Any) -> str:
+    """A figure as a person reads it: floats to 4 significant digits, a count per kind as
+    ``keep 30, recompute 2`` (not a Python dict), a missing figure as ``n/a``."""
+    if value is None:
+        return "n/a"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {_text(v)}" for k, v in value.items()) or "none"
+    return str(value)
+
+
+def _prepare_outputs(out: Path | None, plot: Path | None) -> None:
+    """The plan file's and the chart's paths checked (their folders made) before solving."""
+    if out is not None:
+        prepare_output_path(out, "--out")
+    if plot is not None:
+        prepare_output_path(plot, "--plot", "image")
+
+
+def _announce(text: str) -> None:
+    """A written file, on stderr (stdout stays the table or the JSON object)."""
+    typer.echo(text, err=True)
 
 
 @memplan_app.callback(invoke_without_command=True)
@@ -103,10 +133,7 @@ def memplan(
     if gpu is None:
         raise InputError("--gpu", "gpu", "required (e.g. --gpu A100-80G)")
     check_strategy(strategy)
-    if out is not None:
-        check_output_path(out, "--out")
-    if plot is not None:
-        check_output_path(plot, "--plot", "image")
+    _prepare_outputs(out, plot)
     if not (math.isfinite(time_limit) and time_limit > 0):
         raise InputError("--time-limit", "time-limit", f"must be > 0 and finite, got {time_limit}")
     model = resolve_model(model)
@@ -123,11 +150,13 @@ def memplan(
     figures = summary(result, mb)
     if out is not None:
         write_plan(result, out, mb)
+        _announce(f"plan written to {out}")
     if plot is not None and result.replayed is not None:
         from scalesched.memplan.plot import plot_timeline
 
         title = f"{strategy}: {model} on {hw.gpu}, batch {batch} x {seq} ({result.status})"
         plot_timeline(result.replayed, plot, title=title, caps_gb={"gpu": hw.gpu_mem_bytes / 1e9})
+        _announce(f"timeline written to {plot}")
     if as_json:
         print_json(figures, NULL_REASONS)
         return
@@ -170,6 +199,7 @@ def replay_cmd(
 
         title = f"replay of {plan_file.name}: {costs.model} on {costs.hw.gpu}"
         plot_timeline(rep, plot, title=title, caps_gb={"gpu": costs.hw.gpu_mem_bytes / 1e9})
+        _announce(f"timeline written to {plot}")
     if as_json:
         print_json(figures, NULL_REASONS)
         return

@@ -12,7 +12,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from scalesched.errors import InputError, check_output_path, print_json
+from scalesched.errors import InputError, prepare_output_path, print_json
 
 plan_app = typer.Typer(
     help="Plan GPU allocations for multi-LLM workflows (Scepsy-style; docs/planning.md).",
@@ -56,6 +56,14 @@ def plan_summary(result: Any, slo_p95: float | None, out: Path | None) -> dict[s
     }
 
 
+def _short(value: Any, unit: str = "") -> str:
+    """A figure for a file's comment line: 4 significant digits (the prediction is not
+    known to 16), and an overload as words rather than ``inf``."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "unbounded (overloaded)"
+    return f"{value:.4g}{unit}" if isinstance(value, float) else f"{value}{unit}"
+
+
 def _write_plan(result: Any, spec: Any, out: Path, summary: dict[str, Any]) -> None:
     from scalesched.cluster.deployment import deployment_from_dict, deployment_to_dict
 
@@ -64,9 +72,9 @@ def _write_plan(result: Any, spec: Any, out: Path, summary: dict[str, Any]) -> N
     deployment_from_dict(data, spec, str(out))  # what we write must load back
     head = (
         f"# scalesched plan ({result.strategy}) at {result.rate_wps:g} workflows/s: predicted "
-        f"throughput {summary['predicted_throughput_wps']}, mean "
-        f"{summary['predicted_mean_response_s']} s, p95 {summary['predicted_p95_response_s']} "
-        f"s, {result.gpus_used:g} GPUs\n"
+        f"throughput {_short(summary['predicted_throughput_wps'])} workflows/s, mean "
+        f"{_short(summary['predicted_mean_response_s'], ' s')}, p95 "
+        f"{_short(summary['predicted_p95_response_s'], ' s')}, {result.gpus_used:g} GPUs\n"
     )
     try:
         out.write_text(head + yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
@@ -79,7 +87,7 @@ def plan(
     ctx: typer.Context,
     cluster: Annotated[
         str, typer.Option(help="Cluster preset (hetero-N, homogeneous-N[:TYPE]) or YAML file.")
-    ] = "hetero-32",
+    ] = "hetero-16",
     workload: Annotated[
         str, typer.Option(help="Workload preset (see `scalesched workloads`) or WfFormat JSON.")
     ] = "agentic-mix",
@@ -91,7 +99,8 @@ def plan(
         typer.Option(help="p95 response objective, s: the output says whether the plan meets it."),
     ] = None,
     out: Annotated[
-        Path | None, typer.Option(help="Write the plan as a deployment YAML here.")
+        Path | None,
+        typer.Option(help="Write the plan as a deployment YAML here, e.g. results/plan.yaml."),
     ] = None,
     baseline: Annotated[
         str | None,
@@ -142,7 +151,7 @@ def _plan(
         if baseline not in (None, "independent", "uniform"):
             raise InputError("--baseline", "baseline", "independent or uniform")
         if out is not None:
-            check_output_path(out, "--out")
+            prepare_output_path(out, "--out")
         spec = get_cluster(cluster)
         profile = workload_profile(workload, samples=samples, seed=seed)
         strategy = baseline or "plan"
@@ -150,6 +159,7 @@ def _plan(
         summary = plan_summary(result, slo_p95, out)
         if out is not None:
             _write_plan(result, spec, out, summary)
+            typer.echo(f"deployment written to {out}", err=True)
         if as_json:
             print_json(summary, NULL_REASONS)
             return
@@ -168,11 +178,11 @@ def _plan(
             "planning_time_s",
         ):
             v = summary[key]
-            console.print(f"{key}: {v:.4g}" if isinstance(v, float) else f"{key}: {v}")
+            if v is None:  # meets_slo without --slo-p95
+                v = "n/a (no --slo-p95 given)"
+            console.print(f"{key}: {_short(v)}")
         for note in result.notes:
             console.print(f"note: {note}")
-        if out is not None:
-            console.print(f"deployment written to {out}")
 
     go()
 

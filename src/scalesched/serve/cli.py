@@ -2,16 +2,15 @@
 
 This package is an executor, below the policies and the studies, so what those layers
 provide is passed in by ``scalesched.cli`` when it registers the commands: ``get_policy``
-(a policy name or checkpoint to a scheduler) and ``build_jobs`` (a scenario's jobs, its
-``--load`` resolved against the cluster's capacity).
+(a policy name or checkpoint to a scheduler), ``build_jobs`` (a scenario's jobs, its
+``--load`` resolved against the cluster's capacity) and ``progress`` (the commands' one
+progress helper, so loadgen's progress looks like every other command's).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import math
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -22,6 +21,9 @@ from scalesched.errors import InputError, clean_errors
 
 PolicyLoader = Callable[[str], Any]
 JobBuilder = Callable[[Any, Any], list[Any]]
+ProgressFactory = Callable[[bool, int, str], Any]
+"""The commands' progress helper: ``(show, total, label)`` -> a context manager giving a
+``tick(done)`` (``scalesched.commands.common.progress_bar``)."""
 
 
 def _check_scale(value: float, option: str, zero_ok: bool) -> None:
@@ -216,13 +218,28 @@ def loadgen(
         float, typer.Option(help="Wall seconds per model second (the fleet's).")
     ] = 1.0,
     timeout_s: Annotated[float, typer.Option(help="Deadline of one request, wall s.")] = 600.0,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    allow_failures: Annotated[
+        bool,
+        typer.Option(
+            "--allow-failures",
+            help="Exit 0 even when workflows failed (a fault test); by default any failed "
+            "workflow makes the exit code 1, after the report.",
+        ),
+    ] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json", help="Print one JSON object (strict: null, not NaN, when undefined)."
+        ),
+    ] = False,
 ) -> None:
-    """Drive workflows against an OpenAI-compatible URL as agents would; report times."""
+    """Drive workflows against an OpenAI-compatible URL as agents would; report times.
+
+    The URL is probed first (GET /models): a wrong one fails at once with exit code 2."""
     _need_serve_extra("loadgen")
     from scalesched.cluster import get_cluster
     from scalesched.cluster.tables import ClusterTables
-    from scalesched.serve.loadgen import LoadGenerator
+    from scalesched.serve.loadgen import LoadGenerator, check_url, probe_url
     from scalesched.sim.scenario import Scenario
 
     _check_scale(time_scale, "--time-scale", zero_ok=False)
@@ -231,26 +248,65 @@ def loadgen(
         raise InputError("--rate", "--rate", "give exactly one of --rate and --load")
     if workflows < 1:
         raise InputError("--workflows", "--workflows", "must be at least 1")
+    url = check_url(url)
+    probe_url(url)  # before the jobs: --load may measure capacity, which takes a while
     scenario = Scenario(
         workload=workload, workflows=workflows, load=load or 0.0, rate=rate, seed=seed
     )
     jobs = _PROVIDED["build_jobs"](ClusterTables(get_cluster(cluster)), scenario)
     result = _run_with_progress(LoadGenerator, url, jobs, time_scale, timeout_s, not as_json)
     metrics = result.metrics()
+    _report_load(metrics, as_json)
+    failed = metrics["workflows_failed"]
+    if failed and not allow_failures:
+        typer.echo(
+            f"error: {failed} of {len(jobs)} workflows failed ({_errors_text(metrics['errors'])}); "
+            "--allow-failures accepts that",
+            err=True,
+        )
+        raise typer.Exit(1)
+
+
+UNDEFINED_WHY = "no workflow (or, for TTFT, no request) completed, so it is undefined"
+"""What a ``null`` figure of ``loadgen --json`` means."""
+
+
+def _report_load(metrics: dict[str, Any], as_json: bool) -> None:
+    """One strict JSON object (undefined figures null, each with its reason), or aligned
+    ``name  value`` lines."""
+    from scalesched.errors import print_json
+
     if as_json:
-        print(json.dumps(metrics))
+        print_json(metrics, {k: UNDEFINED_WHY for k in metrics})
         return
     for key, value in metrics.items():
-        typer.echo(f"{key:>22}  {value:.4g}" if isinstance(value, float) else f"{key:>22}  {value}")
+        if key == "errors":
+            text = _errors_text(value)
+        elif isinstance(value, float):
+            text = f"{value:.4g}" if math.isfinite(value) else "n/a (none completed)"
+        else:
+            text = str(value)
+        typer.echo(f"{key:>22}  {text}")
+
+
+def _errors_text(errors: dict[str, int]) -> str:
+    """Failed requests by kind, as ``http 404: 12, ClientConnectorError: 3``."""
+    return ", ".join(f"{kind}: {n}" for kind, n in errors.items()) or "none"
 
 
 _PROVIDED: dict[str, Any] = {}
 """What the upper layers provide (set by ``register``)."""
 
 
-def register(app: typer.Typer, *, get_policy: PolicyLoader, build_jobs: JobBuilder) -> None:
+def register(
+    app: typer.Typer,
+    *,
+    get_policy: PolicyLoader,
+    build_jobs: JobBuilder,
+    progress: ProgressFactory,
+) -> None:
     """Add the four serving commands to ``app``."""
-    _PROVIDED.update(get_policy=get_policy, build_jobs=build_jobs)
+    _PROVIDED.update(get_policy=get_policy, build_jobs=build_jobs, progress=progress)
     for command in (engine, fleet, serve, loadgen):
         app.command()(clean_errors(command))
 
@@ -258,17 +314,16 @@ def register(app: typer.Typer, *, get_policy: PolicyLoader, build_jobs: JobBuild
 def _run_with_progress(
     generator: Any, url: str, jobs: list[Any], time_scale: float, timeout_s: float, show: bool
 ) -> Any:
-    """Run the load, with a rich progress bar over workflows on a terminal."""
-    from rich.progress import Progress
+    """Run the load with the commands' progress over workflows (a bar on a terminal,
+    plain lines elsewhere)."""
+    done = 0
+    with _PROVIDED["progress"](show, len(jobs), "workflows") as tick:
 
-    if not (show and sys.stderr.isatty()):
-        return generator(url, jobs, time_scale=time_scale, timeout_s=timeout_s).run()
-    with Progress(transient=True) as progress:
-        bar = progress.add_task("workflows", total=len(jobs))
+        def one_done() -> None:
+            nonlocal done
+            done += 1
+            tick(done)
+
         return generator(
-            url,
-            jobs,
-            time_scale=time_scale,
-            timeout_s=timeout_s,
-            on_workflow_done=lambda: progress.advance(bar),
+            url, jobs, time_scale=time_scale, timeout_s=timeout_s, on_workflow_done=one_done
         ).run()

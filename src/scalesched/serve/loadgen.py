@@ -12,6 +12,11 @@ request has a deadline, so a run always ends by itself.
 
 Times are reported in model seconds (wall seconds / ``time_scale``), so they compare with
 ``scalesched simulate`` on the same jobs.
+
+Before any workflow starts, :func:`probe_url` asks the URL for its model list (``GET
+/models``, which every OpenAI-compatible server answers): a wrong URL then fails in about a
+second with one line saying why (no server there, not HTTP, a base URL without ``/v1``),
+instead of after the whole arrival span with every workflow failed and no reason given.
 """
 
 from __future__ import annotations
@@ -23,10 +28,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import numpy as np
 
+from scalesched.errors import InputError, short_repr
 from scalesched.kernel.metrics import whole_run_window
 from scalesched.serve.loop import run as run_loop
 from scalesched.serve.protocol import (
@@ -81,6 +88,91 @@ class LoadResult:
         """Offered rate, mean in system and the steady-state verdict, as ``simulate``'s."""
         arrivals = [a for a, _ in self.outcomes]
         return whole_run_window(arrivals, [r for _, r in self.outcomes])
+
+
+PROBE_TIMEOUT_S = 1.5
+"""How long the probe waits for the URL's answer: a server that cannot list its models
+in 1.5 s before any load is not one to measure, and a wrong URL must fail within 2 s."""
+
+
+def check_url(url: str) -> str:
+    """``url`` checked as an HTTP base URL (scheme, host, port in 1..65535), returned
+    without a trailing slash; anything else is one line naming ``--url``."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise InputError("--url", "url", f"malformed URL {short_repr(url)}: {exc}") from None
+    if parts.scheme not in ("http", "https"):
+        got = f"{parts.scheme}://" if parts.scheme and "//" in url else short_repr(url)
+        raise InputError(
+            "--url",
+            "url",
+            f"must be an http:// or https:// URL (e.g. http://127.0.0.1:8080/v1), got {got}",
+        )
+    if not parts.hostname:
+        raise InputError("--url", "url", f"names no host: {short_repr(url)}")
+    if port == 0:
+        raise InputError("--url", "url", "port 0 is not a port a server listens on")
+    return url.rstrip("/")
+
+
+def probe_url(url: str, timeout_s: float = PROBE_TIMEOUT_S) -> None:
+    """Fail fast, in one line naming ``--url``, unless ``url`` answers ``GET /models`` with
+    a JSON object as an OpenAI-compatible server does. A 404 there from a URL not ending in
+    ``/v1`` whose ``/v1/models`` answers says "did you mean .../v1?"."""
+    url = check_url(url)
+    why = run_loop(_probe(url, timeout_s))
+    if why is not None:
+        raise InputError("--url", "url", why)
+
+
+async def _probe(url: str, timeout_s: float) -> str | None:
+    """Why ``url`` is not an OpenAI-compatible base URL, or None."""
+    timeout = aiohttp.ClientTimeout(total=timeout_s)
+    async with aiohttp.ClientSession(timeout=timeout) as session:
+        answer = await _get_models(session, url)
+        if isinstance(answer, str):
+            return f"cannot reach {url}: {answer}"
+        status, is_json = answer
+        if status == 200:
+            return (
+                None
+                if is_json
+                else f"{url}/models answers 200 but not JSON: not an OpenAI-compatible API"
+            )
+        if status == 404 and url.endswith("/v1"):
+            return f"{url}/models answers 404: not an OpenAI-compatible base URL"
+        if status == 404:
+            if await _get_models(session, url + "/v1") == (200, True):
+                return f"{url}/models answers 404; did you mean {url}/v1?"
+            return f"{url}/models answers 404: not an OpenAI base URL (those end in /v1)"
+        return f"{url}/models answers HTTP {status}: not an OpenAI-compatible API ready for load"
+
+
+async def _get_models(session: aiohttp.ClientSession, url: str) -> tuple[int, bool] | str:
+    """(status, whether the body is a JSON object) of ``GET url/models``, or why no HTTP
+    answer came."""
+    try:
+        async with session.get(url + "/models", allow_redirects=False) as r:
+            body = await r.read()
+    except TimeoutError:
+        return "no answer within the probe's time limit"
+    except (aiohttp.ClientError, OSError) as exc:
+        return _reason(exc)
+    try:
+        return r.status, isinstance(json.loads(body), dict)
+    except ValueError:
+        return r.status, False
+
+
+def _reason(exc: BaseException) -> str:
+    """A connection failure in a few words (aiohttp's messages repeat the address)."""
+    cause = getattr(exc, "os_error", None) or exc.__cause__ or exc
+    if isinstance(cause, ConnectionRefusedError):
+        return "connection refused (is the server running, on this port?)"
+    text = getattr(cause, "strerror", None) or str(cause) or type(cause).__name__
+    return " ".join(str(text).split())[:160]
 
 
 def _session_roots(wf: WorkflowInstance) -> list[int]:

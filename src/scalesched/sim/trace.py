@@ -138,23 +138,30 @@ def _left_out(
 def _draw_bars(
     ax: Axes, records: Sequence[TaskRecord], used: list[int], colour: dict[str, Any]
 ) -> None:
-    """One bar per task on its server's row, in the lane ``_lanes`` gives it."""
+    """One bar per task on its server's row, in the lane ``_lanes`` gives it; drawn as one
+    collection of rectangles per colour (a patch per task took about 1 s per 1000 tasks to
+    add and draw: 25 s for a 1500-workflow run)."""
+    from matplotlib.collections import PolyCollection
+
     row_of = {s: i for i, s in enumerate(used)}
     lanes = _lanes(records, set(used))
     n_lanes = {s: max((lane for _, lane in items), default=0) + 1 for s, items in lanes.items()}
+    boxes: dict[str, list[list[tuple[float, float]]]] = {}
     for server, items in lanes.items():
         height = 0.8 / n_lanes[server]
         for idx, lane in items:
             r = records[idx]
-            ax.barh(
-                row_of[server] - 0.4 + height * (lane + 0.5),
-                max(r.end - r.start, 1e-3),
-                left=r.start,
-                height=height * 0.9,
-                color=colour[r.model or "tool"],
-                edgecolor="none",
-                alpha=0.8,
-            )
+            y = row_of[server] - 0.4 + height * (lane + 0.5)
+            lo, hi = y - height * 0.45, y + height * 0.45
+            right = r.start + max(r.end - r.start, 1e-3)
+            box = [(r.start, lo), (right, lo), (right, hi), (r.start, hi)]
+            boxes.setdefault(r.model or "tool", []).append(box)
+    for label, polys in boxes.items():
+        ax.add_collection(
+            PolyCollection(polys, facecolors=colour[label], edgecolors="none", alpha=0.8)
+        )
+    ax.margins(x=0.01)  # as bars had: the time axis starts near the first task
+    ax.autoscale_view()
 
 
 def _save(fig: Figure, path: Path, option: str) -> None:
