@@ -38,7 +38,7 @@ from scalesched.cluster.tables import ClusterTables
 from scalesched.plan.pipeline import Curves, predict
 from scalesched.plan.profile import workload_profile
 from scalesched.plan.search import search_plan
-from scalesched.plan.shares import measure_shares
+from scalesched.eval.shares import measure_shares
 from scalesched.policies import get_policy
 from scalesched.sim.run import simulate
 from scalesched.sim.scenario import Scenario, build_jobs

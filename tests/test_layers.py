@@ -26,9 +26,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("decision",),  # the contract
     ("kernel", "sim", "runtime", "cache", "serve"),  # executors
     ("predict", "nn", "policies", "static"),  # policies
-    ("runs",),  # setting up and measuring runs: setup, windows, capacity, traces
+    ("runs", "plan"),  # setting up runs: setup, windows, capacity, worlds, planned deployments
     ("env", "train"),  # learning: episodes and validation are runs
-    ("eval", "plan", "memplan"),  # studies and reports
+    ("eval", "memplan"),  # studies and reports
     ("cli", "commands", "options", "__main__"),  # the command line
 )
 LAYER_OF = {name: level for level, names in enumerate(LAYERS) for name in names}

@@ -4,10 +4,12 @@ table shipped with the package (src/scalesched/runs/data/capacity.json).
 Usage: python scripts/derive/measure_capacity.py [--clusters hetero-16,hetero-32] [--workloads W,..]
        python scripts/derive/measure_capacity.py --envsched [--mixes m1,m2]   # EnvSched's settings
        python scripts/derive/measure_capacity.py --method fast --clusters hetero-512,hetero-1024
+       python scripts/derive/measure_capacity.py --method planned   # the planned-deployment world
 
 ``--method full`` (the default) is the 30-run search every shipped figure up to hetero-256
 comes from; ``--method fast`` is what a cache miss runs (large clusters scaled from the
-largest cached one of their mix), stored under its own key.
+largest cached one of their mix), stored under its own key; ``--method planned`` is the
+planned-deployment world's fixed point (``scalesched.runs.world``).
 
 Every figure is reproducible: ``scalesched capacity --cluster C --workload W --remeasure``
 measures the same thing with the same seed.
@@ -22,12 +24,14 @@ from scalesched.cluster import get_cluster
 from scalesched.cluster.model import ClusterSpec
 from scalesched.runs.capacity import (
     FAST_METHOD,
+    PLANNED_METHOD,
     CapacityResult,
     cache_key,
     estimate_capacity,
     measure_capacity,
     store_shipped,
 )
+from scalesched.runs.world import measure_planned_capacity
 
 DEFAULT_CLUSTERS = "hetero-4,hetero-8,hetero-16,hetero-32,hetero-48,hetero-64"
 TABLE = Path(__file__).resolve().parents[2] / "src/scalesched/runs/data/capacity.json"
@@ -41,7 +45,7 @@ def main() -> None:
         "--envsched", action="store_true", help="Measure every 16-server mix x pattern of EnvSched."
     )
     ap.add_argument("--mixes", default="", help="With --envsched: only these mixes.")
-    ap.add_argument("--method", choices=("full", "fast"), default="full")
+    ap.add_argument("--method", choices=("full", "fast", "planned"), default="full")
     ap.add_argument(
         "--table", type=Path, default=TABLE, help="Table to add to (one per parallel process)."
     )
@@ -62,6 +66,9 @@ def main() -> None:
         if args.method == "full":
             result = measure_capacity(spec, workload)
             key = cache_key(spec, workload)
+        elif args.method == "planned":
+            result = measure_planned_capacity(spec, workload)
+            key = cache_key(spec, workload, method=PLANNED_METHOD)
         else:
             result = estimate_capacity(spec, workload)
             key = cache_key(spec, workload, method=FAST_METHOD)

@@ -174,6 +174,16 @@ CooldownOpt = Annotated[
         "loaded while the measured workflows finish [default: 10% of --workflows]."
     ),
 ]
+ResidencyOpt = Annotated[
+    str,
+    typer.Option(
+        help="planned: run on a deployment the planner makes for the offered rate, --load a "
+        "fraction of that world's capacity (falls back to dynamic, with a note, where "
+        "planning sustains less); dynamic: one engine per model per server, models loaded "
+        "on demand (the older world, its figures reproduced exactly). Ignored with "
+        "--deployment."
+    ),
+]
 RateOpt = Annotated[
     float | None, typer.Option(help="Arrival rate in workflows/s (overrides --load).")
 ]
@@ -224,6 +234,7 @@ def simulate(
     cluster: ClusterOpt = "hetero-16",
     workload: WorkloadOpt = "agentic-mix",
     policy: PolicyOpt = "tail",
+    residency: ResidencyOpt = "planned",
     workflows: AutoWorkflowsOpt = "1500",
     precision: PrecisionOpt = 0.01,
     max_workflows: MaxWorkflowsOpt = None,
@@ -257,6 +268,7 @@ def simulate(
     )
     from scalesched.runs.length import check_precision, parse_workflows
     from scalesched.runs.setup import Scenario, prepare
+    from scalesched.runs.world import check_residency
 
     check_outputs(trace, gantt)
     caches = cache_modes(kv_policy, tool_cache, logits_cache, tool_repeat)
@@ -273,11 +285,15 @@ def simulate(
             arrivals=arrivals,
             seed=seed,
             tool_repeat=tool_repeat,
+            residency=check_residency(residency),
         )
         setup = prepare(spec, scenario, deployment=deployment)
         recording = Recording(trace, gantt, warmup, cooldown)
         show = show_progress(progress, as_json)
-        return simulate_run(setup, scheduler, caches, recording, f"{policy} on {spec.name}", show)
+        label = f"{policy} on {spec.name}"
+        result = simulate_run(setup, scheduler, caches, recording, label, show)
+        result.metrics.update(setup.world.metrics())
+        return result
 
     if count is None:
         result = simulate_auto(run_at, len(spec), arrivals, precision, max_workflows, as_json)
@@ -304,6 +320,7 @@ def capacity(
             "scaled from a smaller one of the same mix) or full (the shipped table's method)."
         ),
     ] = "fast",
+    residency: ResidencyOpt = "planned",
     as_json: Annotated[
         bool, typer.Option("--json", help="Print one JSON object instead of a table.")
     ] = False,
@@ -312,17 +329,23 @@ def capacity(
     """Measure the arrival rate the cluster sustains for the workload (what --load 1.0 means).
 
     Capacity is the throughput the best of eft, least_loaded and kv_aware delivers just past
-    saturation (offer 1.25x the estimate, take what is delivered, until it settles). The
-    figure is cached per cluster and workload; `cached` says whether this one came from a
-    cache. See docs/steady-state.md for the method and its accuracy.
+    saturation (offer 1.25x the estimate, take what is delivered, until it settles); in the
+    planned world (the default), on a deployment re-planned at each step. The figure is
+    cached per cluster, workload and world; `cached` says whether this one came from a
+    cache. See docs/steady-state.md and docs/planning.md for the methods.
     """
     from scalesched.cluster import get_cluster
     from scalesched.runs.capacity import capacity_report
+    from scalesched.runs.world import check_residency, planned_capacity_report
 
     spec = get_cluster(cluster)
-    payload = capacity_report(
-        spec, workload, remeasure=remeasure, method=method, verbose=progress and not as_json
-    )
+    verbose = progress and not as_json
+    if check_residency(residency) == "planned":
+        payload = planned_capacity_report(spec, workload, remeasure=remeasure, verbose=verbose)
+    else:
+        payload = capacity_report(
+            spec, workload, remeasure=remeasure, method=method, verbose=verbose
+        )
     if as_json:
         print_json(payload)
         return
@@ -576,6 +599,7 @@ def evaluate(
     workflows: AutoWorkflowsOpt = "auto",
     precision: PrecisionOpt = 0.01,
     max_workflows: MaxWorkflowsOpt = None,
+    residency: ResidencyOpt = "planned",
     arrivals: ArrivalsOpt = "poisson",
     out: Annotated[Path, typer.Option(help="Folder for results.csv, summary and plots.")] = Path(
         "results/study"
@@ -608,6 +632,7 @@ def evaluate(
     from scalesched.eval.study import StudyConfig, seeds_from
     from scalesched.policies.options import split_policy_list
     from scalesched.runs.length import parse_workflows
+    from scalesched.runs.world import check_residency
     from scalesched.workload.repeats import check_repeat_probability
 
     sizes, names = _study_clusters(nodes, clusters, deployment)
@@ -625,6 +650,7 @@ def evaluate(
         tool_cache=tool_cache_on(tool_cache),
         logits_cache=logits_cache_mode(logits_cache),
         arrivals=arrivals,
+        residency=check_residency(residency),
     )
     if slo is not None and not (math.isfinite(slo) and slo >= 1):
         raise InputError("--slo", "slo", "must be a finite multiple >= 1 of the lower bound")
@@ -738,6 +764,7 @@ def demo(
     workflows: AutoWorkflowsOpt = "auto",
     precision: PrecisionOpt = 0.01,
     max_workflows: MaxWorkflowsOpt = DEMO_MAX_WORKFLOWS,
+    residency: ResidencyOpt = "planned",
     jobs: Annotated[int | None, typer.Option(help="Worker processes.")] = None,
     progress: ProgressOpt = True,
     force: ForceOpt = False,
@@ -747,12 +774,14 @@ def demo(
     capacity), ending with a one-line verdict."""
     from scalesched.eval.study import StudyConfig, seeds_from
     from scalesched.runs.length import parse_workflows
+    from scalesched.runs.world import check_residency
 
     cfg = StudyConfig(
         policies=demo_policies(),
         nodes=DEMO_SIZES,
         seeds=seeds_from(seeds),
         workflows=parse_workflows(workflows),
+        residency=check_residency(residency),
     )
     _study(
         cfg,
@@ -911,7 +940,7 @@ from scalesched.memplan.cli import memplan_app  # noqa: E402  (registered last)
 app.add_typer(memplan_app, name="memplan")
 
 
-from scalesched.plan.cli import plan_app  # noqa: E402  (a sub-app, registered last)
+from scalesched.commands.plan import plan_app  # noqa: E402  (a sub-app, registered last)
 
 app.add_typer(plan_app, name="plan")
 

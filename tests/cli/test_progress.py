@@ -72,11 +72,11 @@ def test_simulate_reports_progress_lines_when_stderr_is_not_a_terminal() -> None
     args = ["simulate", "--cluster", "hetero-4", "--workflows", "20"]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.stderr
-    lines = _lines(result.stderr, "eft on hetero-4")
-    assert lines[0].startswith("eft on hetero-4: 0/20 workflows")
-    assert lines[-1].startswith("eft on hetero-4: 20/20 workflows (100%)")
+    lines = _lines(result.stderr, "tail on hetero-4")
+    assert lines[0].startswith("tail on hetero-4: 0/20 workflows")
+    assert lines[-1].startswith("tail on hetero-4: 20/20 workflows (100%)")
     quiet = runner.invoke(app, [*args, "--json"])
-    assert quiet.exit_code == 0 and not _lines(quiet.stderr, "eft on hetero-4")
+    assert quiet.exit_code == 0 and not _lines(quiet.stderr, "tail on hetero-4")
 
 
 def test_eval_reports_its_runs_as_they_finish(tmp_path: Path) -> None:

@@ -103,7 +103,17 @@ def test_capacity_cli_reports_json(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
     monkeypatch.setenv("SCALESCHED_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(cap, "_memory", {})
     result = CliRunner().invoke(
-        app, ["capacity", "--cluster", "hetero-16", "--workload", "agentic-mix", "--json"]
+        app,
+        [
+            "capacity",
+            "--residency",
+            "dynamic",
+            "--cluster",
+            "hetero-16",
+            "--workload",
+            "agentic-mix",
+            "--json",
+        ],
     )
     assert result.exit_code == 0, result.stderr
     payload = json.loads(result.stdout)
@@ -119,7 +129,7 @@ def test_capacity_cli_table_is_headed_and_cached_says_the_truth(
     monkeypatch.setenv("SCALESCHED_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(cap, "_memory", {})
     monkeypatch.setattr(cap, "measure_capacity", _canned_measure)
-    args = ["capacity", "--cluster", "hetero-6", "--workload", "react"]
+    args = ["capacity", "--residency", "dynamic", "--cluster", "hetero-6", "--workload", "react"]
     first = CliRunner().invoke(app, [*args, "--json"])
     assert first.exit_code == 0, first.stderr
     assert json.loads(first.stdout)["cached"] is False

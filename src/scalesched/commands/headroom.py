@@ -176,6 +176,13 @@ def headroom(
         bool, typer.Option("--no-oracle", help="Skip the oracle rows (they are slow).")
     ] = False,
     workflows: Annotated[int, typer.Option(help="Number of workflows that arrive.")] = 1000,
+    residency: Annotated[
+        str,
+        typer.Option(
+            help="planned (a deployment planned for the offered rate, --load a fraction of "
+            "that world's capacity) or dynamic (models loaded on demand)."
+        ),
+    ] = "planned",
     arrivals: ArrivalsOpt = "poisson",
     kv_policy: KvPolicyOpt = "off",
     tool_repeat: ToolRepeatOpt = 0.0,
@@ -200,6 +207,7 @@ def headroom(
     from scalesched.eval.headroom import DEFAULT_ORACLES, Caches, measure_headroom
     from scalesched.policies import BEST_HEURISTIC_CANDIDATES
     from scalesched.runs.setup import Scenario, prepare
+    from scalesched.runs.world import check_residency
 
     if plot is not None:
         check_output_path(plot, "--plot", "image")
@@ -217,8 +225,11 @@ def headroom(
         arrivals=arrivals,
         seed=seed,
         tool_repeat=tool_repeat,
+        residency=check_residency(residency),
     )
     setup = prepare(cluster, scenario, stream=False)
+    if setup.world.note:
+        announce(f"note: {setup.world.note}")
     with _progress(show_progress(progress, as_json), len(setup.jobs)) as bar:
         study = measure_headroom(
             setup,

@@ -106,6 +106,8 @@ def report_simulation(metrics: dict[str, Any], title: str, as_json: bool) -> Non
         print_json(metrics)
         return
     console.print(metrics_table(title, metrics))
+    if metrics.get("world_note"):
+        err_console.print(f"note: {metrics['world_note']}")
     if not metrics["steady_state"]:
         err_console.print(f"note: {steady_state_note(metrics)}")
 

@@ -37,7 +37,9 @@ def gantt_of_one_run(cfg: StudyConfig, out: Path) -> Path:
             load=cfg.load,
             seed=seed,
             arrivals=cfg.arrivals,
+            residency=cfg.residency,
         ),
+        deployment=cfg.deployment,
     )
     cluster = setup.cluster
     scheduler = get_policy(policy)
@@ -53,6 +55,18 @@ def gantt_of_one_run(cfg: StudyConfig, out: Path) -> Path:
         title=f"{policy} on {cluster.name}, {cfg.workload}, seed {seed}",
     )
     return path
+
+
+def _world_text(rows: list[dict[str, Any]]) -> str:
+    """The world of the runs, as the summary names it (each size has its own plan)."""
+    worlds = {(str(r.get("world", "dynamic")), str(r.get("deployment", ""))) for r in rows}
+    names = sorted({w for w, _ in worlds})
+    plans = sorted({p for _, p in worlds if p})
+    text = "world: " + ", ".join(names)
+    notes = sorted({str(r["world_note"]) for r in rows if r.get("world_note")})
+    if plans:
+        text += f" (deployments {', '.join(f'`{p}`' for p in plans)})"
+    return text + "".join(f"; note: {n}" for n in notes)
 
 
 def _clusters_text(cfg: StudyConfig) -> str:
@@ -106,7 +120,7 @@ def run_and_report(
         )
     header = (
         f"# {title}\n\nWorkload `{cfg.workload}` at load {cfg.load}, {length}, clusters "
-        f"{_clusters_text(cfg)}, seeds {', '.join(map(str, cfg.seeds))}."
+        f"{_clusters_text(cfg)}, seeds {', '.join(map(str, cfg.seeds))}; {_world_text(rows)}."
     )
     text = summary_markdown(summary, header)
     learned = [p for p in cfg.policies if is_learned(p)]

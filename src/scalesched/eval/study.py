@@ -52,6 +52,9 @@ class StudyConfig:
     (``sim.logits_cache``)."""
     arrivals: str = "poisson"
     """Arrival process (``Scenario.arrivals``): every policy of a seed sees the same times."""
+    residency: str = "dynamic"
+    """The world (``scalesched.runs.world``): the commands pass ``planned``, their default;
+    a library caller chooses."""
 
     def cluster_for(self, n: int) -> str:
         """The cluster spec the runs of size ``n`` use."""
@@ -94,6 +97,7 @@ class RunSpec:
     tool_cache: bool = False
     logits_cache: bool | None = None
     arrivals: str = "poisson"
+    residency: str = "dynamic"
 
 
 def run_specs(cfg: StudyConfig) -> list[RunSpec]:
@@ -114,6 +118,7 @@ def run_specs(cfg: StudyConfig) -> list[RunSpec]:
             cfg.tool_cache,
             cfg.logits_cache,
             cfg.arrivals,
+            cfg.residency,
         )
         for n in cfg.nodes
         for s in cfg.seeds
@@ -146,9 +151,11 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
             seed=spec.seed,
             tool_repeat=spec.tool_repeat,
             arrivals=spec.arrivals,
+            residency=spec.residency,
         ),
         deployment=spec.deployment,
     )
+    row.update(setup.world.metrics())
     scheduler = get_policy(spec.policy)
     recorder = getattr(scheduler, "record_features", None)
     if recorder is not None:
@@ -190,7 +197,14 @@ def resolve_capacities(cfg: StudyConfig) -> None:
     from scalesched.runs.capacity import capacity_wps
 
     for n in cfg.nodes:
-        capacity_wps(get_cluster(cfg.cluster_for(n)), cfg.workload)
+        spec = get_cluster(cfg.cluster_for(n))
+        capacity_wps(spec, cfg.workload)
+        if cfg.residency == "planned" and cfg.deployment is None:
+            from scalesched.runs.world import resolve_world
+
+            # Measures the planned world's capacity and plans for the offered rate here,
+            # once: the workers find both in the caches.
+            resolve_world(spec, cfg.workload, "planned", rate=None, load=cfg.load)
 
 
 def check_policies(policies: Iterable[str]) -> None:

@@ -72,6 +72,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, Valid
 
 from scalesched.cluster.model import ClusterSpec, ServerSpec
 from scalesched.errors import InputError
+from scalesched.plan import PLANNER_VERSION
 from scalesched.runs.windows import default_cooldown, default_warmup
 
 CAPACITY_METHOD = "saturation-fixed-point-v3"
@@ -79,6 +80,9 @@ CAPACITY_METHOD = "saturation-fixed-point-v3"
 read."""
 FAST_METHOD = "screened-fixed-point-v1"
 """The fast method (and the scaling rule): what a figure no cache holds is measured by."""
+PLANNED_METHOD = f"planned-fixed-point-v1+{PLANNER_VERSION}"
+"""The planned-deployment world's capacity (``scalesched.runs.world``): plan, saturate,
+re-plan, to a fixed point."""
 METHODS = ("full", "fast")
 CAPACITY_SEEDS: tuple[int, ...] = (20260, 20261)
 """Workload seeds of the capacity runs (each probe averages them): disjoint from
@@ -752,7 +756,7 @@ def store_shipped(entries: dict[str, CapacityResult], path: Path) -> None:
     """Write the shipped table (used by scripts/derive/measure_capacity.py)."""
     table = _parse_table(path.read_bytes()).entries if path.is_file() else {}
     # Entries of an older method can never be read again: drop them.
-    current = (CAPACITY_METHOD + "|", FAST_METHOD + "|")
+    current = (CAPACITY_METHOD + "|", FAST_METHOD + "|", PLANNED_METHOD + "|")
     table = {k: v for k, v in table.items() if k.startswith(current)}
     for key, result in entries.items():
         entry = result.to_json()

@@ -21,6 +21,7 @@ concern. ``stream=True``/``False`` forces either.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,7 @@ from scalesched.cluster.deployment import Deployment
 from scalesched.cluster.model import ClusterSpec
 from scalesched.cluster.tables import ClusterTables
 from scalesched.decision.scheduler import Scheduler
+from scalesched.runs.world import RunWorld, resolve_world
 from scalesched.sim import scenario as sim_scenario
 from scalesched.sim.run import SimResult, simulate
 from scalesched.sim.scenario import STREAM_FROM, Scenario, streams_by_default
@@ -81,7 +83,10 @@ class RunSetup:
     """A ``JobStream`` (streamed: ``prepare(stream=True)``, and long runs by default) or a
     list (realised up front)."""
     scenario: Scenario
+    """With ``rate`` resolved when the world is planned (``load`` x its capacity)."""
     deployment: Deployment | None = None
+    world: RunWorld = RunWorld("dynamic")
+    """The world the run is in, as every run's output names it."""
 
 
 def prepare(
@@ -102,16 +107,29 @@ def prepare(
 
             cluster = get_cluster(cluster)
         tables = ClusterTables(cluster)
-    if stream is None:
-        stream = streams_by_default(scenario)
-    jobs: Sequence[Job] = (stream_jobs if stream else build_jobs)(tables, scenario)
     if deployment is not None:
         if not isinstance(deployment, Deployment):
             from scalesched.cluster.deployment import load_deployment_file
 
             deployment = load_deployment_file(deployment, tables.spec)
+        world = RunWorld("deployment", deployment.name)
+    else:
+        if scenario.residency != "dynamic":
+            sim_scenario.check_load(tables, scenario)  # before any planning or measuring
+        rate, deployment, world = resolve_world(
+            tables.spec,
+            scenario.workload,
+            scenario.residency,
+            rate=scenario.rate,
+            load=scenario.load,
+        )
+        scenario = dataclasses.replace(scenario, rate=rate)
+    if stream is None:
+        stream = streams_by_default(scenario)
+    jobs: Sequence[Job] = (stream_jobs if stream else build_jobs)(tables, scenario)
+    if deployment is not None:
         tables = ClusterTables(tables.spec, deployment)
-    return RunSetup(tables.spec, tables, jobs, scenario, deployment)
+    return RunSetup(tables.spec, tables, jobs, scenario, deployment, world)
 
 
 def run(

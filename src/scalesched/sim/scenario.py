@@ -64,6 +64,11 @@ class Scenario:
     tool_repeat: float = 0.0
     """Probability that a tool task repeats an earlier identical call of its workflow
     (``scalesched.workload.repeats``); 0: no repeats, the workload as before."""
+    residency: str = "dynamic"
+    """The world the run is set up in (``scalesched.runs.world``): ``planned`` runs on a
+    deployment planned for the offered rate, ``load`` a fraction of that world's capacity
+    (every command's default); ``dynamic`` loads models on demand. The jobs are the same in
+    both for a given rate and seed."""
 
 
 def workflow_demand(tables: ClusterTables, source: WorkflowSource) -> tuple[float, float]:

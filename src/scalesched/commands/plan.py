@@ -208,7 +208,7 @@ def shares(
 
     @clean_errors
     def go() -> None:
-        from scalesched.plan.shares import measure_shares
+        from scalesched.eval.shares import measure_shares
 
         if rate <= 0:
             raise InputError("--rate", "rate", "must be positive")

@@ -1,0 +1,399 @@
+"""The world a run happens in: a planned deployment (the default of every command) or
+dynamic residency.
+
+Real serving stacks run fixed deployments: engines of each model, replicated data-parallel
+on chosen GPUs, behind a router. Dynamic residency (one engine per model per server, loaded
+on demand, least recently used evicted) is the simulator's older world; on the same
+hetero-16 it sustains a third of the traffic a planned deployment does. So a run without a
+deployment file gets one planned for its offered rate by the Scepsy planner
+(``scalesched.plan``), and ``--load`` is a fraction of the *planned world's* capacity:
+
+* **Planned capacity** is a fixed point: plan for an estimate r, offer the plan 1.25 r
+  (past saturation, where the window throughput is a tight estimate of the service rate),
+  take the best of the capacity policies' delivered throughput, re-plan at it, and repeat
+  until it settles. Bisecting on the steady verdict is noisy near saturation
+  (docs/steady-state.md). It starts from the planner's own predicted ceiling.
+* **Never worse than dynamic**: where the planned world's capacity is below the dynamic
+  world's, the run falls back to dynamic residency and says so (``RunWorld.note``).
+* Plans and capacities are cached (memory and ``~/.cache/scalesched``), keyed by cluster,
+  workload, rate and the planner's version, so every policy of a study runs on the same
+  deployment and a second command does not plan again.
+
+``residency="dynamic"`` keeps the older world and reproduces its results exactly.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from scalesched.cluster.deployment import (
+    Deployment,
+    deployment_from_dict,
+    deployment_to_dict,
+)
+from scalesched.cluster.model import ClusterSpec
+from scalesched.errors import InputError
+from scalesched.plan import PLANNER_VERSION
+from scalesched.runs.capacity import PLANNED_METHOD
+
+if TYPE_CHECKING:
+    from scalesched.runs.capacity import CapacityResult, Reporter
+
+WORLDS = ("planned", "dynamic")
+PROFILE_SAMPLES = 1000
+PROFILE_SEED = 20261
+"""The planner's workload profile: sample workflows and their seed (the ``plan``
+command's defaults; not an evaluation seed)."""
+FIXED_POINT_STEPS = 6
+SETTLE = 0.03
+"""The planned fixed point has settled when an estimate moves less than this."""
+
+
+def check_residency(residency: str) -> str:
+    if residency not in WORLDS:
+        raise InputError(
+            "--residency", "residency", f"must be planned or dynamic, got {residency!r}"
+        )
+    return residency
+
+
+@dataclass(frozen=True)
+class RunWorld:
+    """The world a run was set up in, as its output names it."""
+
+    name: str
+    """``planned``, ``dynamic`` or ``deployment`` (a file the user gave)."""
+    plan: str = ""
+    """The deployment's name (a planned one says its rate and the planner's version)."""
+    note: str = ""
+    """Why the run is not in the world asked for (a fallback), else empty."""
+
+    def metrics(self) -> dict[str, str]:
+        return {"world": self.name, "deployment": self.plan, "world_note": self.note}
+
+
+@functools.cache
+def _profile(workload: str) -> Any:
+    from scalesched.plan.profile import workload_profile
+
+    return workload_profile(workload, samples=PROFILE_SAMPLES, seed=PROFILE_SEED)
+
+
+def _rate_key(rate: float) -> str:
+    """Plans are made for a rate rounded to 4 significant digits: a rate that differs only
+    in its 16th digit (a load times a capacity) gets the same cached plan."""
+    return f"{rate:.4g}"
+
+
+_plans: dict[str, Deployment] = {}
+
+
+def plan_deployment(spec: ClusterSpec, workload: str, rate: float) -> Deployment:
+    """The planner's deployment of ``spec`` for ``workload`` at ``rate`` workflows/s, from a
+    cache when one holds it. A rate past what any plan sustains gets the plan for the
+    planner's predicted ceiling (the most throughput it can place), not a plan for an
+    infeasible rate."""
+    from scalesched.runs.capacity import cluster_fingerprint, workload_fingerprint
+
+    key = "|".join(
+        (
+            PLANNER_VERSION,
+            cluster_fingerprint(spec),
+            workload_fingerprint(workload),
+            _rate_key(rate),
+        )
+    )
+    if key in _plans:
+        return _plans[key]
+    stored = _read_plan_cache().get(key)
+    if stored is not None:
+        try:
+            deployment = deployment_from_dict(stored, spec, "plan cache")
+        except InputError:
+            deployment = None
+        if deployment is not None:
+            _plans[key] = deployment
+            return deployment
+    data = deployment_to_dict(
+        f"plan-{spec.name}-{_rate_key(rate)}wps-{PLANNER_VERSION}",
+        spec.name,
+        _search(spec, workload, rate).replicas,
+    )
+    deployment = deployment_from_dict(data, spec, "planner")
+    _plans[key] = deployment
+    _write_plan_cache(key, data)
+    return deployment
+
+
+def _search(spec: ClusterSpec, workload: str, rate: float) -> Any:
+    from scalesched.plan.search import search_plan
+
+    profile = _profile(workload)
+    result = search_plan(spec, profile, float(_rate_key(rate)))
+    ceiling = result.prediction.throughput_wps
+    if not math.isfinite(result.prediction.mean_s) and 0 < ceiling < rate:
+        result = search_plan(spec, profile, float(_rate_key(0.999 * ceiling)))
+    return result
+
+
+CEILING_GRID = (1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
+"""Rates, as multiples of the dynamic world's capacity, the planner is asked for when
+looking for its ceiling."""
+
+
+def predicted_ceiling(spec: ClusterSpec, workload: str) -> float:
+    """The most throughput the planner predicts one of its plans sustains: the best of its
+    plans for rates from 1x to 6x the dynamic world's capacity that serve every model (a
+    plan for an absurd rate spreads its penalty so thin that some model gets nothing)."""
+    from scalesched.plan.search import search_plan
+    from scalesched.runs.capacity import capacity_wps
+
+    base = capacity_wps(spec, workload)
+    best = 0.0
+    for k in CEILING_GRID:
+        result = search_plan(spec, _profile(workload), float(_rate_key(k * base)))
+        if not any(n.startswith("no replica") for n in result.notes):
+            best = max(best, float(result.prediction.throughput_wps))
+    return best
+
+
+# ------------------------------------------------------------------------- the plan cache
+
+
+def _plan_cache_path() -> Any:
+    """Beside the capacity cache (``$SCALESCHED_CACHE_DIR`` moves both)."""
+    import os
+    from pathlib import Path
+
+    base = os.environ.get("SCALESCHED_CACHE_DIR")
+    return (Path(base) if base else Path.home() / ".cache" / "scalesched") / "plans.json"
+
+
+def _read_plan_cache() -> dict[str, Any]:
+    path = _plan_cache_path()
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _write_plan_cache(key: str, data: dict[str, Any]) -> None:
+    """Add a plan; a cache that cannot be written costs a re-plan next time, nothing else."""
+    import os
+    import tempfile
+
+    path = _plan_cache_path()
+    table = _read_plan_cache()
+    table[key] = data
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".plans-")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(table, fh)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+# --------------------------------------------------------------------- planned capacity
+
+
+def _probe(
+    spec: ClusterSpec, workload: str, deployment: Deployment, policy: str, rate: float
+) -> tuple[float, bool]:
+    """Window throughput of ``policy`` on ``deployment`` offered ``rate``, averaged over the
+    capacity seeds (the same runs as the dynamic world's probes, on the planned tables)."""
+    from scalesched.cluster.tables import ClusterTables
+    from scalesched.policies import get_policy
+    from scalesched.runs.capacity import CAPACITY_SEEDS, workflows_for
+    from scalesched.runs.windows import default_cooldown, default_warmup
+    from scalesched.sim.run import simulate
+    from scalesched.sim.scenario import Scenario, build_jobs, stream_jobs, streams_by_default
+
+    plain, planned = ClusterTables(spec), ClusterTables(spec, deployment)
+    n = workflows_for(plain.n)
+    delivered, steady = 0.0, True
+    for seed in CAPACITY_SEEDS:
+        scenario = Scenario(workload=workload, workflows=n, rate=rate, seed=seed)
+        jobs = (stream_jobs if streams_by_default(scenario) else build_jobs)(plain, scenario)
+        m = simulate(
+            spec,
+            jobs,
+            get_policy(policy),
+            seed=seed,
+            tables=planned,
+            warmup=default_warmup(n),
+            cooldown=default_cooldown(n),
+        ).metrics
+        delivered += float(m["throughput_wps"]) / len(CAPACITY_SEEDS)
+        steady = steady and bool(m["steady_state"])
+    return delivered, steady
+
+
+def measure_planned_capacity(
+    spec: ClusterSpec, workload: str, reporter: Reporter | None = None
+) -> CapacityResult:
+    """The planned world's capacity by the fixed point of the module docstring."""
+    from scalesched.runs.capacity import (
+        CAPACITY_POLICIES,
+        KEPT_UP,
+        OVERLOAD,
+        CapacityResult,
+        workflows_for,
+    )
+
+    wall = time.perf_counter()
+    ceiling = predicted_ceiling(spec, workload)
+    if ceiling <= 0:
+        raise InputError(
+            spec.name, "servers", f"the planner cannot place every model of {workload}"
+        )
+    estimate = ceiling / OVERLOAD  # the first offer is the planner's ceiling
+    probes: list[dict[str, Any]] = []
+    per_policy: dict[str, float] = {}
+    for _ in range(FIXED_POINT_STEPS):
+        deployment = plan_deployment(spec, workload, estimate)
+        offer = OVERLOAD * estimate
+        results = {p: _probe(spec, workload, deployment, p, offer) for p in CAPACITY_POLICIES}
+        for p, (got, steady) in results.items():
+            row = {"policy": p, "rate_wps": offer, "throughput_wps": got, "steady": steady}
+            probes.append({**row, "plan_for_wps": estimate, "seeds": 2})
+            if reporter is not None:
+                reporter.probed(row, 2)
+        per_policy = {p: got for p, (got, _) in results.items()}
+        best = max(per_policy.values())
+        new = offer if best >= KEPT_UP * offer else best
+        moved = abs(new - estimate) / estimate
+        estimate = new
+        if moved < SETTLE:
+            break
+    best_policy = max(per_policy, key=lambda p: per_policy[p])
+    return CapacityResult(
+        cluster=spec.name,
+        workload=workload,
+        capacity_wps=estimate,
+        best_policy=best_policy,
+        per_policy_wps=per_policy,
+        saturated_wps=per_policy,
+        nominal_wps=ceiling,
+        runs=len(probes),
+        workflows_per_run=workflows_for(len(spec.servers)),
+        method=PLANNED_METHOD,
+        measured_s=time.perf_counter() - wall,
+        probes=probes,
+    )
+
+
+_capacity: dict[str, float] = {}
+
+
+def planned_capacity_wps(
+    spec: ClusterSpec, workload: str, reporter: Reporter | None = None
+) -> float:
+    """The planned world's capacity, from a cache when one holds it, else measured now
+    (a notice on stderr) and cached."""
+    from scalesched.runs.capacity import Reporter, cache_key, cached_entry, store_result
+
+    key = cache_key(spec, workload, method=PLANNED_METHOD)
+    if key in _capacity:
+        return _capacity[key]
+    entry = cached_entry(key)
+    if entry is None:
+        reporter = reporter or Reporter()
+        reporter.started(
+            f"measuring the planned-deployment capacity of {spec.name} for {workload} "
+            "(plans and simulates a few times; cached afterwards)",
+            FIXED_POINT_STEPS * 3 * 2,
+        )
+        try:
+            result = measure_planned_capacity(spec, workload, reporter)
+        finally:
+            reporter.finished()
+        store_result(key, result)
+        value = result.capacity_wps
+    else:
+        value = float(entry["capacity_wps"])
+    _capacity[key] = value
+    return value
+
+
+def resolve_world(
+    spec: ClusterSpec, workload: str, residency: str, *, rate: float | None, load: float
+) -> tuple[float | None, Deployment | None, RunWorld]:
+    """The offered rate (None: the caller resolves ``load`` in the dynamic world, as before),
+    the deployment and the world of a run asked for in ``residency``. A given ``rate`` is
+    planned for directly; a ``load`` is a fraction of the planned world's capacity, and a
+    cluster whose planned world sustains less than its dynamic one falls back (a note)."""
+    from scalesched.runs.capacity import capacity_wps
+
+    if check_residency(residency) == "dynamic":
+        return rate, None, RunWorld("dynamic")
+    if rate is not None:  # a given rate: plan for it (no capacity is needed, none measured)
+        deployment = plan_deployment(spec, workload, rate)
+        return rate, deployment, RunWorld("planned", deployment.name)
+    planned = planned_capacity_wps(spec, workload)
+    dynamic = capacity_wps(spec, workload)
+    if planned < dynamic:
+        note = (
+            f"the planned world sustains {planned:.3g} workflows/s here, less than dynamic "
+            f"residency's {dynamic:.3g}: this run uses dynamic residency"
+        )
+        return rate, None, RunWorld("dynamic", note=note)
+    offered = load * planned
+    deployment = plan_deployment(spec, workload, offered)
+    return offered, deployment, RunWorld("planned", deployment.name)
+
+
+def planned_capacity_report(
+    spec: ClusterSpec, workload: str, *, remeasure: bool = False, verbose: bool = False
+) -> dict[str, Any]:
+    """What ``scalesched capacity`` prints for the planned world: its capacity beside the
+    dynamic world's, and whether runs fall back (the planned world sustaining less)."""
+    from scalesched.runs.capacity import (
+        Reporter,
+        cache_key,
+        cached_entry,
+        capacity_wps,
+        store_result,
+    )
+
+    key = cache_key(spec, workload, method=PLANNED_METHOD)
+    entry = None if remeasure else cached_entry(key)
+    source = "cache"
+    if entry is None:
+        reporter = Reporter(verbose=verbose)
+        reporter.started(
+            f"measuring the planned-deployment capacity of {spec.name} for {workload}",
+            FIXED_POINT_STEPS * 3 * 2,
+        )
+        try:
+            result = measure_planned_capacity(spec, workload, reporter)
+        finally:
+            reporter.finished()
+        store_result(key, result)
+        entry = result.to_json()
+        entry.pop("probes", None)
+        source = "measured now"
+    _capacity[key] = float(entry["capacity_wps"])
+    dynamic = capacity_wps(spec, workload)
+    planned = float(entry["capacity_wps"])
+    return {
+        "cluster": spec.name,
+        "workload": workload,
+        "world": "planned" if planned >= dynamic else "dynamic (fallback)",
+        "capacity_wps": max(planned, dynamic),
+        "planned_capacity_wps": planned,
+        "dynamic_capacity_wps": dynamic,
+        "planned_over_dynamic": planned / dynamic,
+        "best_policy": entry["best_policy"],
+        "method": entry["method"],
+        "planner": PLANNER_VERSION,
+        "source": source,
+        "cached": source == "cache",
+    }

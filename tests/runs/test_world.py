@@ -1,0 +1,70 @@
+"""The world a run is in: a deployment planned for its rate, or dynamic residency."""
+
+from __future__ import annotations
+
+import pytest
+
+from scalesched.cluster import get_cluster
+from scalesched.errors import InputError
+from scalesched.runs import world
+from scalesched.runs.capacity import (
+    PLANNED_METHOD,
+    CapacityResult,
+    cache_key,
+    capacity_wps,
+    store_result,
+)
+from scalesched.runs.setup import Scenario, prepare, run
+
+SPEC = get_cluster("hetero-8")
+
+
+def _store_planned(value: float) -> None:
+    key = cache_key(SPEC, "agentic-mix", method=PLANNED_METHOD)
+    store_result(key, CapacityResult("hetero-8", "agentic-mix", value, "eft", {}, {}, value, 0, 0))
+    world._capacity.pop(key, None)
+
+
+def test_a_plan_is_made_once_per_rate_and_cached() -> None:
+    first = world.plan_deployment(SPEC, "agentic-mix", 3.0)
+    assert world.plan_deployment(SPEC, "agentic-mix", 3.0000001) is first  # 4 digits
+    assert first.replicas and {r.model for r in first.replicas} >= {"llama-2-7b"}
+    world._plans.clear()
+    again = world.plan_deployment(SPEC, "agentic-mix", 3.0)  # from the file cache
+    assert again.replicas == first.replicas and again.name == first.name
+
+
+def test_the_planned_world_runs_on_its_plan_with_no_model_loads() -> None:
+    _store_planned(10 * capacity_wps(SPEC, "agentic-mix"))
+    setup = prepare(SPEC, Scenario(workflows=120, load=0.3, seed=3, residency="planned"))
+    assert setup.world.name == "planned" and setup.deployment is not None
+    assert setup.scenario.rate == pytest.approx(0.3 * 10 * capacity_wps(SPEC, "agentic-mix"))
+    m = run(setup, "tail").metrics
+    assert m["model_loads"] == 0 and m["workflows_completed"] == 120
+    dynamic = prepare(SPEC, Scenario(workflows=120, rate=setup.scenario.rate, seed=3))
+    assert dynamic.world.name == "dynamic" and dynamic.deployment is None
+    assert [j.arrival for j in dynamic.jobs] == [j.arrival for j in setup.jobs]  # same jobs
+
+
+def test_a_planned_world_that_sustains_less_falls_back_and_says_so() -> None:
+    _store_planned(0.5 * capacity_wps(SPEC, "agentic-mix"))
+    rate, deployment, w = world.resolve_world(SPEC, "agentic-mix", "planned", rate=None, load=0.7)
+    assert (rate, deployment, w.name) == (None, None, "dynamic")
+    assert "less than dynamic residency" in w.note
+
+
+def test_the_fixed_point_settles_on_what_the_plans_deliver(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    truth = 4.2
+    monkeypatch.setattr(world, "predicted_ceiling", lambda spec, wl: 9.0)
+    monkeypatch.setattr(world, "plan_deployment", lambda spec, wl, rate: None)
+    monkeypatch.setattr(
+        world, "_probe", lambda spec, wl, dep, policy, offer: (min(offer, truth), offer <= truth)
+    )
+    result = world.measure_planned_capacity(SPEC, "agentic-mix")
+    assert result.capacity_wps == pytest.approx(truth, rel=0.03)
+    assert result.method == PLANNED_METHOD and result.nominal_wps == 9.0
+
+
+def test_residency_is_checked() -> None:
+    with pytest.raises(InputError, match="planned or dynamic"):
+        world.check_residency("static")
