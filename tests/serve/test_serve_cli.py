@@ -1,7 +1,9 @@
-"""The serving commands refuse bad input with one line and exit code 2."""
+"""The serving commands refuse bad input with one line and exit code 2, before they
+serve: bad options, bad backend URLs, ports that cannot be listened on."""
 
 from __future__ import annotations
 
+import pytest
 from typer.testing import CliRunner
 
 from scalesched.cli import app
@@ -66,3 +68,26 @@ def test_serve_checks_the_forward_priority_backends(tmp_path):
     args = ["serve", "--backends", str(backends), "--forward-priority"]
     _fails(args + ["gpu-0,gpu-9"], "--forward-priority", "'gpu-9'", "gpu-0")
     _fails(args + [","], "--forward-priority", "name a backend")
+
+
+def _backends(tmp_path, url: str):
+    path = tmp_path / "b.yaml"
+    path.write_text(
+        "backends:\n  - name: gpu-0\n    server_type: h100-80g-x1\n"
+        f"    models: {{llama: llama-2-7b}}\n    endpoint: {{base_url: '{url}'}}\n"
+    )
+    return path
+
+
+@pytest.mark.parametrize(
+    ("url", "words"),
+    [
+        ("http://127.0.0.1:99999/v1", "port 99999 is not in 1..65535"),
+        ("http://127.0.0.1:abc/v1", "the port 'abc' is not a number"),
+        ("http://[::1/v1", "not a valid URL"),
+        ("http://127.0.0.1:0/v1", "port 0 is not in 1..65535"),
+        ("http://:8000/v1", "names no host"),
+    ],
+)
+def test_serve_refuses_a_backend_url_with_a_bad_host_or_port(tmp_path, url, words):
+    _fails(["serve", "--backends", str(_backends(tmp_path, url))], "b.yaml", "base_url", words)
