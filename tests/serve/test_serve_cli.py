@@ -15,6 +15,7 @@ from conftest import SRC, free_port
 from typer.testing import CliRunner
 
 from scalesched.cli import app
+from scalesched.cluster.endpoints import EndpointSettings
 from scalesched.errors import InputError
 from scalesched.serve.engine import EngineServer, server_of_type
 from scalesched.serve.site import serve_apps
@@ -214,3 +215,10 @@ def test_serve_says_serving_only_once_it_listens_and_stops_on_sigterm(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=10)
+
+
+def test_a_base_url_with_braces_is_checked_without_being_formatted():
+    # "{}" is no placeholder the address check may format (an IndexError before).
+    assert EndpointSettings(base_url="http://127.0.0.1:8000/v1/{}").base_url.endswith("{}")
+    with pytest.raises(ValueError, match="port 99999"):
+        EndpointSettings(base_url="http://{node_ip}:99999/v1")

@@ -77,7 +77,10 @@ class EndpointSettings(BaseModel):
         if unknown:
             known = ", ".join(f"{{{n}}}" for n in sorted(URL_PLACEHOLDERS))
             raise ValueError(f"unknown placeholder {{{sorted(unknown)[0]}}}; known: {known}")
-        problem = url_problem(value.format(**dict.fromkeys(URL_PLACEHOLDERS, "host")))
+        address = value
+        for name in URL_PLACEHOLDERS:  # not str.format: "{}" or "{0}" must not raise here
+            address = address.replace(f"{{{name}}}", "host")
+        problem = url_problem(address)
         if problem:
             raise ValueError(problem)
         return value
