@@ -492,3 +492,34 @@ def test_a_sigstopped_engine_ends_its_stream_after_the_idle_timeout(engine_proce
             await good_runner.cleanup()
 
     asyncio.run(main())
+
+
+def test_a_backend_whose_metrics_are_not_text_stays_up_and_scraped():
+    async def chat(_r: web.Request) -> web.Response:
+        return web.json_response({})
+
+    async def main() -> None:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", chat)
+
+        async def binary(_r: web.Request) -> web.Response:
+            return web.Response(body=b"\xff\xfe\x00vllm:num_requests_running 3\n")
+
+        app.router.add_get("/metrics", binary)
+        runner, port = await start_site(app, "127.0.0.1", 0)
+        gw = Gateway(
+            [backend("b0", f"http://127.0.0.1:{port}/v1")],
+            Prefer([0]),
+            get_policy("least_loaded"),
+            scrape_s=0.05,
+        )
+        grunner, _ = await start_site(gw.app(), "127.0.0.1", 0)
+        try:
+            gw.state.healthy[0] = gw._up[0] = False
+            await asyncio.sleep(0.3)  # several scrapes: the loop is alive and reopens it
+            assert gw.state.healthy[0] and gw._scraper is not None and not gw._scraper.done()
+        finally:
+            await grunner.cleanup()
+            await runner.cleanup()
+
+    asyncio.run(main())

@@ -694,7 +694,13 @@ class Gateway:
 
     async def _scrape_loop(self) -> None:
         while True:
-            await asyncio.gather(*[self._scrape(s) for s in range(len(self.backends))])
+            done = await asyncio.gather(
+                *[self._scrape(s) for s in range(len(self.backends))], return_exceptions=True
+            )
+            for server, result in enumerate(done):  # a bug must not end every scrape
+                if isinstance(result, Exception):
+                    name = self.backends[server].name
+                    log.error("scraping backend %s failed", name, exc_info=result)
             await asyncio.sleep(self.scrape_s)
 
     async def _scrape(self, server: int) -> None:
@@ -710,8 +716,9 @@ class Gateway:
             ) as r:
                 if r.status >= 500:
                     raise aiohttp.ClientError(f"status {r.status}")
-                # An engine without /metrics (404) is up, it only reports no load.
-                text = await r.text() if r.status == 200 else ""
+                # An engine without /metrics (404) is up, it only reports no load; bytes
+                # that are not UTF-8 are read as far as they go.
+                text = (await r.read()).decode("utf-8", "replace") if r.status == 200 else ""
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             if self._up[server]:
                 log.warning(
