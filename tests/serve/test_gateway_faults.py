@@ -342,7 +342,7 @@ def test_an_upstream_fault_is_retried_before_the_first_byte_and_never_counted_ok
                 requests = 'scalesched_gateway_requests_total{backend="bad",outcome="%s"}'
                 assert _metric(metrics, requests % case.outcome) == 1
                 assert _metric(metrics, requests % "ok") == 0
-                lines = [line for line in _lines(caplog) if "backend bad" in line]
+                lines = [line for line in _lines(caplog) if "call failed: bad " in line]
                 assert any(case.says in line for line in lines), lines
                 if case.status == 502:  # with a good backend too, the call is retried there
                     async with s.post(urls[1] + "/v1/chat/completions", json=body) as r:

@@ -660,9 +660,7 @@ class Gateway:
             held = f"; held out for {delay:g} s after {self._fails[server]} failures in a row"
         elif not self._up[server]:
             held = "; masked until its /metrics answers"
-        log.warning(
-            "backend %s failed a call: %s (%s)%s", self.backends[server].name, why, then, held
-        )
+        log.warning("call failed: %s (%s)%s", why, then, held)  # ``why`` names the backend
 
     def _unhold(self, server: int) -> None:
         self._held[server], self._timers[server] = False, None

@@ -69,7 +69,11 @@ class OneLine(logging.Filter):
         if info and info[1] is not None:
             exc = info[1]
             text = f"{record.getMessage()}: {describe(exc)}"
-            if not isinstance(exc, HttpProcessingError | ConnectionError):
+            args = record.args if isinstance(record.args, tuple) else ()
+            if isinstance(exc, HttpProcessingError) and len(args) == 1:
+                # aiohttp's "Error handling request from %s": said as the refusals say it
+                text = f"{exc.code} malformed HTTP request from {args[0]}: {_cut(exc.message)}"
+            elif not isinstance(exc, HttpProcessingError | ConnectionError):
                 frames = traceback.extract_tb(exc.__traceback__)
                 if frames:
                     text += f" (at {os.path.basename(frames[-1].filename)}:{frames[-1].lineno})"
@@ -80,10 +84,15 @@ class OneLine(logging.Filter):
 
 def describe(exc: BaseException) -> str:
     """``Type: text`` of an exception, on one line and cut short."""
-    text = one_line(" ".join(str(exc).split()))
-    if len(text) > MAX_LOGGED_CHARS:
-        text = text[: MAX_LOGGED_CHARS - 3] + "..."
+    text = _cut(str(exc))
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _cut(text: str) -> str:
+    """``text`` on one line (runs of white space as one space, control characters
+    escaped), cut to :data:`MAX_LOGGED_CHARS`."""
+    text = one_line(" ".join(text.split()))
+    return text if len(text) <= MAX_LOGGED_CHARS else text[: MAX_LOGGED_CHARS - 3] + "..."
 
 
 _ONE_LINE = OneLine()
