@@ -73,6 +73,12 @@ CASES = [
     Case("an unknown model", _post("/v1/chat/completions", _chat(model="gpt-9")), 404, "model"),
     Case("an unknown route", _get("/v2/chat"), 404),
     Case("a path traversal", _get("/v1/../../etc/passwd"), 404),
+    Case("a path with an encoded line break", _get("/v1/%0Aevil"), 404),
+    Case(
+        "a gzip body that is not gzip",
+        _post("/v1/chat/completions", b"abcd", "Content-Encoding: gzip"),
+        400,
+    ),
     Case("GET on a POST route", _get("/v1/chat/completions"), 405),
     Case("DELETE on a GET route", _get("/v1/models", "DELETE"), 405),
     Case(

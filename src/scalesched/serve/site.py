@@ -28,6 +28,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import signal
 import socket
 import traceback
@@ -62,12 +63,17 @@ class OneLine(logging.Filter):
     """Turns a record with an exception into one line without the traceback: the
     message, the exception's type and text (control characters escaped, cut to
     :data:`MAX_LOGGED_CHARS`), and, unless it is an HTTP parser's or a connection's error
-    (the client's doing), the file and line that raised it."""
+    (the client's doing), the file and line that raised it. One record is dropped: aiohttp
+    re-raising, after the answer, a request body it cannot decode."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         info = record.exc_info
         if info and info[1] is not None:
             exc = info[1]
+            if isinstance(exc, web.RequestPayloadError) and record.name == http_log.name:
+                # aiohttp draining, after the answer, a body it cannot decode: a handler
+                # that read it has logged its 400; one that did not never needed it
+                return False
             text = f"{record.getMessage()}: {describe(exc)}"
             args = record.args if isinstance(record.args, tuple) else ()
             if isinstance(exc, HttpProcessingError) and len(args) == 1:
@@ -162,8 +168,9 @@ def failure(request: web.BaseRequest, exc: Exception) -> web.Response:
 
 async def read_json(request: web.Request) -> tuple[bytes, Any]:
     """A request's body bytes and their JSON, or a :class:`BadRequest`: larger than
-    :data:`MAX_BODY_BYTES` (413), cut short by the client, not JSON, or nested too deeply
-    to read (Python's parser recurses: a 200k-deep array is a RecursionError)."""
+    :data:`MAX_BODY_BYTES` (413), cut short by the client, not decodable (a bad
+    ``Content-Encoding``), not JSON, or nested too deeply to read (Python's parser
+    recurses: a 200k-deep array is a RecursionError)."""
     try:
         raw = await request.read()
     except web.HTTPRequestEntityTooLarge:
@@ -172,12 +179,19 @@ async def read_json(request: web.Request) -> tuple[bytes, Any]:
         ) from None
     except ConnectionError:
         raise BadRequest("the request body was cut short (the connection closed)") from None
+    except (HttpProcessingError, web.RequestPayloadError) as exc:  # e.g. bytes that are not
+        why = _STATUS_PREFIX.sub("", str(exc))  # in their Content-Encoding
+        raise BadRequest(f"the request body cannot be read: {_cut(why)}") from None
     try:
         return raw, json.loads(raw)
     except RecursionError:
         raise BadRequest("the request body is nested too deeply to read") from None
     except ValueError:  # also UnicodeDecodeError, and integers past 4300 digits
         raise BadRequest("the request body is not valid JSON") from None
+
+
+_STATUS_PREFIX = re.compile(r"^\d+, message:\s*")
+"""What aiohttp's parser errors put before their message (``400, message: ...``)."""
 
 
 def add_openai_routes(
@@ -207,7 +221,7 @@ def add_openai_routes(
             app.router.add_get(path, handler)  # and HEAD
         allowed = "POST" if method == "POST" else "GET, HEAD"
         app.router.add_route("*", path, _wrong_method(allowed))
-    app.router.add_route("*", "/{path:.*}", _not_found)
+    app.router.add_route("*", r"/{path:[\s\S]*}", _not_found)  # "." would miss a %0A
 
 
 def _wrong_method(allowed: str) -> Handler:
