@@ -13,6 +13,7 @@ import re
 import string
 import sys
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import (
     BaseModel,
@@ -76,12 +77,75 @@ class EndpointSettings(BaseModel):
         if unknown:
             known = ", ".join(f"{{{n}}}" for n in sorted(URL_PLACEHOLDERS))
             raise ValueError(f"unknown placeholder {{{sorted(unknown)[0]}}}; known: {known}")
+        address = value
+        for name in URL_PLACEHOLDERS:  # not str.format: "{}" or "{0}" must not raise here
+            address = address.replace(f"{{{name}}}", "host")
+        problem = url_problem(address)
+        if problem:
+            raise ValueError(problem)
         return value
+
+
+def url_problem(url: str) -> str | None:
+    """What is wrong with an http(s) URL's address, or None: a host that does not parse
+    (``http://[::1/v1``), a port that is not a number or not in 1..65535 (0 would be
+    "any port" to a server, never where one listens). The one check of an address the
+    runtime's endpoints file, the gateway's backends file and the serving commands share,
+    so a bad one is refused before anything listens or connects."""
+    try:
+        netloc = urlsplit(url).netloc
+    except ValueError as exc:  # e.g. an IPv6 literal without its closing bracket
+        return f"not a valid URL: {exc}"
+    host, port = _HOST_PORT.fullmatch(netloc).groups()  # type: ignore[union-attr]
+    if not host.strip("[]"):
+        return "names no host"
+    if port is None:
+        return None
+    if not port.isdigit() or not port.isascii():
+        return f"the port {port!r} is not a number in 1..{MAX_PORT}"
+    return port_problem(int(port))
+
+
+_HOST_PORT = re.compile(r"(?:.*@)?(\[[^\]]*\]|[^:]*)(?::(.*))?", re.DOTALL)
+"""A URL's netloc: optional user info, the host (an IPv6 literal in brackets), the port."""
+
+
+def port_problem(port: int, count: int = 1) -> str | None:
+    """Why ``port`` (and the ``count - 1`` after it) cannot be listened on or connected
+    to, or None: each must be in 1..65535."""
+    last = port + count - 1
+    if not 1 <= port <= MAX_PORT:
+        return f"port {port} is not in 1..{MAX_PORT}"
+    if last > MAX_PORT:
+        return f"ports {port}..{last} ({count} of them) go past {MAX_PORT}"
+    return None
+
+
+MAX_PORT = 65535
 
 
 # -- the serving gateway's backends file ------------------------------------------------
 
 _BACKEND_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+
+DEFAULT_IDLE_TIMEOUT_S = 60.0
+"""A streamed call's default idle timeout: long enough for an engine's queue and prefill
+before a first token under load, short enough that a stalled engine does not hold calls
+for the whole ``timeout_s`` (600 s by default)."""
+
+
+class BackendEndpoint(EndpointSettings):
+    """A backend's endpoint: the shared settings plus what only the gateway reads."""
+
+    idle_timeout_s: _Timeout | None = Field(
+        DEFAULT_IDLE_TIMEOUT_S,
+        description="Seconds a streamed call may wait for the backend's next bytes "
+        "(its headers and first token included) before the call fails as stalled: "
+        "retried on another backend if nothing was passed on yet, else ended with an "
+        "error event. A long generation that keeps streaming is not cut; timeout_s "
+        "bounds the whole call. Non-streamed calls have only timeout_s (an engine sends "
+        "nothing until it is done). null: no idle timeout. (0 < t <= 86400)",
+    )
 
 
 class BackendEntry(BaseModel):
@@ -93,9 +157,10 @@ class BackendEntry(BaseModel):
     name: Annotated[str, Field(pattern=_BACKEND_NAME)] = Field(
         description="Unique name of the backend (its label in the gateway's /metrics)."
     )
-    endpoint: EndpointSettings = Field(
-        description="How to reach it (base_url up to /v1, api_key_env, timeout_s, extra); "
-        "served_model is not used here: ``models`` names what the backend serves."
+    endpoint: BackendEndpoint = Field(
+        description="How to reach it (base_url up to /v1, api_key_env, timeout_s, "
+        "idle_timeout_s, extra); served_model is not used here: ``models`` names what the "
+        "backend serves."
     )
     models: dict[Annotated[str, Field(min_length=1)], str] = Field(
         min_length=1,
@@ -113,9 +178,18 @@ class BackendEntry(BaseModel):
             raise ValueError(f"{value} has no GPUs: it cannot run an LLM engine")
         return value
 
+    @field_validator("endpoint", mode="before")
+    @classmethod
+    def _widen(cls, value: Any) -> Any:
+        """Shared ``EndpointSettings`` (e.g. built in code) are taken as a backend's, with
+        the default idle timeout."""
+        if isinstance(value, EndpointSettings) and not isinstance(value, BackendEndpoint):
+            return value.model_dump(exclude_unset=True)
+        return value
+
     @field_validator("endpoint")
     @classmethod
-    def _no_served_model(cls, value: EndpointSettings) -> EndpointSettings:
+    def _no_served_model(cls, value: BackendEndpoint) -> BackendEndpoint:
         if value.served_model is not None:
             raise ValueError("served_model is not used in a backends file: list them in models")
         if "{" in value.base_url:

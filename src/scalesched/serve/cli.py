@@ -9,7 +9,6 @@ progress helper, so loadgen's progress looks like every other command's).
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -29,7 +28,19 @@ ProgressFactory = Callable[[bool, int, str], Any]
 def _check_scale(value: float, option: str, zero_ok: bool) -> None:
     if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
         bound = ">= 0" if zero_ok else "> 0"
-        raise InputError(option, option, f"must be a finite number {bound}, got {value}")
+        raise InputError(
+            option, option.lstrip("-"), f"must be a finite number {bound}, got {value}"
+        )
+
+
+def _check_port(port: int, count: int = 1) -> None:
+    """``--port`` (and the ``count - 1`` ports after it, for a fleet) must be in 1..65535:
+    the same rule a backends file's base_url is held to."""
+    from scalesched.cluster.endpoints import port_problem
+
+    problem = port_problem(port, count)
+    if problem:
+        raise InputError("--port", "port", problem)
 
 
 def _need_serve_extra(command: str) -> None:
@@ -56,10 +67,13 @@ def engine(
     """Run one emulated OpenAI-compatible engine timed by the cost model."""
     _need_serve_extra("engine")
     from scalesched.serve.engine import EngineServer, run_engines, server_of_type
+    from scalesched.serve.site import configure_logging
 
     _check_scale(time_scale, "--time-scale", zero_ok=False)
+    _check_port(port)
     scale = 0.0 if instant else time_scale
     server = EngineServer(server_of_type(server_type), {m: m for m in model}, scale)
+    configure_logging()
     run_engines([server], host, port, lambda urls: typer.echo(f"serving {urls[0]}", err=True))
 
 
@@ -90,16 +104,22 @@ def fleet(
     from scalesched.cluster import get_cluster
     from scalesched.cluster.deployment import load_deployment_file
     from scalesched.cluster.tables import ClusterTables
+    from scalesched.errors import check_output_path
     from scalesched.serve.engine import EngineServer, backends_yaml, fleet_servers, run_engines
+    from scalesched.serve.site import configure_logging
 
     _check_scale(time_scale, "--time-scale", zero_ok=False)
+    _check_port(port)
     if deployment is not None and models:
-        raise InputError("--models", "--models", "give --models or --deployment, not both")
+        raise InputError("--models", "models", "give --models or --deployment, not both")
+    if backends_out is not None:
+        check_output_path(backends_out, "--backends-out")
     spec = get_cluster(cluster)
     pinned = load_deployment_file(deployment, spec) if deployment is not None else None
     tables = ClusterTables(spec, pinned) if pinned is not None else None
     chosen = [m.strip() for m in models.split(",") if m.strip()] if models else None
     plan = fleet_servers(spec, chosen, pinned)
+    _check_port(port, len(plan))
     scale = 0.0 if instant else time_scale
     engines = [EngineServer(server, served, scale, tables) for server, served in plan]
 
@@ -108,7 +128,10 @@ def fleet(
         if backends_out is not None:
             backends_out.write_text(text, encoding="utf-8")
         typer.echo(f"{len(urls)} engines on {urls[0]} .. {urls[-1]}", err=True)
+        if backends_out is not None:
+            typer.echo(f"backends file written to {backends_out}", err=True)
 
+    configure_logging()
     run_engines(engines, host, port, ready)
 
 
@@ -154,18 +177,18 @@ def serve(
 ) -> None:
     """Serve an OpenAI-compatible API that places every call with a scalesched policy."""
     _need_serve_extra("serve")
-    from aiohttp import web
-
     from scalesched.cluster import get_cluster
     from scalesched.cluster.deployment import load_deployment_file
     from scalesched.cluster.endpoints import load_backends_file
     from scalesched.serve.gateway import Gateway, priority_backends
-    from scalesched.serve.loop import loop_name, new_event_loop
+    from scalesched.serve.loop import loop_name
+    from scalesched.serve.site import configure_logging, run_apps
 
     _check_scale(time_scale, "--time-scale", zero_ok=False)
     _check_scale(scrape_s, "--scrape-s", zero_ok=False)
+    _check_port(port)
     if max_pending < 1:
-        raise InputError("--max-pending", "--max-pending", "must be at least 1")
+        raise InputError("--max-pending", "max-pending", "must be at least 1")
     entries = load_backends_file(str(backends))
     prioritized = priority_backends(forward_priority, entries)
     pinned = (
@@ -184,12 +207,13 @@ def serve(
         backends_source=str(backends),
         forward_priority=prioritized,
     )
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s")
-    where = f"http://{host}:{port}/v1 over {len(entries)} backends"
-    typer.echo(f"serving {where}, {policy}, on {loop_name()}", err=True)
-    web.run_app(
-        gateway.app(), host=host, port=port, access_log=None, print=None, loop=new_event_loop()
-    )
+    configure_logging()
+
+    def ready(urls: list[str]) -> None:  # called once the port is bound, not before
+        where = f"{urls[0]} over {len(entries)} backends"
+        typer.echo(f"serving {where}, {policy}, on {loop_name()}", err=True)
+
+    run_apps([gateway.app()], host, port, ready, stop_on_sigterm=True)
 
 
 def _gateway_policies(policy: str, fallback: str, backends: int) -> tuple[Any, Any]:
@@ -198,7 +222,7 @@ def _gateway_policies(policy: str, fallback: str, backends: int) -> tuple[Any, A
     scheduler, backup = _PROVIDED["get_policy"](policy), _PROVIDED["get_policy"](fallback)
     for sched, option in ((scheduler, "--policy"), (backup, "--fallback")):
         if not sched.supports(backends):
-            raise InputError(option, option, str(sched.unsupported_reason(backends)))
+            raise InputError(option, option.lstrip("-"), str(sched.unsupported_reason(backends)))
     return scheduler, backup
 
 

@@ -25,7 +25,7 @@ import math
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,17 +38,16 @@ from scalesched.cluster.perf import MODELS
 from scalesched.cluster.tables import MODEL_INDEX, ClusterTables
 from scalesched.errors import InputError
 from scalesched.kernel.llm_engine import EngineBatch, queue_by_priority
-from scalesched.serve.loop import run as run_loop
-from scalesched.serve.protocol import (
-    NO_PRIORITY,
-    BadRequest,
-    CompletionRequest,
+from scalesched.serve.protocol import NO_PRIORITY, BadRequest, CompletionRequest, parse_request, sse
+from scalesched.serve.site import (
     add_openai_routes,
-    error_body,
-    error_type,
-    parse_request,
-    sse,
+    bad_request,
+    failure,
+    new_app,
+    read_json,
+    run_apps,
 )
+from scalesched.serve.site import start_site as start_site  # where tests and tools find it
 
 MIN_SLEEP_S = 0.01
 """Shortest wall sleep of the step loop: faster steps are taken several at a time (the
@@ -108,7 +107,7 @@ class EmulatedModel:
 
     async def generate(
         self, prompt: int, output: int, priority: float = NO_PRIORITY
-    ) -> AsyncIterator[int]:
+    ) -> AsyncGenerator[int, None]:
         """Yield the numbers of tokens produced, as the steps produce them (sum: output).
         The request queues behind those with a smaller or equal ``priority`` (arrival order
         among equals; NO_PRIORITY: behind all), ahead of those with a larger one."""
@@ -212,9 +211,7 @@ def server_of_type(server_type: str, name: str = "engine") -> ServerSpec:
     """A server of a catalog type (an InputError naming --server-type when unknown)."""
     if server_type not in SERVER_TYPES:
         known = ", ".join(SERVER_TYPES)
-        raise InputError(
-            "--server-type", "--server-type", f"unknown {server_type!r}; known: {known}"
-        )
+        raise InputError("--server-type", "server-type", f"unknown {server_type!r}; known: {known}")
     spec = SERVER_TYPES[server_type].instance(0)
     return ServerSpec(
         name,
@@ -246,7 +243,7 @@ class EngineServer:
         tables: ClusterTables | None = None,
     ) -> None:
         if not time_scale >= 0 or not math.isfinite(time_scale):
-            raise InputError("--time-scale", "--time-scale", "must be a finite number >= 0")
+            raise InputError("--time-scale", "time-scale", "must be a finite number >= 0")
         if tables is None:
             tables, index = ClusterTables(ClusterSpec(server.name, (server,))), 0
         else:
@@ -258,12 +255,12 @@ class EngineServer:
                 int(tables.engine_class[index, MODEL_INDEX[catalog]]) if catalog in MODELS else -1
             )
             if klass < 0 or not can_host(server, catalog):
-                raise InputError("--model", "--model", f"{catalog} cannot run on {server.type}")
+                raise InputError("--model", "model", f"{catalog} cannot run on {server.type}")
             self.models[served] = EmulatedModel(tables, klass, catalog, time_scale)
         self.created = int(time.time())
 
     def app(self) -> web.Application:
-        app = web.Application()
+        app = new_app()
         add_openai_routes(
             app,
             chat=self._chat,
@@ -321,10 +318,7 @@ class EngineServer:
 
     async def _complete(self, request: web.Request, chat: bool) -> web.StreamResponse:
         try:
-            body = await request.json()
-        except ValueError:
-            return _error(BadRequest("the request body is not valid JSON"))
-        try:
+            _raw, body = await read_json(request)
             req = parse_request(body, chat)
             model = self.models.get(req.model)
             if model is None:
@@ -335,14 +329,17 @@ class EngineServer:
                     code="model_not_found",
                 )
         except BadRequest as exc:
-            return _error(exc)
-        rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:24]
-        if req.stream:
-            return await self._stream(request, req, model, rid)
-        produced = 0
-        async for k in model.generate(req.prompt_tokens, req.max_tokens, req.priority):
-            produced += k
-        return web.json_response(_completion(req, rid, produced))
+            return bad_request(request, exc)
+        try:
+            rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:24]
+            if req.stream:
+                return await self._stream(request, req, model, rid)
+            produced = 0
+            async for k in model.generate(req.prompt_tokens, req.max_tokens, req.priority):
+                produced += k
+            return web.json_response(_completion(req, rid, produced))
+        except Exception as exc:  # a bug: one log line and an OpenAI 500, not a traceback
+            return failure(request, exc)
 
     async def _stream(
         self, request: web.Request, req: CompletionRequest, model: EmulatedModel, rid: str
@@ -352,17 +349,24 @@ class EngineServer:
         )
         await response.prepare(request)
         produced = 0
-        async for k in model.generate(req.prompt_tokens, req.max_tokens, req.priority):
-            produced += k
-            await response.write(sse(_chunk(req, rid, _text(k), None)))
-        await response.write(sse(_chunk(req, rid, "", "length")))
-        if req.include_usage:
-            usage = _chunk(req, rid, "", None)
-            usage["choices"] = []
-            usage["usage"] = _usage(req, produced)
-            await response.write(sse(usage))
-        await response.write(sse("[DONE]"))
-        await response.write_eof()
+        try:
+            # Closed on leaving the block, so a client gone mid-stream frees its batch slot
+            # and KV memory at once (not when the generator is collected).
+            tokens = model.generate(req.prompt_tokens, req.max_tokens, req.priority)
+            async with contextlib.aclosing(tokens):
+                async for k in tokens:
+                    produced += k
+                    await response.write(sse(_chunk(req, rid, _text(k), None)))
+            await response.write(sse(_chunk(req, rid, "", "length")))
+            if req.include_usage:
+                usage = _chunk(req, rid, "", None)
+                usage["choices"] = []
+                usage["usage"] = _usage(req, produced)
+                await response.write(sse(usage))
+            await response.write(sse("[DONE]"))
+            await response.write_eof()
+        except ConnectionError:
+            pass  # the client went away: nothing to answer, nothing to log
         return response
 
 
@@ -410,24 +414,7 @@ def _chunk(req: CompletionRequest, rid: str, text: str, finish: str | None) -> d
     }
 
 
-def _error(exc: BadRequest) -> web.Response:
-    body = error_body(str(exc), error_type(exc.status), param=exc.param, code=exc.code)
-    return web.json_response(body, status=exc.status)
-
-
 # -- running engines -----------------------------------------------------------------------
-
-
-async def start_site(app: web.Application, host: str, port: int) -> tuple[web.AppRunner, int]:
-    """Serve ``app`` on host:port (port 0: an ephemeral one); returns the runner (its
-    ``cleanup`` stops it) and the bound port."""
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, host, port)
-    await site.start()
-    server = site._server
-    sockets = getattr(server, "sockets", None) or []
-    return runner, int(sockets[0].getsockname()[1]) if sockets else port
 
 
 def fleet_servers(
@@ -477,26 +464,14 @@ def backends_yaml(entries: list[tuple[ServerSpec, dict[str, str], str]]) -> str:
     return yaml.safe_dump({"backends": backends}, sort_keys=False)
 
 
-async def _serve_forever(
-    engines: list[EngineServer], host: str, port: int, ready: Any = None
+def run_engines(
+    engines: list[EngineServer],
+    host: str,
+    port: int,
+    ready: Callable[[list[str]], None] | None = None,
 ) -> None:
-    """Serve ``engines`` on consecutive ports from ``port`` until cancelled; ``ready`` is
-    called with the base URLs once every engine listens."""
-    runners, urls = [], []
-    try:
-        for i, engine in enumerate(engines):
-            runner, bound = await start_site(engine.app(), host, port + i if port else 0)
-            runners.append(runner)
-            urls.append(f"http://{host}:{bound}/v1")
-        if ready is not None:
-            ready(urls)
-        await asyncio.Event().wait()
-    finally:
-        for runner in runners:
-            await runner.cleanup()
-
-
-def run_engines(engines: list[EngineServer], host: str, port: int, ready: Any = None) -> None:
-    """Blocking: serve ``engines`` (one process, one port each) until interrupted."""
-    with contextlib.suppress(KeyboardInterrupt):
-        run_loop(_serve_forever(engines, host, port, ready))
+    """Blocking: serve ``engines`` (one process, consecutive ports from ``port``) until
+    interrupted; ``ready`` gets their base URLs once every one listens. A port that cannot
+    be bound is an InputError naming it, raised after the engines already listening are
+    closed (nothing is left half started)."""
+    run_apps([e.app() for e in engines], host, port, ready)

@@ -10,13 +10,21 @@ never starves); a ``Hedge`` is sent to its first server only (a gateway does not
 calls). A policy that raises, or answers a closed server, is replaced for that decision
 by the fallback heuristic, counted in ``/metrics``.
 
-Faults: a backend that refuses connections or breaks mid-response is masked until its
-``/metrics`` answers again (scraped every ``scrape_s``). A request that has not started
-streaming to its client is retried on another backend (up to ``max_attempts`` backends);
-a stream already started ends with an OpenAI-shaped error event and ``[DONE]``. An upstream
-5xx or a body that is not JSON counts as a failed attempt. Bad bodies and unknown models
-are refused with OpenAI-shaped 4xx; more than ``max_pending`` requests at once get 429 with
-``Retry-After``.
+Faults: a backend that refuses connections, breaks mid-response or sends nothing for its
+``idle_timeout_s`` on a streamed call is masked until its ``/metrics`` answers again
+(scraped every ``scrape_s``). An upstream 5xx, a body that is not JSON, or a streamed
+call answered with something other than events is a failed attempt too. A request that
+has not started streaming to its client is retried on another backend (up to
+``max_attempts`` backends), else answered 502; a stream already started ends with an
+OpenAI-shaped error event and ``[DONE]``. A backend that fails ``trip_after`` calls in a row
+is held out of decisions for a back-off (doubling per failed trial), so calls stop paying
+a failed attempt there first. Every failed call is counted under an outcome other than
+``ok`` in ``/metrics``. Bad bodies and unknown models are refused with OpenAI-shaped 4xx,
+a model whose backends are all closed with 503 and ``Retry-After``; more than
+``max_pending`` requests at once get 429 with ``Retry-After``. Each fault is one log line
+(:mod:`scalesched.serve.site`). None of this costs a well-answered call more than a list
+lookup: holds end on timers, timeouts are built once per backend, and only a stream's
+first chunk is checked.
 
 Admission priorities: a policy's ``Place(server, priority=p)`` orders the backend engine's
 queue in the simulator; here it reaches a backend only where ``forward_priority`` names it
@@ -33,7 +41,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import logging
+import math
 import os
 import re
 import time
@@ -44,6 +52,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
+import numpy as np
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from yarl import URL
@@ -59,17 +68,23 @@ from scalesched.serve.protocol import (
     PRIORITY_FIELD,
     BadRequest,
     CompletionRequest,
-    add_openai_routes,
     error_body,
-    error_type,
     parse_request,
     sse,
     task_signals,
     wire_priority,
 )
+from scalesched.serve.site import (
+    add_openai_routes,
+    bad_request,
+    describe,
+    failure,
+    log,
+    new_app,
+    read_json,
+    refusal,
+)
 from scalesched.serve.state import GatewayState
-
-log = logging.getLogger("scalesched.serve")
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 DECISION_BUCKETS = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1)
@@ -79,6 +94,18 @@ _LOAD_SAMPLE = re.compile(
 )
 _LABEL = re.compile(r'\s*(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?')
 _ESCAPE = re.compile(r"\\(.)")
+
+
+OK = "ok"
+"""The ``outcome`` of a call answered in full (``scalesched_gateway_requests_total``); the
+others: ``error`` (a failed attempt), ``broken_stream`` (the backend failed mid-stream),
+``client_gone`` (the client left mid-stream), ``rejected`` (a backend's 4xx, passed on)."""
+TRIP_AFTER = 3
+"""Failed calls in a row after which a backend is held out of decisions for a back-off."""
+BACKOFF_S = 1.0
+"""The first hold's length; each next one (a failed trial call) doubles it."""
+MAX_BACKOFF_S = 60.0
+"""The longest hold."""
 
 
 class NoBackend(Exception):
@@ -225,6 +252,9 @@ class Gateway:
         deployment: Deployment | None = None,
         backends_source: str = "backends",
         forward_priority: Iterable[str] = (),
+        trip_after: int = TRIP_AFTER,
+        backoff_s: float = BACKOFF_S,
+        max_backoff_s: float = MAX_BACKOFF_S,
     ) -> None:
         self.backends = list(backends)
         self._forward_priority = _forwarding(self.backends, forward_priority)
@@ -235,12 +265,25 @@ class Gateway:
         self.scheduler = GuardedScheduler(scheduler, fallback, self._fell_back)
         self.scheduler.reset(seed)
         self.max_pending, self.max_attempts, self.scrape_s = max_pending, max_attempts, scrape_s
+        self.trip_after, self.backoff_s, self.max_backoff_s = trip_after, backoff_s, max_backoff_s
         self.pending: deque[WaitingRequest] = deque()
         self.deferred: list[WaitingRequest] = []
         self._current: tuple[WaitingRequest, Decision] | None = None
         self.in_flight = 0
         self._session: aiohttp.ClientSession | None = None
         self._scraper: asyncio.Task[None] | None = None
+        n = len(self.backends)
+        # A backend is open (``state.healthy``) when it is up and not held: up is what its
+        # /metrics says (and a broken connection until the next scrape); held is the
+        # back-off after ``trip_after`` failed calls in a row, ended by a timer.
+        self._up = [True] * n
+        self._held = [False] * n
+        self._fails = [0] * n
+        """Failed calls in a row (reset by an answered one)."""
+        self._backoff = [0.0] * n
+        """The last hold's length (0: none since the last answered call); doubles per hold."""
+        self._held_until = [0.0] * n
+        self._timers: list[asyncio.TimerHandle | None] = [None] * n
         self._urls = [b.endpoint.base_url.rstrip("/") for b in self.backends]
         self._roots = [u[: -len("/v1")] if u.endswith("/v1") else u for u in self._urls]
         # Each backend's two endpoints, parsed once (aiohttp parses a str URL per request).
@@ -249,11 +292,17 @@ class Gateway:
             for u in self._urls
         ]
         self._headers = [{"Content-Type": "application/json", **_auth(b)} for b in self.backends]
+        # Built once per backend: the total deadline, and for streamed calls the idle
+        # timeout too (seconds without a byte from the backend, headers included).
         self._timeouts = [aiohttp.ClientTimeout(total=b.endpoint.timeout_s) for b in self.backends]
+        self._stream_timeouts = [
+            aiohttp.ClientTimeout(total=b.endpoint.timeout_s, sock_read=b.endpoint.idle_timeout_s)
+            for b in self.backends
+        ]
         # The per-request series, labelled once: a ``labels()`` lookup costs a few
         # microseconds on every request otherwise.
         m = self.metrics
-        self._ok = [m.requests.labels(b.name, "ok") for b in self.backends]
+        self._ok = [m.requests.labels(b.name, OK) for b in self.backends]
         self._latency = [m.latency.labels(b.name) for b in self.backends]
         self._ttft = [m.ttft.labels(b.name) for b in self.backends]
         self._prioritized = [m.priorities.labels(b.name) for b in self.backends]
@@ -318,7 +367,7 @@ class Gateway:
 
     # -- HTTP ------------------------------------------------------------------------------
     def app(self) -> web.Application:
-        app = web.Application()
+        app = new_app()
         add_openai_routes(
             app,
             chat=self._chat,
@@ -342,6 +391,9 @@ class Gateway:
     async def _stop(self, _app: web.Application) -> None:
         if self._scraper is not None:
             self._scraper.cancel()
+        for timer in self._timers:
+            if timer is not None:
+                timer.cancel()
         if self._session is not None:
             await self._session.close()
 
@@ -373,11 +425,7 @@ class Gateway:
 
     async def _complete(self, request: web.Request, path: str, chat: bool) -> web.StreamResponse:
         try:
-            try:
-                raw = await request.read()
-                body = json.loads(raw)
-            except (ValueError, UnicodeDecodeError):
-                raise BadRequest("the request body is not valid JSON") from None
+            raw, body = await read_json(request)
             req = parse_request(body, chat)
             signals = task_signals(request.headers)
             if req.model not in self.state.serving:
@@ -389,11 +437,14 @@ class Gateway:
                 )
         except BadRequest as exc:
             self.metrics.refused.labels("bad_request").inc()
-            return _error(str(exc), exc.status, param=exc.param, code=exc.code)
+            return bad_request(request, exc)
         if self.in_flight >= self.max_pending:
             self.metrics.refused.labels("queue_full").inc()
-            return _error(
-                "the gateway is at capacity; retry later", 429, headers={"Retry-After": "1"}
+            return refusal(
+                request,
+                "the gateway is at capacity; retry later",
+                429,
+                headers={"Retry-After": "1"},
             )
         workflow = request.headers.get("x-workflow-id") or _user(body) or uuid.uuid4().hex
         session = request.headers.get("x-session-id") or workflow
@@ -401,6 +452,8 @@ class Gateway:
         try:
             task = self.state.task(req, workflow, session, signals)
             return await self._attempts(request, body, raw, path, req, task, workflow)
+        except Exception as exc:  # a bug: one log line and an OpenAI 500, not a traceback
+            return failure(request, exc)
         finally:
             self.in_flight -= 1
 
@@ -415,31 +468,55 @@ class Gateway:
         workflow: str,
     ) -> web.StreamResponse:
         tried: list[int] = []
-        last = "no backend serves this model now"
-        for _ in range(self.max_attempts):
+        last = ""
+        for attempt in range(self.max_attempts):
             try:
                 server, est, priority = await self._place(req.model, task, tuple(tried))
             except NoBackend:
                 break
-            name = self.backends[server].name
             t0 = time.perf_counter()
             payload = self._payload(server, body, raw, priority)
             try:
                 out = await self._forward(request, payload, path, req, server, t0)
             finally:
                 self._ended(task, server, est)
-            if isinstance(out, web.StreamResponse):
-                took = time.perf_counter() - t0
+            if isinstance(out, str):  # failed before anything reached the client
+                name = self.backends[server].name
+                self.metrics.requests.labels(name, "error").inc()
+                self.metrics.retries.labels(name).inc()
+                tried.append(server)
+                last = out
+                self._failed(server, out, f"attempt {attempt + 1} of {self.max_attempts}")
+                continue
+            response, outcome = out
+            took = time.perf_counter() - t0
+            if outcome is OK:
+                if self._fails[server]:
+                    self._fails[server], self._backoff[server] = 0, 0.0
                 self._ok[server].inc()
                 self._latency[server].observe(took)
-                self.state.served(workflow, took)
-                return out
-            self.metrics.requests.labels(name, "error").inc()
-            self.metrics.retries.labels(name).inc()
-            tried.append(server)
-            last = out
+            else:
+                self.metrics.requests.labels(self.backends[server].name, outcome).inc()
+            self.state.served(workflow, took)
+            return response
         self.metrics.refused.labels("no_backend").inc()
-        return _error(f"no backend could answer: {last}", 503 if not tried else 502)
+        if tried:
+            return refusal(
+                request,
+                f"no backend could answer for the model {req.model!r}: {last}",
+                502,
+                param="model",
+                code="backend_failed",
+            )
+        return refusal(
+            request,
+            f"no backend for the model {req.model!r} is open now (each is down or backing "
+            "off after failures); retry later",
+            503,
+            param="model",
+            code="model_unavailable",
+            headers={"Retry-After": str(self._retry_after(req.model))},
+        )
 
     def _payload(
         self, server: int, body: dict[str, Any], raw: bytes, priority: float | None
@@ -463,12 +540,13 @@ class Gateway:
         req: CompletionRequest,
         server: int,
         t0: float,
-    ) -> web.StreamResponse | str:
-        """One attempt on ``server``: the response sent to the client, or why it failed
-        before anything was sent (the caller retries elsewhere)."""
-        backend = self.backends[server]
+    ) -> tuple[web.StreamResponse, str] | str:
+        """One attempt on ``server``: the response sent to the client and its outcome
+        (a ``requests_total`` label), or why it failed before anything was sent (the
+        caller retries elsewhere)."""
+        name = self.backends[server].name
         assert self._session is not None
-        timeout = self._timeouts[server]
+        timeout = self._stream_timeouts[server] if req.stream else self._timeouts[server]
         try:
             upstream = await self._session.post(
                 self._targets[server][path],
@@ -477,35 +555,52 @@ class Gateway:
                 timeout=timeout,
             )
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-            self._mask(server, f"connect: {exc!r}")
-            return f"{backend.name} unreachable"
+            self._mask(server)
+            return f"{name} {self._broke(server, exc, 'unreachable')}"
         async with upstream:
             if upstream.status >= 500:
-                return f"{backend.name} answered {upstream.status}"
+                return f"{name} answered {upstream.status}"
             if upstream.status != 200 or not req.stream:
                 return await self._whole(upstream, server)
+            if not upstream.headers.get("Content-Type", "").startswith("text/event-stream"):
+                kind = upstream.headers.get("Content-Type") or "no content type"
+                return f"{name} answered a streamed call with {kind}, not an event stream"
             return await self._stream(request, upstream, server, t0)
 
-    async def _whole(self, upstream: aiohttp.ClientResponse, server: int) -> web.Response | str:
+    def _broke(self, server: int, exc: BaseException, what: str) -> str:
+        """Why a connection to ``server`` failed, in words (the timeouts named by their
+        backends-file fields)."""
+        endpoint = self.backends[server].endpoint
+        if isinstance(exc, aiohttp.SocketTimeoutError):
+            return f"sent nothing for {endpoint.idle_timeout_s:g} s (idle_timeout_s)"
+        if isinstance(exc, TimeoutError) and not isinstance(exc, aiohttp.ServerTimeoutError):
+            return f"did not finish within {endpoint.timeout_s:g} s (timeout_s)"
+        return f"{what}: {describe(exc)}"
+
+    async def _whole(
+        self, upstream: aiohttp.ClientResponse, server: int
+    ) -> tuple[web.StreamResponse, str] | str:
         """The upstream's whole answer, checked to be JSON (a 4xx is the client's: passed
-        on as it is)."""
+        on as it is, counted ``rejected``)."""
         name = self.backends[server].name
         try:
             raw = await upstream.read()
             json.loads(raw)
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-            self._mask(server, f"answer broke: {exc!r}")
-            return f"{name} broke off its answer"
-        except (ValueError, UnicodeDecodeError):
+            self._mask(server)
+            return f"{name} {self._broke(server, exc, 'broke off its answer')}"
+        except (ValueError, RecursionError):
             return f"{name} answered malformed JSON"
-        return web.Response(body=raw, status=upstream.status, content_type="application/json")
+        response = web.Response(body=raw, status=upstream.status, content_type="application/json")
+        return response, OK if upstream.status == 200 else "rejected"
 
     async def _stream(
         self, request: web.Request, upstream: aiohttp.ClientResponse, server: int, t0: float
-    ) -> web.StreamResponse | str:
+    ) -> tuple[web.StreamResponse, str] | str:
         """Pass the upstream's events on as they arrive. If the upstream breaks before its
-        first byte, the attempt failed (retried elsewhere); after it, the stream ends with
-        an OpenAI-shaped error event, since the client has already been answered."""
+        first byte, or its first bytes are not server-sent events, the attempt failed
+        (retried elsewhere); after it, the stream ends with an OpenAI-shaped error event,
+        since the client has already been answered."""
         name = self.backends[server].name
         response = web.StreamResponse(
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
@@ -518,42 +613,92 @@ class Gateway:
             except StopAsyncIteration:
                 break
             except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-                self._mask(server, f"stream broke: {exc!r}")
+                self._mask(server)
+                why = self._broke(server, exc, "stream broke")
                 if first:
-                    return f"{name} broke off before its first byte"
-                self.metrics.requests.labels(name, "broken_stream").inc()
+                    return f"{name} {why} before its first byte"
+                self._failed(server, f"{name} {why} mid-stream", "the client's stream ends")
                 message = f"the backend {name} failed mid-response"
                 event = error_body(message, "server_error", code="backend_failed")
                 # Close a partly passed event first, so the error is an event of its own.
                 cut = b"" if boundary else b"\n\n"
-                with contextlib.suppress(ConnectionResetError, aiohttp.ClientError):
+                with contextlib.suppress(ConnectionError, aiohttp.ClientError):
                     await response.write(cut + sse(event) + sse("[DONE]"))
-                break
+                return response, "broken_stream"
             try:
                 if first:
+                    if not _looks_like_events(chunk):
+                        return f"{name} answered a streamed call with bytes that are not events"
                     await response.prepare(request)
                     self._ttft[server].observe(time.perf_counter() - t0)
                     first = False
                 await response.write(chunk)
                 boundary = chunk.endswith(b"\n\n")
-            except (ConnectionResetError, aiohttp.ClientError):
-                return response  # the client went away: stop reading the upstream
-        with contextlib.suppress(ConnectionResetError, aiohttp.ClientError):
+            except (ConnectionError, aiohttp.ClientError):
+                return response, "client_gone"  # stop reading the upstream
+        with contextlib.suppress(ConnectionError, aiohttp.ClientError):
             if first:
                 await response.prepare(request)
             await response.write_eof()
-        return response
+        return response, OK
 
-    # -- health and load from the backends' /metrics -----------------------------------
-    def _mask(self, server: int, why: str) -> None:
-        if self.state.healthy[server]:
-            log.warning("backend %s masked (%s)", self.backends[server].name, why)
-        self.state.healthy[server] = False
-        self._healthy[server].set(0)
+    # -- which backends are open: their /metrics, failed calls, back-off ------------------
+    def _failed(self, server: int, why: str, then: str) -> None:
+        """A call failed on ``server`` (logged here, one line). After ``trip_after``
+        failures in a row the backend is held out of every decision for a back-off
+        (``backoff_s``, doubled per hold up to ``max_backoff_s``); after it, the next
+        call is its trial: an answer resets the count, a failure holds it again."""
+        self._fails[server] += 1
+        held = ""
+        if self._fails[server] >= self.trip_after and not self._held[server]:
+            delay = min(self.max_backoff_s, 2 * self._backoff[server] or self.backoff_s)
+            self._backoff[server], self._held[server] = delay, True
+            loop = asyncio.get_running_loop()
+            self._held_until[server] = loop.time() + delay
+            self._timers[server] = loop.call_later(delay, self._unhold, server)
+            self._refresh(server)
+            held = f"; held out for {delay:g} s after {self._fails[server]} failures in a row"
+        elif not self._up[server]:
+            held = "; masked until its /metrics answers"
+        log.warning("call failed: %s (%s)%s", why, then, held)  # ``why`` names the backend
+
+    def _unhold(self, server: int) -> None:
+        self._held[server], self._timers[server] = False, None
+        self._refresh(server)
+
+    def _mask(self, server: int) -> None:
+        """``server`` is down (a refused or broken connection, a failed scrape) until its
+        /metrics answers again."""
+        self._up[server] = False
+        self._refresh(server)
+
+    def _refresh(self, server: int) -> None:
+        open_ = self._up[server] and not self._held[server]
+        if bool(self.state.healthy[server]) != open_:
+            self.state.healthy[server] = open_
+            self._healthy[server].set(1 if open_ else 0)
+            if open_:
+                log.warning("backend %s open again", self.backends[server].name)
+
+    def _retry_after(self, served: str) -> int:
+        """Seconds until a backend of ``served`` may open again: the earliest end of a
+        hold, or the next scrape for one that is down (at least 1)."""
+        now = asyncio.get_running_loop().time()
+        waits = []
+        for s in np.flatnonzero(self.state.serving[served]):
+            wait = self._held_until[s] - now if self._held[s] else 0.0
+            waits.append(wait if self._up[s] else max(wait, self.scrape_s))
+        return max(1, math.ceil(min(waits, default=self.scrape_s)))
 
     async def _scrape_loop(self) -> None:
         while True:
-            await asyncio.gather(*[self._scrape(s) for s in range(len(self.backends))])
+            done = await asyncio.gather(
+                *[self._scrape(s) for s in range(len(self.backends))], return_exceptions=True
+            )
+            for server, result in enumerate(done):  # a bug must not end every scrape
+                if isinstance(result, Exception):
+                    name = self.backends[server].name
+                    log.error("scraping backend %s failed", name, exc_info=result)
             await asyncio.sleep(self.scrape_s)
 
     async def _scrape(self, server: int) -> None:
@@ -569,16 +714,31 @@ class Gateway:
             ) as r:
                 if r.status >= 500:
                     raise aiohttp.ClientError(f"status {r.status}")
-                # An engine without /metrics (404) is up, it only reports no load.
-                text = await r.text() if r.status == 200 else ""
+                # An engine without /metrics (404) is up, it only reports no load; bytes
+                # that are not UTF-8 are read as far as they go.
+                text = (await r.read()).decode("utf-8", "replace") if r.status == 200 else ""
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-            self._mask(server, f"scrape: {exc!r}")
+            if self._up[server]:
+                log.warning(
+                    "backend %s masked: its /metrics failed: %s", backend.name, describe(exc)
+                )
+            self._mask(server)
             return
         self.state.observe(server, load_by_model(text, backend, self.state.catalog))
-        if not self.state.healthy[server]:
-            log.warning("backend %s healthy again", backend.name)
-        self.state.healthy[server] = True
-        self._healthy[server].set(1)
+        self._up[server] = True
+        self._refresh(server)
+
+
+def _looks_like_events(chunk: bytes) -> bool:
+    """Whether a stream's first bytes start a server-sent event (a field or a comment
+    line), or could once more bytes arrive: a check of the first chunk only, so a
+    backend answering a streamed call with HTML or a bare JSON body is a failed attempt,
+    not a 200 full of garbage."""
+    head = chunk.lstrip()[:6]
+    return any(f.startswith(head) or head.startswith(f) for f in _SSE_FIELDS)
+
+
+_SSE_FIELDS = (b"data:", b":", b"event:", b"id:", b"retry:")
 
 
 def load_by_model(text: str, backend: BackendEntry, catalog: dict[str, int]) -> dict[int, float]:
@@ -623,7 +783,7 @@ def priority_backends(spec: str | None, backends: Sequence[BackendEntry]) -> lis
         return [b.name for b in backends]
     names = [n.strip() for n in spec.split(",") if n.strip()]
     if not names:
-        raise InputError("--forward-priority", "--forward-priority", "name a backend, or all")
+        raise InputError("--forward-priority", "forward-priority", "name a backend, or all")
     _forwarding(backends, names)  # refuses unknown names
     return names
 
@@ -636,7 +796,7 @@ def _forwarding(backends: Sequence[BackendEntry], names: Iterable[str]) -> list[
     if unknown:
         raise InputError(
             "--forward-priority",
-            "--forward-priority",
+            "forward-priority",
             f"unknown backend {unknown[0]!r}; the backends are {', '.join(sorted(known))}",
         )
     return [b.name in chosen for b in backends]
@@ -651,15 +811,3 @@ def _auth(backend: BackendEntry) -> dict[str, str]:
 def _user(body: dict[str, Any]) -> str | None:
     user = body.get("user")
     return user if isinstance(user, str) and user else None
-
-
-def _error(
-    message: str,
-    status: int,
-    *,
-    param: str | None = None,
-    code: str | None = None,
-    headers: dict[str, str] | None = None,
-) -> web.Response:
-    body = error_body(message, error_type(status), param=param, code=code)
-    return web.json_response(body, status=status, headers=headers)

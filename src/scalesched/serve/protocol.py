@@ -11,14 +11,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from aiohttp import web
-
-    Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+from typing import Any
 
 CHARS_PER_TOKEN = 4
 DEFAULT_MAX_TOKENS = 64
@@ -38,24 +32,6 @@ INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 NO_PRIORITY = math.inf
 """The priority of a request that names none: behind every prioritized one, in arrival
 order (the simulator's rule for a ``Place`` without a priority)."""
-
-
-def add_openai_routes(
-    app: web.Application,
-    *,
-    chat: Handler,
-    completions: Handler,
-    models: Handler,
-    health: Handler,
-    metrics: Handler,
-) -> None:
-    """The routes every OpenAI-compatible server here answers (the emulated engine and the
-    gateway): both completion endpoints, the model list, health and Prometheus metrics."""
-    app.router.add_post("/v1/chat/completions", chat)
-    app.router.add_post("/v1/completions", completions)
-    app.router.add_get("/v1/models", models)
-    app.router.add_get("/health", health)
-    app.router.add_get("/metrics", metrics)
 
 
 def count_tokens(text: str) -> int:
@@ -187,14 +163,28 @@ def _priority(value: Any) -> float:
 
 
 def _message_text(message: Any, i: int) -> str:
+    """A message's text: its ``content`` string, or its text parts joined (other parts,
+    images or audio, add no text). Anything else is a BadRequest naming the field."""
     if not isinstance(message, dict) or not isinstance(message.get("role"), str):
-        raise BadRequest(f"messages[{i}] must be an object with a 'role'", param="messages")
+        raise BadRequest(f"messages[{i}] must be an object with a 'role'", param=f"messages[{i}]")
     content = message.get("content")
     if content is None or isinstance(content, str):
         return content or ""
     if isinstance(content, list):  # content parts: the text ones count
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
-    raise BadRequest(f"messages[{i}].content must be a string or a list", param="messages")
+        texts = []
+        for j, part in enumerate(content):
+            where = f"messages[{i}].content[{j}]"
+            if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+                raise BadRequest(f"{where} must be an object with a 'type'", param=where)
+            if part["type"] == "text":
+                text = part.get("text")
+                if not isinstance(text, str):
+                    raise BadRequest(f"{where}.text must be a string", param=f"{where}.text")
+                texts.append(text)
+        return "".join(texts)
+    raise BadRequest(
+        f"messages[{i}].content must be a string or a list", param=f"messages[{i}].content"
+    )
 
 
 ROLE_HEADER = "x-task-role"
