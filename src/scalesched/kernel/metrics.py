@@ -293,9 +293,7 @@ def measurement_window(
         candidates=series.size,
         trend_p=trend_p,
         falling=bool(bm.means.size and bm.means[-1] < bm.means[0]),
-        arrived=n_measured,
-        delivered_rate=throughput,
-        arrived_rate=offered,
+        rates=_lagged_rates(arrivals, response_times, start, end),
         span=span,
         mean_response=float(kept.mean()) if kept.size else math.nan,
     )
@@ -337,12 +335,37 @@ def _overloaded(
     done = rt[np.isfinite(rt)]
     if end <= start or (done.size and end - start < 4 * float(done.mean())):
         return False
-    offered, delivered = _rates(arrivals, response_times, start, end, idx.size)
-    if delivered < offered and not _rates_match(idx.size, delivered, offered):
+    arrived, offered, delivered = _lagged_rates(arrivals, response_times, start, end)
+    if delivered < offered and not _rates_match(arrived, delivered, offered):
         return True
     means = stats.batch_means(done).means
     rising = bool(means.size and means[-1] > means[0])
     return rising and stats.trend_p_value(means) < TREND_ALPHA
+
+
+def _lagged_rates(
+    arrivals: np.ndarray, response_times: np.ndarray, start: float, end: float
+) -> tuple[int, float, float]:
+    """Arrivals in ``[start, end - W]`` and completions in ``[start + W, end]`` (W: the mean
+    response of the workflows that arrived in the window), as (count, rate, rate).
+
+    Counting completions over the same interval as arrivals is biased whenever the number
+    of workflows in the system differs at its two ends: a window that starts soon after an
+    empty cluster (a planned deployment has flat responses from its first workflow, so
+    MSER cuts little) sees every workflow arrive and only the earlier ones leave. Shifted
+    by one mean response, the two counts cover the same workflows in a steady state; in an
+    overload the completions fall behind all the same."""
+    inside = (arrivals >= start) & (arrivals <= end)
+    rt = response_times[inside]
+    done = rt[np.isfinite(rt)]
+    lag = float(done.mean()) if done.size else 0.0
+    span = end - start - lag
+    if span <= 0:
+        return 0, 0.0, 0.0
+    arrived = int(((arrivals >= start) & (arrivals <= end - lag)).sum())
+    ends = arrivals + response_times
+    completed = int((np.isfinite(ends) & (ends >= start + lag) & (ends <= end)).sum())
+    return arrived, arrived / span, completed / span
 
 
 def _rates(
@@ -385,9 +408,7 @@ def _verdict_reasons(
     candidates: int,
     trend_p: float,
     falling: bool,
-    arrived: int,
-    delivered_rate: float,
-    arrived_rate: float,
+    rates: tuple[int, float, float],
     span: float,
     mean_response: float,
 ) -> list[str]:
@@ -418,6 +439,7 @@ def _verdict_reasons(
             if falling
             else "response times are still rising across the kept window (queues grow)"
         )
+    arrived, arrived_rate, delivered_rate = rates
     if not _rates_match(arrived, delivered_rate, arrived_rate):
         below = delivered_rate < arrived_rate
         reasons.append(
