@@ -53,16 +53,30 @@ def test_a_planned_world_that_sustains_less_falls_back_and_says_so() -> None:
     assert "less than dynamic residency" in w.note
 
 
-def test_the_fixed_point_settles_on_what_the_plans_deliver(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    truth = 4.2
-    monkeypatch.setattr(world, "predicted_ceiling", lambda spec, wl: 9.0)
-    monkeypatch.setattr(world, "plan_deployment", lambda spec, wl, rate: None)
+def test_the_search_finds_the_rate_whose_plan_delivers_most(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Plans for low rates hold little more than their rate; plans for rates past what the
+    cluster takes are poor: the capacity is the peak in between, not a fixed point stuck
+    on a poor plan."""
+
+    def delivered(plan_for: float, offer: float) -> float:
+        plan_capacity = 1.05 * plan_for if plan_for <= 10 else max(4.0, 20 - plan_for)
+        return min(offer, plan_capacity)
+
+    monkeypatch.setattr(world, "predicted_ceiling", lambda spec, wl: 40.0)
+    monkeypatch.setattr(world, "capacity_wps", lambda spec, wl: 2.0, raising=False)
+    monkeypatch.setattr("scalesched.runs.capacity.capacity_wps", lambda spec, wl: 2.0)
+    monkeypatch.setattr(world, "plan_deployment", lambda spec, wl, rate: rate)
     monkeypatch.setattr(
-        world, "_probe", lambda spec, wl, dep, policy, offer: (min(offer, truth), offer <= truth)
+        world,
+        "_probe",
+        lambda spec, wl, plan_for, policy, offer: (delivered(plan_for, offer), False),
     )
     result = world.measure_planned_capacity(SPEC, "agentic-mix")
-    assert result.capacity_wps == pytest.approx(truth, rel=0.03)
-    assert result.method == PLANNED_METHOD and result.nominal_wps == 9.0
+    # Rates tried: 2, 2.5, 3.1, ..., 9.5 (delivers 9.98), 11.9 (8.1), 14.9 (5.1): stop.
+    assert result.capacity_wps == pytest.approx(1.05 * 2 * 1.25**7, rel=1e-9)
+    assert result.method == PLANNED_METHOD and result.nominal_wps == 40.0
+    tried = [p["plan_for_wps"] for p in result.probes if p["policy"] == "eft"]
+    assert len(tried) == 10 and tried[-1] > 14
 
 
 def test_residency_is_checked() -> None:

@@ -8,11 +8,11 @@ hetero-16 it sustains a third of the traffic a planned deployment does. So a run
 deployment file gets one planned for its offered rate by the Scepsy planner
 (``scalesched.plan``), and ``--load`` is a fraction of the *planned world's* capacity:
 
-* **Planned capacity** is a fixed point: plan for an estimate r, offer the plan 1.25 r
-  (past saturation, where the window throughput is a tight estimate of the service rate),
-  take the best of the capacity policies' delivered throughput, re-plan at it, and repeat
-  until it settles. Bisecting on the steady verdict is noisy near saturation
-  (docs/steady-state.md). It starts from the planner's own predicted ceiling.
+* **Planned capacity** is the most throughput a plan delivers: plan for a rate r, offer the
+  plan 1.25 r (past saturation, where the window throughput is a tight estimate of the
+  service rate) and take what it delivers, for r growing by 1.25x from the dynamic
+  world's capacity until it stops paying (``measure_planned_capacity``). Bisecting on the
+  steady verdict is noisy near saturation (docs/steady-state.md).
 * **Never worse than dynamic**: where the planned world's capacity is below the dynamic
   world's, the run falls back to dynamic residency and says so (``RunWorld.note``).
 * Plans and capacities are cached (memory and ``~/.cache/scalesched``), keyed by cluster,
@@ -49,9 +49,10 @@ PROFILE_SAMPLES = 1000
 PROFILE_SEED = 20261
 """The planner's workload profile: sample workflows and their seed (the ``plan``
 command's defaults; not an evaluation seed)."""
-FIXED_POINT_STEPS = 6
-SETTLE = 0.03
-"""The planned fixed point has settled when an estimate moves less than this."""
+PAST_BEST = 2
+"""The search over planned-for rates stops this many steps past the best one."""
+SEARCH_RUNS = 24
+"""About how many runs a planned capacity takes (for the progress bar)."""
 
 
 def check_residency(residency: str) -> str:
@@ -239,12 +240,22 @@ def _probe(
 def measure_planned_capacity(
     spec: ClusterSpec, workload: str, reporter: Reporter | None = None
 ) -> CapacityResult:
-    """The planned world's capacity by the fixed point of the module docstring."""
+    """The planned world's capacity: the most throughput a plan delivers, over the rates it
+    is planned for (module docstring).
+
+    A plan for rate r holds little more than r's capacity (the planner spends the rest of
+    the GPUs on latency), and a plan for a rate past what the cluster takes is a poor plan
+    (the planner spreads its shortfall over every model). So the rate planned for is a
+    search variable: from the dynamic world's capacity, each step plans for 1.25x the
+    last, offers the plan 1.25x its rate (past saturation, where the window throughput is
+    the service rate) and records what ``eft`` delivers; it stops two steps past the best
+    or at the planner's ceiling. At the best rate the three capacity policies run, and the
+    best of them is the capacity."""
     from scalesched.runs.capacity import (
         CAPACITY_POLICIES,
-        KEPT_UP,
         OVERLOAD,
         CapacityResult,
+        capacity_wps,
         workflows_for,
     )
 
@@ -254,35 +265,42 @@ def measure_planned_capacity(
         raise InputError(
             spec.name, "servers", f"the planner cannot place every model of {workload}"
         )
-    estimate = ceiling / OVERLOAD  # the first offer is the planner's ceiling
     probes: list[dict[str, Any]] = []
-    per_policy: dict[str, float] = {}
-    for _ in range(FIXED_POINT_STEPS):
-        deployment = plan_deployment(spec, workload, estimate)
-        offer = OVERLOAD * estimate
-        results = {p: _probe(spec, workload, deployment, p, offer) for p in CAPACITY_POLICIES}
-        for p, (got, steady) in results.items():
-            row = {"policy": p, "rate_wps": offer, "throughput_wps": got, "steady": steady}
-            probes.append({**row, "plan_for_wps": estimate, "seeds": 2})
-            if reporter is not None:
-                reporter.probed(row, 2)
-        per_policy = {p: got for p, (got, _) in results.items()}
-        best = max(per_policy.values())
-        new = offer if best >= KEPT_UP * offer else best
-        moved = abs(new - estimate) / estimate
-        estimate = new
-        if moved < SETTLE:
-            break
+
+    def probe(policy: str, plan_for: float) -> float:
+        offer = OVERLOAD * plan_for
+        got, steady = _probe(
+            spec, workload, plan_deployment(spec, workload, plan_for), policy, offer
+        )
+        row = {"policy": policy, "rate_wps": offer, "throughput_wps": got, "steady": steady}
+        probes.append({**row, "plan_for_wps": plan_for, "seeds": 2})
+        if reporter is not None:
+            reporter.probed(row, 2)
+        return got
+
+    rate = capacity_wps(spec, workload)
+    best_rate, best, worse = rate, 0.0, 0
+    while rate <= OVERLOAD * ceiling and worse < PAST_BEST:
+        got = probe("eft", rate)
+        if got > best:
+            best_rate, best, worse = rate, got, 0
+        else:
+            worse += 1
+        rate *= OVERLOAD
+    per_policy = {"eft": best}
+    for policy in CAPACITY_POLICIES:
+        if policy != "eft":
+            per_policy[policy] = probe(policy, best_rate)
     best_policy = max(per_policy, key=lambda p: per_policy[p])
     return CapacityResult(
         cluster=spec.name,
         workload=workload,
-        capacity_wps=estimate,
+        capacity_wps=per_policy[best_policy],
         best_policy=best_policy,
         per_policy_wps=per_policy,
         saturated_wps=per_policy,
         nominal_wps=ceiling,
-        runs=len(probes),
+        runs=2 * len(probes),
         workflows_per_run=workflows_for(len(spec.servers)),
         method=PLANNED_METHOD,
         measured_s=time.perf_counter() - wall,
@@ -309,7 +327,7 @@ def planned_capacity_wps(
         reporter.started(
             f"measuring the planned-deployment capacity of {spec.name} for {workload} "
             "(plans and simulates a few times; cached afterwards)",
-            FIXED_POINT_STEPS * 3 * 2,
+            SEARCH_RUNS,
         )
         try:
             result = measure_planned_capacity(spec, workload, reporter)
@@ -370,7 +388,7 @@ def planned_capacity_report(
         reporter = Reporter(verbose=verbose)
         reporter.started(
             f"measuring the planned-deployment capacity of {spec.name} for {workload}",
-            FIXED_POINT_STEPS * 3 * 2,
+            SEARCH_RUNS,
         )
         try:
             result = measure_planned_capacity(spec, workload, reporter)
