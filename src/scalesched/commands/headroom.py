@@ -150,6 +150,29 @@ def _check_names(names: list[str], option: str) -> None:
             raise InputError(option, option.lstrip("-"), exc.message) from None
 
 
+OracleOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="Oracle policy rows (repeat it) [default: rollout_oracle, which "
+        "rolls out over the best heuristic measured beside it]."
+    ),
+]
+BoundTimeLimitOpt = Annotated[
+    float,
+    typer.Option(
+        help="Wall seconds the capacity-aware bound's linear program may take; past "
+        "it the study reports no such bound (the contention-free one stands)."
+    ),
+]
+ResidencyOpt = Annotated[
+    str,
+    typer.Option(
+        help="planned (a deployment planned for the offered rate, --load a fraction of that "
+        "world's capacity) or dynamic (models loaded on demand)."
+    ),
+]
+
+
 def headroom(
     cluster: Annotated[str, typer.Option(help="Cluster preset or YAML file.")] = "hetero-16",
     workload: Annotated[str, typer.Option(help="Workload preset or WfFormat JSON.")] = (
@@ -165,35 +188,17 @@ def headroom(
         list[str] | None,
         typer.Option(help="Policy to measure (repeat it) [default: the best-heuristic set]."),
     ] = None,
-    oracle: Annotated[
-        list[str] | None,
-        typer.Option(
-            help="Oracle policy rows (repeat it) [default: rollout_oracle, which "
-            "rolls out over the best heuristic measured beside it]."
-        ),
-    ] = None,
+    oracle: OracleOpt = None,
     no_oracle: Annotated[
         bool, typer.Option("--no-oracle", help="Skip the oracle rows (they are slow).")
     ] = False,
     workflows: Annotated[int, typer.Option(help="Number of workflows that arrive.")] = 1000,
-    residency: Annotated[
-        str,
-        typer.Option(
-            help="planned (a deployment planned for the offered rate, --load a fraction of "
-            "that world's capacity) or dynamic (models loaded on demand)."
-        ),
-    ] = "planned",
+    residency: ResidencyOpt = "planned",
     arrivals: ArrivalsOpt = "poisson",
     kv_policy: KvPolicyOpt = "off",
     tool_repeat: ToolRepeatOpt = 0.0,
     tool_cache: ToolCacheOpt = "off",
-    bound_time_limit: Annotated[
-        float,
-        typer.Option(
-            help="Wall seconds the capacity-aware bound's linear program may take; past "
-            "it the study reports no such bound (the contention-free one stands)."
-        ),
-    ] = 600.0,  # bound.BOUND_TIME_LIMIT_S (imported lazily: scipy is slow to load)
+    bound_time_limit: BoundTimeLimitOpt = 600.0,  # bound.BOUND_TIME_LIMIT_S (scipy is slow)
     seed: Annotated[int, typer.Option(min=0, help="Seed of every random choice.")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     plot: Annotated[

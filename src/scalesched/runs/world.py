@@ -352,6 +352,8 @@ def resolve_world(
 
     if check_residency(residency) == "dynamic":
         return rate, None, RunWorld("dynamic")
+    if not _profile(workload).models:
+        return rate, None, RunWorld("dynamic", note="the workload makes no LLM calls: no plan")
     if rate is not None:  # a given rate: plan for it (no capacity is needed, none measured)
         deployment = plan_deployment(spec, workload, rate)
         return rate, deployment, RunWorld("planned", deployment.name)
