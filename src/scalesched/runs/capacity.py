@@ -80,7 +80,7 @@ CAPACITY_METHOD = "saturation-fixed-point-v3"
 read."""
 FAST_METHOD = "screened-fixed-point-v1"
 """The fast method (and the scaling rule): what a figure no cache holds is measured by."""
-PLANNED_METHOD = f"planned-search-v1+{PLANNER_VERSION}"
+PLANNED_METHOD = f"planned-search-v2+{PLANNER_VERSION}"
 """The planned-deployment world's capacity (``scalesched.runs.world``): the most a plan
 delivers past saturation, over the rates it is planned for."""
 METHODS = ("full", "fast")

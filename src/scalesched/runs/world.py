@@ -9,8 +9,8 @@ deployment file gets one planned for its offered rate by the Scepsy planner
 (``scalesched.plan``), and ``--load`` is a fraction of the *planned world's* capacity:
 
 * **Planned capacity** is the most throughput a plan delivers: plan for a rate r, offer the
-  plan 1.25 r (past saturation, where the window throughput is a tight estimate of the
-  service rate) and take what it delivers, for r growing by 1.25x from the dynamic
+  plan 1.1 r (past its saturation, where the window throughput is a tight estimate of the
+  service rate) and take what it delivers, for r growing by 1.15x from the dynamic
   world's capacity until it stops paying (``measure_planned_capacity``). Bisecting on the
   steady verdict is noisy near saturation (docs/steady-state.md).
 * **Never worse than dynamic**: where the planned world's capacity is below the dynamic
@@ -51,6 +51,14 @@ PROFILE_SEED = 20261
 command's defaults; not an evaluation seed)."""
 PAST_BEST = 2
 """The search over planned-for rates stops this many steps past the best one."""
+RATE_STEP = 1.15
+"""Each step of the search plans for this multiple of the last rate."""
+PLANNED_OVERLOAD = 1.1
+"""A plan is offered this multiple of the rate it was planned for. A plan for r holds
+little more than r's capacity, so this is past its saturation; 1.25x (the dynamic world's
+overload) is far enough past it that queues thrash: on hetero-32 the plan for 18.5 wf/s
+offered 23 delivered less than the plan for 14.8 offered 18.5, where the plan for 18
+offered 18.5 delivers 17.5."""
 SEARCH_RUNS = 24
 """About how many runs a planned capacity takes (for the progress bar)."""
 
@@ -246,14 +254,13 @@ def measure_planned_capacity(
     A plan for rate r holds little more than r's capacity (the planner spends the rest of
     the GPUs on latency), and a plan for a rate past what the cluster takes is a poor plan
     (the planner spreads its shortfall over every model). So the rate planned for is a
-    search variable: from the dynamic world's capacity, each step plans for 1.25x the
-    last, offers the plan 1.25x its rate (past saturation, where the window throughput is
-    the service rate) and records what ``eft`` delivers; it stops two steps past the best
-    or at the planner's ceiling. At the best rate the three capacity policies run, and the
-    best of them is the capacity."""
+    search variable: from the dynamic world's capacity, each step plans for ``RATE_STEP``
+    times the last, offers the plan ``PLANNED_OVERLOAD`` times its rate (past its
+    saturation, where the window throughput is the service rate) and records what ``eft``
+    delivers; it stops two steps past the best or at the planner's ceiling. At the best
+    rate the three capacity policies run, and the best of them is the capacity."""
     from scalesched.runs.capacity import (
         CAPACITY_POLICIES,
-        OVERLOAD,
         CapacityResult,
         capacity_wps,
         workflows_for,
@@ -268,7 +275,7 @@ def measure_planned_capacity(
     probes: list[dict[str, Any]] = []
 
     def probe(policy: str, plan_for: float) -> float:
-        offer = OVERLOAD * plan_for
+        offer = PLANNED_OVERLOAD * plan_for
         got, steady = _probe(
             spec, workload, plan_deployment(spec, workload, plan_for), policy, offer
         )
@@ -280,13 +287,13 @@ def measure_planned_capacity(
 
     rate = capacity_wps(spec, workload)
     best_rate, best, worse = rate, 0.0, 0
-    while rate <= OVERLOAD * ceiling and worse < PAST_BEST:
+    while rate <= ceiling and worse < PAST_BEST:
         got = probe("eft", rate)
         if got > best:
             best_rate, best, worse = rate, got, 0
         else:
             worse += 1
-        rate *= OVERLOAD
+        rate *= RATE_STEP
     per_policy = {"eft": best}
     for policy in CAPACITY_POLICIES:
         if policy != "eft":
