@@ -27,37 +27,14 @@ class DecisionCore:
         load: Sequence[np.ndarray],
         tp: Sequence[np.ndarray],
     ) -> None: ...
-    def llm(
+    def llm_view(
         self,
-        m: int,
-        prompt: int,
-        out_est: int,
-        now: float,
+        view: object,
+        task: object,
         prefill: np.ndarray,
-        engine_state: np.ndarray,
-        engine_batch: np.ndarray,
-        engine_ctx: np.ndarray,
-        engine_ready_at: np.ndarray,
-        free_gpus: np.ndarray,
-        idle_gpus: np.ndarray,
-        est_work: np.ndarray,
-        n_assigned: np.ndarray,
-        parent_servers: Sequence[int],
-        parent_bytes: Sequence[float],
         out: np.ndarray,
         transfer: np.ndarray | None,
     ) -> None: ...
-    def tool(
-        self,
-        cpu_work: float,
-        ext_latency_est: float,
-        tools_in_flight: np.ndarray,
-        cpu_backlog: np.ndarray,
-        parent_servers: Sequence[int],
-        parent_bytes: Sequence[float],
-        out: np.ndarray,
-        transfer: np.ndarray | None,
-    ) -> None: ...
-    def transfer(
-        self, parent_servers: Sequence[int], parent_bytes: Sequence[float], out: np.ndarray
+    def tool_view(
+        self, view: object, task: object, out: np.ndarray, transfer: np.ndarray | None
     ) -> None: ...

@@ -177,25 +177,7 @@ def _llm_decision(
 ) -> Decision:
     m = task.model
     out = np.empty((7, tables.n))
-    core.llm(
-        m,
-        task.prompt_tokens,
-        task.output_tokens_est,
-        view.now,
-        tables.prefill_by_class(m, task.prompt_tokens),
-        view.engine_state,
-        view.engine_batch,
-        view.engine_ctx,
-        view.engine_ready_at,
-        view.free_gpus,
-        view.idle_gpus,
-        view.est_work,
-        view.n_assigned,
-        task.parent_servers,
-        task.parent_bytes,
-        out,
-        transfer,
-    )
+    core.llm_view(view, task, tables.prefill_by_class(m, task.prompt_tokens), out, transfer)
     computed, wait, load, exec_s, finish, imposed, resident = out
     return CompiledDecision(
         now=view.now,
@@ -224,16 +206,7 @@ def _tool_decision(
     transfer: np.ndarray | None,
 ) -> Decision:
     out = np.empty((5, tables.n))
-    core.tool(
-        task.cpu_work,
-        task.ext_latency_est,
-        view.tools_in_flight,
-        view.cpu_backlog,
-        task.parent_servers,
-        task.parent_bytes,
-        out,
-        transfer,
-    )
+    core.tool_view(view, task, out, transfer)
     computed, wait, _, exec_s, finish = out
     zeros = tables.zeros
     return CompiledDecision(

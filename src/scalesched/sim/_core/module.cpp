@@ -1,6 +1,7 @@
 // Python bindings of the compiled simulation core (nanobind): for now the decision build
 // (decision.hpp). The numpy arrays are read in place, never copied: the static tables are
-// bound once per ClusterTables (DecisionCore), the live state is passed at each call.
+// bound once per ClusterTables (DecisionCore), the live state's arrays are found on the view
+// at each call (kept while they are the same objects).
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
@@ -54,6 +55,8 @@ class DecisionCore {
         : decode_attn_(decode_attn), lin_flat_(lin_flat), inc_flat_(inc_flat),
           kv_capacity_(kv_capacity), max_batch_(max_batch), nic_(nic), cores_(cores),
           core_speed_(core_speed), masks_(masks), kk_(kk), base_(base), load_(load), tp_(tp) {
+        for (int i = 0; i < N_NAMES; ++i) names_[i] = nb::str(NAMES[i]);
+        for (int i = 0; i < 10; ++i) arrays_[i] = nb::str(ARRAYS[i]);
         const std::int64_t n_classes = static_cast<std::int64_t>(decode_attn.shape(0));
         need_len(static_cast<std::int64_t>(kv_capacity.shape(0)), n_classes, "kv_capacity");
         need_len(static_cast<std::int64_t>(max_batch.shape(0)), n_classes, "max_batch");
@@ -104,51 +107,47 @@ class DecisionCore {
     }
 
     // make_decision's LLM branch into out's rows: 0 transfer (computed unless given; then
-    // left unwritten),
-    // 1 wait, 2 load, 3 exec, 4 finish, 5 imposed, 6 resident.
-    void llm(std::int64_t m, std::int64_t prompt, std::int64_t out_est, double now, F1 prefill,
-             S2 engine_state, F2 engine_batch, F2 engine_ctx, F2 engine_ready_at, F1 free_gpus,
-             F1 idle_gpus, F1 est_work, F1 n_assigned, const std::vector<std::int64_t>& parent_servers,
-             const std::vector<double>& parent_bytes,
-             Out2 out, std::optional<F1> transfer) const {
+    // left unwritten), 1 wait, 2 load, 3 exec, 4 finish, 5 imposed, 6 resident. The task's
+    // fields and the view's arrays are read off the objects themselves, so that a decision
+    // costs one call: the arrays of the view seen last are kept, and converted again only
+    // when an attribute holds another object (another view: a fork, a shadow state).
+    void llm_view(nb::handle view, nb::handle task, F1 prefill, Out2 out,
+                  std::optional<F1> transfer) {
+        const std::int64_t m = nb::cast<std::int64_t>(attr(task, TASK_MODEL));
+        const std::int64_t prompt = nb::cast<std::int64_t>(attr(task, TASK_PROMPT));
+        const std::int64_t out_est = nb::cast<std::int64_t>(attr(task, TASK_OUTPUT));
+        const double now = nb::cast<double>(attr(view, VIEW_NOW));
         const std::int64_t n = t_.n;
         if (m < 0 || m >= static_cast<std::int64_t>(cols_.size()))
             throw std::out_of_range("model out of range");
         need_len(static_cast<std::int64_t>(prefill.shape(0)), t_.n_classes, "prefill");
-        for (auto* a : {&free_gpus, &idle_gpus, &est_work, &n_assigned})
-            need_len(static_cast<std::int64_t>(a->shape(0)), n, "per-server state");
-        LlmState v{column<std::int8_t>(engine_state, m, n, "engine_state"),
-                   column<double>(engine_batch, m, n, "engine_batch"),
-                   column<double>(engine_ctx, m, n, "engine_ctx"),
-                   column<double>(engine_ready_at, m, n, "engine_ready_at"),
-                   free_gpus.data(),
-                   idle_gpus.data(),
-                   est_work.data(),
-                   n_assigned.data(),
+        refresh(view, 0, 8);
+        const ViewArrays& a = view_;
+        LlmState v{column<std::int8_t>(a.state, m, n, "engine_state"),
+                   column<double>(a.f2[0], m, n, "engine_batch"),
+                   column<double>(a.f2[1], m, n, "engine_ctx"),
+                   column<double>(a.f2[2], m, n, "engine_ready_at"),
+                   a.f1[0].data(),
+                   a.f1[1].data(),
+                   a.f1[2].data(),
+                   a.f1[3].data(),
                    now};
         Outputs o = outputs(out, 7);
+        read_parents(task);
         llm_decision(t_, cols_[static_cast<std::size_t>(m)], v, prompt, out_est, prefill.data(),
-                     transfer_in(parent_servers, parent_bytes, transfer, o), o);
+                     transfer_in(servers_, bytes_, transfer, o), o);
     }
 
     // make_decision's tool branch into out's rows 0 (transfer, unless given), 1 wait, 3 exec
-    // and 4 finish.
-    void tool(double cpu_work, double ext_latency_est, F1 tools_in_flight, F1 cpu_backlog,
-              const std::vector<std::int64_t>& parent_servers,
-             const std::vector<double>& parent_bytes, Out2 out, std::optional<F1> transfer) const {
-        for (auto* a : {&tools_in_flight, &cpu_backlog})
-            need_len(static_cast<std::int64_t>(a->shape(0)), t_.n, "per-server state");
+    // and 4 finish (see llm_view).
+    void tool_view(nb::handle view, nb::handle task, Out2 out, std::optional<F1> transfer) {
+        const double cpu_work = nb::cast<double>(attr(task, TASK_CPU));
+        const double ext = nb::cast<double>(attr(task, TASK_EXT));
+        refresh(view, 8, 10);
         Outputs o = outputs(out, 5);
-        tool_decision(t_, cpu_work, ext_latency_est, tools_in_flight.data(), cpu_backlog.data(),
-                      transfer_in(parent_servers, parent_bytes, transfer, o), o);
-    }
-
-    // transfer_times alone, into out (n,).
-    void transfer(const std::vector<std::int64_t>& parent_servers,
-             const std::vector<double>& parent_bytes, Arr<double, nb::ndim<1>, nb::c_contig> out)
-        const {
-        need_len(static_cast<std::int64_t>(out.shape(0)), t_.n, "out");
-        transfer_rows(parent_servers, parent_bytes, out.data());
+        read_parents(task);
+        tool_decision(t_, cpu_work, ext, view_.f1[4].data(), view_.f1[5].data(),
+                      transfer_in(servers_, bytes_, transfer, o), o);
     }
 
   private:
@@ -184,6 +183,73 @@ class DecisionCore {
                        out);
     }
 
+    enum Name {
+        VIEW_NOW,
+        TASK_MODEL,
+        TASK_PROMPT,
+        TASK_OUTPUT,
+        TASK_CPU,
+        TASK_EXT,
+        TASK_SERVERS,
+        TASK_BYTES,
+        N_NAMES
+    };
+    static constexpr const char* NAMES[N_NAMES] = {
+        "now",           "model",         "prompt_tokens",  "output_tokens_est",
+        "cpu_work",      "ext_latency_est", "parent_servers", "parent_bytes"};
+    // The view's arrays, in the order llm_view and tool_view read them: engine_state, the
+    // three (n, models) float arrays, then six (n,) ones.
+    static constexpr const char* ARRAYS[10] = {
+        "engine_state", "engine_batch", "engine_ctx",     "engine_ready_at", "free_gpus",
+        "idle_gpus",    "est_work",     "n_assigned",     "tools_in_flight", "cpu_backlog"};
+
+    struct ViewArrays {
+        nb::object seen[10];
+        S2 state;
+        F2 f2[3];
+        F1 f1[6];
+    };
+
+    nb::object attr(nb::handle obj, Name name) const {
+        PyObject* got = PyObject_GetAttr(obj.ptr(), names_[name].ptr());
+        if (!got) throw nb::python_error();
+        return nb::steal(got);
+    }
+
+    // Re-read the view's arrays [first, last) where the attribute now holds another object.
+    // No implicit conversion: a copy would be stale at the next call.
+    void refresh(nb::handle view, int first, int last) {
+        for (int i = first; i < last; ++i) {
+            PyObject* got = PyObject_GetAttr(view.ptr(), arrays_[i].ptr());
+            if (!got) throw nb::python_error();
+            nb::object obj = nb::steal(got);
+            if (obj.is(view_.seen[i])) continue;
+            if (i == 0) {
+                view_.state = nb::cast<S2>(obj, false);
+            } else if (i < 4) {
+                view_.f2[i - 1] = nb::cast<F2>(obj, false);
+            } else {
+                F1 arr = nb::cast<F1>(obj, false);
+                need_len(static_cast<std::int64_t>(arr.shape(0)), t_.n, ARRAYS[i]);
+                view_.f1[i - 4] = arr;
+            }
+            view_.seen[i] = obj;
+        }
+    }
+
+    void read_parents(nb::handle task) {
+        nb::object servers = attr(task, TASK_SERVERS), bytes = attr(task, TASK_BYTES);
+        servers_.clear();
+        bytes_.clear();
+        for (nb::handle s : servers) servers_.push_back(nb::cast<std::int64_t>(s));
+        for (nb::handle b : bytes) bytes_.push_back(nb::cast<double>(b));
+    }
+
+    nb::str names_[N_NAMES];
+    nb::str arrays_[10];
+    ViewArrays view_;
+    std::vector<std::int64_t> servers_;
+    std::vector<double> bytes_;
     F1 decode_attn_, lin_flat_, inc_flat_;
     I1 kv_capacity_, max_batch_;
     F1 nic_, cores_, core_speed_;
@@ -201,7 +267,6 @@ NB_MODULE(_simcore, m) {
         .def(nb::init<std::int64_t, F1, F1, F1, I1, I1, F1, double, F1, F1, std::vector<B1>,
                       std::vector<bool>, std::vector<I1>, std::vector<I1>, std::vector<F1>,
                       std::vector<nb::ndarray<>>>())
-        .def("llm", &DecisionCore::llm)
-        .def("tool", &DecisionCore::tool)
-        .def("transfer", &DecisionCore::transfer);
+        .def("llm_view", &DecisionCore::llm_view)
+        .def("tool_view", &DecisionCore::tool_view);
 }
