@@ -262,3 +262,32 @@ def test_without_the_extension_compiled_falls_back_with_one_warning(
         spec = get_cluster("hetero-4")
         sim = Simulation(spec, [], tables=ClusterTables(spec), core="compiled")
     assert sim.core == "python"
+
+
+@needs_extension
+def test_a_state_array_bound_anew_is_read_anew() -> None:
+    """The compiled build keeps the view's arrays between calls; an attribute that now holds
+    another array (a view that rebinds, or another view) must be read again, and an array
+    it could only read through a conversion (a copy, stale at the next call) is refused."""
+    spec = get_cluster("hetero-16")
+    tables = ClusterTables(spec)
+    jobs = build_jobs(tables, Scenario(workflows=20, rate=2.0, seed=4))
+    sim = Simulation(spec, jobs, tables=tables, core="python")
+    requests: list[Any] = []
+    drive(sim, Watched(get_policy("eft"), lambda d, _: requests.append(d.task)))
+    llm = next(t for t in requests if t.kind == "llm")
+    tool = next(t for t in requests if t.kind == "tool")
+    for task in (llm, tool):
+        core.make_decision_compiled(tables, sim, task)
+        sim.est_work = sim.est_work + 3.0
+        sim.n_assigned = np.zeros_like(sim.n_assigned)
+        sim.engine_state = np.zeros_like(sim.engine_state)  # every engine absent
+        sim.free_gpus = np.zeros_like(sim.free_gpus)
+        sim.tools_in_flight = sim.tools_in_flight + 5.0
+        sim.cpu_backlog = sim.cpu_backlog + 7.0
+        assert_same_decision(
+            make_decision(tables, sim, task), core.make_decision_compiled(tables, sim, task)
+        )
+    sim.est_work = sim.est_work.astype(np.float32)
+    with pytest.raises(TypeError, match="est_work must be a contiguous"):
+        core.make_decision_compiled(tables, sim, llm)

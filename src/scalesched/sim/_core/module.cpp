@@ -224,14 +224,23 @@ class DecisionCore {
             if (!got) throw nb::python_error();
             nb::object obj = nb::steal(got);
             if (obj.is(view_.seen[i])) continue;
-            if (i == 0) {
-                view_.state = nb::cast<S2>(obj, false);
-            } else if (i < 4) {
-                view_.f2[i - 1] = nb::cast<F2>(obj, false);
-            } else {
-                F1 arr = nb::cast<F1>(obj, false);
-                need_len(static_cast<std::int64_t>(arr.shape(0)), t_.n, ARRAYS[i]);
-                view_.f1[i - 4] = arr;
+            try {
+                if (i == 0) {
+                    view_.state = nb::cast<S2>(obj, false);
+                } else if (i < 4) {
+                    view_.f2[i - 1] = nb::cast<F2>(obj, false);
+                } else {
+                    F1 arr = nb::cast<F1>(obj, false);
+                    need_len(static_cast<std::int64_t>(arr.shape(0)), t_.n, ARRAYS[i]);
+                    view_.f1[i - 4] = arr;
+                }
+            } catch (const nb::cast_error&) {
+                const std::string want = i == 0  ? "an (n, models) int8 array"
+                                         : i < 4 ? "an (n, models) float64 array"
+                                                 : "a contiguous (n,) float64 array";
+                throw nb::type_error(("compiled core: the view's " + std::string(ARRAYS[i]) +
+                                      " must be " + want + " (read in place, never copied)")
+                                         .c_str());
             }
             view_.seen[i] = obj;
         }
