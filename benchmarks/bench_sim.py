@@ -23,7 +23,6 @@ from scalesched.decision.cycle import Watched, drive  # noqa: E402
 from scalesched.decision.features import make_decision  # noqa: E402
 from scalesched.policies import get_policy  # noqa: E402
 from scalesched.runs.setup import Scenario, build_jobs  # noqa: E402
-from scalesched.sim import engine  # noqa: E402
 from scalesched.sim.engine import Simulation  # noqa: E402
 
 
@@ -62,22 +61,19 @@ def run_once(n: int, workflows: int, seed: int) -> dict[str, float]:
     heap_peak = 0
     # Time spent building decisions and choosing, to separate it from the event engine.
     decide = [0.0]
-    real_make = engine.make_decision
+    real_make = sim._make_decision
 
     def timed_make(*args: object) -> object:
         t0 = time.perf_counter()
-        out = real_make(*args)  # type: ignore[arg-type]
+        out = real_make(*args)
         decide[0] += time.perf_counter() - t0
         return out
 
-    engine.make_decision = timed_make  # type: ignore[assignment]
+    sim._make_decision = timed_make  # type: ignore[assignment]
     start = time.perf_counter()
     peak = [0]
     timed = Watched(policy, lambda *_: peak.__setitem__(0, max(peak[0], sim.events_pending)))
-    try:
-        drive(sim, timed)
-    finally:
-        engine.make_decision = real_make
+    drive(sim, timed)
     decide[0] += timed.select_s
     heap_peak = peak[0]
     wall = time.perf_counter() - start

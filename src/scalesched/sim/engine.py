@@ -45,16 +45,14 @@ import numpy as np
 from scalesched.cluster.model import ClusterSpec
 from scalesched.cluster.tables import ClusterTables
 from scalesched.decision.actions import Action
-from scalesched.decision.features import (
-    Decision,
-    make_decision,
-)
+from scalesched.decision.features import Decision
 from scalesched.decision.scheduler import ReadyOrder, SchedulingError
 from scalesched.kernel.ledger import RunLedger
 from scalesched.kernel.metrics import RunRecord, nominal_warmup, window_bounds
 from scalesched.kernel.records import TaskRecord
 from scalesched.sim.accounts import Accounts
 from scalesched.sim.branch_rides import BranchRides
+from scalesched.sim.core import decision_builder, resolve_core
 from scalesched.sim.events import ARRIVE as _ARRIVE
 from scalesched.sim.events import DECODE as _DECODE
 from scalesched.sim.futures import FutureSampler, RedrawnTasks, after_fork
@@ -94,7 +92,10 @@ class Simulation(RunLedger):
         kv_policy: str | None = None,
         tool_cache: bool = False,
         logits_cache: bool | None = None,
+        core: str | None = None,
     ) -> None:
+        """``core``: ``python`` or ``compiled`` (``sim.core``); None reads
+        ``$SCALESCHED_CORE`` (default ``python``). The same traces either way."""
         super().__init__(
             tables if tables is not None else ClusterTables(cluster),
             jobs,
@@ -105,6 +106,9 @@ class Simulation(RunLedger):
         self.ready_order = ready_order
         self.on_workflow_done = on_workflow_done
         self.now = 0.0
+        self.core = resolve_core(core)
+        """The core this run's hot pieces run on (``sim.core``): results are the same."""
+        self._make_decision = decision_builder(self.core)
         self._init_servers()
         self._init_state_across_calls(kv_policy, tool_cache, logits_cache)
         self._init_measurement(warmup, cooldown)
@@ -213,7 +217,7 @@ class Simulation(RunLedger):
             if pending and (not heap or heap[0][0] > self.now):
                 gid = self.pop_pending(self.ready_order)
                 self._current = gid
-                decision = make_decision(self.tables, self, self.request(gid, self.now))
+                decision = self._make_decision(self.tables, self, self.request(gid, self.now))
                 decision.can_defer = self.may_defer(gid)
                 self._current_decision = decision
                 return decision
@@ -242,7 +246,7 @@ class Simulation(RunLedger):
         batch = [(self._current, first)]
         while self.pending:
             gid = self.pop_pending(self.ready_order)
-            decision = make_decision(self.tables, self, self.request(gid, self.now))
+            decision = self._make_decision(self.tables, self, self.request(gid, self.now))
             decision.can_defer = self.may_defer(gid)
             batch.append((gid, decision))
         self._batch = batch

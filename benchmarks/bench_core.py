@@ -1,0 +1,125 @@
+"""The compiled core against the pure-Python engine, side by side in one process: events per
+CPU-second of the same run with ``SCALESCHED_CORE`` off (python) and on (compiled), at
+N = 16 and 48 with eft and tail, decisions included; and the issue's unit, the CPU time per
+decision over a bare ``heapq`` push + pop ("heap operations per decision", 120 for eft at
+N = 48 on 2026-12-04).
+
+    taskset -c 1 nice -n 5 python benchmarks/bench_core.py --sizes 16,48 --pairs 5
+
+After one untimed run on each core (imports, caches), the two cores alternate (python
+first on even pairs, compiled first on odd ones) and each figure is the best of its runs,
+so drift in a shared machine's load falls on both; the paired ratio's median and range are
+printed too. Every run must give the same events, decisions and trace hash: a speed-up
+that changes a result is a bug, not a speed-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import platform
+import statistics
+import time
+from typing import Any
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+from bench_sim import RATE_PER_SERVER, bare_heap_loop  # noqa: E402
+
+from scalesched.runs.setup import Scenario, prepare, run  # noqa: E402
+from scalesched.sim.core import CORE_ENV, compiled_available  # noqa: E402
+
+CORES = ("python", "compiled")
+
+
+def timed_run(setup: Any, policy: str, core: str) -> tuple[float, int, int, str]:
+    """(CPU seconds, events, decisions, trace hash) of one run on ``core``."""
+    os.environ[CORE_ENV] = core
+    try:
+        t0 = time.process_time()
+        result = run(setup, policy, warmup=0, record_trace=True)
+        cpu = time.process_time() - t0
+    finally:
+        del os.environ[CORE_ENV]
+    digest = hashlib.sha256()
+    for r in result.trace:
+        times = (float(r.ready).hex(), float(r.start).hex(), float(r.end).hex())
+        digest.update(repr((r.workflow, r.task, int(r.server), *times)).encode())
+    return cpu, int(result.metrics["events"]), int(result.metrics["decisions"]), digest.hexdigest()
+
+
+def measure(n: int, policy: str, workflows: int, seed: int, pairs: int) -> dict[str, Any]:
+    setup = prepare(
+        f"hetero-{n}",
+        Scenario(workflows=workflows, rate=RATE_PER_SERVER * n, seed=seed),
+        stream=False,
+    )
+    times: dict[str, list[float]] = {c: [] for c in CORES}
+    seen: set[tuple[int, int, str]] = set()
+    for core in CORES:  # untimed: imports, the tables' caches, the compiled binding
+        seen.add(timed_run(setup, policy, core)[1:])
+    for i in range(pairs):
+        for core in CORES if i % 2 == 0 else CORES[::-1]:
+            cpu, events, decisions, trace = timed_run(setup, policy, core)
+            times[core].append(cpu)
+            seen.add((events, decisions, trace))
+    if len(seen) != 1:
+        raise AssertionError(f"hetero-{n} {policy}: the cores gave different runs: {seen}")
+    ((events, decisions, _),) = seen
+    ratios = [p / c for p, c in zip(times["python"], times["compiled"], strict=True)]
+    return {
+        "n": n,
+        "policy": policy,
+        "events": events,
+        "decisions": decisions,
+        "best": {c: min(times[c]) for c in CORES},
+        "ratio_median": statistics.median(ratios),
+        "ratio_range": (min(ratios), max(ratios)),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--sizes", default="16,48")
+    parser.add_argument("--policies", default="eft,tail")
+    parser.add_argument("--workflows-per-server", type=int, default=25)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--pairs", type=int, default=5)
+    args = parser.parse_args()
+    if not compiled_available():
+        raise SystemExit("the compiled core is not built in this install (see docs/install.md)")
+    rows = [
+        measure(int(n), policy, max(200, args.workflows_per_server * int(n)), args.seed, args.pairs)
+        for n in args.sizes.split(",")
+        for policy in args.policies.split(",")
+    ]
+    t0 = time.process_time()
+    floor = bare_heap_loop(200_000, 1024)
+    floor_cpu = (time.process_time() - t0) / 200_000
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}; {args.pairs} pairs, best CPU time of each core; "
+        f"bare heapq push + pop {1e6 * floor:.2f} us ({1e6 * floor_cpu:.2f} us CPU)"
+    )
+    print(
+        "\n| N | policy | events | decisions | events/CPU-s python | events/CPU-s compiled "
+        "| speed-up (best) | paired speed-up median (range) | heap ops per decision "
+        "python -> compiled |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        py, cc = r["best"]["python"], r["best"]["compiled"]
+        lo, hi = r["ratio_range"]
+        per_decision = [t / r["decisions"] / floor_cpu for t in (py, cc)]
+        print(
+            f"| {r['n']} | {r['policy']} | {r['events']:,} | {r['decisions']:,} "
+            f"| {r['events'] / py:,.0f} | {r['events'] / cc:,.0f} | {py / cc:.2f}x "
+            f"| {r['ratio_median']:.2f}x ({lo:.2f}-{hi:.2f}) "
+            f"| {per_decision[0]:.0f} -> {per_decision[1]:.0f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,179 @@
+// The per-server estimates of one placement decision (scalesched.decision.features,
+// make_decision and transfer_times), as plain C++ over raw arrays: no Python here, so a
+// later compiled event core can call it directly.
+//
+// Equivalence is bit for bit with the numpy code, which is why every expression below
+// keeps numpy's operation order and types: int64 stays int64 where numpy keeps it, int64
+// meets float64 as a conversion to double (numpy's result type), np.maximum and
+// np.minimum propagate NaN the way numpy's loops do, and the file is compiled without
+// -ffast-math and with -ffp-contract=off (no fused multiply-add: a*b+c rounds twice, as
+// in numpy). Each function here mirrors one numpy statement of make_decision; keep them in
+// step with features.py (tests/sim/test_compiled_core.py checks the arrays byte for byte).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <stdexcept>
+
+namespace scalesched {
+
+// np.maximum / np.minimum on doubles: NaN wins, else the larger (smaller) one; on equal
+// values the first operand, as numpy's scalar loop returns it.
+inline double np_max(double a, double b) { return (a >= b || std::isnan(a)) ? a : b; }
+inline double np_min(double a, double b) { return (a <= b || std::isnan(a)) ? a : b; }
+
+// A column of a 2-D row-major array of shape (n, width), or a 1-D array (width 1).
+template <typename T>
+struct Column {
+    const T* data;
+    std::int64_t stride;  // in elements
+    const T& operator[](std::int64_t i) const { return data[i * stride]; }
+};
+
+// The static per-model columns and per-class tables a decision reads (ClusterTables):
+// pointers into the live numpy arrays, so an in-place change of the decode tables
+// (eval.drift) shows through as it does to the Python build.
+struct ModelColumns {
+    const std::uint8_t* mask;  // (n,) bool
+    bool all_feasible;         // masked_out is None
+    const std::int64_t* kk;    // (n,) engine class (0 where infeasible)
+    const std::int64_t* base;  // (n,) kk * row width of the decode tables
+    const double* load;        // (n,) seconds to load the model
+    Column<double> tp_f;       // (n,) GPUs the engine holds, when tp is float64
+    Column<std::int64_t> tp_i; // ... when it is int64 (exactly one of the two is set)
+};
+
+struct StaticTables {
+    std::int64_t n;
+    std::int64_t n_classes;
+    const double* decode_attn;       // (n_classes,)
+    const double* lin_flat;          // (n_classes * width,)
+    const double* inc_flat;          // (n_classes * width,)
+    std::int64_t flat_size;
+    const std::int64_t* kv_capacity; // (n_classes,)
+    const std::int64_t* max_batch;   // (n_classes,)
+    const double* nic;               // (n,) bytes/s
+    double latency_s;
+    const double* cores;             // (n,)
+    const double* core_speed;        // (n,)
+};
+
+// The dynamic per-server state (ClusterStateView) for model m.
+struct LlmState {
+    Column<std::int8_t> state;
+    Column<double> batch, ctx, ready_at;
+    const double* free_gpus;
+    const double* idle_gpus;
+    const double* est_work;
+    const double* n_assigned;
+    double now;
+};
+
+// Output rows of one decision, each (n,) float64.
+struct Outputs {
+    double* transfer;  // written only when compute_transfer
+    double* wait;
+    double* load;
+    double* exec;
+    double* finish;
+    double* imposed;
+    double* resident;
+};
+
+// transfer_times: the max over parents (with bytes) of latency + bytes / min(nic, nic[src]),
+// 0 on the parent's own server; zeros without such a parent.
+inline void transfer_times(const StaticTables& t, const std::int64_t* parent_servers,
+                           const double* parent_bytes, std::int64_t n_parents, double* out) {
+    bool any = false;
+    for (std::int64_t i = 0; i < t.n; ++i) out[i] = 0.0;
+    for (std::int64_t p = 0; p < n_parents; ++p) {
+        const double nbytes = parent_bytes[p];
+        if (nbytes <= 0) continue;
+        const std::int64_t src = parent_servers[p];
+        if (src < -t.n || src >= t.n) throw std::out_of_range("parent server out of range");
+        const std::int64_t s = src < 0 ? src + t.n : src;
+        const double nic_src = t.nic[s];
+        for (std::int64_t i = 0; i < t.n; ++i) {
+            double v = i == s ? 0.0 : t.latency_s + nbytes / np_min(t.nic[i], nic_src);
+            out[i] = any ? np_max(out[i], v) : v;
+        }
+        any = true;
+    }
+}
+
+// make_decision's LLM branch. prefill: (n_classes,) prefill seconds of the prompt per class;
+// transfer: the (n,) transfer times, read for finish.
+inline void llm_decision(const StaticTables& t, const ModelColumns& c, const LlmState& v,
+                         std::int64_t prompt, std::int64_t out_est, const double* prefill,
+                         const double* transfer, const Outputs& o) {
+    const std::int64_t need_raw = prompt + out_est;
+    const std::int64_t need = need_raw > 1 ? need_raw : 1;
+    const std::int64_t context = prompt + (out_est >= 0 ? out_est / 2 : -((-out_est + 1) / 2));
+    const double context_d = static_cast<double>(context);
+    const double out_d = static_cast<double>(out_est);
+    const double half = out_d / 2.0;
+    for (std::int64_t i = 0; i < t.n; ++i) {
+        const std::int64_t k = c.kk[i];
+        if (k < 0 || k >= t.n_classes) throw std::out_of_range("engine class out of range");
+        // slots_by_class(need).take(kk): max(min(kv_capacity // need, max_batch), 1)
+        std::int64_t q = t.kv_capacity[k] / need;
+        if ((t.kv_capacity[k] % need != 0) && ((t.kv_capacity[k] < 0) != (need < 0))) --q;
+        const std::int64_t m1 = q < t.max_batch[k] ? q : t.max_batch[k];
+        const std::int64_t slots = m1 > 1 ? m1 : 1;
+        const double slots_d = static_cast<double>(slots);
+        const double batch = v.batch[i];
+        const double batch1 = batch + 1.0;
+        const std::int64_t running = static_cast<std::int64_t>(np_min(batch1, slots_d));
+        const std::int64_t others = running - 1;
+        const double ctx = v.ctx[i] / np_max(batch, 1.0) * static_cast<double>(others) + context_d;
+        const double attn = t.decode_attn[k];
+        const std::int64_t row = c.base[i] + running;
+        if (row < -t.flat_size || row >= t.flat_size)
+            throw std::out_of_range("decode table row out of range");
+        const std::int64_t r = row < 0 ? row + t.flat_size : row;
+        const double step = t.lin_flat[r] + attn * ctx;
+        const double increase = t.inc_flat[r] + attn * context_d;
+        const std::int64_t joins = others * (batch < slots_d ? 1 : 0);
+        o.imposed[i] = static_cast<double>(joins) * increase * half;
+        const double exec = prefill[k] + out_d * step;
+        double wait = np_max(batch1 - slots_d, 0.0) / slots_d * exec;
+        const std::int8_t state = v.state[i];
+        double load;
+        if (state == 0) {
+            load = c.load[i];
+        } else if (state == 1) {
+            load = np_max(v.ready_at[i] - v.now, 0.0);
+        } else {
+            load = 0.0;
+        }
+        wait += load;
+        if (state == 0) {
+            const double tp = c.tp_f.data ? c.tp_f[i] : static_cast<double>(c.tp_i[i]);
+            if (v.free_gpus[i] + v.idle_gpus[i] < tp)
+                wait += v.est_work[i] / np_max(v.n_assigned[i], 1.0);
+        }
+        o.load[i] = load;
+        o.wait[i] = wait;
+        const double exec_out = (c.all_feasible || c.mask[i]) ? exec : INFINITY;
+        o.exec[i] = exec_out;
+        o.finish[i] = np_max(transfer[i], wait) + exec_out;
+        o.resident[i] = state == 2 ? 1.0 : 0.0;
+    }
+}
+
+// make_decision's tool branch (load, batch, resident and imposed are the tables' zeros).
+inline void tool_decision(const StaticTables& t, double cpu_work, double ext_latency_est,
+                          const double* tools_in_flight, const double* cpu_backlog,
+                          const double* transfer, const Outputs& o) {
+    for (std::int64_t i = 0; i < t.n; ++i) {
+        const double exec = cpu_work / t.core_speed[i] + ext_latency_est;
+        const double inflight = tools_in_flight[i];
+        const double ahead = np_max(inflight + 1.0 - t.cores[i], 0.0);
+        const double wait = ahead * (cpu_backlog[i] / np_max(inflight, 1.0)) / t.cores[i];
+        o.exec[i] = exec;
+        o.wait[i] = wait;
+        o.finish[i] = np_max(transfer[i], wait) + exec;
+    }
+}
+
+}  // namespace scalesched

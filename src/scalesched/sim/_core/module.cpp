@@ -1,0 +1,281 @@
+// Python bindings of the compiled simulation core (nanobind): for now the decision build
+// (decision.hpp). The numpy arrays are read in place, never copied: the static tables are
+// bound once per ClusterTables (DecisionCore), the live state's arrays are found on the view
+// at each call (kept while they are the same objects).
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "decision.hpp"
+
+namespace nb = nanobind;
+using namespace scalesched;
+
+template <typename T, typename... Extra>
+using Arr = nb::ndarray<T, nb::device::cpu, Extra...>;
+using F1 = Arr<const double, nb::ndim<1>, nb::c_contig>;
+using I1 = Arr<const std::int64_t, nb::ndim<1>, nb::c_contig>;
+using B1 = Arr<const bool, nb::ndim<1>, nb::c_contig>;
+using F2 = Arr<const double, nb::ndim<2>>;
+using S2 = Arr<const std::int8_t, nb::ndim<2>>;
+using Out2 = Arr<double, nb::ndim<2>, nb::c_contig>;
+
+namespace {
+
+void need_len(std::int64_t got, std::int64_t want, const char* what) {
+    if (got != want)
+        throw std::invalid_argument(std::string(what) + ": length " + std::to_string(got) +
+                                    ", expected " + std::to_string(want));
+}
+
+template <typename T, typename A>
+Column<T> column(const A& a, std::int64_t m, std::int64_t n, const char* what) {
+    need_len(static_cast<std::int64_t>(a.shape(0)), n, what);
+    if (m < 0 || m >= static_cast<std::int64_t>(a.shape(1)))
+        throw std::out_of_range(std::string(what) + ": model out of range");
+    return Column<T>{a.data() + m * a.stride(1), a.stride(0)};
+}
+
+}  // namespace
+
+// The static tables of one ClusterTables, bound once: it keeps every array alive.
+class DecisionCore {
+  public:
+    DecisionCore(std::int64_t n, F1 decode_attn, F1 lin_flat, F1 inc_flat, I1 kv_capacity,
+                 I1 max_batch, F1 nic, double latency_s, F1 cores, F1 core_speed,
+                 std::vector<B1> masks, std::vector<bool> all_feasible, std::vector<I1> kk,
+                 std::vector<I1> base, std::vector<F1> load, std::vector<nb::ndarray<>> tp)
+        : decode_attn_(decode_attn), lin_flat_(lin_flat), inc_flat_(inc_flat),
+          kv_capacity_(kv_capacity), max_batch_(max_batch), nic_(nic), cores_(cores),
+          core_speed_(core_speed), masks_(masks), kk_(kk), base_(base), load_(load), tp_(tp) {
+        for (int i = 0; i < N_NAMES; ++i) names_[i] = nb::str(NAMES[i]);
+        for (int i = 0; i < 10; ++i) arrays_[i] = nb::str(ARRAYS[i]);
+        const std::int64_t n_classes = static_cast<std::int64_t>(decode_attn.shape(0));
+        need_len(static_cast<std::int64_t>(kv_capacity.shape(0)), n_classes, "kv_capacity");
+        need_len(static_cast<std::int64_t>(max_batch.shape(0)), n_classes, "max_batch");
+        need_len(static_cast<std::int64_t>(inc_flat.shape(0)),
+                 static_cast<std::int64_t>(lin_flat.shape(0)), "increase table");
+        for (auto* a : {&nic, &cores, &core_speed})
+            need_len(static_cast<std::int64_t>(a->shape(0)), n, "per-server table");
+        const std::size_t n_models = masks.size();
+        if (all_feasible.size() != n_models || kk.size() != n_models ||
+            base.size() != n_models || load.size() != n_models || tp.size() != n_models)
+            throw std::invalid_argument("one column of each kind per model");
+        t_ = StaticTables{n,
+                          n_classes,
+                          decode_attn.data(),
+                          lin_flat.data(),
+                          inc_flat.data(),
+                          static_cast<std::int64_t>(lin_flat.shape(0)),
+                          kv_capacity.data(),
+                          max_batch.data(),
+                          nic.data(),
+                          latency_s,
+                          cores.data(),
+                          core_speed.data()};
+        for (std::size_t m = 0; m < n_models; ++m) {
+            need_len(static_cast<std::int64_t>(masks[m].shape(0)), n, "mask");
+            need_len(static_cast<std::int64_t>(kk[m].shape(0)), n, "kk");
+            need_len(static_cast<std::int64_t>(base[m].shape(0)), n, "base");
+            need_len(static_cast<std::int64_t>(load[m].shape(0)), n, "load");
+            const nb::ndarray<>& t = tp[m];
+            if (t.ndim() != 1 || static_cast<std::int64_t>(t.shape(0)) != n)
+                throw std::invalid_argument("tp: one (n,) column per model");
+            ModelColumns c{reinterpret_cast<const std::uint8_t*>(masks[m].data()),
+                           static_cast<bool>(all_feasible[m]),
+                           kk[m].data(),
+                           base[m].data(),
+                           load[m].data(),
+                           {nullptr, 0},
+                           {nullptr, 0}};
+            if (t.dtype() == nb::dtype<double>()) {
+                c.tp_f = {static_cast<const double*>(t.data()), t.stride(0)};
+            } else if (t.dtype() == nb::dtype<std::int64_t>()) {
+                c.tp_i = {static_cast<const std::int64_t*>(t.data()), t.stride(0)};
+            } else {
+                throw std::invalid_argument("tp: float64 or int64");
+            }
+            cols_.push_back(c);
+        }
+    }
+
+    // make_decision's LLM branch into out's rows: 0 transfer (computed unless given; then
+    // left unwritten), 1 wait, 2 load, 3 exec, 4 finish, 5 imposed, 6 resident. The task's
+    // fields and the view's arrays are read off the objects themselves, so that a decision
+    // costs one call: the arrays of the view seen last are kept, and converted again only
+    // when an attribute holds another object (another view: a fork, a shadow state).
+    void llm_view(nb::handle view, nb::handle task, F1 prefill, Out2 out,
+                  std::optional<F1> transfer) {
+        const std::int64_t m = nb::cast<std::int64_t>(attr(task, TASK_MODEL));
+        const std::int64_t prompt = nb::cast<std::int64_t>(attr(task, TASK_PROMPT));
+        const std::int64_t out_est = nb::cast<std::int64_t>(attr(task, TASK_OUTPUT));
+        const double now = nb::cast<double>(attr(view, VIEW_NOW));
+        const std::int64_t n = t_.n;
+        if (m < 0 || m >= static_cast<std::int64_t>(cols_.size()))
+            throw std::out_of_range("model out of range");
+        need_len(static_cast<std::int64_t>(prefill.shape(0)), t_.n_classes, "prefill");
+        refresh(view, 0, 8);
+        const ViewArrays& a = view_;
+        LlmState v{column<std::int8_t>(a.state, m, n, "engine_state"),
+                   column<double>(a.f2[0], m, n, "engine_batch"),
+                   column<double>(a.f2[1], m, n, "engine_ctx"),
+                   column<double>(a.f2[2], m, n, "engine_ready_at"),
+                   a.f1[0].data(),
+                   a.f1[1].data(),
+                   a.f1[2].data(),
+                   a.f1[3].data(),
+                   now};
+        Outputs o = outputs(out, 7);
+        read_parents(task);
+        llm_decision(t_, cols_[static_cast<std::size_t>(m)], v, prompt, out_est, prefill.data(),
+                     transfer_in(servers_, bytes_, transfer, o), o);
+    }
+
+    // make_decision's tool branch into out's rows 0 (transfer, unless given), 1 wait, 3 exec
+    // and 4 finish (see llm_view).
+    void tool_view(nb::handle view, nb::handle task, Out2 out, std::optional<F1> transfer) {
+        const double cpu_work = nb::cast<double>(attr(task, TASK_CPU));
+        const double ext = nb::cast<double>(attr(task, TASK_EXT));
+        refresh(view, 8, 10);
+        Outputs o = outputs(out, 5);
+        read_parents(task);
+        tool_decision(t_, cpu_work, ext, view_.f1[4].data(), view_.f1[5].data(),
+                      transfer_in(servers_, bytes_, transfer, o), o);
+    }
+
+  private:
+    // The transfer times a decision reads: the caller's (at_output_tokens shares them), or
+    // computed into out's row 0.
+    const double* transfer_in(const std::vector<std::int64_t>& servers,
+                              const std::vector<double>& bytes, const std::optional<F1>& given,
+                              const Outputs& o) const {
+        if (given) {
+            need_len(static_cast<std::int64_t>(given->shape(0)), t_.n, "transfer");
+            return given->data();
+        }
+        transfer_rows(servers, bytes, o.transfer);
+        return o.transfer;
+    }
+
+    Outputs outputs(Out2& out, std::int64_t rows) const {
+        if (static_cast<std::int64_t>(out.shape(0)) != rows ||
+            static_cast<std::int64_t>(out.shape(1)) != t_.n)
+            throw std::invalid_argument("out: (" + std::to_string(rows) + ", n) float64");
+        double* p = out.data();
+        const std::int64_t n = t_.n;
+        return Outputs{p,         p + n,     p + 2 * n,
+                       p + 3 * n, p + 4 * n, rows > 5 ? p + 5 * n : nullptr,
+                       rows > 6 ? p + 6 * n : nullptr};
+    }
+
+    void transfer_rows(const std::vector<std::int64_t>& servers, const std::vector<double>& bytes,
+                       double* out) const {
+        need_len(static_cast<std::int64_t>(bytes.size()), static_cast<std::int64_t>(servers.size()),
+                 "parent_bytes");
+        transfer_times(t_, servers.data(), bytes.data(), static_cast<std::int64_t>(servers.size()),
+                       out);
+    }
+
+    enum Name {
+        VIEW_NOW,
+        TASK_MODEL,
+        TASK_PROMPT,
+        TASK_OUTPUT,
+        TASK_CPU,
+        TASK_EXT,
+        TASK_SERVERS,
+        TASK_BYTES,
+        N_NAMES
+    };
+    static constexpr const char* NAMES[N_NAMES] = {
+        "now",           "model",         "prompt_tokens",  "output_tokens_est",
+        "cpu_work",      "ext_latency_est", "parent_servers", "parent_bytes"};
+    // The view's arrays, in the order llm_view and tool_view read them: engine_state, the
+    // three (n, models) float arrays, then six (n,) ones.
+    static constexpr const char* ARRAYS[10] = {
+        "engine_state", "engine_batch", "engine_ctx",     "engine_ready_at", "free_gpus",
+        "idle_gpus",    "est_work",     "n_assigned",     "tools_in_flight", "cpu_backlog"};
+
+    struct ViewArrays {
+        nb::object seen[10];
+        S2 state;
+        F2 f2[3];
+        F1 f1[6];
+    };
+
+    nb::object attr(nb::handle obj, Name name) const {
+        PyObject* got = PyObject_GetAttr(obj.ptr(), names_[name].ptr());
+        if (!got) throw nb::python_error();
+        return nb::steal(got);
+    }
+
+    // Re-read the view's arrays [first, last) where the attribute now holds another object.
+    // No implicit conversion: a copy would be stale at the next call.
+    void refresh(nb::handle view, int first, int last) {
+        for (int i = first; i < last; ++i) {
+            PyObject* got = PyObject_GetAttr(view.ptr(), arrays_[i].ptr());
+            if (!got) throw nb::python_error();
+            nb::object obj = nb::steal(got);
+            if (obj.is(view_.seen[i])) continue;
+            try {
+                if (i == 0) {
+                    view_.state = nb::cast<S2>(obj, false);
+                } else if (i < 4) {
+                    view_.f2[i - 1] = nb::cast<F2>(obj, false);
+                } else {
+                    F1 arr = nb::cast<F1>(obj, false);
+                    need_len(static_cast<std::int64_t>(arr.shape(0)), t_.n, ARRAYS[i]);
+                    view_.f1[i - 4] = arr;
+                }
+            } catch (const nb::cast_error&) {
+                const std::string want = i == 0  ? "an (n, models) int8 array"
+                                         : i < 4 ? "an (n, models) float64 array"
+                                                 : "a contiguous (n,) float64 array";
+                throw nb::type_error(("compiled core: the view's " + std::string(ARRAYS[i]) +
+                                      " must be " + want + " (read in place, never copied)")
+                                         .c_str());
+            }
+            view_.seen[i] = obj;
+        }
+    }
+
+    void read_parents(nb::handle task) {
+        nb::object servers = attr(task, TASK_SERVERS), bytes = attr(task, TASK_BYTES);
+        servers_.clear();
+        bytes_.clear();
+        for (nb::handle s : servers) servers_.push_back(nb::cast<std::int64_t>(s));
+        for (nb::handle b : bytes) bytes_.push_back(nb::cast<double>(b));
+    }
+
+    nb::str names_[N_NAMES];
+    nb::str arrays_[10];
+    ViewArrays view_;
+    std::vector<std::int64_t> servers_;
+    std::vector<double> bytes_;
+    F1 decode_attn_, lin_flat_, inc_flat_;
+    I1 kv_capacity_, max_batch_;
+    F1 nic_, cores_, core_speed_;
+    std::vector<B1> masks_;
+    std::vector<I1> kk_, base_;
+    std::vector<F1> load_;
+    std::vector<nb::ndarray<>> tp_;
+    StaticTables t_{};
+    std::vector<ModelColumns> cols_;
+};
+
+NB_MODULE(_simcore, m) {
+    m.doc() = "scalesched's compiled simulation core (opt-in: SCALESCHED_CORE=compiled).";
+    nb::class_<DecisionCore>(m, "DecisionCore")
+        .def(nb::init<std::int64_t, F1, F1, F1, I1, I1, F1, double, F1, F1, std::vector<B1>,
+                      std::vector<bool>, std::vector<I1>, std::vector<I1>, std::vector<F1>,
+                      std::vector<nb::ndarray<>>>())
+        .def("llm_view", &DecisionCore::llm_view)
+        .def("tool_view", &DecisionCore::tool_view);
+}

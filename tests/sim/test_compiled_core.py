@@ -1,0 +1,293 @@
+"""The compiled core (``scalesched.sim.core``) against the Python engine it must equal.
+
+Equivalence is defined as identical traces: the compiled decision build must give every
+array of a ``Decision`` byte for byte, so that every run, under every policy, places every
+task on the same server at the same instant. Checked three ways: the arrays themselves on
+recorded decisions (LLM and tool tasks, engines absent, loading and ready, servers without
+free GPUs, an in-place drift of the decode tables); whole traces over random small
+scenarios (hypothesis); and the golden runs (``test_engine_golden.py``, both cores).
+
+The tests that need the extension skip where the install has none (built without a
+compiler); the selection and fallback tests run everywhere.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from scalesched.cluster import get_cluster
+from scalesched.cluster.tables import ClusterTables
+from scalesched.decision.cycle import Watched, drive
+from scalesched.decision.features import Decision, make_decision
+from scalesched.policies import get_policy
+from scalesched.runs.setup import Scenario, build_jobs, prepare, run
+from scalesched.sim import core
+from scalesched.sim.engine import Simulation
+
+needs_extension = pytest.mark.skipif(
+    not core.compiled_available(), reason="the compiled core is not built in this install"
+)
+
+FIELDS = (
+    "mask",
+    "transfer_s",
+    "wait_s",
+    "load_s",
+    "exec_s",
+    "finish_s",
+    "imposed_s",
+    "est_work",
+    "n_assigned",
+    "_resident",
+    "_batch",
+)
+
+
+def assert_same_decision(a: Decision, b: Decision) -> None:
+    """Every array of the two decisions byte for byte, dtype and shape included."""
+    assert a.now == b.now and a.task == b.task
+    for name in FIELDS:
+        x, y = getattr(a, name), getattr(b, name)
+        assert x.dtype == y.dtype and x.shape == y.shape, name
+        assert x.tobytes() == y.tobytes(), f"{name}: {x} != {y}"
+
+
+def compare_along_a_run(n: int, workflows: int, rate: float, seed: int, policy: str) -> int:
+    """Drive a run with ``policy`` on the Python engine and, at every decision, build it on
+    both cores from the same state; returns the decisions compared."""
+    spec = get_cluster(f"hetero-{n}")
+    tables = ClusterTables(spec)
+    jobs = build_jobs(tables, Scenario(workflows=workflows, rate=rate, seed=seed))
+    sim = Simulation(spec, jobs, tables=tables, core="python")
+    scheduler = get_policy(policy)
+    scheduler.reset(seed)
+    seen = [0]
+
+    def check(decision: Decision, _: object) -> None:
+        task = decision.task
+        a = make_decision(tables, sim, task)
+        b = core.make_decision_compiled(tables, sim, task)
+        assert type(b) is core.CompiledDecision
+        assert_same_decision(a, b)
+        assert b.mask is a.mask  # shared, read-only: the same object
+        if task.kind == "llm":
+            for tokens in (1, task.output_tokens_est * 3 + 7):
+                assert_same_decision(a.at_output_tokens(tokens), b.at_output_tokens(tokens))
+        seen[0] += 1
+
+    drive(sim, Watched(scheduler, check))
+    return seen[0]
+
+
+@needs_extension
+@pytest.mark.parametrize(
+    ("n", "rate", "seed", "policy"),
+    [(16, 2.4, 0, "eft"), (16, 3.6, 1, "least_loaded"), (48, 6.2, 2, "eft")],
+)
+def test_decision_arrays_identical_along_runs(n: int, rate: float, seed: int, policy: str) -> None:
+    """Overload (3.6 on hetero-16) keeps engines loading and servers without free GPUs."""
+    assert compare_along_a_run(n, 80, rate, seed, policy) > 200
+
+
+@needs_extension
+def test_every_engine_state_and_drift() -> None:
+    """States a run reaches rarely, set by hand: engines loading (past and future ready
+    times), absent without GPUs, and an in-place change of the decode tables (``eval.drift``)
+    that both builds must see."""
+    spec = get_cluster("hetero-16")
+    tables = ClusterTables(spec)
+    jobs = build_jobs(tables, Scenario(workflows=30, rate=2.0, seed=3))
+    sim = Simulation(spec, jobs, tables=tables, core="python")
+    requests: list[Any] = []
+    drive(sim, Watched(get_policy("eft"), lambda d, _: requests.append(d.task)))
+    rng = np.random.default_rng(0)
+    for trial in range(40):
+        sim.now = float(rng.uniform(0, 100))
+        sim.engine_state[:] = rng.integers(0, 3, size=sim.engine_state.shape)
+        sim.engine_ready_at[:] = sim.now + rng.uniform(-5, 5, size=sim.engine_ready_at.shape)
+        sim.engine_batch[:] = rng.integers(0, 300, size=sim.engine_batch.shape)
+        sim.engine_ctx[:] = sim.engine_batch * rng.uniform(0, 4000, size=sim.engine_ctx.shape)
+        sim.free_gpus[:] = rng.integers(0, 3, size=sim.free_gpus.shape)
+        sim.idle_gpus[:] = rng.integers(0, 2, size=sim.idle_gpus.shape)
+        sim.est_work[:] = rng.uniform(0, 50, size=sim.est_work.shape)
+        sim.n_assigned[:] = rng.integers(0, 9, size=sim.n_assigned.shape)
+        sim.tools_in_flight[:] = rng.integers(0, 40, size=sim.tools_in_flight.shape)
+        sim.cpu_backlog[:] = rng.uniform(0, 30, size=sim.cpu_backlog.shape)
+        if trial == 20:
+            k = 0
+            tables.decode_lin[k] *= 1.37
+            tables.decode_attn[k] *= 1.37
+            tables.decode_step_increase[k] *= 1.37
+        for task in requests[:: max(1, len(requests) // 25)]:
+            assert_same_decision(
+                make_decision(tables, sim, task), core.make_decision_compiled(tables, sim, task)
+            )
+
+
+def trace_rows(result: Any) -> list[tuple[object, ...]]:
+    """The trace, every float as its exact hex (NaN included), for comparing runs."""
+
+    def exact(x: float) -> str:
+        return float(x).hex()
+
+    return [
+        (
+            r.workflow,
+            r.task,
+            r.kind,
+            r.model,
+            r.server,
+            *(exact(t) for t in (r.ready, r.landed, r.start, r.end, r.loaded, r.skipped)),
+        )
+        for r in result.trace
+    ]
+
+
+def same_metrics(a: dict[str, Any], b: dict[str, Any]) -> None:
+    wall = {"sim_wall_time_s", "wall_s", "events_per_s", "decisions_per_s"}
+    assert set(a) == set(b)
+    for key in set(a) - wall:
+        x, y = a[key], b[key]
+        if isinstance(x, float) and isinstance(y, float):
+            assert float(x).hex() == float(y).hex(), key
+        else:
+            assert x == y, key
+
+
+def run_both(
+    monkeypatch: pytest.MonkeyPatch, cluster: str, scenario: Scenario, policy: str, **options: Any
+) -> None:
+    """The same run on both cores (chosen the way users choose: the environment); traces
+    and metrics must be identical, and the compiled run must have built its decisions on the
+    compiled core."""
+    setup = prepare(cluster, scenario, stream=False)
+    results = {}
+    built = [0]
+    real = core.make_decision_compiled
+
+    def counted(*args: Any, **kwargs: Any) -> Decision:
+        built[0] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(core, "make_decision_compiled", counted)
+    for name in ("python", "compiled"):
+        monkeypatch.setenv(core.CORE_ENV, name)
+        results[name] = run(setup, policy, warmup=0, record_trace=True, **options)
+    assert built[0] >= results["compiled"].metrics["decisions"] > 0
+    assert trace_rows(results["python"]) == trace_rows(results["compiled"])
+    same_metrics(results["python"].metrics, results["compiled"].metrics)
+
+
+SCENARIOS = st.fixed_dictionaries(
+    {
+        "cluster": st.sampled_from(["hetero-4", "hetero-8", "hetero-16"]),
+        "workload": st.sampled_from(["agentic-mix", "tool-heavy", "agent-mix"]),
+        "policy": st.sampled_from(["eft", "tail", "least_loaded", "kv_aware", "hedge", "soft_eft"]),
+        "kv": st.sampled_from([None, "lru"]),
+        "rate": st.floats(0.2, 3.0),
+        "workflows": st.integers(5, 30),
+        "seed": st.integers(0, 10_000),
+    }
+)
+
+
+@needs_extension
+@settings(
+    max_examples=25,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(case=SCENARIOS)
+def test_random_small_scenarios_trace_identically(
+    monkeypatch: pytest.MonkeyPatch, case: dict[str, Any]
+) -> None:
+    scenario = Scenario(
+        workload=case["workload"],
+        workflows=case["workflows"],
+        rate=case["rate"],
+        seed=case["seed"],
+    )
+    run_both(monkeypatch, case["cluster"], scenario, case["policy"], kv_policy=case["kv"])
+
+
+@needs_extension
+def test_compiled_simulation_forks_on_the_compiled_core() -> None:
+    spec = get_cluster("hetero-16")
+    tables = ClusterTables(spec)
+    jobs = build_jobs(tables, Scenario(workflows=10, rate=2.0, seed=0))
+    sim = Simulation(spec, jobs, tables=tables, core="compiled")
+    decision = sim.next_decision()
+    assert sim.core == "compiled" and type(decision) is core.CompiledDecision
+    clone = sim.fork()
+    assert clone.core == "compiled"
+    assert type(clone.next_decision()) is core.CompiledDecision
+
+
+def test_the_python_engine_is_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(core.CORE_ENV, raising=False)
+    assert core.resolve_core() == "python"
+    monkeypatch.setenv(core.CORE_ENV, "")
+    assert core.resolve_core() == "python"
+    spec = get_cluster("hetero-4")
+    sim = Simulation(spec, [], tables=ClusterTables(spec))
+    assert sim.core == "python" and sim._make_decision is make_decision
+
+
+def test_an_unknown_core_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ValueError, match="core='fast'"):
+        core.resolve_core("fast")
+    monkeypatch.setenv(core.CORE_ENV, "rust")
+    with pytest.raises(ValueError, match="SCALESCHED_CORE='rust'"):
+        core.resolve_core()
+
+
+def test_without_the_extension_compiled_falls_back_with_one_warning(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(core, "_EXTENSION", None)
+    monkeypatch.setattr(core, "_warned", False)
+    assert not core.compiled_available()
+    with pytest.warns(RuntimeWarning, match="not built in this install"):
+        assert core.resolve_core("compiled") == "python"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a second request warns no more
+        assert core.resolve_core("compiled") == "python"
+        spec = get_cluster("hetero-4")
+        sim = Simulation(spec, [], tables=ClusterTables(spec), core="compiled")
+    assert sim.core == "python"
+
+
+@needs_extension
+def test_a_state_array_bound_anew_is_read_anew() -> None:
+    """The compiled build keeps the view's arrays between calls; an attribute that now holds
+    another array (a view that rebinds, or another view) must be read again, and an array
+    it could only read through a conversion (a copy, stale at the next call) is refused."""
+    spec = get_cluster("hetero-16")
+    tables = ClusterTables(spec)
+    jobs = build_jobs(tables, Scenario(workflows=20, rate=2.0, seed=4))
+    sim = Simulation(spec, jobs, tables=tables, core="python")
+    requests: list[Any] = []
+    drive(sim, Watched(get_policy("eft"), lambda d, _: requests.append(d.task)))
+    llm = next(t for t in requests if t.kind == "llm")
+    tool = next(t for t in requests if t.kind == "tool")
+    for task in (llm, tool):
+        core.make_decision_compiled(tables, sim, task)
+        sim.est_work = sim.est_work + 3.0
+        sim.n_assigned = np.zeros_like(sim.n_assigned)
+        sim.engine_state = np.zeros_like(sim.engine_state)  # every engine absent
+        sim.free_gpus = np.zeros_like(sim.free_gpus)
+        sim.tools_in_flight = sim.tools_in_flight + 5.0
+        sim.cpu_backlog = sim.cpu_backlog + 7.0
+        assert_same_decision(
+            make_decision(tables, sim, task), core.make_decision_compiled(tables, sim, task)
+        )
+    sim.est_work = sim.est_work.astype(np.float32)
+    with pytest.raises(TypeError, match="est_work must be a contiguous"):
+        core.make_decision_compiled(tables, sim, llm)
