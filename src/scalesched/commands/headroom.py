@@ -5,6 +5,8 @@ critical paths (docs/headroom.md)."""
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -150,6 +152,28 @@ def _check_names(names: list[str], option: str) -> None:
             raise InputError(option, option.lstrip("-"), exc.message) from None
 
 
+PolicyListOpt = Annotated[
+    list[str] | None,
+    typer.Option(help="Policy to measure (repeat it) [default: the best-heuristic set]."),
+]
+NoOracleOpt = Annotated[
+    bool, typer.Option("--no-oracle", help="Skip the oracle rows (they are slow).")
+]
+PlotOpt = Annotated[Path | None, typer.Option(help="Write the stacked-bar chart here (e.g. .png).")]
+WorkflowsOpt = Annotated[
+    str,
+    typer.Option(
+        help="Workflows per run, or 'auto': grow the policies' runs (doubling from "
+        "max(2000, 16 x servers)) until the best heuristic's mean is within --precision, "
+        "then run the oracles at that length."
+    ),
+]
+PrecisionOpt = Annotated[
+    float, typer.Option(help="With --workflows auto: the 95% CI half-width to reach.")
+]
+MaxWorkflowsOpt = Annotated[
+    int | None, typer.Option(help="With --workflows auto: the longest run tried.")
+]
 OracleOpt = Annotated[
     list[str] | None,
     typer.Option(
@@ -184,15 +208,12 @@ def headroom(
     rate: Annotated[
         float | None, typer.Option(help="Arrival rate in workflows/s (overrides --load).")
     ] = None,
-    policy: Annotated[
-        list[str] | None,
-        typer.Option(help="Policy to measure (repeat it) [default: the best-heuristic set]."),
-    ] = None,
+    policy: PolicyListOpt = None,
     oracle: OracleOpt = None,
-    no_oracle: Annotated[
-        bool, typer.Option("--no-oracle", help="Skip the oracle rows (they are slow).")
-    ] = False,
-    workflows: Annotated[int, typer.Option(help="Number of workflows that arrive.")] = 1000,
+    no_oracle: NoOracleOpt = False,
+    workflows: WorkflowsOpt = "auto",
+    precision: PrecisionOpt = 0.02,
+    max_workflows: MaxWorkflowsOpt = 8000,
     residency: ResidencyOpt = "planned",
     arrivals: ArrivalsOpt = "poisson",
     kv_policy: KvPolicyOpt = "off",
@@ -201,9 +222,7 @@ def headroom(
     bound_time_limit: BoundTimeLimitOpt = 600.0,  # bound.BOUND_TIME_LIMIT_S (scipy is slow)
     seed: Annotated[int, typer.Option(min=0, help="Seed of every random choice.")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
-    plot: Annotated[
-        Path | None, typer.Option(help="Write the stacked-bar chart here (e.g. .png).")
-    ] = None,
+    plot: PlotOpt = None,
     progress: ProgressOpt = True,
 ) -> None:
     """How much could any scheduler still win? Policies and oracles against two lower
@@ -211,6 +230,7 @@ def headroom(
     from scalesched.commands.simulate import cache_modes, show_progress
     from scalesched.eval.headroom import DEFAULT_ORACLES, Caches, measure_headroom
     from scalesched.policies import BEST_HEURISTIC_CANDIDATES
+    from scalesched.runs.length import check_precision, check_steady_arrivals, parse_workflows
     from scalesched.runs.setup import Scenario, prepare
     from scalesched.runs.world import check_residency
 
@@ -224,7 +244,6 @@ def headroom(
     caches = Caches(kv_policy=modes.kv, tool_cache=modes.tool_cache)
     scenario = Scenario(
         workload=workload,
-        workflows=workflows,
         load=load,
         rate=rate,
         arrivals=arrivals,
@@ -232,19 +251,49 @@ def headroom(
         tool_repeat=tool_repeat,
         residency=check_residency(residency),
     )
-    setup = prepare(cluster, scenario, stream=False)
-    if setup.world.note:
-        announce(f"note: {setup.world.note}")
-    with _progress(show_progress(progress, as_json), len(setup.jobs)) as bar:
-        study = measure_headroom(
-            setup,
-            policies,
-            oracles,
-            progress=bar,
-            caches=caches,
-            bound_time_limit_s=bound_time_limit,
-        )
+    count = parse_workflows(workflows)
+    check_precision(precision)
+    show = show_progress(progress, as_json)
+
+    def study_at(n: int, oracle_rows: list[str]) -> Any:
+        setup = prepare(cluster, dataclasses.replace(scenario, workflows=n), stream=False)
+        if setup.world.note:
+            announce(f"note: {setup.world.note}")
+        with _progress(show, len(setup.jobs)) as bar:
+            return measure_headroom(
+                setup,
+                policies,
+                oracle_rows,
+                progress=bar,
+                caches=caches,
+                bound_time_limit_s=bound_time_limit,
+            )
+
+    if count is None:
+        check_steady_arrivals(arrivals)
+        count = _auto_length(study_at, cluster, precision, max_workflows)
+    study = study_at(count, oracles)
     _report(study, as_json, plot)
+
+
+def _auto_length(
+    study_at: Callable[[int, list[str]], Any], cluster: str, precision: float, cap: int | None
+) -> int:
+    """``--workflows auto``: the first length at which the best heuristic's mean (on the
+    policies' shared window) is steady and within ``precision``; the oracles are not run
+    until then (they cost a hundred times a policy)."""
+    from scalesched.cluster import get_cluster
+    from scalesched.runs.length import Attempt, grow
+
+    def attempt(n: int) -> Attempt:
+        study = study_at(n, [])
+        best = next((r for r in study.rows if r.name == study.best_heuristic), None)
+        if best is None:
+            return Attempt(n, math.nan, math.inf, False)
+        return Attempt(n, best.mean_s, best.mean_ci_s, best.steady)
+
+    final, _ = grow(attempt, len(get_cluster(cluster)), precision, cap=cap, say=announce)
+    return final.workflows
 
 
 def _report(study: Any, as_json: bool, plot: Path | None) -> None:

@@ -66,7 +66,12 @@ def check_precision(precision: float) -> float:
 
 
 def check_steady_arrivals(arrivals: str) -> None:
-    """Refuse ``auto`` for arrivals with no steady state, in one line saying why."""
+    """Refuse ``auto`` for arrivals with no steady state, in one line saying why (an unknown
+    process is refused as such first)."""
+    from scalesched.sim.scenario import check_arrivals
+
+    if not arrivals.startswith("replay:"):
+        check_arrivals(arrivals, 2)
     if arrivals not in STEADY_ARRIVALS:
         raise InputError(
             "--workflows",

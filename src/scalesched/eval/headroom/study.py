@@ -10,6 +10,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from scalesched.cache.kv import NO_CACHE
 from scalesched.eval.headroom.bound import BOUND_TIME_LIMIT_S, CapacityBound, capacity_bound
 from scalesched.eval.headroom.decompose import (
@@ -23,7 +25,8 @@ from scalesched.kernel.metrics import window_bounds
 from scalesched.policies import best_heuristic, get_policy
 from scalesched.policies.rollout import BASES, RolloutScheduler
 from scalesched.runs.setup import RunSetup, run, scenario_capacity
-from scalesched.runs.windows import default_cooldown, default_warmup
+from scalesched.runs.windows import default_cooldown
+from scalesched.stats import batch_means
 
 DEFAULT_ORACLES: tuple[str, ...] = ("rollout_oracle",)
 """Oracle rows by default: the clairvoyant rollout over the best heuristic (slow: about
@@ -62,6 +65,8 @@ class PolicyRow:
     """For a rollout oracle, the heuristic it rolled out over."""
     cpu_s: float = 0.0
     """CPU seconds of the run and its decomposition (an oracle's cost, for sizing a map)."""
+    mean_ci_s: float = math.nan
+    """Half-width of the mean's 95% interval by batch means (``scalesched.stats``)."""
 
     def gap(self, bound: float) -> float:
         """Share of the mean above ``bound``: what a perfect scheduler could still win."""
@@ -106,6 +111,7 @@ class Headroom:
         policies = {
             r.name: {
                 "mean_s": r.mean_s,
+                "mean_ci_s": r.mean_ci_s,
                 "p99_s": r.p99_s,
                 "steady": r.steady,
                 "gap": r.gap(self.bound_s),
@@ -149,17 +155,27 @@ class Headroom:
         }
 
 
+@dataclass(frozen=True)
+class _Run:
+    """One row's simulation, before the shared window is known."""
+
+    name: str
+    result: Any
+    oracle: bool
+    base: str | None
+    cpu_s: float
+
+
 def _run_one(
     setup: RunSetup,
     name: str,
-    measured: dict[int, float],
     on_done: Callable[[int], None],
     caches: Caches,
     oracle_base: str | None = None,
-) -> PolicyRow:
-    """Run one row. An oracle row (``oracle_base`` given) that is a rollout (the oracle,
-    or ``rollout`` on sampled futures) rolls out over that heuristic unless its spec names
-    a ``base``."""
+) -> _Run:
+    """Run one row, its warm-up found from its responses (MSER-5). An oracle row
+    (``oracle_base`` given) that is a rollout (the oracle, or ``rollout`` on sampled
+    futures) rolls out over that heuristic unless its spec names a ``base``."""
     scheduler = get_policy(name)
     base = None
     if oracle_base is not None and isinstance(scheduler, RolloutScheduler):
@@ -171,23 +187,32 @@ def _run_one(
     result = run(
         setup,
         scheduler,
-        warmup=default_warmup(len(setup.jobs)),  # the bounds' window, computed before the runs
         record_trace=True,
         on_workflow_done=on_done,
         kv_policy=caches.kv_policy,
         tool_cache=caches.tool_cache,
     )
-    m = result.metrics
-    split, _ = decompose(setup.tables, setup.jobs, measured, result.trace, caches.reuse)
+    return _Run(name, result, oracle_base is not None, base, time.process_time() - started)
+
+
+def _row(
+    setup: RunSetup, r: _Run, measured: dict[int, float], first: int, last: int, caches: Caches
+) -> PolicyRow:
+    """A run against the bounds over the shared window (workflows ``first..last`` in
+    arrival order): its mean and p99 over those workflows, its gap decomposed."""
+    kept = r.result.series[first : last + 1]
+    kept = kept[np.isfinite(kept)]
+    split, _ = decompose(setup.tables, setup.jobs, measured, r.result.trace, caches.reuse)
     return PolicyRow(
-        name=name,
-        mean_s=float(m["avg_response_time_s"]),
-        p99_s=float(m["p99_response_time_s"]),
-        steady=bool(m["steady_state"]),
-        oracle=oracle_base is not None,
+        name=r.name,
+        mean_s=float(kept.mean()) if kept.size else math.nan,
+        p99_s=float(np.percentile(kept, 99)) if kept.size else math.nan,
+        steady=bool(r.result.metrics["steady_state"]),
+        oracle=r.oracle,
         decomposition=split,
-        base=base,
-        cpu_s=time.process_time() - started,
+        base=r.base,
+        cpu_s=r.cpu_s,
+        mean_ci_s=batch_means(kept).half_width,
     )
 
 
@@ -240,28 +265,31 @@ def measure_headroom(
     bound_time_limit_s: float | None = BOUND_TIME_LIMIT_S,
 ) -> Headroom:
     """Run ``policies`` then ``oracles`` (registered names) on ``setup`` (jobs realised up
-    front: the decomposition reads every task's record) with the default steady-state
-    window and ``caches``, and compute the bounds over the measured workflows (counting
+    front: the decomposition reads every task's record) with ``caches``, measure every row
+    over one window (the largest warm-up MSER-5 found among the runs, then the run-out),
+    and compute the bounds over the measured workflows (counting
     what those caches could skip; the capacity-aware bound within ``bound_time_limit_s``
     wall seconds, else none). ``progress(label)`` gives the per-run callback of completed
     workflows."""
     jobs = sorted(setup.jobs, key=lambda j: (j.arrival, j.workflow_id))
     n = len(jobs)
-    first, last = window_bounds(n, default_warmup(n), default_cooldown(n))
-    window = jobs[first : last + 1]
     reuse = caches.reuse
-    measured = {j.workflow_id: contention_free_bound(setup.tables, j, reuse) for j in window}
-    rows: list[PolicyRow] = []
 
     def tick(name: str) -> Callable[[int], None]:
         return progress(name) if progress is not None else (lambda done: None)
 
-    for name in policies:
-        rows.append(_run_one(setup, name, measured, tick(name), caches))
-    best = best_heuristic({r.name: r.mean_s for r in rows})
+    runs = [_run_one(setup, name, tick(name), caches) for name in policies]
+    best = best_heuristic({r.name: float(r.result.metrics["avg_response_time_s"]) for r in runs})
     base = oracle_base(best)
     for name in oracles:
-        rows.append(_run_one(setup, name, measured, tick(name), caches, oracle_base=base))
+        runs.append(_run_one(setup, name, tick(name), caches, oracle_base=base))
+    # Every row over the same workflows: the largest warm-up any run needed (MSER-5).
+    cut = max((int(r.result.metrics["warmup_workflows"]) for r in runs), default=0)
+    first, last = window_bounds(n, cut, default_cooldown(n))
+    window = jobs[first : last + 1]
+    measured = {j.workflow_id: contention_free_bound(setup.tables, j, reuse) for j in window}
+    rows = [_row(setup, r, measured, first, last, caches) for r in runs]
+    best = best_heuristic({r.name: r.mean_s for r in rows if not r.oracle})
     span = window[-1].arrival - window[0].arrival if len(window) > 1 else 0.0
     rate = (len(window) - 1) / span if span > 0 else 0.0
     cap = capacity_bound(
@@ -291,6 +319,7 @@ def measure_headroom(
         "offered_rate_wps": rate,
         "workflows": n,
         "measured_workflows": len(window),
+        "warmup_workflows": first,
         "seed": scenario.seed,
     }
     lb = math.fsum(measured.values()) / max(1, len(measured))
