@@ -227,7 +227,7 @@ def test_the_fast_method_ranks_policies_at_the_settled_offer_not_the_screening_o
     nominal = 2.0 / (cap.OVERLOAD * cap.START_RATIO)
     curves = {
         "eft": _thrashing(1.0, 10.0),
-        "least_loaded": _thrashing(1.1, 1.5, power=0.6),
+        "least_loaded": _thrashing(1.1, 1.5, power=0.9),
         "kv_aware": _thrashing(0.5, 10.0),
     }
     prober = _CurveProber(nominal, curves)
@@ -238,6 +238,25 @@ def test_the_fast_method_ranks_policies_at_the_settled_offer_not_the_screening_o
     assert per_policy["least_loaded"] == pytest.approx(1.1 * (1 + _CurveProber.SECOND_SEED) / 2)
     assert [p["policy"] for p in prober.probes[3:]].count("kv_aware") == 0
     assert sum(p["seeds"] for p in prober.probes) <= cap.planned_runs("fast", 3)
+
+
+def test_the_fast_method_ranks_a_kept_up_screening_at_its_offer() -> None:
+    # eft keeps up at the screening offer and delivers 5% more (a backlog cleared in the
+    # window) but settles lower; kv_aware is overloaded there, 6% below the offer. Ranked
+    # by what they delivered, kv_aware would fall outside the margin; a kept-up probe only
+    # says "at least the offer", so kv_aware is within it, probed at eft's settled offer,
+    # and wins.
+    nominal = 1.0 / (cap.OVERLOAD * cap.START_RATIO)
+
+    def eft(offered: float) -> float:
+        return 1.05 * offered if offered <= 1.0 else 0.85
+
+    prober = _CurveProber(nominal, {"eft": eft, "kv_aware": _thrashing(0.94, 10.0)})
+    per_policy, best = cap._fast_search(prober, ("eft", "kv_aware"))
+    assert prober.probes[0]["throughput_wps"] * (1 - cap.SCREEN_MARGIN) > 0.94  # raw: out
+    assert best == "kv_aware"
+    assert per_policy["kv_aware"] == pytest.approx(0.94 * (1 + _CurveProber.SECOND_SEED) / 2)
+    assert per_policy["eft"] == pytest.approx(0.85 * (1 + _CurveProber.SECOND_SEED) / 2)
 
 
 def test_the_fast_methods_planned_runs_bound_a_search_that_never_settles() -> None:

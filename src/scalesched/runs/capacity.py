@@ -605,11 +605,13 @@ def _fast_search(prober: _Prober, policies: tuple[str, ...]) -> tuple[dict[str, 
     seed = CAPACITY_SEEDS[:1]
     offered = OVERLOAD * START_RATIO * prober.nominal
     screened = {p: prober(p, offered, seed) for p in policies}
-    ranked = sorted(policies, key=lambda p: -screened[p])
+    # Ranked by estimate: a probe that kept up says "at least the offer", and what it
+    # delivered above the offer (a backlog cleared in the window) is not a higher figure.
     per_policy = {p: _next_estimate(offered, screened[p]) for p in policies}
+    ranked = sorted(policies, key=lambda p: -per_policy[p])
+    close = [p for p in ranked[1:] if per_policy[p] >= (1 - SCREEN_MARGIN) * per_policy[ranked[0]]]
     best = _settle(prober, ranked[0], offered, screened[ranked[0]])
     per_policy[ranked[0]] = best.figure
-    close = [p for p in ranked[1:] if screened[p] >= (1 - SCREEN_MARGIN) * screened[ranked[0]]]
     paired = {
         p: screened[p] if best.offered == offered else prober(p, best.offered, seed) for p in close
     }
