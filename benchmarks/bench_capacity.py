@@ -12,7 +12,7 @@ overloaded, estimate moved less than 3%; "-" for a shipped figure, whose probes 
 kept). A cluster is a preset, a YAML file, or ``mix-M-16`` for EnvSched's 16-server mix M
 (``scalesched.env.settings.MIXES``: h100-rich, l4-edge, cpu-heavy), as the shipped table
 names them. The default settings are fifteen mixes on agentic-mix, five of them measured
-with the full method here (about 15 min of one core on top of the fast runs).
+with the full method here (the whole run: about 15 min on a loaded 2-core machine).
 
 ``scaling``: the scaling rule checked on the shipped full measurements: the capacity of
 hetero-N predicted by N / 64 x hetero-64's (and N / 128 x hetero-128's) against hetero-N's
