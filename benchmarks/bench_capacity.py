@@ -5,7 +5,14 @@ Three parts, each a command of its own (each a few minutes of one core at most):
 ``accuracy``: for each setting (cluster/workload), the fast method's figure and wall time
 against the full method's. The full figure is the shipped table's (measured by
 ``scripts/derive/measure_capacity.py`` with the full method; its recorded time is from that
-measurement, possibly on other load) unless ``--remeasure-full`` measures it again here.
+measurement, possibly on other load) unless the table lacks it or ``--remeasure-full`` is
+given: then the full method runs here, in the same process, before the fast one, and the
+``full settled`` column says whether its best policy's fixed point had settled (last probe
+overloaded, estimate moved less than 3%; "-" for a shipped figure, whose probes are not
+kept). A cluster is a preset, a YAML file, or ``mix-M-16`` for EnvSched's 16-server mix M
+(``scalesched.env.settings.MIXES``: h100-rich, l4-edge, cpu-heavy), as the shipped table
+names them. The default settings are fifteen mixes on agentic-mix, five of them measured
+with the full method here (the whole run: about 15 min on a loaded 2-core machine).
 
 ``scaling``: the scaling rule checked on the shipped full measurements: the capacity of
 hetero-N predicted by N / 64 x hetero-64's (and N / 128 x hetero-128's) against hetero-N's
@@ -18,9 +25,8 @@ estimated from one timed full-length run (``--full-fraction`` of its workflows),
 
 Examples::
 
-    python benchmarks/bench_capacity.py accuracy \\
-        --settings hetero-16/agentic-mix,hetero-16/react,hetero-16/deep-research,\\
-hetero-32/agentic-mix,hetero-48/agentic-mix,hetero-64/agentic-mix
+    python benchmarks/bench_capacity.py accuracy
+    python benchmarks/bench_capacity.py accuracy --settings mix-l4-edge-16/plan-execute
     python benchmarks/bench_capacity.py scaling
     python benchmarks/bench_capacity.py cold --clusters hetero-256,hetero-1024,homogeneous-256
 """
@@ -29,38 +35,87 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 from scalesched.cluster import get_cluster
+from scalesched.cluster.model import ClusterSpec
 from scalesched.runs import capacity as cap
 
-DEFAULT_SETTINGS = (
-    "hetero-16/agentic-mix,hetero-16/react,hetero-16/deep-research,"
-    "hetero-32/agentic-mix,hetero-48/agentic-mix,hetero-64/agentic-mix"
+MIXES = (
+    # the presets and shipped files (full figures shipped)
+    "hetero-16,hetero-32,hetero-48,hetero-64,"
+    "configs/clusters/a100-lab.yaml,configs/clusters/edge-l4-cpu.yaml,"
+    "configs/clusters/example-lab.yaml,mix-h100-rich-16,mix-l4-edge-16,mix-cpu-heavy-16,"
+    # measured with the full method here: one fast server among slow ones, A100-heavy,
+    # a single CPU box, homogeneous
+    "configs/train/clusters/skewed-1h-16.yaml,configs/clusters/a100-heavy-40.yaml,"
+    "configs/clusters/few-cpu-16.yaml,homogeneous-16,homogeneous-16:h100-80g-x4"
 )
+DEFAULT_SETTINGS = ",".join(f"{m}/agentic-mix" for m in MIXES.split(","))
+
+
+def _cluster(name: str) -> ClusterSpec:
+    """A preset, a YAML file, or ``mix-M-16``: EnvSched's mix M, as the shipped table has it."""
+    from scalesched.env.settings import MIXES as ENV_MIXES
+    from scalesched.env.settings import EnvSetting
+
+    m = re.fullmatch(r"mix-(.+)-16", name)
+    if m and m.group(1) in ENV_MIXES:
+        return EnvSetting("agentic-mix", 0.7, m.group(1), 50).cluster()
+    return get_cluster(name)
 
 
 def _full_entry(cluster: str, workload: str) -> dict[str, object] | None:
-    return cap.shipped_entry(cap.cache_key(get_cluster(cluster), workload))
+    return cap.shipped_entry(cap.cache_key(_cluster(cluster), workload))
+
+
+def _full_settled(result: cap.CapacityResult) -> str:
+    """Whether the full method's best policy ended at its fixed point: the last probe
+    overloaded and the estimate it gave within 3% of the one before (the full method stops
+    after five steps whether or not it got there)."""
+    rows = [p for p in result.probes if p["policy"] == result.best_policy]
+    estimates = [cap._next_estimate(p["rate_wps"], p["throughput_wps"]) for p in rows]
+    last = rows[-1]
+    overloaded = last["throughput_wps"] < cap.KEPT_UP * last["rate_wps"]
+    moved = abs(estimates[-1] / estimates[-2] - 1)
+    return (
+        "yes"
+        if overloaded and moved < 0.03
+        else f"no ({'overloaded' if overloaded else 'kept up'}, {100 * moved:.0f}%)"
+    )
 
 
 def accuracy(settings: str, remeasure_full: bool) -> None:
-    print("| setting | full wf/s | fast wf/s | error | full s | fast s | speed-up | fast runs |")
-    print("|---|---|---|---|---|---|---|---|")
+    """One row per setting. The cost that does not depend on the machine's load is the
+    count of runs (``speed-up``: the full method's 30 over the fast method's); wall times
+    are this machine's now, except a shipped full figure's (marked *), timed when the table
+    was measured, under whatever load there was then."""
+    print(
+        "| setting | full wf/s | fast wf/s | error | full runs | fast runs | speed-up | "
+        "full s | fast s | full settled |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for setting in settings.split(","):
-        cluster, workload = setting.split("/", 1)
-        spec = get_cluster(cluster)
+        cluster, workload = setting.rsplit("/", 1)
+        spec = _cluster(cluster)
         full = _full_entry(cluster, workload)
+        settled, mark = "-", "*"
         if remeasure_full or full is None:
-            full = cap.measure_capacity(spec, workload, method="full").to_json()
+            result = cap.measure_capacity(spec, workload, method="full")
+            full, settled, mark = result.to_json(), _full_settled(result), ""
         fast = cap.measure_capacity(spec, workload, method="fast")
         f_wps, f_s = float(full["capacity_wps"]), float(full["measured_s"])  # type: ignore[arg-type]
+        f_runs = cap.planned_runs("full", len(cap.CAPACITY_POLICIES))
+        runs = sum(p["seeds"] for p in fast.probes)
+        name = Path(cluster).stem if cluster.endswith((".yaml", ".yml")) else cluster
         print(
-            f"| {setting} | {f_wps:.3f} | {fast.capacity_wps:.3f} | "
-            f"{100 * (fast.capacity_wps / f_wps - 1):+.1f}% | {f_s:.0f} | {fast.measured_s:.0f} | "
-            f"{f_s / fast.measured_s:.1f}x | {sum(p['seeds'] for p in fast.probes)} |",
+            f"| {name}/{workload} | {f_wps:.3f} | {fast.capacity_wps:.3f} | "
+            f"{100 * (fast.capacity_wps / f_wps - 1):+.1f}% | {f_runs} | {runs} | "
+            f"{f_runs / runs:.1f}x | {f_s:.0f}{mark} | {fast.measured_s:.0f} | {settled} |",
             flush=True,
         )
 

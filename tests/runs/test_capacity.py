@@ -170,6 +170,117 @@ def test_the_fast_method_screens_then_settles_over_every_seed(
     assert fast.runs < cap.planned_runs("full", len(cap.CAPACITY_POLICIES)) / 2
 
 
+class _CurveProber(cap._Prober):
+    """A prober on made-up throughput curves, to test the fast search's steps without
+    simulating: ``curves[policy](offered)`` is what the first seed delivers; each other seed
+    delivers ``SECOND_SEED`` times that (seeds disagree by a few percent in real runs)."""
+
+    SECOND_SEED = 0.96
+
+    def __init__(self, nominal: float, curves: dict[str, Any]) -> None:
+        self.nominal, self.curves = nominal, curves
+        self.probes: list[dict[str, Any]] = []
+        self.runs = 0
+        self.on_probe = self.reporter = None
+
+    def __call__(
+        self, policy: str, rate: float, seeds: tuple[int, ...] = cap.CAPACITY_SEEDS
+    ) -> float:
+        first = self.curves[policy](rate)
+        per_seed = [
+            first if s == cap.CAPACITY_SEEDS[0] else self.SECOND_SEED * first for s in seeds
+        ]
+        delivered = sum(per_seed) / len(per_seed)
+        self.probes.append(
+            {"policy": policy, "rate_wps": rate, "throughput_wps": delivered, "seeds": len(seeds)}
+        )
+        return delivered
+
+
+def _thrashing(capacity: float, collapse_from: float, power: float = 2.0) -> Any:
+    """Keeps up to ``capacity``, delivers it up to ``collapse_from`` x it, then less and
+    less (a policy that thrashes far past saturation, as eft does on hetero-48)."""
+
+    def curve(offered: float) -> float:
+        if offered <= capacity:
+            return offered
+        top = collapse_from * capacity
+        return capacity if offered <= top else capacity * (top / offered) ** power
+
+    return curve
+
+
+def test_the_fast_method_climbs_out_of_a_collapsed_screening_to_the_fixed_point() -> None:
+    # Screened at 4x what eft sustains, it delivers a seventh of it; the fixed point of
+    # "offer 1.25x, take what is delivered" is the capacity itself. At 25% a step the climb
+    # would still be below it when the steps run out.
+    capacity = 1.0
+    nominal = 4.0 / (cap.OVERLOAD * cap.START_RATIO)
+    prober = _CurveProber(nominal, {"eft": _thrashing(capacity, 1.5)})
+    per_policy, best = cap._fast_search(prober, ("eft",))
+    mean_seed = (1 + _CurveProber.SECOND_SEED) / 2
+    assert per_policy[best] == pytest.approx(capacity * mean_seed)
+    offers = [p["rate_wps"] for p in prober.probes]
+    assert offers[1] == pytest.approx(cap.OVERLOAD * _thrashing(capacity, 1.5)(offers[0]))
+    assert offers[2] == pytest.approx(cap.CLIMB * offers[1])  # kept up: climb faster
+    last_two = prober.probes[-2:]
+    assert last_two[0]["rate_wps"] == last_two[1]["rate_wps"]
+    assert [p["seeds"] for p in last_two] == [1, len(cap.CAPACITY_SEEDS) - 1]
+    assert cap._settled(last_two[0]["rate_wps"], last_two[0]["throughput_wps"])
+    assert sum(p["seeds"] for p in prober.probes) <= cap.planned_runs("fast", 1)
+
+
+def test_the_fast_method_ranks_policies_at_the_settled_offer_not_the_screening_one() -> None:
+    # least_loaded thrashes past 1.5x its capacity, so at the screening offer (2x) eft
+    # looks best; just past saturation least_loaded sustains 10% more. The paired probe at
+    # eft's settled offer finds it; a policy far behind at the screening is not probed again.
+    nominal = 2.0 / (cap.OVERLOAD * cap.START_RATIO)
+    curves = {
+        "eft": _thrashing(1.0, 10.0),
+        "least_loaded": _thrashing(1.1, 1.5, power=0.9),
+        "kv_aware": _thrashing(0.5, 10.0),
+    }
+    prober = _CurveProber(nominal, curves)
+    per_policy, best = cap._fast_search(prober, ("eft", "least_loaded", "kv_aware"))
+    screening = {p["policy"]: p["throughput_wps"] for p in prober.probes[:3]}
+    assert max(screening, key=lambda p: screening[p]) == "eft"
+    assert best == "least_loaded"
+    assert per_policy["least_loaded"] == pytest.approx(1.1 * (1 + _CurveProber.SECOND_SEED) / 2)
+    assert [p["policy"] for p in prober.probes[3:]].count("kv_aware") == 0
+    assert sum(p["seeds"] for p in prober.probes) <= cap.planned_runs("fast", 3)
+
+
+def test_the_fast_method_ranks_a_kept_up_screening_at_its_offer() -> None:
+    # eft keeps up at the screening offer and delivers 5% more (a backlog cleared in the
+    # window) but settles lower; kv_aware is overloaded there, 6% below the offer. Ranked
+    # by what they delivered, kv_aware would fall outside the margin; a kept-up probe only
+    # says "at least the offer", so kv_aware is within it, probed at eft's settled offer,
+    # and wins.
+    nominal = 1.0 / (cap.OVERLOAD * cap.START_RATIO)
+
+    def eft(offered: float) -> float:
+        return 1.05 * offered if offered <= 1.0 else 0.85
+
+    prober = _CurveProber(nominal, {"eft": eft, "kv_aware": _thrashing(0.94, 10.0)})
+    per_policy, best = cap._fast_search(prober, ("eft", "kv_aware"))
+    assert prober.probes[0]["throughput_wps"] * (1 - cap.SCREEN_MARGIN) > 0.94  # raw: out
+    assert best == "kv_aware"
+    assert per_policy["kv_aware"] == pytest.approx(0.94 * (1 + _CurveProber.SECOND_SEED) / 2)
+    assert per_policy["eft"] == pytest.approx(0.85 * (1 + _CurveProber.SECOND_SEED) / 2)
+
+
+def test_the_fast_methods_planned_runs_bound_a_search_that_never_settles() -> None:
+    # Delivers 70% of any offer: no probe ever settles, every policy stays within the
+    # margins, so the search takes every step it may.
+    nominal = 1.0
+    curves = {p: (lambda offered: 0.7 * offered) for p in cap.CAPACITY_POLICIES}
+    prober = _CurveProber(nominal, curves)
+    cap._fast_search(prober, cap.CAPACITY_POLICIES)
+    runs = sum(p["seeds"] for p in prober.probes)
+    assert runs == cap.planned_runs("fast", len(cap.CAPACITY_POLICIES))
+    assert runs < cap.planned_runs("full", len(cap.CAPACITY_POLICIES)) / 1.5
+
+
 def _canned_measure(spec: ClusterSpec, workload: str, **kwargs: Any) -> cap.CapacityResult:
     """Stands in for a measurement where only the cache is under test: announces itself
     like the real one and returns a figure that says it was measured."""

@@ -31,10 +31,18 @@ depends on it: shorter runs deliver less in their window) and saves runs:
 
 * Screening: every policy runs once, one seed, at ``OVERLOAD`` times ``START_RATIO`` of
   the analytic estimate (the median ratio of measured to analytic capacity in the shipped
-  table). Only the best policy, and a second one within ``SCREEN_MARGIN`` of it, go on.
-* Their fixed point runs one seed a step and stops as soon as it settles (an overloaded
-  probe whose estimate moved less than ``SETTLE``), at most ``FIXED_POINT_STEPS`` steps;
-  a last probe at the settled offer averages both seeds, as every full probe does.
+  table). The best one goes on.
+* Its fixed point runs one seed a step and stops as soon as a probe settles (overloaded,
+  its offer within ``SETTLE`` of ``OVERLOAD`` x what it delivered), at most
+  ``SETTLE_STEPS`` steps; while no probe was only moderately overloaded, a probe that kept
+  up is followed by ``CLIMB`` x its offer (bounded by the offers seen overloaded), so a
+  screening far below or far above saturation (the analytic estimate is off by 0.12x to
+  1.9x) still reaches the fixed point. The other seed then runs at the settled offer (or,
+  unsettled, both at the next one), as every full probe averages both.
+* Ranking where it matters: the policies whose screening came within ``SCREEN_MARGIN`` of
+  the best run once at the best's settled offer, same seed; the one that delivers most
+  there is settled too if within ``PAIR_MARGIN`` of the best. A screening offer far past
+  saturation ranks a policy that thrashes there (eft) below one that does not.
 * Large clusters are scaled: a cluster of ``SCALE_FROM`` servers or more whose servers are
   m copies of a smaller mix takes the capacity of the largest cached cluster of that mix
   with at least ``SCALE_MIN_BASE`` servers and at most half its size (hetero-256 for
@@ -78,7 +86,7 @@ from scalesched.runs.windows import default_cooldown, default_warmup
 CAPACITY_METHOD = "saturation-fixed-point-v3"
 """The full method. Changes whenever the method changes, so stale cache entries are never
 read."""
-FAST_METHOD = "screened-fixed-point-v1"
+FAST_METHOD = "screened-fixed-point-v2"
 """The fast method (and the scaling rule): what a figure no cache holds is measured by."""
 PLANNED_METHOD = f"planned-search-v2+{PLANNER_VERSION}"
 """The planned-deployment world's capacity (``scalesched.runs.world``): the most a plan
@@ -103,10 +111,21 @@ window spans many response times at every size (arrivals scale with N)."""
 START_RATIO = 0.66
 """Fast method: the first offer is OVERLOAD x START_RATIO x the analytic estimate (the
 median of measured / analytic over the 39 shipped full measurements; range 0.12-1.9)."""
-SCREEN_MARGIN = 0.04
-"""Fast method: a policy within this fraction of the screening's best goes on too."""
+SCREEN_MARGIN = 0.10
+"""Fast method: a policy whose screening probe delivers within this fraction of the best
+one's is probed again at the best's settled offer."""
 SETTLE = 0.03
-"""Fast method: an overloaded probe whose estimate moved less than this has settled."""
+"""Fast method: an overloaded probe whose offer is within this fraction of OVERLOAD x what it
+delivered has settled (the fixed point's next offer would be the same)."""
+SETTLE_STEPS = 4
+"""Fast method: one-seed steps a settling policy takes at most after its first probe."""
+CLIMB = 2.0
+"""Fast method: after a probe that kept up, while none was only moderately overloaded
+(offer at most CLIMB x delivered), the next offer is CLIMB x its offer (at most the
+geometric mean of it and the lowest offer seen overloaded)."""
+PAIR_MARGIN = 0.03
+"""Fast method: a policy that delivers within this fraction of the best one at the best's
+settled offer (same seed) is settled too."""
 SCALE_FROM = 128
 """Clusters of this many servers or more are scaled from a smaller one of the same mix."""
 SCALE_MIN_BASE = 64
@@ -518,48 +537,106 @@ def _full_search(prober: _Prober, policies: tuple[str, ...]) -> tuple[dict[str, 
     return per_policy, max(per_policy, key=lambda p: per_policy[p])
 
 
-def _settle(prober: _Prober, policy: str, estimate: float) -> float:
-    """The fast fixed point from ``estimate``: one seed a step until it settles (or
-    FIXED_POINT_STEPS - 2 steps), then the other seeds at the last offer, so the figure is
-    a probe over every seed as in the full method."""
+def _settled(offered: float, delivered: float) -> bool:
+    """A probe at the fixed point: overloaded, and its offer within ``SETTLE`` of OVERLOAD x
+    what it delivered (the full method's next offer would be this one again)."""
+    overloaded = delivered < KEPT_UP * offered
+    return overloaded and abs(OVERLOAD * delivered / offered - 1) <= SETTLE
+
+
+def _near(offered: float, delivered: float) -> bool:
+    """Overloaded, but not by more than CLIMB: the fixed point is close."""
+    return delivered < KEPT_UP * offered and offered <= CLIMB * delivered
+
+
+@dataclass(frozen=True)
+class _Settled:
+    figure: float
+    """The fixed point's step over every seed at ``offered``."""
+    offered: float
+    first: float
+    """What the first seed delivered at ``offered`` (for a paired comparison there)."""
+
+
+def _settle(prober: _Prober, policy: str, offered: float, delivered: float) -> _Settled:
+    """The fast fixed point of ``policy`` from one probe (``offered``, ``delivered``) on the
+    first seed: one seed a step until a probe settles (at most SETTLE_STEPS steps), then the
+    other seeds at the settled offer, or, unsettled, every seed at the next offer. The
+    figure is a probe over every seed, as each full probe is.
+
+    While no probe has been only moderately overloaded, a probe that kept up is followed by
+    CLIMB x its offer, not OVERLOAD x, but never past the geometric mean of its offer and
+    the lowest offer seen overloaded: climbing out of a collapsed first probe (eft offered
+    7.5 wf/s on mix-l4-edge-16's plan-execute delivers 0.77, under half of the 1.7 it
+    sustains) at 25% a step took the whole budget, and the figure was read on the way up,
+    short of the fixed point; the bound keeps a policy that thrashes from climbing back
+    into the collapse."""
     first, others = CAPACITY_SEEDS[:1], CAPACITY_SEEDS[1:]
-    offered = delivered = 0.0
-    for _ in range(FIXED_POINT_STEPS - 2):
-        offered = OVERLOAD * estimate
-        delivered = prober(policy, offered, first)
-        new = _next_estimate(offered, delivered)
-        settled = delivered < KEPT_UP * offered and abs(new - estimate) <= SETTLE * estimate
-        estimate = new
-        if settled:
+    near = _near(offered, delivered)
+    ceiling = math.inf if delivered >= KEPT_UP * offered else offered
+    for _ in range(SETTLE_STEPS):
+        if _settled(offered, delivered):
             break
+        if delivered >= KEPT_UP * offered and not near:
+            offered = min(CLIMB * offered, math.sqrt(offered * ceiling))
+        else:
+            offered = _next_offer(offered, delivered)
+        delivered = prober(policy, offered, first)
+        near = near or _near(offered, delivered)
+        if delivered < KEPT_UP * offered:
+            ceiling = min(ceiling, offered)
+    if not _settled(offered, delivered):
+        offered = _next_offer(offered, delivered)
+        delivered = prober(policy, offered, first)
+    mean = delivered
     if others:
         rest = prober(policy, offered, others)
-        delivered = (delivered * len(first) + rest * len(others)) / len(CAPACITY_SEEDS)
-    return _next_estimate(offered, delivered)
+        mean = (delivered * len(first) + rest * len(others)) / len(CAPACITY_SEEDS)
+    return _Settled(_next_estimate(offered, mean), offered, delivered)
+
+
+def _next_offer(offered: float, delivered: float) -> float:
+    """The full method's next offer after a probe: OVERLOAD x its estimate."""
+    return OVERLOAD * _next_estimate(offered, delivered)
 
 
 def _fast_search(prober: _Prober, policies: tuple[str, ...]) -> tuple[dict[str, float], str]:
-    """Screen every policy with one probe, settle the best one or two; the capacity is
-    the best settled figure (a screening figure is one seed's, not comparable)."""
+    """Screen every policy with one probe and settle the best. Then probe the policies whose
+    screening came within SCREEN_MARGIN of it at the best's settled offer, on the same seed:
+    a paired comparison where it matters, just past saturation, and not at a screening offer
+    that may be far from it (a policy that thrashes reads low far past saturation). The one
+    that delivers most there is settled too if it comes within PAIR_MARGIN of the best. The
+    capacity is the best settled figure (a screening figure is one seed's: not comparable)."""
+    seed = CAPACITY_SEEDS[:1]
     offered = OVERLOAD * START_RATIO * prober.nominal
-    screened = {
-        p: _next_estimate(offered, prober(p, offered, CAPACITY_SEEDS[:1])) for p in policies
+    screened = {p: prober(p, offered, seed) for p in policies}
+    # Ranked by estimate: a probe that kept up says "at least the offer", and what it
+    # delivered above the offer (a backlog cleared in the window) is not a higher figure.
+    per_policy = {p: _next_estimate(offered, screened[p]) for p in policies}
+    ranked = sorted(policies, key=lambda p: -per_policy[p])
+    close = [p for p in ranked[1:] if per_policy[p] >= (1 - SCREEN_MARGIN) * per_policy[ranked[0]]]
+    best = _settle(prober, ranked[0], offered, screened[ranked[0]])
+    per_policy[ranked[0]] = best.figure
+    paired = {
+        p: screened[p] if best.offered == offered else prober(p, best.offered, seed) for p in close
     }
-    best = max(screened.values())
-    ranked = sorted(screened, key=lambda p: -screened[p])
-    contenders = [p for p in ranked if screened[p] >= (1 - SCREEN_MARGIN) * best][:2]
-    per_policy = dict(screened)
-    for policy in contenders:
-        per_policy[policy] = _settle(prober, policy, screened[policy])
-    return per_policy, max(contenders, key=lambda p: per_policy[p])
+    settled = [ranked[0]]
+    rivals = [p for p in paired if paired[p] >= (1 - PAIR_MARGIN) * best.first]
+    if rivals:
+        rival = max(rivals, key=lambda p: paired[p])
+        per_policy[rival] = _settle(prober, rival, best.offered, paired[rival]).figure
+        settled.append(rival)
+    return per_policy, max(settled, key=lambda p: per_policy[p])
 
 
 def planned_runs(method: str, n_policies: int) -> int:
-    """Runs a search plans (the fast one may stop earlier)."""
+    """Runs a search plans: the full method's exactly, the fast one's at most (it stops as
+    soon as it settles)."""
     seeds = len(CAPACITY_SEEDS)
     if method == "full":
         return n_policies * FIXED_POINT_STEPS * seeds
-    return n_policies + min(2, n_policies) * (FIXED_POINT_STEPS - 3 + seeds)
+    settle = SETTLE_STEPS + seeds
+    return n_policies + settle + (n_policies - 1) + (settle if n_policies > 1 else 0)
 
 
 def measure_capacity(
