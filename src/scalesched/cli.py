@@ -749,9 +749,10 @@ fixed-size baseline that cannot run past N = 16 (two cheap runs that show why SC
 size-free network matters). The PPO-trained variants are left to ``eval``
 (docs/reproduction.md): each adds six neural runs, the demo's slowest kind (a third of its
 time each)."""
-DEMO_MAX_WORKFLOWS = 8000
-"""The demo's longest run under ``--workflows auto`` (2000, 4000, 8000 tried): the main job
-must end in minutes on two cores; its summary says whether the precision was reached."""
+DEMO_MAX_WORKFLOWS = 4000
+"""The demo's longest run under ``--workflows auto`` (2000, then 4000): the main job must
+end in tens of minutes on two cores (60 runs a length); its summary says whether the
+precision was reached."""
 
 
 @app.command()
