@@ -35,10 +35,10 @@ from scalesched.cluster import get_cluster
 from scalesched.cluster.deployment import deployment_from_dict, deployment_to_dict
 from scalesched.cluster.model import ClusterSpec
 from scalesched.cluster.tables import ClusterTables
+from scalesched.eval.shares import measure_shares
 from scalesched.plan.pipeline import Curves, predict
 from scalesched.plan.profile import workload_profile
 from scalesched.plan.search import search_plan
-from scalesched.eval.shares import measure_shares
 from scalesched.policies import get_policy
 from scalesched.sim.run import simulate
 from scalesched.sim.scenario import Scenario, build_jobs
