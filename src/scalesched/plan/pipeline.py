@@ -13,7 +13,7 @@ The congestion a call meets, its slowdown over running alone plus its admission 
 under (``tail``, ``eft``) see every call's expected size and every replica's batch, so short
 calls fill the replicas whose KV memory is tight and momentary peaks are steered around.
 The share was fitted on the fitting mixes of ``research/plan_accuracy.py`` and checked on
-mixes held out from it (docs/planning.md, "Prediction error against simulation").
+mixes held out from it (docs/planning-accuracy.md).
 
 A model's traffic splits over its replicas so that every replica in use has the same mean
 latency (the equilibrium an earliest-finish router approaches), and the workflow composes
