@@ -5,7 +5,15 @@ Per replica configuration, a continuous-batching engine at request rate ``lam`` 
 the batch ``b`` where Little's law closes, ``b = lam * R(b)`` with
 ``R(b) = E[prefill] + E[output] * step(b)`` from the same cost model the simulator runs;
 its capacity is ``b_max / R(b_max)`` (``b_max``: the batch cap or the KV memory).  Requests
-that find the batch full wait (Sakasegawa's M/M/c approximation with ``b_max`` slots).
+that find the batch full wait (Allen-Cunneen's M/G/c approximation with ``b_max`` slots and
+the service time's squared coefficient of variation: LLM outputs are far from exponential).
+
+The congestion a call meets, its slowdown over running alone plus its admission wait, is
+``CONGESTION_SHARE`` of what this fluid, size-blind model gives: the routers the plans run
+under (``tail``, ``eft``) see every call's expected size and every replica's batch, so short
+calls fill the replicas whose KV memory is tight and momentary peaks are steered around.
+The share was fitted on the fitting mixes of ``research/plan_accuracy.py`` and checked on
+mixes held out from it (docs/planning-accuracy.md).
 
 A model's traffic splits over its replicas so that every replica in use has the same mean
 latency (the equilibrium an earliest-finish router approaches), and the workflow composes
@@ -51,13 +59,17 @@ class OperatingPoint:
     """One replica at a request rate."""
 
     batch: float
+    """The fluid decoding batch: ``lam * E[output] * fluid_step_s`` (Little's law)."""
     latency_s: float
     """Mean seconds per request in the engine (prefill + decode), no admission wait."""
     step_s: float
-    """Seconds per output token at that batch."""
+    """Seconds per output token a call sees: the batch-1 step plus ``CONGESTION_SHARE`` of
+    the fluid batch's slowdown over it."""
     wait_s: float
-    """Mean admission wait (batch or KV memory full)."""
+    """Mean admission wait (batch or KV memory full), times ``CONGESTION_SHARE``."""
     utilisation: float
+    fluid_step_s: float
+    """Seconds per output token at the fluid batch."""
 
 
 class ReplicaCurve:
@@ -69,7 +81,8 @@ class ReplicaCurve:
         )
         self.config = config
         self.perf = perf
-        self.prefill_mean_s = float(np.mean([perf.prefill_s(int(p)) for p in calls.prompt[:400]]))
+        prefill = np.array([perf.prefill_s(int(p)) for p in calls.prompt[:_CALL_SAMPLE]])
+        self.prefill_mean_s = float(prefill.mean())
         out, ctx = calls.mean_output, calls.busy_context
         self.mean_output = out
         kv_bound = int(perf.kv_capacity_tokens // max(1.0, calls.busy_kv))
@@ -82,6 +95,10 @@ class ReplicaCurve:
         self.throughput = np.maximum.accumulate(b / (out * self.step))
         self.capacity = float(self.throughput[-1])
         """Requests per second the replica sustains."""
+        self.service_scv = service_scv(
+            prefill, calls.output[: prefill.size].astype(float), float(self.step[-1])
+        )
+        """Squared coefficient of variation of a call's time in a full batch."""
         # latency (with the admission wait) against rate, for the router's equilibrium
         near = _NEAR_FULL * self.capacity
         inner = self.throughput[self.throughput < near]
@@ -114,21 +131,45 @@ class ReplicaCurve:
             frac = (lam - x[k - 1]) / max(x[k] - x[k - 1], 1e-12)
             batch = k + frac  # batch sizes are 1-based: x[k] is batch k + 1
             step = batch / (lam * self.mean_output)  # Little's law on the decoding batch
-        latency = self.prefill_mean_s + self.mean_output * step
+        step1 = float(self.step[0])
+        seen = step1 + CONGESTION_SHARE * (step - step1)
+        latency = self.prefill_mean_s + self.mean_output * seen
         rho = lam / self.capacity
-        wait = _mmc_wait(rho, self.b_max, float(self.latency[-1]))
-        return OperatingPoint(batch, latency, step, wait, rho)
+        wait = mgc_wait(rho, self.b_max, float(self.latency[-1]), self.service_scv)
+        return OperatingPoint(batch, latency, seen, CONGESTION_SHARE * wait, rho, step)
 
 
+CONGESTION_SHARE = 0.6
+"""Share of the fluid model's congestion (slowdown over batch 1, admission wait) a call
+meets under an earliest-finish router; fitted on the fitting mixes only (module docstring)."""
 _NEAR_FULL = 0.999
 _EQ_ITERATIONS = 40
+_CALL_SAMPLE = 400
+"""Calls whose prefill times a curve averages (and whose service SCV it takes)."""
 
 
-def _mmc_wait(rho: float, c: int, service_s: float) -> float:
-    """Mean M/M/c queueing delay (Sakasegawa's approximation)."""
+def mmc_wait(rho: float, c: int, service_s: float) -> float:
+    """Mean M/M/c queueing delay (Sakasegawa's approximation: exact for c = 1)."""
     if rho <= 0:
         return 0.0
+    if rho >= 1:
+        return math.inf
     return rho ** (math.sqrt(2 * (c + 1)) - 1) / (c * (1 - rho)) * service_s
+
+
+def mgc_wait(rho: float, c: int, service_s: float, scv: float) -> float:
+    """Mean M/G/c queueing delay (Allen-Cunneen): the M/M/c delay scaled by
+    ``(1 + scv) / 2``, ``scv`` the service time's squared coefficient of variation.  Exact
+    for M/G/1 (Pollaczek-Khinchine): M/D/1 waits half as long as M/M/1."""
+    return 0.5 * (1.0 + scv) * mmc_wait(rho, c, service_s)
+
+
+def service_scv(prefill_s: np.ndarray, output: np.ndarray, step_s: float) -> float:
+    """SCV of a call's time in the engine, ``prefill + output * step_s``, over sampled
+    calls: how much it varies at a fixed per-token step (outputs are heavy-tailed)."""
+    service = prefill_s + np.maximum(1.0, output) * step_s
+    mean = float(service.mean())
+    return float(service.var() / (mean * mean)) if mean > 0 else 0.0
 
 
 class Curves:
