@@ -78,7 +78,7 @@ def _full_settled(result: cap.CapacityResult) -> str:
     overloaded and the estimate it gave within 3% of the one before (the full method stops
     after five steps whether or not it got there)."""
     rows = [p for p in result.probes if p["policy"] == result.best_policy]
-    estimates = [cap._next_estimate(p["rate_wps"], p["throughput_wps"]) for p in rows]
+    estimates = [cap.next_estimate(p["rate_wps"], p["throughput_wps"]) for p in rows]
     last = rows[-1]
     overloaded = last["throughput_wps"] < cap.KEPT_UP * last["rate_wps"]
     moved = abs(estimates[-1] / estimates[-2] - 1)

@@ -166,7 +166,7 @@ def test_the_fast_method_screens_then_settles_over_every_seed(
     assert [p["seeds"] for p in last_two] == [1, len(cap.CAPACITY_SEEDS) - 1]
     assert last_two[0]["rate_wps"] == last_two[1]["rate_wps"]
     mean = sum(p["throughput_wps"] for p in last_two) / 2
-    assert fast.capacity_wps == pytest.approx(cap._next_estimate(last_two[0]["rate_wps"], mean))
+    assert fast.capacity_wps == pytest.approx(cap.next_estimate(last_two[0]["rate_wps"], mean))
     assert fast.runs < cap.planned_runs("full", len(cap.CAPACITY_POLICIES)) / 2
 
 

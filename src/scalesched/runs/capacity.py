@@ -519,7 +519,7 @@ class _Prober:
         return delivered
 
 
-def _next_estimate(offered: float, delivered: float) -> float:
+def next_estimate(offered: float, delivered: float) -> float:
     """The fixed point's step: the offer if the run kept up, else what it delivered."""
     return offered if delivered >= KEPT_UP * offered else delivered
 
@@ -532,7 +532,7 @@ def _full_search(prober: _Prober, policies: tuple[str, ...]) -> tuple[dict[str, 
         estimate = prober.nominal
         for _ in range(FIXED_POINT_STEPS):
             offered = OVERLOAD * estimate
-            estimate = _next_estimate(offered, prober(policy, offered))
+            estimate = next_estimate(offered, prober(policy, offered))
         per_policy[policy] = estimate
     return per_policy, max(per_policy, key=lambda p: per_policy[p])
 
@@ -592,12 +592,12 @@ def _settle(prober: _Prober, policy: str, offered: float, delivered: float) -> _
     if others:
         rest = prober(policy, offered, others)
         mean = (delivered * len(first) + rest * len(others)) / len(CAPACITY_SEEDS)
-    return _Settled(_next_estimate(offered, mean), offered, delivered)
+    return _Settled(next_estimate(offered, mean), offered, delivered)
 
 
 def _next_offer(offered: float, delivered: float) -> float:
     """The full method's next offer after a probe: OVERLOAD x its estimate."""
-    return OVERLOAD * _next_estimate(offered, delivered)
+    return OVERLOAD * next_estimate(offered, delivered)
 
 
 def _fast_search(prober: _Prober, policies: tuple[str, ...]) -> tuple[dict[str, float], str]:
@@ -612,7 +612,7 @@ def _fast_search(prober: _Prober, policies: tuple[str, ...]) -> tuple[dict[str, 
     screened = {p: prober(p, offered, seed) for p in policies}
     # Ranked by estimate: a probe that kept up says "at least the offer", and what it
     # delivered above the offer (a backlog cleared in the window) is not a higher figure.
-    per_policy = {p: _next_estimate(offered, screened[p]) for p in policies}
+    per_policy = {p: next_estimate(offered, screened[p]) for p in policies}
     ranked = sorted(policies, key=lambda p: -per_policy[p])
     close = [p for p in ranked[1:] if per_policy[p] >= (1 - SCREEN_MARGIN) * per_policy[ranked[0]]]
     best = _settle(prober, ranked[0], offered, screened[ranked[0]])
