@@ -277,3 +277,12 @@ def trend_p_value(means: np.ndarray) -> float:
     if not math.isfinite(fit.stderr) or fit.stderr == 0:
         return 1.0 if fit.slope == 0 else 0.0
     return float(fit.pvalue)
+
+
+def trend_slope(means: np.ndarray) -> float:
+    """The least-squares slope of ``means`` against their index (its sign says whether a
+    significant trend rises or falls; the end points alone can say the opposite)."""
+    if means.size < 2:
+        return 0.0
+    x = np.arange(means.size, dtype=float)
+    return float(np.polyfit(x, means, 1)[0])

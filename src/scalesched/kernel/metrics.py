@@ -292,7 +292,7 @@ def measurement_window(
         mser=mser,
         candidates=series.size,
         trend_p=trend_p,
-        falling=bool(bm.means.size and bm.means[-1] < bm.means[0]),
+        falling=stats.trend_slope(bm.means) < 0,
         rates=_lagged_rates(arrivals, response_times, start, end),
         span=span,
         mean_response=float(kept.mean()) if kept.size else math.nan,
@@ -323,24 +323,23 @@ def _overloaded(
     arrivals: np.ndarray, response_times: np.ndarray, order: np.ndarray, cooldown: int
 ) -> bool:
     """Whether queues grow over the run, judged from the nominal warm-up on (not from MSER's
-    cut, which an overloaded run pushes to its end): responses rise significantly, or fewer
-    workflows complete than arrive, over a window spanning at least four mean responses. A
+    cut, which an overloaded run pushes to its end): responses rise significantly, or, over
+    a window spanning at least four mean responses, fewer workflows complete than arrive. A
     longer run cannot make such a run steady."""
     from scalesched import stats
 
     first, last = window_bounds(order.size, nominal_warmup(order.size, None), cooldown)
     idx = order[first : last + 1]
     rt = response_times[idx]
-    start, end = float(arrivals[idx[0]]), float(arrivals[idx[-1]])
     done = rt[np.isfinite(rt)]
-    if end <= start or (done.size and end - start < 4 * float(done.mean())):
-        return False
-    arrived, offered, delivered = _lagged_rates(arrivals, response_times, start, end)
-    if delivered < offered and not _rates_match(arrived, delivered, offered):
-        return True
     means = stats.batch_means(done).means
-    rising = bool(means.size and means[-1] > means[0])
-    return rising and stats.trend_p_value(means) < TREND_ALPHA
+    if stats.trend_slope(means) > 0 and stats.trend_p_value(means) < TREND_ALPHA:
+        return True
+    start, end = float(arrivals[idx[0]]), float(arrivals[idx[-1]])
+    if end <= start or (done.size and end - start < 4 * float(done.mean())):
+        return False  # too short to tell an overload from a cold start by the rates
+    arrived, offered, delivered = _lagged_rates(arrivals, response_times, start, end)
+    return delivered < offered and not _rates_match(arrived, delivered, offered)
 
 
 def _lagged_rates(
@@ -419,7 +418,13 @@ def _verdict_reasons(
             "use more --workflows"
         ]
     reasons: list[str] = []
-    if span > 0 and math.isfinite(mean_response) and span < 4 * mean_response:
+    rising = trend_p < TREND_ALPHA and not falling
+    if rising:  # first: an overload is what a user must fix, not the run's length
+        reasons.append(
+            "response times are still rising across the kept window: queues grow, the load "
+            "is above what this policy sustains"
+        )
+    elif span > 0 and math.isfinite(mean_response) and span < 4 * mean_response:
         reasons.append(
             f"the measured arrivals span {span:.3g} s, less than 4 mean responses "
             f"({mean_response:.3g} s each): the run is far too short for this cluster; "
@@ -432,15 +437,13 @@ def _verdict_reasons(
             f"the warm-up (MSER-5) ends at workflow {mser} of {candidates}: responses "
             "settle only in the second half of the run; run longer"
         )
-    if trend_p < TREND_ALPHA:
+    if trend_p < TREND_ALPHA and falling:
         reasons.append(
             "response times are still falling across the kept window (a cold start that "
             "has not ended); run longer"
-            if falling
-            else "response times are still rising across the kept window (queues grow)"
         )
     arrived, arrived_rate, delivered_rate = rates
-    if not _rates_match(arrived, delivered_rate, arrived_rate):
+    if arrived and not _rates_match(arrived, delivered_rate, arrived_rate):
         below = delivered_rate < arrived_rate
         reasons.append(
             f"the cluster delivered {delivered_rate:.3g} workflows/s against "
