@@ -296,7 +296,7 @@ def simulate(
         return result
 
     if count is None:
-        result = simulate_auto(run_at, len(spec), arrivals, precision, max_workflows, as_json)
+        result = simulate_auto(run_at, len(spec), arrivals, precision, max_workflows)
     else:
         result = run_at(count)
     chart_title = f"{policy} on {spec.name}, {workload}, seed {seed}"

@@ -118,7 +118,6 @@ def simulate_auto(
     arrivals: str,
     precision: float,
     max_workflows: int | None,
-    as_json: bool,
 ) -> Any:
     """``--workflows auto``: ``run_at`` at doubling lengths until the run is steady and its
     mean's batch-means interval is within ``precision`` (``scalesched.runs.length``); one

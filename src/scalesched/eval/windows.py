@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from scalesched.kernel.metrics import response_figures
 from scalesched.stats import RatioCI, batch_means, paired_batch_ratio
 
 SERIES = "_series"
@@ -49,16 +50,10 @@ def _measure_from(row: dict[str, Any], cut: int) -> None:
     row[SHARED_CUT] = cut
     if not rt.size:
         return
-    mean_lb = float(lb.mean())
     bm = batch_means(rt)
     row.update(
         measured_workflows=int(rt.size),
-        avg_response_time_s=float(rt.mean()),
-        p50_response_time_s=float(np.percentile(rt, 50)),
-        p95_response_time_s=float(np.percentile(rt, 95)),
-        p99_response_time_s=float(np.percentile(rt, 99)),
-        mean_lower_bound_s=mean_lb,
-        lower_bound_ratio=float(rt.mean()) / mean_lb if mean_lb > 0 else 0.0,
+        **response_figures(rt, lb),
         avg_response_time_ci_s=bm.half_width if math.isfinite(bm.half_width) else -1.0,
         ci_method=bm.method,
     )

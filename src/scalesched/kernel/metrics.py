@@ -492,6 +492,25 @@ def verdict_keys(window: Window) -> dict[str, float | int | str]:
     }
 
 
+def response_figures(rt: np.ndarray, lb: np.ndarray) -> dict[str, float]:
+    """The response-time keys of ``simulate --json`` over finished workflows' responses
+    ``rt`` and their lower bounds ``lb`` (one place, so a study that re-measures a run over
+    another window computes them the same way: ``eval.windows``)."""
+    mean_rt = float(rt.mean()) if rt.size else 0.0
+    mean_lb = float(lb.mean()) if lb.size else 0.0
+    # Slowdown: each workflow against its own contention-free bound (the SLO's unit).
+    slowdown = rt / np.maximum(lb, 1e-9)
+    return {
+        "avg_response_time_s": mean_rt,
+        "p50_response_time_s": _pct(rt, 50),
+        "p95_response_time_s": _pct(rt, 95),
+        "p99_response_time_s": _pct(rt, 99),
+        "p99_slowdown": _pct(slowdown, 99),
+        "mean_lower_bound_s": mean_lb,
+        "lower_bound_ratio": mean_rt / mean_lb if mean_lb > 0 else 0.0,
+    }
+
+
 def run_metrics(r: RunRecord) -> dict[str, float | int | str]:
     """The JSON object of ``simulate --json`` (docs/first-run.md lists the keys)."""
     return run_metrics_and_window(r)[0]
@@ -503,12 +522,7 @@ def run_metrics_and_window(r: RunRecord) -> tuple[dict[str, float | int | str], 
     arrivals = r.arrivals if r.arrivals is not None else np.zeros(r.response_times.size)
     window = measurement_window(arrivals, r.response_times, r.warmup, r.cooldown)
     measured = window.measured if r.arrivals is not None else np.ones(done.size, dtype=bool)
-    rt = r.response_times[done & measured]
-    lb = r.lower_bounds[done & measured]
-    # Slowdown: each workflow against its own contention-free bound (the SLO's unit).
-    slowdown = rt / np.maximum(lb, 1e-9)
-    mean_rt = float(rt.mean()) if rt.size else 0.0
-    mean_lb = float(lb.mean()) if lb.size else 0.0
+    fig = response_figures(r.response_times[done & measured], r.lower_bounds[done & measured])
     gpu_u, cpu_u = r.window_utilisation or (r.gpu_utilisation, r.cpu_utilisation)
     per_server = np.where(r.has_gpu, gpu_u, cpu_u)
     qd = r.queue_delays
@@ -536,10 +550,10 @@ def run_metrics_and_window(r: RunRecord) -> tuple[dict[str, float | int | str], 
         else 0,
         "measured_workflows": int((done & measured).sum()),
         "tasks_completed": r.tasks_completed,
-        "avg_response_time_s": mean_rt,
-        "p50_response_time_s": _pct(rt, 50),
-        "p95_response_time_s": _pct(rt, 95),
-        "p99_response_time_s": _pct(rt, 99),
+        "avg_response_time_s": fig["avg_response_time_s"],
+        "p50_response_time_s": fig["p50_response_time_s"],
+        "p95_response_time_s": fig["p95_response_time_s"],
+        "p99_response_time_s": fig["p99_response_time_s"],
         "makespan_s": float(r.makespan_s),
         "throughput_wps": throughput,
         "offered_rate_wps": window.offered_rate,
@@ -547,7 +561,7 @@ def run_metrics_and_window(r: RunRecord) -> tuple[dict[str, float | int | str], 
         "mean_in_system": r.in_system_area / span
         if r.in_system_area is not None and span > 0
         else 0.0,
-        "p99_slowdown": _pct(slowdown, 99),
+        "p99_slowdown": fig["p99_slowdown"],
         "mean_utilization": float(per_server.mean()) if per_server.size else 0.0,
         "mean_gpu_utilization": float(gpu_u[r.has_gpu].mean()) if r.has_gpu.any() else 0.0,
         "mean_cpu_utilization": float(cpu_u.mean()) if cpu_u.size else 0.0,
@@ -560,8 +574,8 @@ def run_metrics_and_window(r: RunRecord) -> tuple[dict[str, float | int | str], 
         "bytes_moved": float(r.bytes_moved),
         "decisions": r.decisions,
         "events": r.events,
-        "mean_lower_bound_s": mean_lb,
-        "lower_bound_ratio": mean_rt / mean_lb if mean_lb > 0 else 0.0,
+        "mean_lower_bound_s": fig["mean_lower_bound_s"],
+        "lower_bound_ratio": fig["lower_bound_ratio"],
         "sim_wall_time_s": r.wall_s,
     }
     metrics.update(_optional_metrics(r, measured))

@@ -74,7 +74,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, ValidationError
 
@@ -82,6 +82,9 @@ from scalesched.cluster.model import ClusterSpec, ServerSpec
 from scalesched.errors import InputError
 from scalesched.plan import PLANNER_VERSION
 from scalesched.runs.windows import default_cooldown, default_warmup
+
+if TYPE_CHECKING:  # the tables load lazily: ``--help`` and cache look-ups need none
+    from scalesched.cluster.tables import ClusterTables
 
 CAPACITY_METHOD = "saturation-fixed-point-v3"
 """The full method. Changes whenever the method changes, so stale cache entries are never
@@ -266,10 +269,29 @@ def _parse_table(data: bytes) -> _Table:
     return _Table(good, damaged)
 
 
-def _user_cache_path() -> Path:
+def cache_dir() -> Path:
+    """The user's cache folder (``$SCALESCHED_CACHE_DIR`` moves it): measured capacities
+    and planned deployments (``scalesched.runs.world``)."""
     base = os.environ.get("SCALESCHED_CACHE_DIR")
-    root = Path(base) if base else Path.home() / ".cache" / "scalesched"
-    return root / "capacity.json"
+    return Path(base) if base else Path.home() / ".cache" / "scalesched"
+
+
+def _user_cache_path() -> Path:
+    return cache_dir() / "capacity.json"
+
+
+def write_json_atomically(path: Path, data: Any) -> None:
+    """Replace ``path`` with ``data`` as JSON through a temporary file and ``os.replace``,
+    so a crash never leaves half a file; raises ``OSError`` when it cannot."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}-", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            json.dump(data, out, indent=1, sort_keys=True, allow_nan=False)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def _shipped_table() -> dict[str, dict[str, Any]]:
@@ -321,15 +343,7 @@ def _write_user_table(entries: dict[str, dict[str, Any]]) -> bool:
     written is a warning and costs a re-measurement next time, never an error."""
     path = _user_cache_path()
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".capacity-", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                json.dump(entries, out, indent=1, sort_keys=True, allow_nan=False)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_json_atomically(path, entries)
     except OSError as exc:
         _warn(
             f"cannot write the capacity cache {path} ({exc.strerror or exc}); "
@@ -454,6 +468,43 @@ def _probe_line(row: dict[str, Any]) -> str:
 # ------------------------------------------------------------------------ the search
 
 
+def probe_throughput(
+    job_tables: ClusterTables,
+    run_tables: ClusterTables,
+    workload: str,
+    policy: str,
+    rate: float,
+    workflows: int,
+    seeds: tuple[int, ...] = CAPACITY_SEEDS,
+) -> tuple[float, bool]:
+    """The window throughput of ``policy`` offered ``rate`` (averaged over ``seeds``) and
+    whether every run was steady: one capacity probe. Jobs are built on ``job_tables`` (the
+    plain cluster) and run on ``run_tables`` (the same, or under a planned deployment), with
+    the fixed 20% warm-up and 10% run-out: a probe is overloaded on purpose, which MSER is
+    not for."""
+    from scalesched.policies import get_policy
+    from scalesched.sim.run import simulate
+    from scalesched.sim.scenario import Scenario, build_jobs, stream_jobs, streams_by_default
+
+    warmup, cooldown = default_warmup(workflows), default_cooldown(workflows)
+    steady, delivered = True, 0.0
+    for seed in seeds:
+        scenario = Scenario(workload=workload, workflows=workflows, rate=rate, seed=seed)
+        realise = stream_jobs if streams_by_default(scenario) else build_jobs
+        m = simulate(
+            run_tables.spec,
+            realise(job_tables, scenario),
+            get_policy(policy),
+            seed=seed,
+            tables=run_tables,
+            warmup=warmup,
+            cooldown=cooldown,
+        ).metrics
+        steady = steady and bool(m["steady_state"])
+        delivered += float(m["throughput_wps"]) / len(seeds)
+    return delivered, steady
+
+
 class _Prober:
     """Runs probes of one (cluster, workload) and records them."""
 
@@ -482,27 +533,9 @@ class _Prober:
 
     def __call__(self, policy: str, rate: float, seeds: tuple[int, ...] = CAPACITY_SEEDS) -> float:
         """The window throughput of ``policy`` offered ``rate``, averaged over ``seeds``."""
-        from scalesched.policies import get_policy
-        from scalesched.sim.run import simulate
-        from scalesched.sim.scenario import Scenario, build_jobs, stream_jobs, streams_by_default
-
-        warmup, cooldown = default_warmup(self.n_wf), default_cooldown(self.n_wf)
-        steady, delivered = True, 0.0
-        for seed in seeds:
-            scenario = Scenario(workload=self.workload, workflows=self.n_wf, rate=rate, seed=seed)
-            realise = stream_jobs if streams_by_default(scenario) else build_jobs
-            jobs = realise(self.tables, scenario)
-            m = simulate(
-                self.tables.spec,
-                jobs,
-                get_policy(policy),
-                seed=seed,
-                tables=self.tables,
-                warmup=warmup,
-                cooldown=cooldown,
-            )
-            steady = steady and bool(m.metrics["steady_state"])
-            delivered += float(m.metrics["throughput_wps"]) / len(seeds)
+        delivered, steady = probe_throughput(
+            self.tables, self.tables, self.workload, policy, rate, self.n_wf, seeds
+        )
         self.runs += len(seeds)
         row = {
             "policy": policy,

@@ -24,11 +24,13 @@ deployment file gets one planned for its offered rate by the Scepsy planner
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from scalesched.cluster.deployment import (
@@ -174,19 +176,16 @@ def predicted_ceiling(spec: ClusterSpec, workload: str) -> float:
 # ------------------------------------------------------------------------- the plan cache
 
 
-def _plan_cache_path() -> Any:
-    """Beside the capacity cache (``$SCALESCHED_CACHE_DIR`` moves both)."""
-    import os
-    from pathlib import Path
+def _plan_cache_path() -> Path:
+    """Beside the capacity cache (``runs.capacity.cache_dir``)."""
+    from scalesched.runs.capacity import cache_dir
 
-    base = os.environ.get("SCALESCHED_CACHE_DIR")
-    return (Path(base) if base else Path.home() / ".cache" / "scalesched") / "plans.json"
+    return cache_dir() / "plans.json"
 
 
 def _read_plan_cache() -> dict[str, Any]:
-    path = _plan_cache_path()
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(_plan_cache_path().read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError):
         return {}
     return data if isinstance(data, dict) else {}
@@ -194,20 +193,12 @@ def _read_plan_cache() -> dict[str, Any]:
 
 def _write_plan_cache(key: str, data: dict[str, Any]) -> None:
     """Add a plan; a cache that cannot be written costs a re-plan next time, nothing else."""
-    import os
-    import tempfile
+    from scalesched.runs.capacity import write_json_atomically
 
-    path = _plan_cache_path()
     table = _read_plan_cache()
     table[key] = data
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".plans-")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(table, fh)
-        os.replace(tmp, path)
-    except OSError:
-        pass
+    with contextlib.suppress(OSError):
+        write_json_atomically(_plan_cache_path(), table)
 
 
 # --------------------------------------------------------------------- planned capacity
@@ -216,33 +207,15 @@ def _write_plan_cache(key: str, data: dict[str, Any]) -> None:
 def _probe(
     spec: ClusterSpec, workload: str, deployment: Deployment, policy: str, rate: float
 ) -> tuple[float, bool]:
-    """Window throughput of ``policy`` on ``deployment`` offered ``rate``, averaged over the
-    capacity seeds (the same runs as the dynamic world's probes, on the planned tables)."""
+    """Window throughput of ``policy`` on ``deployment`` offered ``rate``, and whether it
+    was steady: the dynamic world's probe (``runs.capacity.probe_throughput``) on the
+    planned tables."""
     from scalesched.cluster.tables import ClusterTables
-    from scalesched.policies import get_policy
-    from scalesched.runs.capacity import CAPACITY_SEEDS, workflows_for
-    from scalesched.runs.windows import default_cooldown, default_warmup
-    from scalesched.sim.run import simulate
-    from scalesched.sim.scenario import Scenario, build_jobs, stream_jobs, streams_by_default
+    from scalesched.runs.capacity import probe_throughput, workflows_for
 
-    plain, planned = ClusterTables(spec), ClusterTables(spec, deployment)
-    n = workflows_for(plain.n)
-    delivered, steady = 0.0, True
-    for seed in CAPACITY_SEEDS:
-        scenario = Scenario(workload=workload, workflows=n, rate=rate, seed=seed)
-        jobs = (stream_jobs if streams_by_default(scenario) else build_jobs)(plain, scenario)
-        m = simulate(
-            spec,
-            jobs,
-            get_policy(policy),
-            seed=seed,
-            tables=planned,
-            warmup=default_warmup(n),
-            cooldown=default_cooldown(n),
-        ).metrics
-        delivered += float(m["throughput_wps"]) / len(CAPACITY_SEEDS)
-        steady = steady and bool(m["steady_state"])
-    return delivered, steady
+    plain = ClusterTables(spec)
+    planned = ClusterTables(spec, deployment)
+    return probe_throughput(plain, planned, workload, policy, rate, workflows_for(plain.n))
 
 
 def measure_planned_capacity(
