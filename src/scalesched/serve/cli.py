@@ -83,27 +83,54 @@ def engine(
     run_engines([server], host, port, lambda urls: typer.echo(f"serving {urls[0]}", err=True))
 
 
+FleetWorkloadOpt = Annotated[
+    str, typer.Option(help="Workload the deployment is planned for (preset or file).")
+]
+FleetResidencyOpt = Annotated[
+    str,
+    typer.Option(
+        help="planned: run the deployment the planner makes for --rate (or --load of the "
+        "planned world's capacity), as `simulate` does; dynamic: every catalog model "
+        "resident on every GPU server it fits (as --models does). Ignored with --deployment."
+    ),
+]
+FleetRateOpt = Annotated[
+    float | None,
+    typer.Option(help="Workflows/s the deployment is planned for (overrides --load)."),
+]
+FleetLoadOpt = Annotated[
+    float,
+    typer.Option(help="Plan for this fraction of the planned world's capacity (as simulate)."),
+]
+FleetModelsOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="Comma-separated catalog models, each on every server it fits (no plan: "
+        "the dynamic world's fleet) [default: planned]."
+    ),
+]
+FleetDeploymentOpt = Annotated[
+    Path | None,
+    typer.Option(
+        help="Deployment YAML: run exactly its replicas (as `simulate --deployment` "
+        "does) instead of a planned one."
+    ),
+]
+DeploymentOutOpt = Annotated[
+    Path | None,
+    typer.Option(
+        help="Write the deployment the fleet runs here, for `serve --deployment` "
+        "(a planned or a given one)."
+    ),
+]
+
+
 def fleet(
     cluster: Annotated[str, typer.Option(help="Cluster preset or YAML file.")] = "hetero-16",
-    workload: Annotated[
-        str, typer.Option(help="Workload the deployment is planned for (preset or file).")
-    ] = "agentic-mix",
-    residency: Annotated[
-        str,
-        typer.Option(
-            help="planned: run the deployment the planner makes for --rate (or --load of the "
-            "planned world's capacity), as `simulate` does; dynamic: every catalog model "
-            "resident on every GPU server it fits (as --models does). Ignored with --deployment."
-        ),
-    ] = "planned",
-    rate: Annotated[
-        float | None,
-        typer.Option(help="Workflows/s the deployment is planned for (overrides --load)."),
-    ] = None,
-    load: Annotated[
-        float,
-        typer.Option(help="Plan for this fraction of the planned world's capacity (as simulate)."),
-    ] = 0.7,
+    workload: FleetWorkloadOpt = "agentic-mix",
+    residency: FleetResidencyOpt = "planned",
+    rate: FleetRateOpt = None,
+    load: FleetLoadOpt = 0.7,
     host: Annotated[str, typer.Option(help="Address to listen on.")] = FLEET_HOST,
     port: Annotated[
         int, typer.Option(help="First port; one port per GPU server that serves a model.")
@@ -112,30 +139,12 @@ def fleet(
     instant: Annotated[
         bool, typer.Option(help="Answer at once (what a gateway's overhead is measured on).")
     ] = False,
-    models: Annotated[
-        str | None,
-        typer.Option(
-            help="Comma-separated catalog models, each on every server it fits (no plan: "
-            "the dynamic world's fleet) [default: planned]."
-        ),
-    ] = None,
+    models: FleetModelsOpt = None,
     backends_out: Annotated[
         Path | None, typer.Option(help="Write the backends file for `serve` here.")
     ] = None,
-    deployment: Annotated[
-        Path | None,
-        typer.Option(
-            help="Deployment YAML: run exactly its replicas (as `simulate --deployment` "
-            "does) instead of a planned one."
-        ),
-    ] = None,
-    deployment_out: Annotated[
-        Path | None,
-        typer.Option(
-            help="Write the deployment the fleet runs here, for `serve --deployment` "
-            "(a planned or a given one)."
-        ),
-    ] = None,
+    deployment: FleetDeploymentOpt = None,
+    deployment_out: DeploymentOutOpt = None,
 ) -> None:
     """Run one emulated engine per GPU server of a deployment, in one process: by default
     one planned for the offered rate (docs/worlds.md)."""
@@ -162,9 +171,9 @@ def fleet(
         _write_deployment(pinned, spec, deployment_out)
     scale = 0.0 if instant else time_scale
     engines = [EngineServer(server, served, scale, tables) for server, served in plan]
-    typer.echo(world, err=True)
 
-    def ready(urls: list[str]) -> None:
+    def ready(urls: list[str]) -> None:  # once every engine listens: no line before an error
+        typer.echo(world, err=True)
         if backends_out is not None:  # what plan --backends-out writes for this fleet
             backends_out.write_text(fleet_backends_yaml(plan, host, port), encoding="utf-8")
         typer.echo(f"{len(urls)} engines on {urls[0]} .. {urls[-1]}", err=True)
