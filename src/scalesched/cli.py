@@ -494,7 +494,7 @@ def train(
 ) -> None:
     """Train a placement policy with PPO, or by expert iteration when the config says
     `algorithm: dagger`; best.pt is kept by validation at the training size."""
-    from scalesched.train.config_file import algorithm_of
+    from scalesched.train.config_file import algorithm_of, world_line
     from scalesched.train.ppo import Trainer, load_config, parse_overrides
 
     config = _training_config(config, preset, out)
@@ -506,6 +506,7 @@ def train(
     cfg = load_config(config, set_fields=parse_overrides(set_ or []), total_steps=steps, seed=seed)
     if out.exists() and (out / "last.pt").exists() and not resume:
         raise InputError(str(out), "--out", "holds a run already; pass --resume or a new folder")
+    err_console.print(f"world: {world_line(cfg.residency)}", markup=False, highlight=False)
     with progress_bar(progress, cfg.num_updates, f"training {cfg.name}", unit="updates") as tick:
 
         def on_update(update: int, total: int, row: dict[str, float]) -> None:
