@@ -109,3 +109,10 @@ def test_plan_writes_the_backends_file_of_the_fleet_that_serves_it(tmp_path: Pat
     finally:
         proc.kill()
         proc.wait(timeout=10)
+
+
+def test_plan_refuses_a_fleet_that_would_run_out_of_ports(tmp_path: Path):
+    args = ["plan", "--cluster", "hetero-8", "--rate", "3", "--fleet-port", "65535"]
+    out = runner.invoke(app, [*args, "--backends-out", str(tmp_path / "b.yaml")])
+    assert out.exit_code == 2 and "--fleet-port" in out.output and "65535" in out.output
+    assert not (tmp_path / "b.yaml").exists()
