@@ -494,7 +494,7 @@ def train(
 ) -> None:
     """Train a placement policy with PPO, or by expert iteration when the config says
     `algorithm: dagger`; best.pt is kept by validation at the training size."""
-    from scalesched.train.config_file import algorithm_of
+    from scalesched.train.config_file import algorithm_of, world_line
     from scalesched.train.ppo import Trainer, load_config, parse_overrides
 
     config = _training_config(config, preset, out)
@@ -506,6 +506,7 @@ def train(
     cfg = load_config(config, set_fields=parse_overrides(set_ or []), total_steps=steps, seed=seed)
     if out.exists() and (out / "last.pt").exists() and not resume:
         raise InputError(str(out), "--out", "holds a run already; pass --resume or a new folder")
+    err_console.print(f"world: {world_line(cfg.residency)}", markup=False, highlight=False)
     with progress_bar(progress, cfg.num_updates, f"training {cfg.name}", unit="updates") as tick:
 
         def on_update(update: int, total: int, row: dict[str, float]) -> None:
@@ -883,6 +884,7 @@ def run(
     cluster: ClusterOpt = "hetero-8",
     workload: WorkloadOpt = "agentic-mix",
     policy: PolicyOpt = "eft",
+    residency: ResidencyOpt = "planned",
     workflows: WorkflowsOpt = 50,
     load: LoadOpt = 0.7,
     rate: RateOpt = None,
@@ -905,8 +907,10 @@ def run(
     gantt: GanttOpt = None,
     deployment: DeploymentOpt = None,
 ) -> None:
-    """Run a workload on a Ray cluster, every task placed by the policy (docs/runtime.md)."""
+    """Run a workload on a Ray cluster, every task placed by the policy (docs/runtime.md),
+    on a deployment planned for the offered rate unless --residency dynamic or --deployment."""
     from scalesched.runs.setup import Scenario, prepare
+    from scalesched.runs.world import check_residency
 
     options = ray_run.RayOptions(
         local=local,
@@ -924,12 +928,19 @@ def run(
     served = ray_run.served_endpoints(options)
     spec, scheduler = cluster_and_policy(cluster, policy)
     scenario = Scenario(
-        workload=workload, workflows=workflows, load=load, rate=rate, arrivals=arrivals, seed=seed
+        workload=workload,
+        workflows=workflows,
+        load=load,
+        rate=rate,
+        arrivals=arrivals,
+        seed=seed,
+        residency=check_residency(residency),
     )
     setup = prepare(spec, scenario, deployment=deployment)
     config = ray_run.runtime_config(options, setup, served, seed)
     result = ray_run.run_on_ray(options, setup, scheduler, config, seed, quiet=as_json)
     metrics = ray_run.ray_run_metrics(result, setup, policy, seed, compare)
+    metrics.update(setup.world.metrics())
     chart_title = f"{policy} on {spec.name} (Ray), {workload}, seed {seed}"
     write_run_outputs(result, trace, gantt, chart_title, trace_written=False)
     title = f"{policy} on {spec.name} via Ray ({len(spec)} nodes), seed {seed}"
@@ -968,7 +979,23 @@ def _serve_jobs(tables: Any, scenario: Any) -> list[Any]:
     return build_jobs(tables, scenario)
 
 
-_register_serve(app, get_policy=_serve_policy, build_jobs=_serve_jobs, progress=progress_bar)
+def _fleet_world(
+    spec: Any, workload: str, rate: float | None, load: float
+) -> tuple[float | None, Any, dict[str, str]]:
+    """The planned world of a fleet: as ``simulate``'s (``runs.world.resolve_world``)."""
+    from scalesched.runs.world import resolve_world
+
+    offered, deployment, world = resolve_world(spec, workload, "planned", rate=rate, load=load)
+    return offered, deployment, world.metrics()
+
+
+_register_serve(
+    app,
+    get_policy=_serve_policy,
+    build_jobs=_serve_jobs,
+    progress=progress_bar,
+    plan_world=_fleet_world,
+)
 
 
 def main() -> None:  # pragma: no cover

@@ -103,6 +103,7 @@ RANGES: dict[str, Range] = {
     "--max-retries": _count(0, 100),
     # serving: the gateway, emulated engines and the load generator
     "--port": _count(0, 65535),
+    "--fleet-port": _count(1, 65535),
     "--max-pending": _count(1, 1_000_000),
     "--scrape-s": _positive(3600.0),
     "--timeout-s": _positive(MAX_SECONDS),

@@ -31,6 +31,7 @@ from scalesched.decision.scheduler import BaseScheduler  # noqa: E402
 from scalesched.kernel.metrics import RunRecord, run_metrics  # noqa: E402
 from scalesched.policies import get_policy  # noqa: E402
 from scalesched.runs.setup import Scenario, build_jobs  # noqa: E402
+from scalesched.runs.world import plan_deployment  # noqa: E402
 from scalesched.runtime import FaultConfig, RuntimeConfig, run_jobs  # noqa: E402
 from scalesched.runtime.api import Workflow, llm, run_workflows, tool  # noqa: E402
 from scalesched.runtime.backends import EndpointConfig  # noqa: E402
@@ -137,16 +138,21 @@ def test_cli_run_with_a_checkpoint_prints_the_simulate_json(
     trace = tmp_path / "trace.jsonl"
     args = ["run", "--cluster", str(cluster_file), "--address", ray_cluster.address]
     args += ["--policy", str(ckpt), "--workflows", "4", "--time-scale", "0.01", "--json"]
-    args += ["--trace", str(trace)]
+    args += ["--trace", str(trace), "--rate", "0.5"]  # planned for directly: no capacity search
     out = CliRunner().invoke(app, args)
     assert out.exit_code == 0, out.output
     metrics = json.loads(out.stdout)
-    assert set(metrics) == sim_keys() | {"workflows_failed"}
+    assert set(metrics) == sim_keys() | {"workflows_failed", "world", "deployment", "world_note"}
     assert metrics["policy"] == str(ckpt)  # a local checkpoint is named by its path
     assert metrics["workflows_completed"] == 4 and metrics["workflows_failed"] == 0
+    plan = plan_deployment(SPEC, "agentic-mix", 0.5)  # the run's plan, from the cache
+    assert (metrics["world"], metrics["deployment"]) == ("planned", plan.name)
     rows = [json.loads(line) for line in trace.read_text().splitlines()]
     assert len(rows) == metrics["tasks_completed"]
     assert {r["server"] for r in rows} <= set(TABLES.names)
+    placed = {(r.server, r.model) for r in plan.replicas}
+    llm = [r for r in rows if r.get("model")]
+    assert llm and all((r["server"], r["model"]) in placed for r in llm)  # only on its replicas
 
 
 def test_failing_tasks_are_retried_then_fail_their_workflow(ray_cluster: LocalCluster) -> None:

@@ -42,7 +42,8 @@ def training_facts(checkpoint: Mapping[str, Any]) -> dict[str, Any]:
     records about its training, as plain data: the algorithm, for expert iteration the
     expert and the starting policy, the network, SRR, the output lengths it was shown, and
     each training setting as ``[cluster, workload, load]`` (a PPO run's loads as the range
-    its episodes draw from)."""
+    its episodes draw from), and the world it was trained in (``residency``; a checkpoint
+    from before the field was trained with dynamic residency)."""
     config = checkpoint.get("config") or {}
     network = checkpoint.get("network_config") or {}
     dagger = (checkpoint.get("metadata") or {}).get("algorithm") == "dagger"
@@ -62,6 +63,7 @@ def training_facts(checkpoint: Mapping[str, Any]) -> dict[str, Any]:
             [Path(str(s["cluster"])).stem, s["workload"], str(s["load"]) if dagger else ppo_loads]
             for s in settings
         ],
+        "residency": str(config.get("residency") or "dynamic"),
     }
 
 
@@ -101,6 +103,8 @@ def describe(name: str) -> str:
         )
         for cluster, workloads in loads.items()
     )
+    world = {"dynamic": "dynamic residency", "planned": "planned deployments"}
+    where += f" ({world.get(t.get('residency', 'dynamic'), t.get('residency'))})"
     return f"{how}, on {where}. Measured: {card['measured']}"
 
 
