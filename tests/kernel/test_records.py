@@ -157,3 +157,17 @@ def test_a_model_no_server_holds_has_an_infinite_bound() -> None:
     call = TaskInstance("c", "llm", model="llama-2-70b", prompt_tokens=10, output_tokens=10)
     job = Job(0, 0.0, WorkflowInstance("one", "test", (call,), ((),), ((),), {}))
     assert any_deployment_lower_bound(anywhere, job) == float("inf")
+
+
+@pytest.mark.parametrize("residency", ["dynamic", "planned"])
+def test_run_metrics_carry_both_bounds(residency: str) -> None:
+    """``simulate --json``: the run's own bound and the world-independent one, over the
+    same measured workflows."""
+    from scalesched.runs.setup import Scenario, prepare, run
+
+    scenario = Scenario(workflows=40, load=0.5, seed=0, residency=residency)
+    result = run(prepare("hetero-16", scenario, stream=False), "tail")
+    m = result.metrics
+    assert 0 < float(m["mean_any_deployment_bound_s"]) <= float(m["mean_lower_bound_s"])
+    ratio = float(m["avg_response_time_s"]) / float(m["mean_any_deployment_bound_s"])
+    assert float(m["any_deployment_bound_ratio"]) == pytest.approx(ratio)
