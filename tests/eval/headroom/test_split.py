@@ -111,3 +111,16 @@ def test_bad_input_is_one_line(args: list[str], named: str) -> None:
     assert result.exit_code == 2
     assert named in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_on_dynamic_residency_the_rows_are_the_dynamic_runs() -> None:
+    """A study already on dynamic residency runs nothing more there: its rows are the
+    dynamic runs, and its planning gain is 0 (the best heuristic against itself)."""
+    setup = prepare("hetero-16", Scenario(workflows=60, rate=2.0, seed=4), stream=False)
+    assert setup.deployment is None
+    study = measure_headroom(setup, ["tail", "eft"], [], split=True)
+    split = study.split
+    assert split is not None and split.planning_gain is not None
+    assert split.dynamic == split.means
+    assert split.planning_gain.diff_s == 0.0
+    assert split.bounds.any_deployment_s <= split.bounds.deployment_contention_free_s
