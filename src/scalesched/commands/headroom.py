@@ -248,8 +248,9 @@ BoundSampleOpt = Annotated[
     int,
     typer.Option(
         help="Workflows the capacity-aware bound is priced on when the window holds more "
-        "(its Lagrangian form: seconds instead of minutes, within 0.01% where measured; "
-        "docs/headroom.md); 0: solve the whole program."
+        "(its Lagrangian form, a bound on the program's value: seconds instead of "
+        "minutes, at most 0.2% below it where measured; docs/headroom-split.md); 0: solve "
+        "the whole program."
     ),
 ]
 SplitOpt = Annotated[
