@@ -149,7 +149,7 @@ def _split_table(study: Any) -> Table:
         g = sp.planning_gain
         steady = "" if sp.dynamic_steady.get(sp.dynamic_best, True) else " (NOT steady)"
         table.add_row(
-            "deployment",
+            "planning",
             f"{sp.dynamic_best} on dynamic residency{steady} - {sp.best} here",
             f"{ladder['planning_gain_s']:.2f}",
             f"±{g.ci_s:.2f}",
