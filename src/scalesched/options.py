@@ -98,6 +98,7 @@ RANGES: dict[str, Range] = {
     # time limits and the runtime
     "--time-limit": _positive(MAX_SECONDS),
     "--bound-time-limit": _positive(MAX_SECONDS),
+    "--bound-sample": _count(0, MAX_WORKFLOWS),
     "--connect-timeout": _positive(MAX_SECONDS),
     "--time-scale": _positive(100.0),
     "--max-retries": _count(0, 100),
