@@ -40,7 +40,8 @@ def suite_markdown(summary: dict[str, Any]) -> str:
         "|" + "---|" * len(head),
     ]
     for r in summary["settings"]:
-        row = [r["name"], "/".join(r["world_used"]), str(r["best_heuristic"]), str(r["workflows"])]
+        best = str(r["best_heuristic"]) + ("" if r["best_heuristic_steady"] else " (not steady)")
+        row = [r["name"], "/".join(r["world_used"]), best, str(r["workflows"])]
         for p in policies:
             row += list(_cell(r["policies"][p]))
         lines.append("| " + " | ".join(row) + " |")
