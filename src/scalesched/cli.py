@@ -661,8 +661,7 @@ def evaluate(
     from scalesched.workload.repeats import check_repeat_probability
 
     if suite is not None:
-        if clusters is not None or deployment is not None:
-            raise InputError("--suite", "suite", "its settings name their clusters and worlds")
+        _suite_refuses(clusters=clusters, deployment=deployment)
         _suite(suite, settings, policies, seeds, out, jobs, as_json, force, precision,
                max_workflows)  # fmt: skip
         return
@@ -691,6 +690,14 @@ def evaluate(
     title = "scalesched evaluation"
     _study(cfg, out, jobs, as_json, progress, title, executor, ray_address, slo, force,
            precision=precision, max_workflows=max_workflows)  # fmt: skip
+
+
+def _suite_refuses(**given: object) -> None:
+    """The options a suite's settings replace, refused when given (by their flags)."""
+    for key, value in given.items():
+        if value is not None:
+            flag = "--" + key.replace("_", "-")
+            raise InputError(flag, key, "not with --suite: its settings name their clusters")
 
 
 def _suite(

@@ -126,3 +126,21 @@ def test_settings_are_picked_by_name_and_training_ones_refused() -> None:
         suite.pick(suite.training[0].name)
     with pytest.raises(InputError, match="--settings"):
         suite.pick("no-such-setting")
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--settings", "hetero16-mix-p07-planned"], "--settings: names settings of a suite"),
+        (["--suite", "robustness", "--seeds", "5"], "--seeds: with --suite, a count from 1 to 3"),
+        (["--suite", "robustness", "--clusters", "hetero-16"], "--clusters: not with --suite"),
+        (["--suite", "nosuch"], "--suite: 'nosuch': no such suite"),
+    ],
+)
+def test_suite_options_are_refused_in_one_line(
+    tmp_path: Path, args: list[str], needle: str
+) -> None:
+    result = CliRunner().invoke(app, ["eval", *args, "--out", str(tmp_path)])
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], result.stderr
