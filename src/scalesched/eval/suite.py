@@ -105,7 +105,9 @@ class Suite:
     selection: tuple[SuiteSetting, ...]
 
     def settings(self, which: str = "evaluation") -> tuple[SuiteSetting, ...]:
-        return {"evaluation": self.evaluation, "training": self.training}.get(which, self.selection)
+        """The settings of one set: ``evaluation``, ``training`` or ``selection``."""
+        sets = {"evaluation": self.evaluation, "training": self.training}
+        return sets[which] if which in sets else {"selection": self.selection}[which]
 
     def pick(self, names: str | None) -> tuple[SuiteSetting, ...]:
         """The evaluation settings named in ``names`` (comma-separated; None: all), in the
