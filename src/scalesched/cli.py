@@ -572,11 +572,33 @@ every policy), so the default study's "best heuristic" is the full definition's.
 
 
 EvalPoliciesOpt = Annotated[
-    str,
+    str | None,
     typer.Option(
         help="Comma-separated scheduler names (with options as NAME:KEY=VALUE,..., e.g. "
-        "rollout:horizon_s=10) or checkpoint paths."
+        "rollout:horizon_s=10) or checkpoint paths [default: the learned policies and "
+        "every best-heuristic candidate; with --suite, the suite's learned policies, the "
+        "candidates always added]."
     ),
+]
+EvalSeedsOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="Number of seeds (0..K-1) or a comma list [default: 5]; with --suite, how "
+        "many of the suite's evaluation seeds (the first K) [default: all]."
+    ),
+]
+SuiteOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="Run a committed suite of settings instead (robustness, or a suite YAML "
+        "file): each setting fixes its cluster, workload, arrivals, load and world, so "
+        "--nodes, --clusters, --workload, --load, --arrivals and --residency do not "
+        "apply (docs/robustness.md)."
+    ),
+]
+SuiteSettingsOpt = Annotated[
+    str | None,
+    typer.Option(help="With --suite: comma-separated setting names to run [default: all]."),
 ]
 NodesOpt = Annotated[str, typer.Option(help="Comma-separated cluster sizes N (hetero-N).")]
 ClustersOpt = Annotated[
@@ -591,10 +613,12 @@ ClustersOpt = Annotated[
 @app.command("eval")
 @clean_errors
 def evaluate(
-    policies: EvalPoliciesOpt = DEFAULT_EVAL_POLICIES,
+    policies: EvalPoliciesOpt = None,
     nodes: NodesOpt = "16,32,48,64,96,128",
     clusters: ClustersOpt = None,
-    seeds: Annotated[str, typer.Option(help="Number of seeds (0..K-1) or a comma list.")] = "5",
+    seeds: EvalSeedsOpt = None,
+    suite: SuiteOpt = None,
+    settings: SuiteSettingsOpt = None,
     workload: WorkloadOpt = "agentic-mix",
     load: Annotated[float, typer.Option(help="Arrival rate as a fraction of capacity.")] = 0.7,
     workflows: AutoWorkflowsOpt = "auto",
@@ -629,19 +653,27 @@ def evaluate(
     tool_cache: ToolCacheOpt = "off",
     logits_cache: LogitsCacheOpt = "off",
 ) -> None:
-    """Compare policies across cluster sizes and seeds on identical workloads."""
+    """Compare policies across cluster sizes and seeds on identical workloads, or on the
+    settings of a suite (--suite)."""
     from scalesched.eval.study import StudyConfig, seeds_from
     from scalesched.policies.options import split_policy_list
     from scalesched.runs.length import parse_workflows
     from scalesched.runs.world import check_residency
     from scalesched.workload.repeats import check_repeat_probability
 
+    if suite is not None:
+        _suite_refuses(clusters=clusters, deployment=deployment)
+        _suite(suite, settings, policies, seeds, out, jobs, as_json, force, precision,
+               max_workflows)  # fmt: skip
+        return
+    if settings is not None:
+        raise InputError("--settings", "settings", "names settings of a suite: give --suite")
     sizes, names = _study_clusters(nodes, clusters, deployment)
     cfg = StudyConfig(
-        policies=split_policy_list(policies),
+        policies=split_policy_list(policies or DEFAULT_EVAL_POLICIES),
         nodes=sizes,
         clusters=names,
-        seeds=seeds_from(seeds),
+        seeds=seeds_from(seeds or "5"),
         workload=workload,
         load=load,
         workflows=parse_workflows(workflows),
@@ -659,6 +691,66 @@ def evaluate(
     title = "scalesched evaluation"
     _study(cfg, out, jobs, as_json, progress, title, executor, ray_address, slo, force,
            precision=precision, max_workflows=max_workflows)  # fmt: skip
+
+
+def _suite_refuses(**given: object) -> None:
+    """The options a suite's settings replace, refused when given (by their flags)."""
+    for key, value in given.items():
+        if value is not None:
+            flag = "--" + key.replace("_", "-")
+            raise InputError(flag, key, "not with --suite: its settings name their clusters")
+
+
+def _suite(
+    name: str,
+    settings: str | None,
+    policies: str | None,
+    seeds: str | None,
+    out: Path,
+    jobs: int | None,
+    as_json: bool,
+    force: bool,
+    precision: float,
+    max_workflows: int | None,
+) -> None:
+    """``eval --suite``: each chosen setting of the suite in turn (``eval.robustness``)."""
+    from scalesched.eval.robustness import run_suite
+    from scalesched.eval.study import check_policies
+    from scalesched.eval.suite import load_suite
+    from scalesched.policies.options import split_policy_list
+    from scalesched.runs.length import check_precision
+    from scalesched.sim.scenario import MAX_WORKFLOWS
+
+    loaded = load_suite(name)
+    chosen = loaded.pick(settings)
+    asked = split_policy_list(policies) if policies else loaded.policies
+    check_policies(asked)
+    check_precision(precision)
+    if max_workflows is not None and not 1 <= max_workflows <= MAX_WORKFLOWS:
+        raise InputError(
+            "--max-workflows",
+            "max_workflows",
+            f"must be in [1, {MAX_WORKFLOWS}], got {max_workflows}",
+        )
+    if jobs is not None and not 1 <= jobs <= 1024:
+        raise InputError("--jobs", "jobs", f"must be in [1, 1024], got {jobs}")
+    all_seeds = loaded.evaluation_seeds
+    if seeds is not None and not (seeds.isdigit() and 1 <= int(seeds) <= len(all_seeds)):
+        raise InputError(
+            "--seeds", "seeds", f"with --suite, a count from 1 to {len(all_seeds)} (the first K "
+            f"of the suite's evaluation seeds {', '.join(map(str, all_seeds))}), got {seeds!r}"
+        )  # fmt: skip
+    used = all_seeds[: int(seeds)] if seeds is not None else all_seeds
+    summary = run_suite(
+        loaded, chosen, asked, used, out, jobs=jobs, precision=precision,
+        max_workflows=max_workflows, force=force,
+        say=lambda line: err_console.print(line, markup=False, highlight=False),
+    )  # fmt: skip
+    if as_json:
+        print_json({k: v for k, v in summary.items() if k != "markdown"})
+        return
+    print_markdown(summary["markdown"])
+    console.print(f"results: {out}/robustness.md, {out}/robustness.json, {out}/<setting>/")
 
 
 def _study_clusters(
