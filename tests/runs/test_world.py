@@ -84,3 +84,13 @@ def test_the_search_finds_the_rate_whose_plan_delivers_most(monkeypatch) -> None
 def test_residency_is_checked() -> None:
     with pytest.raises(InputError, match="planned or dynamic"):
         world.check_residency("static")
+
+
+def test_a_plan_sized_to_a_mean_target_is_its_own_cached_plan():
+    spec = get_cluster("hetero-8")
+    fastest = world.plan_deployment(spec, "agentic-mix", 2.0)
+    sized = world.plan_deployment(spec, "agentic-mix", 2.0, slo_mean_s=40.0)
+    assert sized.name != fastest.name and "-slo40s-" in sized.name
+    assert sized.gpus_used < fastest.gpus_used
+    assert world.plan_deployment(spec, "agentic-mix", 2.0, slo_mean_s=40.0) is sized
+    assert world.plan_deployment(spec, "agentic-mix", 2.0) is fastest
