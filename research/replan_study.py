@@ -55,7 +55,7 @@ from scalesched.runs.world import (
 from scalesched.sim.engine import Simulation
 from scalesched.sim.run import drive_simulation
 from scalesched.stats import mean_ci, paired_ratio_ci
-from scalesched.workload.arrivals import bursty_arrivals, shaped_arrivals
+from scalesched.workload.arrivals import arrival_shapes, bursty_arrivals, shaped_arrivals
 
 WORKLOAD = "agentic-mix"
 POLICY = "tail"
@@ -70,10 +70,8 @@ def draw_arrivals(shape: str, rate: float, args: argparse.Namespace, seed: int) 
     per_period = max(1, round(rate * args.period))
     if shape == "bursty":
         return bursty_arrivals(rate, per_period * args.periods, rng)
-    parts = [
-        k * args.period + shaped_arrivals(rate, per_period, rng, shape) for k in range(args.periods)
-    ]
-    return np.concatenate(parts)
+    level = np.tile(arrival_shapes()[shape], args.periods)  # the shape, once a period
+    return shaped_arrivals(rate, per_period * args.periods, rng, level)
 
 
 def peak_rate(times: np.ndarray, window_s: float) -> float:
