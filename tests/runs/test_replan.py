@@ -128,3 +128,19 @@ def test_a_replanner_whose_plan_never_changes_leaves_the_run_as_it_was():
     res = simulate(SPEC, jobs, wrapped, seed=9, tables=ClusterTables(SPEC, SMALL))
     assert "redeploys" not in res.metrics
     assert res.response_times.tolist() == plain.response_times.tolist()
+
+
+@pytest.mark.parametrize(("hold_s", "moves_in_lull"), [(0.0, 1), (30.0, 0)])
+def test_the_scale_down_hold_keeps_the_plan_through_a_short_lull(hold_s, moves_in_lull):
+    """4/s for 20 s, nothing for 15 s, 4/s again: without a hold the lull shrinks the plan
+    (and the burst after it grows it back); with a 30-s hold nothing moves in the lull."""
+    times = [0.25 * i for i in range(80)] + [35 + 0.25 * i for i in range(80)]
+    from scalesched.runs.setup import Scenario, build_jobs
+
+    base = build_jobs(ClusterTables(SPEC), Scenario(workflows=len(times), rate=1.0, seed=6))
+    jobs = [Job(j.workflow_id, t, j.workflow) for j, t in zip(base, times, strict=True)]
+    options = ReplanOptions(period_s=5.0, window_s=5.0, min_rate=1.0, rate_step=2.0, hold_s=hold_s)
+    policy = Replanner(EftScheduler(), lambda r: LARGE if r > 2 else SMALL, LARGE, 4.0, options)
+    simulate(SPEC, jobs, policy, seed=6, tables=ClusterTables(SPEC, LARGE))
+    in_lull = [h for h in policy.history if 20 < h[0] <= 35]
+    assert len(in_lull) == moves_in_lull
