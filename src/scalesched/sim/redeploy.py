@@ -153,14 +153,15 @@ class Redeployments:
         self.schedule_drain(eng)
 
     def _resize(self, eng: _Engine, new: ClusterTables) -> None:
-        """A group that changes: a smaller one (or one not loaded yet) at once; a larger or
-        re-laid-out one after its new replicas load, on GPUs it holds meanwhile."""
+        """A group that changes: a smaller one (or one still waiting for GPUs) at once; a
+        larger or re-laid-out one after its new replicas load, on GPUs it holds meanwhile
+        (a group still loading too: it never takes GPUs that are not free)."""
         s, m = eng.server, eng.model
         self._cancel_growth(eng)
         eng.draining = False
         k = int(new.engine_class[s, m])
         self.resizes += 1
-        if float(new.tp[s, m]) < eng.tp or eng.state == ENGINE_LOADING:
+        if float(new.tp[s, m]) < eng.tp or self._pending_load(eng):
             self._switch(eng, new, k)
         else:
             self.waiting[s].append((eng, k))
