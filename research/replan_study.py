@@ -1,7 +1,7 @@
 """Static plans against periodic re-planning under time-varying load (docs/replanning.md).
 
     python research/replan_study.py \\
-        --clusters hetero-8,configs/clusters/example-lab.yaml,hetero-16 \\
+        --clusters hetero-8,hetero-16,configs/clusters/example-lab.yaml \\
         --shapes bursty,azure-conv,azure-code --seeds 7101,7102,7103 \\
         --period 600 --periods 2 --out results/replan/rows.jsonl
     python research/replan_study.py --table results/replan/rows.jsonl --csv docs/replanning.csv
