@@ -130,3 +130,20 @@ def test_overload_is_reported(mix):
     result = search_plan(cluster, mix, 1000.0)
     assert any("exceeds the predicted throughput" in n for n in result.notes)
     assert predict(Curves(mix), result.allocation, 1000.0).mean_s == float("inf")
+
+
+def test_a_plan_sized_to_a_mean_target_stops_once_it_meets_it(mix):
+    """``slo_mean_s``: the same greedy order, cut where the predicted mean first meets the
+    target: fewer GPUs than the fastest plan, a prediction at or under the target; a looser
+    target takes no more GPUs."""
+    cluster = get_cluster("hetero-16")
+    fastest = search_plan(cluster, mix, 2.0)
+    target = 1.25 * fastest.prediction.mean_s
+    sized = search_plan(cluster, mix, 2.0, slo_mean_s=target)
+    _check_valid(cluster, sized)
+    assert sized.gpus_used < fastest.gpus_used
+    assert sized.prediction.mean_s <= target < fastest.prediction.mean_s * 2
+    looser = search_plan(cluster, mix, 2.0, slo_mean_s=2 * target)
+    assert looser.gpus_used <= sized.gpus_used
+    with pytest.raises(InputError, match="slo_mean_s"):
+        search_plan(cluster, mix, 2.0, slo_mean_s=0.0)

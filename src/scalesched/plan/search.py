@@ -175,8 +175,12 @@ def search_plan(
     *,
     strategy: Strategy = "plan",
     curves: Curves | None = None,
+    slo_mean_s: float | None = None,
 ) -> PlanResult:
-    """The allocation and placement of ``strategy`` for ``profile`` at ``rate`` workflows/s."""
+    """The allocation and placement of ``strategy`` for ``profile`` at ``rate`` workflows/s.
+    ``slo_mean_s``: the search (``plan``) stops adding replicas once the predicted mean
+    response is at most this, so the plan holds the fewest GPUs its greedy order reaches
+    that target with (None: it spends GPUs while any lowers the mean)."""
     if rate <= 0:
         raise InputError("--rate", "rate", "must be positive")
     wall = time.perf_counter()
@@ -190,8 +194,10 @@ def search_plan(
         if not configs[m]:
             raise InputError(cluster.name, "servers", f"no GPU server can hold model {m!r}")
     alloc: dict[str, dict[ReplicaConfig, int]] = {m: {} for m in models}
+    if slo_mean_s is not None and not slo_mean_s > 0:
+        raise InputError("--slo-mean", "slo_mean_s", f"must be positive, got {slo_mean_s}")
     if strategy == "plan":
-        steps = _greedy(curves, packing, configs, alloc, rate)
+        steps = _greedy(curves, packing, configs, alloc, rate, slo_mean_s)
     else:
         steps = _split(curves, packing, configs, alloc, strategy, profile, rate)
     pred = predict(curves, alloc, rate)
@@ -221,6 +227,7 @@ def _greedy(
     configs: dict[str, list[ReplicaConfig]],
     alloc: dict[str, dict[ReplicaConfig, int]],
     rate: float,
+    slo_mean_s: float | None = None,
 ) -> int:
     cost = {m: _cost(curves, m, alloc[m], rate) for m in configs}
     best_of: dict[str, tuple[float, ReplicaConfig] | None] = {}
@@ -257,6 +264,8 @@ def _greedy(
         alloc[m][c] = alloc[m].get(c, 0) + 1
         cost[m] = _cost(curves, m, alloc[m], rate)
         steps += 1
+        if slo_mean_s is not None and predict(curves, alloc, rate).mean_s <= slo_mean_s:
+            break  # the target is met: the rest of the GPUs stay free
         for k in configs:  # free space shrank: candidates of other models may no longer fit
             if k == m or (best_of[k] is not None and not _placeable(packing, best_of[k])):
                 rescore(k)
