@@ -4,7 +4,8 @@ Three checks, each printed as one table (docs/steady-state.md, "How the verdict 
 checked"):
 
 * ``steady``: long runs at a load the policy sustains, on evaluation seeds: the share the
-  verdict calls steady (the claim: at least 95%).
+  verdict calls steady (the claim: at least 95%); ``--residency planned`` runs the planned
+  world's settings.
 * ``falling``: runs whose mean is still falling inside the kept window (short runs on large
   clusters that still pay their first model loads): each run's mean against the long-run
   value of the same setting (a 16,000-workflow run on another seed, steady), and the
@@ -56,11 +57,20 @@ FALLING_SETTINGS = (
 )
 LONG_RUN = 16_000
 AUTO_SETTING = ("hetero-16", "tail", 0.7)
+PLANNED_STEADY_SETTINGS = (
+    ("hetero-16", "tail", 0.7, 4000),
+    ("hetero-32", "eft", 0.7, 4000),
+)
+"""The planned world's steady settings (``steady --residency planned``): each cluster on the
+deployment planned for load 0.7 of its shipped planned capacity."""
 
 
-def one(cluster: str, policy: str, load: float, workflows: int, seed: int) -> dict[str, Any]:
+def one(
+    cluster: str, policy: str, load: float, workflows: int, seed: int, world: str = "dynamic"
+) -> dict[str, Any]:
     started = time.process_time()
-    setup = prepare(cluster, Scenario(workflows=workflows, load=load, seed=seed))
+    scenario = Scenario(workflows=workflows, load=load, seed=seed, residency=world)
+    setup = prepare(cluster, scenario)
     m = run(setup, policy).metrics
     row = {k: m[k] for k in KEYS}
     row.update(
@@ -69,6 +79,7 @@ def one(cluster: str, policy: str, load: float, workflows: int, seed: int) -> di
         load=load,
         workflows=workflows,
         seed=seed,
+        world=world,
         cpu_s=round(time.process_time() - started, 1),
     )
     return row
@@ -82,8 +93,9 @@ def emit(row: dict[str, Any], out: Path | None) -> None:
             fh.write(line + "\n")
 
 
-def check_steady(seeds: list[int], out: Path | None) -> None:
-    rows = [one(*s, seed) for s in STEADY_SETTINGS for seed in seeds]
+def check_steady(seeds: list[int], out: Path | None, world: str = "dynamic") -> None:
+    settings = PLANNED_STEADY_SETTINGS if world == "planned" else STEADY_SETTINGS
+    rows = [one(*s, seed, world) for s in settings for seed in seeds]
     for r in rows:
         emit(r, out)
     passed = sum(bool(r["steady_state"]) for r in rows)
@@ -159,11 +171,17 @@ def main() -> None:
     parser.add_argument("--seeds", default="100-109", help="evaluation seeds, e.g. 100-109")
     parser.add_argument("--precision", type=float, default=0.02)
     parser.add_argument("--out", type=Path)
+    parser.add_argument(
+        "--residency",
+        choices=("dynamic", "planned"),
+        default="dynamic",
+        help="steady only: the world of the long runs (planned: its own settings)",
+    )
     args = parser.parse_args()
     lo, _, hi = args.seeds.partition("-")
     seeds = list(range(int(lo), int(hi or lo) + 1))
     if args.check == "steady":
-        check_steady(seeds, args.out)
+        check_steady(seeds, args.out, args.residency)
     elif args.check == "falling":
         check_falling(seeds, args.out)
     else:
