@@ -268,15 +268,20 @@ def overhead(args: argparse.Namespace) -> dict[str, object]:
         if router is not None:
             procs.append(router)
             targets["sglang-router"] = f"http://127.0.0.1:{args.port + 40}/v1"
+        # Whose CPU per call is measured: the gateways and the router (its process holds
+        # the Rust router's threads; /proc counts them all). Each also answers the WARMUP
+        # calls that open every rate's loop.
+        measured = dict(gateways) | ({"sglang-router": router} if router is not None else {})
         try:
             for rate in args.rates:
-                cpu0 = {name: _cpu_s(p) for name, p in gateways.items()}
+                cpu0 = {name: _cpu_s(p) for name, p in measured.items()}
                 got = run_loop(_open_loop(list(targets.values()), rate, args.seconds))
                 row: dict[str, object] = {"rate_per_s": rate}
                 row |= {name: _percentiles(*g) for name, g in zip(targets, got, strict=True)}
                 for name, (lat, failed) in zip(targets, got, strict=True):
-                    if name in gateways:  # the warm-up requests are answered too
-                        cpu = (_cpu_s(gateways[name]) - cpu0[name]) / (len(lat) + failed + WARMUP)
+                    if name in measured:
+                        calls = len(lat) + failed + WARMUP
+                        cpu = (_cpu_s(measured[name]) - cpu0[name]) / calls
                         row[name]["cpu_ms_per_request"] = cpu * 1e3  # type: ignore[index]
                 print(json.dumps(row), file=sys.stderr, flush=True)
                 rows.append(row)
