@@ -104,8 +104,26 @@ def _main(
             "--version", callback=_version, is_eager=True, help="Print the version and exit."
         ),
     ] = False,
+    core: Annotated[
+        str | None,
+        typer.Option(
+            help="The simulator's core for every run of the command (and its worker "
+            "processes): python, the reference engine, or compiled, the C++ pieces built at "
+            "install (the same results, faster; falls back to python with one warning where "
+            "the install has none). Default: $SCALESCHED_CORE, else python. Give it before "
+            "the command: scalesched --core compiled simulate ...",
+        ),
+    ] = None,
 ) -> None:
     """Schedule agentic LLM workflows on heterogeneous GPU/CPU clusters."""
+    if core is not None:
+        if core not in ("python", "compiled"):
+            raise InputError("--core", "core", f"must be python or compiled, got {core!r}")
+        # The environment, not an argument threaded through every run: worker processes
+        # (--jobs, Ray) inherit it, and Simulation reads it where no core is given.
+        import os
+
+        os.environ["SCALESCHED_CORE"] = core
 
 
 ClusterOpt = Annotated[
