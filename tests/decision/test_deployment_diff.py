@@ -4,42 +4,11 @@ groups, exactly; and the request refuses tables that are not a deployment's."""
 from __future__ import annotations
 
 import pytest
+from redeploy_cases import A0, A1, H0, H1, SPEC, A, B
 
 from scalesched.cluster import get_cluster
-from scalesched.cluster.deployment import Deployment, deployment_from_dict
 from scalesched.cluster.tables import ClusterTables
 from scalesched.decision.redeploy import Redeploy, deployment_diff
-
-SPEC = get_cluster("hetero-8")
-H0, A0, H1, A1 = 0, 1, 4, 5  # server indices of h100-0, a100-0, h100-1, a100-1
-
-
-def deployment(*replicas: tuple[str, str, tuple[int, ...], float]) -> Deployment:
-    data = {
-        "name": "t",
-        "replicas": [
-            {"model": m, "server": s, "gpus": list(g), "share": share}
-            for m, s, g, share in replicas
-        ],
-    }
-    return deployment_from_dict(data, SPEC, "test")
-
-
-BASE = (
-    ("llama-2-7b", "h100-80g-x4-0", (0,), 1.0),
-    ("llama-2-70b", "h100-80g-x4-1", (0, 1, 2, 3), 1.0),
-)
-A = deployment(
-    *BASE,
-    ("codellama-34b", "a100-80g-x4-0", (0, 1), 1.0),
-    ("phi-2", "h100-80g-x4-0", (1,), 1.0),
-)
-B = deployment(
-    *BASE,
-    ("codellama-34b", "a100-80g-x4-1", (0, 1), 1.0),
-    ("phi-2", "h100-80g-x4-0", (1,), 1.0),
-    ("phi-2", "h100-80g-x4-0", (2,), 1.0),
-)
 
 
 def test_diff_names_every_group_once():
