@@ -221,14 +221,19 @@ def _sglang_router(
         data=json.dumps(BODY).encode(),
         headers={"Content-Type": "application/json"},
     )
-    end = time.monotonic() + 60
-    while time.monotonic() < end and proc.poll() is None:
+    # Ready once a full round robin over the workers succeeds in a row: the router admits
+    # its workers one by one as their health checks pass, and a call it routes to one not
+    # yet admitted fails (one success alone left ~22 failures at the start of each run).
+    end, in_a_row = time.monotonic() + 60, 0
+    while time.monotonic() < end and proc.poll() is None and in_a_row < 2 * len(urls):
         try:
             with urllib.request.urlopen(request, timeout=2) as r:
-                if r.status == 200:
-                    return proc
+                in_a_row = in_a_row + 1 if r.status == 200 else 0
         except OSError:
+            in_a_row = 0
             time.sleep(0.5)
+    if in_a_row >= 2 * len(urls):
+        return proc
     proc.terminate()
     return None
 
