@@ -70,6 +70,17 @@ def test_overload_is_marked_so_a_longer_run_is_not_tried() -> None:
     assert any("rising" in r for r in w.reasons)
 
 
+def test_a_simulated_overload_is_marked_overloaded() -> None:
+    """`random` on a deployment planned for 7.4 workflows/s delivers about 1.7: its queues
+    grow, and the verdict must say so (so that `--workflows auto` stops at once)."""
+    from scalesched.runs.setup import prepare, run
+
+    setup = prepare("hetero-16", Scenario(workflows=1500, load=0.7, seed=0, residency="planned"))
+    m = run(setup, "random").metrics
+    assert not m["steady_state"] and m["overloaded"]
+    assert float(m["throughput_wps"]) < 0.5 * float(m["offered_rate_wps"])
+
+
 def test_the_mean_carries_its_batch_means_interval() -> None:
     arrivals, rt = _stream(rate=0.7, service=1.0, n=3000)
     w = measurement_window(arrivals, rt, warmup=None, cooldown=300)

@@ -337,7 +337,10 @@ def _overloaded(
     rt = response_times[idx]
     done = rt[np.isfinite(rt)]
     means = stats.batch_means(done).means
-    if stats.trend_slope(means) > 0 and stats.trend_p_value(means) < TREND_ALPHA:
+    # One-sided: the question is only whether responses rise (the slope's sign is given).
+    # Over at most 20 batches the two-sided test missed an overload as plain as `random`
+    # on planned hetero-16 at load 0.7 (1.7 workflows/s delivered of 7.4; p = 0.012).
+    if stats.trend_slope(means) > 0 and stats.trend_p_value(means) / 2 < TREND_ALPHA:
         return True
     start, end = float(arrivals[idx[0]]), float(arrivals[idx[-1]])
     if end <= start or (done.size and end - start < 4 * float(done.mean())):
