@@ -46,6 +46,16 @@ Strategy = Literal["plan", "independent", "uniform"]
 MIN_GAIN = 1e-4
 """Stop when the best replica lowers the predicted mean by less than this fraction per GPU."""
 _QUARTERS = 4
+STARVED = 0.5
+"""A configuration whose capacity per GPU is below this share of the model's densest
+configuration on the same GPU type is not a candidate: its weights leave too little KV
+memory (llama-2-70b on two H100s: 1.1 requests/s against 22.8 on four), so its capacity
+is a few requests, and a router's momentary choice of it queues calls the fluid model
+does not see (on hetero-4 such replicas held admission waits of minutes)."""
+HEADROOM = 1.5
+"""After the latency search, idle hardware goes to the model with the least capacity over
+its need while that ratio is below this: the fluid model's capacity is reached in
+simulation only to about 75-80% (hetero-32, plans for 28-32 workflows/s)."""
 _PENALTY = 1e6
 
 
@@ -128,8 +138,11 @@ def candidate_configs(model: str, packing: Packing, curves: Curves) -> list[Repl
             if replica_fits(model, gpu_type, tp, share)
         ]
         stats = {c: curves.get(model, c) for c in configs}
+        dense = max((stats[c].capacity / c.gpus for c in configs), default=0.0)
         for c in configs:
             cv = stats[c]
+            if cv.capacity / c.gpus < STARVED * dense:
+                continue
             dominated = any(
                 d != c
                 and d.gpus <= c.gpus
@@ -192,6 +205,7 @@ def search_plan(
     alloc: dict[str, dict[ReplicaConfig, int]] = {m: {} for m in models}
     if strategy == "plan":
         steps = _greedy(curves, packing, configs, alloc, rate)
+        steps += _headroom(curves, packing, configs, alloc, rate)
     else:
         steps = _split(curves, packing, configs, alloc, strategy, profile, rate)
     pred = predict(curves, alloc, rate)
@@ -261,6 +275,41 @@ def _greedy(
             if k == m or (best_of[k] is not None and not _placeable(packing, best_of[k])):
                 rescore(k)
     return steps
+
+
+def _headroom(
+    curves: Curves,
+    packing: Packing,
+    configs: dict[str, list[ReplicaConfig]],
+    alloc: dict[str, dict[ReplicaConfig, int]],
+    rate: float,
+) -> int:
+    """The throughput phase: while some model's capacity is below ``HEADROOM`` times its
+    need, give the one with the least headroom its densest placeable configuration (most
+    capacity per GPU). The latency search leaves slow GPUs idle (an L4 replica of llama-2-7b
+    is slower than a busy H100 one, so it lowers the predicted mean by nothing); here they
+    take traffic off the fast GPUs near saturation. An added replica never raises the
+    predicted mean: the equilibrium sends nothing to a replica slower than the rest."""
+    steps = 0
+    while True:
+        best: tuple[float, str, ReplicaConfig] | None = None
+        for m, options in configs.items():
+            need = rate * curves.profile.calls[m].calls_per_workflow
+            cap = sum(curves.get(m, c).capacity * n for c, n in alloc[m].items())
+            fits = [c for c in options if packing.can_place(c.gpu_type, c.tp, c.share)]
+            if need <= 0 or cap >= HEADROOM * need or not fits:
+                continue
+            dense = max(fits, key=lambda c: (curves.get(m, c).capacity / c.gpus, c.gpus))
+            if best is None or cap / need < best[0]:
+                best = (cap / need, m, dense)
+        if best is None:
+            return steps
+        _, m, c = best
+        if packing.place(m, c):
+            alloc[m][c] = alloc[m].get(c, 0) + 1
+            steps += 1
+        else:  # every server with room holds m in another configuration (as in _greedy)
+            configs[m].remove(c)
 
 
 def _placeable(packing: Packing, best: tuple[float, ReplicaConfig] | None) -> bool:
