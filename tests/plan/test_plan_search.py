@@ -177,3 +177,16 @@ def test_headroom_phase_never_raises_the_predicted_mean(mix, monkeypatch):
     without = search_plan(both, mix, 2.0)
     assert len(with_phase.replicas) > len(without.replicas)
     assert with_phase.prediction.mean_s <= without.prediction.mean_s * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("rate", [0.3, 0.6])
+def test_a_model_whose_only_servers_others_took_is_placed_first(mix, rate):
+    """One H100 server among L4s: llama-2-70b fits only there at tp 4 (tp 2 is KV-starved),
+    where the greedy search would first put smaller models. Every model still gets a
+    replica: by the 70B model placed first, or by the search without starvation pruning
+    (70B at tp 2 beside the 34B model) where that predicts the lower mean."""
+    cluster = get_cluster("configs/clusters/edge-l4-cpu.yaml")
+    result = search_plan(cluster, mix, rate)
+    _check_valid(cluster, result)
+    assert all(result.allocation.values()) and not result.notes
+    assert result.prediction.throughput_wps > rate

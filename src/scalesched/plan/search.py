@@ -125,8 +125,11 @@ class Packing:
         return True
 
 
-def candidate_configs(model: str, packing: Packing, curves: Curves) -> list[ReplicaConfig]:
-    """Configurations of ``model`` that fit in memory, with dominated ones pruned."""
+def candidate_configs(
+    model: str, packing: Packing, curves: Curves, starved: float = STARVED
+) -> list[ReplicaConfig]:
+    """Configurations of ``model`` that fit in memory, with KV-starved ones (capacity per
+    GPU below ``starved`` times the densest's on the GPU type) and dominated ones pruned."""
     out: list[ReplicaConfig] = []
     for gpu_type in packing.gpu_types():
         max_gpus = max(packing.cluster.servers[i].gpus for i in packing.by_type[gpu_type])
@@ -141,7 +144,7 @@ def candidate_configs(model: str, packing: Packing, curves: Curves) -> list[Repl
         dense = max((stats[c].capacity / c.gpus for c in configs), default=0.0)
         for c in configs:
             cv = stats[c]
-            if cv.capacity / c.gpus < STARVED * dense:
+            if cv.capacity / c.gpus < starved * dense:
                 continue
             dominated = any(
                 d != c
@@ -204,8 +207,7 @@ def search_plan(
             raise InputError(cluster.name, "servers", f"no GPU server can hold model {m!r}")
     alloc: dict[str, dict[ReplicaConfig, int]] = {m: {} for m in models}
     if strategy == "plan":
-        steps = _greedy(curves, packing, configs, alloc, rate)
-        steps += _headroom(curves, packing, configs, alloc, rate)
+        packing, alloc, steps = _plan_served(cluster, curves, configs, rate)
     else:
         steps = _split(curves, packing, configs, alloc, strategy, profile, rate)
     pred = predict(curves, alloc, rate)
@@ -227,6 +229,56 @@ def search_plan(
             f"rate {rate:g}/s exceeds the predicted throughput {pred.throughput_wps:.3g}/s"
         )
     return result
+
+
+Planned = tuple[Packing, dict[str, dict[ReplicaConfig, int]], int]
+
+
+def _plan_served(
+    cluster: ClusterSpec, curves: Curves, configs: dict[str, list[ReplicaConfig]], rate: float
+) -> Planned:
+    """The plan; where it leaves a model without a replica (the only servers its pruned
+    configurations fit on went to other models: a 70B model at tp 4 beside one H100 server's
+    smaller models), the better by predicted mean of two retries: that model placed first,
+    and the search without starvation pruning (the 70B model at tp 2 beside the 34B one)."""
+
+    def attempt(options: dict[str, list[ReplicaConfig]], first: list[str]) -> Planned:
+        packing = Packing(cluster)
+        alloc: dict[str, dict[ReplicaConfig, int]] = {m: {} for m in options}
+        options = {m: list(c) for m, c in options.items()}
+        return packing, alloc, _plan(curves, packing, options, alloc, rate, first)
+
+    def unserved(plan: Planned) -> list[str]:
+        return [m for m, counts in plan[1].items() if not counts]
+
+    plan = attempt(configs, [])
+    if not unserved(plan):
+        return plan
+    loose = {m: candidate_configs(m, plan[0], curves, starved=0.0) for m in configs}
+    tries = [attempt(configs, unserved(plan)), attempt(loose, [])]
+    return min(tries, key=lambda p: (len(unserved(p)), predict(curves, p[1], rate).mean_s))
+
+
+def _plan(
+    curves: Curves,
+    packing: Packing,
+    configs: dict[str, list[ReplicaConfig]],
+    alloc: dict[str, dict[ReplicaConfig, int]],
+    rate: float,
+    first: list[str],
+) -> int:
+    """The latency search, then the throughput phase; the models of ``first`` get their
+    densest placeable configuration before either (without pruned configurations, a 70B
+    model may fit only whole servers that smaller models would otherwise take first)."""
+    steps = 0
+    for m in first:
+        for c in sorted(configs[m], key=lambda c: -curves.get(m, c).capacity / c.gpus):
+            if packing.place(m, c):
+                alloc[m][c] = 1
+                steps += 1
+                break
+    steps += _greedy(curves, packing, configs, alloc, rate)
+    return steps + _headroom(curves, packing, configs, alloc, rate)
 
 
 def _greedy(
