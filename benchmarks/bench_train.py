@@ -1,7 +1,7 @@
 """PPO training throughput (environment steps/s) with short cold-start and long steady-state
 episodes, on one core.
 
-    taskset -c 1 python benchmarks/bench_train.py [--steps 16384] [--json]
+    taskset -c 1 python benchmarks/bench_train.py [--steps 16384] [--residency dynamic] [--json]
 
 For each episode setting it measures (a) the environment alone, stepped by eft's choice so
 no network runs (resets and warm-ups included), and (b) full PPO training (rollouts with
@@ -11,7 +11,9 @@ shared machine the CPU-time figure is the steadier one. The settings: ``cold-30`
 original 30-workflow episodes drained to the end; ``cold-300``, the same drained after 300
 workflows; ``steady-100``, the steady-state episodes of
 ``configs/train/scale-steady-n16.yaml`` (eft warms up 50-300 workflows, the policy acts
-while 100 more arrive, then truncation).
+while 100 more arrive, then truncation). ``--residency planned`` runs each episode on the
+deployment planned for its load (docs/worlds.md); the default, dynamic, is the world the
+figures in docs/benchmarks.md were measured in.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ SETTINGS: dict[str, dict[str, Any]] = {
 def env_only(settings: dict[str, Any], steps: int, seed: int) -> dict[str, float]:
     """Steps/s of the environment with eft choosing, and the mean steps per episode."""
     env = SchedulingEnv(EnvConfig(cluster="hetero-16", **settings))
+    plans = set()
     env.reset(seed=seed)
     episodes, reset_s = 0, 0.0
     t0, c0 = time.perf_counter(), time.process_time()
@@ -61,14 +64,16 @@ def env_only(settings: dict[str, Any], steps: int, seed: int) -> dict[str, float
         if terminated or truncated:
             episodes += 1
             r0 = time.process_time()
-            env.reset()
+            _, info = env.reset()
             reset_s += time.process_time() - r0
+            plans.add(info["deployment"])
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     return {
         "env_steps_per_s": steps / wall,
         "env_steps_per_cpu_s": steps / cpu,
         "steps_per_episode": steps / max(episodes, 1),
         "reset_share": reset_s / cpu,
+        "plans": len(plans - {""}),
     }
 
 
@@ -96,19 +101,23 @@ def main() -> None:
     parser.add_argument("--env-steps", type=int, default=20000, help="env-only steps per setting")
     parser.add_argument("--settings", default=",".join(SETTINGS), help="comma-separated")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--residency", choices=("dynamic", "planned"), default="dynamic")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
     torch.set_num_threads(1)
     rows = []
     for name in args.settings.split(","):
-        settings = SETTINGS[name]
+        settings = {**SETTINGS[name], "residency": args.residency}
         row: dict[str, Any] = {"setting": name, **env_only(settings, args.env_steps, args.seed)}
         row["ppo_steps_per_s"], row["ppo_steps_per_cpu_s"] = ppo(settings, args.steps, args.seed)
         rows.append(row)
     if args.json:
         print(json.dumps({"cores": os.cpu_count(), "torch": torch.__version__, "rows": rows}))
         return
-    print(f"{os.cpu_count()} cores, torch {torch.__version__}, 1 thread, hetero-16")
+    print(
+        f"{os.cpu_count()} cores, torch {torch.__version__}, 1 thread, hetero-16, "
+        f"{args.residency} world"
+    )
     print(
         "| episodes | steps/episode | env only, eft acting: steps/s (per CPU s) "
         "| reset + warm-up share | PPO training: steps/s (per CPU s) |"

@@ -170,7 +170,7 @@ def run_cell(job: Job, where: str, extra: tuple[str, ...]) -> dict:
     cmd = [sys.executable, "-m", "scalesched", "headroom", "--cluster", where]
     cmd += ["--workload", cell.workload, "--load", str(cell.load), "--arrivals", cell.arrivals]
     cmd += ["--workflows", str(job.workflows), "--seed", str(job.seed), "--json"]
-    cmd += ["--no-progress", *CACHE_ARGS[cell.caches]]
+    cmd += ["--no-progress", "--no-split", *CACHE_ARGS[cell.caches]]  # the map's own runs only
     oracles = job.oracles
     cmd += [a for o in oracles for a in ("--oracle", o)] if oracles else ["--no-oracle"]
     for policy in (*BEST_HEURISTIC_CANDIDATES, LEARNED, *extra):

@@ -6,7 +6,7 @@ environment class by an entry-point string, so ``import scalesched`` stays light
 simulator, numpy-heavy tables and torch load only on ``gym.make``.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0.dev0"
 
 ENV_ID = "scalesched/Scheduling-v0"
 

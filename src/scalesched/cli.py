@@ -494,7 +494,7 @@ def train(
 ) -> None:
     """Train a placement policy with PPO, or by expert iteration when the config says
     `algorithm: dagger`; best.pt is kept by validation at the training size."""
-    from scalesched.train.config_file import algorithm_of
+    from scalesched.train.config_file import algorithm_of, world_line
     from scalesched.train.ppo import Trainer, load_config, parse_overrides
 
     config = _training_config(config, preset, out)
@@ -506,6 +506,7 @@ def train(
     cfg = load_config(config, set_fields=parse_overrides(set_ or []), total_steps=steps, seed=seed)
     if out.exists() and (out / "last.pt").exists() and not resume:
         raise InputError(str(out), "--out", "holds a run already; pass --resume or a new folder")
+    err_console.print(f"world: {world_line(cfg.residency)}", markup=False, highlight=False)
     with progress_bar(progress, cfg.num_updates, f"training {cfg.name}", unit="updates") as tick:
 
         def on_update(update: int, total: int, row: dict[str, float]) -> None:
@@ -571,11 +572,33 @@ every policy), so the default study's "best heuristic" is the full definition's.
 
 
 EvalPoliciesOpt = Annotated[
-    str,
+    str | None,
     typer.Option(
         help="Comma-separated scheduler names (with options as NAME:KEY=VALUE,..., e.g. "
-        "rollout:horizon_s=10) or checkpoint paths."
+        "rollout:horizon_s=10) or checkpoint paths [default: the learned policies and "
+        "every best-heuristic candidate; with --suite, the suite's learned policies, the "
+        "candidates always added]."
     ),
+]
+EvalSeedsOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="Number of seeds (0..K-1) or a comma list [default: 5]; with --suite, how "
+        "many of the suite's evaluation seeds (the first K) [default: all]."
+    ),
+]
+SuiteOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="Run a committed suite of settings instead (robustness, or a suite YAML "
+        "file): each setting fixes its cluster, workload, arrivals, load and world, so "
+        "--nodes, --clusters, --workload, --load, --arrivals and --residency do not "
+        "apply (docs/robustness.md)."
+    ),
+]
+SuiteSettingsOpt = Annotated[
+    str | None,
+    typer.Option(help="With --suite: comma-separated setting names to run [default: all]."),
 ]
 NodesOpt = Annotated[str, typer.Option(help="Comma-separated cluster sizes N (hetero-N).")]
 ClustersOpt = Annotated[
@@ -590,10 +613,12 @@ ClustersOpt = Annotated[
 @app.command("eval")
 @clean_errors
 def evaluate(
-    policies: EvalPoliciesOpt = DEFAULT_EVAL_POLICIES,
+    policies: EvalPoliciesOpt = None,
     nodes: NodesOpt = "16,32,48,64,96,128",
     clusters: ClustersOpt = None,
-    seeds: Annotated[str, typer.Option(help="Number of seeds (0..K-1) or a comma list.")] = "5",
+    seeds: EvalSeedsOpt = None,
+    suite: SuiteOpt = None,
+    settings: SuiteSettingsOpt = None,
     workload: WorkloadOpt = "agentic-mix",
     load: Annotated[float, typer.Option(help="Arrival rate as a fraction of capacity.")] = 0.7,
     workflows: AutoWorkflowsOpt = "auto",
@@ -628,19 +653,27 @@ def evaluate(
     tool_cache: ToolCacheOpt = "off",
     logits_cache: LogitsCacheOpt = "off",
 ) -> None:
-    """Compare policies across cluster sizes and seeds on identical workloads."""
+    """Compare policies across cluster sizes and seeds on identical workloads, or on the
+    settings of a suite (--suite)."""
     from scalesched.eval.study import StudyConfig, seeds_from
     from scalesched.policies.options import split_policy_list
     from scalesched.runs.length import parse_workflows
     from scalesched.runs.world import check_residency
     from scalesched.workload.repeats import check_repeat_probability
 
+    if suite is not None:
+        _suite_refuses(clusters=clusters, deployment=deployment)
+        _suite(suite, settings, policies, seeds, out, jobs, as_json, force, precision,
+               max_workflows)  # fmt: skip
+        return
+    if settings is not None:
+        raise InputError("--settings", "settings", "names settings of a suite: give --suite")
     sizes, names = _study_clusters(nodes, clusters, deployment)
     cfg = StudyConfig(
-        policies=split_policy_list(policies),
+        policies=split_policy_list(policies or DEFAULT_EVAL_POLICIES),
         nodes=sizes,
         clusters=names,
-        seeds=seeds_from(seeds),
+        seeds=seeds_from(seeds or "5"),
         workload=workload,
         load=load,
         workflows=parse_workflows(workflows),
@@ -658,6 +691,66 @@ def evaluate(
     title = "scalesched evaluation"
     _study(cfg, out, jobs, as_json, progress, title, executor, ray_address, slo, force,
            precision=precision, max_workflows=max_workflows)  # fmt: skip
+
+
+def _suite_refuses(**given: object) -> None:
+    """The options a suite's settings replace, refused when given (by their flags)."""
+    for key, value in given.items():
+        if value is not None:
+            flag = "--" + key.replace("_", "-")
+            raise InputError(flag, key, "not with --suite: its settings name their clusters")
+
+
+def _suite(
+    name: str,
+    settings: str | None,
+    policies: str | None,
+    seeds: str | None,
+    out: Path,
+    jobs: int | None,
+    as_json: bool,
+    force: bool,
+    precision: float,
+    max_workflows: int | None,
+) -> None:
+    """``eval --suite``: each chosen setting of the suite in turn (``eval.robustness``)."""
+    from scalesched.eval.robustness import run_suite
+    from scalesched.eval.study import check_policies
+    from scalesched.eval.suite import load_suite
+    from scalesched.policies.options import split_policy_list
+    from scalesched.runs.length import check_precision
+    from scalesched.sim.scenario import MAX_WORKFLOWS
+
+    loaded = load_suite(name)
+    chosen = loaded.pick(settings)
+    asked = split_policy_list(policies) if policies else loaded.policies
+    check_policies(asked)
+    check_precision(precision)
+    if max_workflows is not None and not 1 <= max_workflows <= MAX_WORKFLOWS:
+        raise InputError(
+            "--max-workflows",
+            "max_workflows",
+            f"must be in [1, {MAX_WORKFLOWS}], got {max_workflows}",
+        )
+    if jobs is not None and not 1 <= jobs <= 1024:
+        raise InputError("--jobs", "jobs", f"must be in [1, 1024], got {jobs}")
+    all_seeds = loaded.evaluation_seeds
+    if seeds is not None and not (seeds.isdigit() and 1 <= int(seeds) <= len(all_seeds)):
+        raise InputError(
+            "--seeds", "seeds", f"with --suite, a count from 1 to {len(all_seeds)} (the first K "
+            f"of the suite's evaluation seeds {', '.join(map(str, all_seeds))}), got {seeds!r}"
+        )  # fmt: skip
+    used = all_seeds[: int(seeds)] if seeds is not None else all_seeds
+    summary = run_suite(
+        loaded, chosen, asked, used, out, jobs=jobs, precision=precision,
+        max_workflows=max_workflows, force=force,
+        say=lambda line: err_console.print(line, markup=False, highlight=False),
+    )  # fmt: skip
+    if as_json:
+        print_json({k: v for k, v in summary.items() if k != "markdown"})
+        return
+    print_markdown(summary["markdown"])
+    console.print(f"results: {out}/robustness.md, {out}/robustness.json, {out}/<setting>/")
 
 
 def _study_clusters(
@@ -883,6 +976,7 @@ def run(
     cluster: ClusterOpt = "hetero-8",
     workload: WorkloadOpt = "agentic-mix",
     policy: PolicyOpt = "eft",
+    residency: ResidencyOpt = "planned",
     workflows: WorkflowsOpt = 50,
     load: LoadOpt = 0.7,
     rate: RateOpt = None,
@@ -905,8 +999,10 @@ def run(
     gantt: GanttOpt = None,
     deployment: DeploymentOpt = None,
 ) -> None:
-    """Run a workload on a Ray cluster, every task placed by the policy (docs/runtime.md)."""
+    """Run a workload on a Ray cluster, every task placed by the policy (docs/runtime.md),
+    on a deployment planned for the offered rate unless --residency dynamic or --deployment."""
     from scalesched.runs.setup import Scenario, prepare
+    from scalesched.runs.world import check_residency
 
     options = ray_run.RayOptions(
         local=local,
@@ -924,12 +1020,19 @@ def run(
     served = ray_run.served_endpoints(options)
     spec, scheduler = cluster_and_policy(cluster, policy)
     scenario = Scenario(
-        workload=workload, workflows=workflows, load=load, rate=rate, arrivals=arrivals, seed=seed
+        workload=workload,
+        workflows=workflows,
+        load=load,
+        rate=rate,
+        arrivals=arrivals,
+        seed=seed,
+        residency=check_residency(residency),
     )
     setup = prepare(spec, scenario, deployment=deployment)
     config = ray_run.runtime_config(options, setup, served, seed)
     result = ray_run.run_on_ray(options, setup, scheduler, config, seed, quiet=as_json)
     metrics = ray_run.ray_run_metrics(result, setup, policy, seed, compare)
+    metrics.update(setup.world.metrics())
     chart_title = f"{policy} on {spec.name} (Ray), {workload}, seed {seed}"
     write_run_outputs(result, trace, gantt, chart_title, trace_written=False)
     title = f"{policy} on {spec.name} via Ray ({len(spec)} nodes), seed {seed}"
@@ -968,7 +1071,23 @@ def _serve_jobs(tables: Any, scenario: Any) -> list[Any]:
     return build_jobs(tables, scenario)
 
 
-_register_serve(app, get_policy=_serve_policy, build_jobs=_serve_jobs, progress=progress_bar)
+def _fleet_world(
+    spec: Any, workload: str, rate: float | None, load: float
+) -> tuple[float | None, Any, dict[str, str]]:
+    """The planned world of a fleet: as ``simulate``'s (``runs.world.resolve_world``)."""
+    from scalesched.runs.world import resolve_world
+
+    offered, deployment, world = resolve_world(spec, workload, "planned", rate=rate, load=load)
+    return offered, deployment, world.metrics()
+
+
+_register_serve(
+    app,
+    get_policy=_serve_policy,
+    build_jobs=_serve_jobs,
+    progress=progress_bar,
+    plan_world=_fleet_world,
+)
 
 
 def main() -> None:  # pragma: no cover

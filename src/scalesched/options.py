@@ -98,11 +98,13 @@ RANGES: dict[str, Range] = {
     # time limits and the runtime
     "--time-limit": _positive(MAX_SECONDS),
     "--bound-time-limit": _positive(MAX_SECONDS),
+    "--bound-sample": _count(0, MAX_WORKFLOWS),
     "--connect-timeout": _positive(MAX_SECONDS),
     "--time-scale": _positive(100.0),
     "--max-retries": _count(0, 100),
     # serving: the gateway, emulated engines and the load generator
     "--port": _count(0, 65535),
+    "--fleet-port": _count(1, 65535),
     "--max-pending": _count(1, 1_000_000),
     "--scrape-s": _positive(3600.0),
     "--timeout-s": _positive(MAX_SECONDS),

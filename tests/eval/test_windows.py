@@ -62,3 +62,18 @@ def test_eval_auto_reports_the_lengths_it_tried(tmp_path) -> None:  # type: igno
     text = (out / "summary.md").read_text()
     assert "--workflows auto: 300 tried" in text and "paired batch means" in text
     assert "_series" not in (out / "results.csv").read_text().splitlines()[0]
+
+
+def test_the_any_deployment_figures_follow_the_shared_window() -> None:
+    """A row's world-independent bound is re-measured over the shared window with its
+    response figures, so its ratio is of the same workflows."""
+    from scalesched.eval.windows import ANY_BOUNDS
+
+    series = np.concatenate([np.full(100, 100.0), np.full(400, 30.0)])
+    rows = [_row("a", 0, series, 0), _row("b", 0, series, 100)]
+    for r in rows:
+        r[ANY_BOUNDS] = np.concatenate([np.full(100, 1.0), np.full(400, 6.0)])
+    share_windows(rows)
+    for r in rows:
+        assert r["mean_any_deployment_bound_s"] == 6.0
+        assert r["any_deployment_bound_ratio"] == 5.0

@@ -49,3 +49,19 @@ def test_the_policies_listing_prints_each_card() -> None:
     by_name = {row["name"]: row["description"] for row in json.loads(result.stdout)}
     for name in shipped_policies():
         assert by_name[name] == describe(name)
+
+
+@pytest.mark.parametrize("name", sorted(shipped_policies()))
+def test_a_shipped_checkpoint_names_the_world_it_was_trained_in(name: str) -> None:
+    """Every shipped policy was trained with dynamic residency, and its file says so."""
+    saved = load_checkpoint(shipped_policies()[name])
+    assert saved["config"]["residency"] == saved["metadata"]["residency"] == "dynamic"
+    assert describe(name).split(". Measured")[0].endswith("(dynamic residency)")
+
+
+def test_a_checkpoint_from_before_the_field_was_trained_with_dynamic_residency() -> None:
+    assert training_facts({"config": {"cluster": "hetero-16", "workload": "w"}})["residency"] == (
+        "dynamic"
+    )
+    planned = training_facts({"config": {"cluster": "c", "workload": "w", "residency": "planned"}})
+    assert planned["residency"] == "planned"

@@ -104,3 +104,20 @@ def test_a_planned_probe_spans_enough_arrivals(monkeypatch) -> None:  # type: ig
     world._probe(SPEC, "agentic-mix", deployment, "eft", 0.01)
     assert asked[0] >= 20.0 * world.PROBE_SPAN_S
     assert asked[1] == capacity_workflows(len(SPEC.servers))  # the floor of every probe
+
+
+def test_a_plan_step_shares_one_plan_among_nearby_loads() -> None:
+    assert world.plan_load(0.72, 0.05) == pytest.approx(0.7)
+    assert world.plan_load(0.01, 0.05) == pytest.approx(0.05)  # never a plan for nothing
+    assert world.plan_load(0.72, 0.0) == 0.72
+    _store_planned(5.0)
+    plans = {}
+    for load in (0.69, 0.71, 0.74):
+        rate, deployment, w = world.resolve_world(
+            SPEC, "agentic-mix", "planned", rate=None, load=load, plan_step=0.05
+        )
+        assert rate == pytest.approx(load * 5.0)  # the load itself is offered
+        assert deployment is not None and w.plan == deployment.name
+        plans[load] = deployment.name
+    assert plans[0.69] == plans[0.71] == world.plan_deployment(SPEC, "agentic-mix", 3.5).name
+    assert plans[0.74] == world.plan_deployment(SPEC, "agentic-mix", 3.75).name != plans[0.71]

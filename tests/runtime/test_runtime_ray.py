@@ -6,6 +6,7 @@ The node-death test runs last: it kills a node of the shared cluster.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import threading
@@ -31,6 +32,7 @@ from scalesched.decision.scheduler import BaseScheduler  # noqa: E402
 from scalesched.kernel.metrics import RunRecord, run_metrics  # noqa: E402
 from scalesched.policies import get_policy  # noqa: E402
 from scalesched.runs.setup import Scenario, build_jobs  # noqa: E402
+from scalesched.runs.world import plan_deployment  # noqa: E402
 from scalesched.runtime import FaultConfig, RuntimeConfig, run_jobs  # noqa: E402
 from scalesched.runtime.api import Workflow, llm, run_workflows, tool  # noqa: E402
 from scalesched.runtime.backends import EndpointConfig  # noqa: E402
@@ -67,6 +69,8 @@ def jobs_for(n: int, seed: int = 0) -> list[Any]:
 def sim_keys() -> set[str]:
     empty = np.zeros(1)
     rec = RunRecord("p", "c", empty, empty, 1.0, empty, empty, empty > 0, empty, 0, 0, 0, 0, 0, 0)
+    # both executors' ledgers record the world-independent bound as well
+    rec = dataclasses.replace(rec, any_deployment_bounds=empty)
     return set(run_metrics(rec))
 
 
@@ -137,16 +141,21 @@ def test_cli_run_with_a_checkpoint_prints_the_simulate_json(
     trace = tmp_path / "trace.jsonl"
     args = ["run", "--cluster", str(cluster_file), "--address", ray_cluster.address]
     args += ["--policy", str(ckpt), "--workflows", "4", "--time-scale", "0.01", "--json"]
-    args += ["--trace", str(trace)]
+    args += ["--trace", str(trace), "--rate", "0.5"]  # planned for directly: no capacity search
     out = CliRunner().invoke(app, args)
     assert out.exit_code == 0, out.output
     metrics = json.loads(out.stdout)
-    assert set(metrics) == sim_keys() | {"workflows_failed"}
+    assert set(metrics) == sim_keys() | {"workflows_failed", "world", "deployment", "world_note"}
     assert metrics["policy"] == str(ckpt)  # a local checkpoint is named by its path
     assert metrics["workflows_completed"] == 4 and metrics["workflows_failed"] == 0
+    plan = plan_deployment(SPEC, "agentic-mix", 0.5)  # the run's plan, from the cache
+    assert (metrics["world"], metrics["deployment"]) == ("planned", plan.name)
     rows = [json.loads(line) for line in trace.read_text().splitlines()]
     assert len(rows) == metrics["tasks_completed"]
     assert {r["server"] for r in rows} <= set(TABLES.names)
+    placed = {(r.server, r.model) for r in plan.replicas}
+    llm = [r for r in rows if r.get("model")]
+    assert llm and all((r["server"], r["model"]) in placed for r in llm)  # only on its replicas
 
 
 def test_failing_tasks_are_retried_then_fail_their_workflow(ray_cluster: LocalCluster) -> None:
@@ -259,7 +268,7 @@ def test_ray_default_placement_runs_the_same_emulation(ray_cluster: LocalCluster
 
 def test_study_runs_spread_over_ray_give_the_serial_rows(ray_cluster: LocalCluster) -> None:
     from scalesched.eval.study import StudyConfig, run_one, run_specs
-    from scalesched.eval.windows import BOUNDS, SERIES
+    from scalesched.eval.windows import ANY_BOUNDS, BOUNDS, SERIES
     from scalesched.runtime.scaleout import run_on_ray
 
     cfg = StudyConfig(policies=("eft", "random"), nodes=(4,), seeds=(0,), workflows=5)
@@ -271,7 +280,7 @@ def test_study_runs_spread_over_ray_give_the_serial_rows(ray_cluster: LocalClust
     for a, b in zip(serial, on_ray, strict=True):
         a.pop("sim_wall_time_s")
         b.pop("sim_wall_time_s")
-        for key in (SERIES, BOUNDS):  # per-workflow arrays, compared as arrays
+        for key in (SERIES, BOUNDS, ANY_BOUNDS):  # per-workflow arrays, compared as arrays
             assert np.array_equal(a.pop(key), b.pop(key), equal_nan=True)
         assert a == b
 

@@ -125,7 +125,17 @@ def _exits_2(args: list[str], *words: str) -> str:
         ["serve", "--port", "0"],
         ["serve", "--port", "70000"],
         ["engine", "--server-type", "h100-80g-x1", "--model", "phi-2", "--port", "0"],
-        ["fleet", "--cluster", "hetero-8", "--instant", "--port", "65531"],  # 6 engines
+        # the dynamic world's fleet: 6 engines (a planned one has as many as its plan uses)
+        [
+            "fleet",
+            "--cluster",
+            "hetero-8",
+            "--residency",
+            "dynamic",
+            "--instant",
+            "--port",
+            "65531",
+        ],
     ],
 )
 def test_a_listening_port_outside_1_to_65535_is_refused(tmp_path, args):
@@ -174,7 +184,8 @@ def test_a_fleet_on_a_busy_middle_port_closes_what_it_opened_and_writes_nothing(
     first, holder = _busy_ports(6, 2)  # hetero-8's fleet: 6 engines; the third port taken
     out = tmp_path / "backends.yaml"
     with holder:
-        args = ["fleet", "--cluster", "hetero-8", "--instant", "--port", str(first)]
+        args = ["fleet", "--cluster", "hetero-8", "--residency", "dynamic", "--instant"]
+        args += ["--port", str(first)]
         _exits_2([*args, "--backends-out", str(out)], f"127.0.0.1:{first + 2}", "in use")
     assert not out.exists()
 

@@ -20,7 +20,7 @@ def train_dagger(
     resume: bool,
 ) -> None:
     """Run expert iteration from ``config`` into ``out`` (refusing PPO-only options)."""
-    from scalesched.train.config_file import parse_overrides
+    from scalesched.train.config_file import parse_overrides, world_line
     from scalesched.train.dagger import DaggerConfig, load_config, train
 
     if steps is not None:
@@ -34,7 +34,7 @@ def train_dagger(
     err_console.print(
         f"expert iteration: {cfg.iterations} iterations x {cfg.episodes} episodes of "
         f"{cfg.workflows} workflows on {cfg.cluster} ({cfg.workload}, load {cfg.load}), "
-        f"labels from {cfg.expert}",
+        f"labels from {cfg.expert}; world: {world_line(cfg.residency)}",
         markup=False,
     )
     rows = train(cfg, progress=lambda line: err_console.print(line, markup=False))

@@ -118,7 +118,8 @@ def _main_table(study: Any) -> Table:
     cap = study.capacity
     cap_text = f"{cap.mean_s:.2f} s" if cap.mean_s is not None else f"none ({cap.status})"
     lines = [
-        f"contention-free bound {study.lower_bound_s:.2f} s; capacity-aware bound {cap_text}",
+        f"contention-free bound {study.lower_bound_s:.2f} s; capacity-aware bound {cap_text}; "
+        f"any-deployment bound {study.any_deployment_bound_s:.2f} s",
         *(f"{name}: {doc}" for name, doc in _COLUMNS),
     ]
     for row in study.rows:
@@ -129,6 +130,61 @@ def _main_table(study: Any) -> Table:
                 captured = f", {share:.0%} of its headroom captured" if share is not None else ""
                 lines.append(f"{row.name}: {gain:.1%} below {study.best_heuristic}{captured}")
     table.caption = "\n".join(lines)
+    table.caption_justify = "left"
+    return table
+
+
+def _split_table(study: Any) -> Table:
+    """Deployment, placement and ordering (docs/headroom.md), s per measured workflow."""
+    sp = study.split
+    b = sp.bounds
+    table = Table(
+        title="how much is deployment, placement, ordering (s per workflow, same workflows)",
+        **NARROW,
+    )
+    for name in ("part", "what", "s", "95% CI"):
+        table.add_column(name, justify="left" if name in ("part", "what") else "right")
+    ladder = sp.ladder()
+    if ladder is not None:
+        g = sp.planning_gain
+        steady = "" if sp.dynamic_steady.get(sp.dynamic_best, True) else " (NOT steady)"
+        table.add_row(
+            "planning",
+            f"{sp.dynamic_best} on dynamic residency{steady} - {sp.best} here",
+            f"{ladder['planning_gain_s']:.2f}",
+            f"±{g.ci_s:.2f}",
+        )
+    table.add_row(
+        "deployment",
+        "this deployment's configurations: its contention-free bound - any deployment's",
+        f"{b.deployment_contention_free_s - b.any_deployment_s:.2f}",
+        "",
+    )
+    table.add_row(
+        "deployment",
+        "its capacity at this rate: its capacity-aware bound - its contention-free one",
+        f"{b.deployment_s - b.deployment_contention_free_s:.2f}",
+        "",
+    )
+    for name, mean in sp.means.items():
+        label = (
+            name + (" *" if name == sp.best else "") + (" (oracle)" if name in sp.oracle else "")
+        )
+        table.add_row(
+            "placement", f"{label} - this deployment's bound", f"{mean - b.deployment_s:.2f}", ""
+        )
+    for _rule, change, _, _ in sp.ordering:
+        table.add_row(
+            "ordering", f"{change.a} - {change.b}", f"{change.diff_s:+.2f}", f"±{change.ci_s:.2f}"
+        )
+    table.caption = (
+        f"bounds: best allocation (any deployment) {b.best_allocation_s:.2f} s, this "
+        f"deployment {b.deployment_s:.2f} s (contention-free "
+        f"{b.deployment_contention_free_s:.2f}); "
+        "each policy's mean - best allocation = deployment (both lines) + placement; "
+        "the capacity line is what this deployment's capacity costs, part of which any "
+        "allocation would pay (no bound over allocations charges capacity yet)"
+    )
     table.caption_justify = "left"
     return table
 
@@ -188,6 +244,31 @@ BoundTimeLimitOpt = Annotated[
         "it the study reports no such bound (the contention-free one stands)."
     ),
 ]
+BoundSampleOpt = Annotated[
+    int,
+    typer.Option(
+        help="Workflows the capacity-aware bound is priced on when the window holds more "
+        "(its Lagrangian form, a bound on the program's value: seconds instead of "
+        "minutes, at most 0.2% below it where measured; docs/headroom-split.md); 0: solve "
+        "the whole program."
+    ),
+]
+SplitOpt = Annotated[
+    bool,
+    typer.Option(
+        "--split/--no-split",
+        help="Split each gap into deployment, placement and ordering: runs the ordering "
+        "rules over the best heuristic's router and, on a deployment, the policies on "
+        "dynamic residency with the same jobs (docs/headroom.md).",
+    ),
+]
+DynamicPolicyOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="With --split on a deployment: a policy to run on dynamic residency with the "
+        "same jobs (repeat it) [default: the best heuristic here, and tail]."
+    ),
+]
 ResidencyOpt = Annotated[
     str,
     typer.Option(
@@ -220,6 +301,9 @@ def headroom(
     tool_repeat: ToolRepeatOpt = 0.0,
     tool_cache: ToolCacheOpt = "off",
     bound_time_limit: BoundTimeLimitOpt = 600.0,  # bound.BOUND_TIME_LIMIT_S (scipy is slow)
+    bound_sample: BoundSampleOpt = 100,  # lagrange.SAMPLE_WORKFLOWS
+    split: SplitOpt = True,
+    dynamic_policy: DynamicPolicyOpt = None,
     seed: Annotated[int, typer.Option(min=0, help="Seed of every random choice.")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     plot: PlotOpt = None,
@@ -228,18 +312,14 @@ def headroom(
     """How much could any scheduler still win? Policies and oracles against two lower
     bounds, with each policy's gap split along its critical paths."""
     from scalesched.commands.simulate import cache_modes, show_progress
-    from scalesched.eval.headroom import DEFAULT_ORACLES, Caches, measure_headroom
-    from scalesched.policies import BEST_HEURISTIC_CANDIDATES
+    from scalesched.eval.headroom import Caches, measure_headroom
     from scalesched.runs.length import check_precision, check_steady_arrivals, parse_workflows
     from scalesched.runs.setup import Scenario, prepare
     from scalesched.runs.world import check_residency
 
     if plot is not None:
         check_output_path(plot, "--plot", "image")
-    policies = list(policy) if policy else list(BEST_HEURISTIC_CANDIDATES)
-    oracles = [] if no_oracle else list(oracle) if oracle else list(DEFAULT_ORACLES)
-    _check_names(policies, "--policy")
-    _check_names(oracles, "--oracle")
+    policies, oracles, dynamic_policies = _row_names(policy, oracle, no_oracle, dynamic_policy)
     modes = cache_modes(kv_policy, tool_cache, "off", tool_repeat)  # simulate's checks
     caches = Caches(kv_policy=modes.kv, tool_cache=modes.tool_cache)
     scenario = Scenario(
@@ -255,7 +335,7 @@ def headroom(
     check_precision(precision)
     show = show_progress(progress, as_json)
 
-    def study_at(n: int, oracle_rows: list[str]) -> Any:
+    def study_at(n: int, oracle_rows: list[str], final: bool = True) -> Any:
         setup = prepare(cluster, dataclasses.replace(scenario, workflows=n), stream=False)
         if setup.world.note:
             announce(f"note: {setup.world.note}")
@@ -267,6 +347,9 @@ def headroom(
                 progress=bar,
                 caches=caches,
                 bound_time_limit_s=bound_time_limit,
+                split=split and final,
+                dynamic_policies=dynamic_policies,
+                bound_sample=bound_sample,
             )
 
     if count is None:
@@ -276,8 +359,28 @@ def headroom(
     _report(study, as_json, plot)
 
 
+def _row_names(
+    policy: list[str] | None,
+    oracle: list[str] | None,
+    no_oracle: bool,
+    dynamic_policy: list[str] | None,
+) -> tuple[list[str], list[str], list[str] | None]:
+    """The policy, oracle and dynamic-residency rows asked for (defaults filled in), each
+    name checked against the registry."""
+    from scalesched.eval.headroom import DEFAULT_ORACLES
+    from scalesched.policies import BEST_HEURISTIC_CANDIDATES
+
+    policies = list(policy) if policy else list(BEST_HEURISTIC_CANDIDATES)
+    oracles = [] if no_oracle else list(oracle) if oracle else list(DEFAULT_ORACLES)
+    dynamic = list(dynamic_policy) if dynamic_policy else None
+    _check_names(policies, "--policy")
+    _check_names(oracles, "--oracle")
+    _check_names(dynamic or [], "--dynamic-policy")
+    return policies, oracles, dynamic
+
+
 def _auto_length(
-    study_at: Callable[[int, list[str]], Any], cluster: str, precision: float, cap: int | None
+    study_at: Callable[[int, list[str], bool], Any], cluster: str, precision: float, cap: int | None
 ) -> int:
     """``--workflows auto``: the first length at which the best heuristic's mean (on the
     policies' shared window) is steady and within ``precision``; the oracles are not run
@@ -286,7 +389,7 @@ def _auto_length(
     from scalesched.runs.length import Attempt, grow
 
     def attempt(n: int) -> Attempt:
-        study = study_at(n, [])
+        study = study_at(n, [], False)
         best = next((r for r in study.rows if r.name == study.best_heuristic), None)
         if best is None:
             return Attempt(n, math.nan, math.inf, False)
@@ -308,6 +411,8 @@ def _report(study: Any, as_json: bool, plot: Path | None) -> None:
         return
     console = Console()
     console.print(_main_table(study))
+    if study.split is not None:
+        console.print(_split_table(study))
     console.print(_decomposition_table(study))
     if study.best_heuristic is not None:
         console.print(_breakdown_table(study, study.best_heuristic))

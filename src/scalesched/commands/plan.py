@@ -4,6 +4,7 @@ shares``: the per-LLM time shares the planner rests on."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -13,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from scalesched.errors import InputError, prepare_output_path, print_json
+from scalesched.serve.fleet import FLEET_HOST, FLEET_PORT
 
 plan_app = typer.Typer(
     help="Plan GPU allocations for multi-LLM workflows (Scepsy-style; docs/planning.md).",
@@ -115,12 +117,57 @@ def plan(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print one JSON object instead of a table.")
     ] = False,
+    backends_out: Annotated[
+        Path | None,
+        typer.Option(
+            help="Also write the gateway's backends file for the fleet that serves this plan "
+            "(`fleet --deployment OUT --host H --port P`): the URLs it will listen on."
+        ),
+    ] = None,
+    fleet_host: Annotated[
+        str, typer.Option(help="With --backends-out: the address the fleet listens on.")
+    ] = FLEET_HOST,
+    fleet_port: Annotated[
+        int, typer.Option(help="With --backends-out: the fleet's first port (one per server).")
+    ] = FLEET_PORT,
 ) -> None:
     """Search GPU share x tp x replicas for the lowest predicted latency at --rate, place
     it (tp groups in one server, best fit, spread), and write it as a deployment file."""
     if ctx.invoked_subcommand is not None:
         return
-    _plan(cluster, workload, rate, slo_p95, out, baseline, samples, seed, as_json)
+    fleet = FleetAddress(backends_out, fleet_host, fleet_port)
+    _plan(cluster, workload, rate, slo_p95, out, baseline, samples, seed, as_json, fleet)
+
+
+@dataclass(frozen=True)
+class FleetAddress:
+    """Where ``--backends-out`` goes and where the fleet serving the plan listens."""
+
+    backends_out: Path | None
+    host: str
+    port: int
+
+
+def _write_backends(result: Any, spec: Any, fleet: FleetAddress) -> None:
+    """The backends file of the fleet that serves ``result``'s replicas (``fleet
+    --deployment``), its URLs by the fleet's port convention (``serve.fleet``)."""
+    from scalesched.cluster.deployment import deployment_from_dict, deployment_to_dict
+    from scalesched.cluster.endpoints import port_problem
+    from scalesched.serve.fleet import fleet_backends_yaml, fleet_servers
+
+    assert fleet.backends_out is not None
+    data = deployment_to_dict(f"{result.strategy}-{spec.name}", spec.name, result.replicas)
+    servers = fleet_servers(spec, None, deployment_from_dict(data, spec, "plan"))
+    problem = port_problem(fleet.port, len(servers))
+    if problem:
+        raise InputError("--fleet-port", "fleet_port", problem)
+    text = fleet_backends_yaml(servers, fleet.host, fleet.port)
+    try:
+        fleet.backends_out.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise InputError(
+            str(fleet.backends_out), "--backends-out", f"cannot write: {exc}"
+        ) from None
 
 
 def _plan(
@@ -133,6 +180,7 @@ def _plan(
     samples: int,
     seed: int,
     as_json: bool,
+    fleet: FleetAddress,
 ) -> None:
     from scalesched.errors import clean_errors
 
@@ -150,8 +198,9 @@ def _plan(
             raise InputError("--slo-p95", "slo_p95", f"must be positive and finite, got {slo_p95}")
         if baseline not in (None, "independent", "uniform"):
             raise InputError("--baseline", "baseline", "independent or uniform")
-        if out is not None:
-            prepare_output_path(out, "--out")
+        for path, option in ((out, "--out"), (fleet.backends_out, "--backends-out")):
+            if path is not None:
+                prepare_output_path(path, option)
         spec = get_cluster(cluster)
         profile = workload_profile(workload, samples=samples, seed=seed)
         strategy = baseline or "plan"
@@ -160,6 +209,9 @@ def _plan(
         if out is not None:
             _write_plan(result, spec, out, summary)
             typer.echo(f"deployment written to {out}", err=True)
+        if fleet.backends_out is not None:
+            _write_backends(result, spec, fleet)
+            typer.echo(f"backends file written to {fleet.backends_out}", err=True)
         if as_json:
             print_json(summary, NULL_REASONS)
             return

@@ -188,12 +188,14 @@ def ray_run_metrics(
 
 
 def report_ray_run(metrics: dict[str, Any], result: Any, title: str, as_json: bool) -> None:
-    """The figures as one JSON object, or as the table followed by the first failures and
-    the servers lost."""
+    """The figures as one JSON object, or as the table followed by why the run is not in
+    the world asked for (if it is not), the first failures and the servers lost."""
     if as_json:
         print_json(metrics)
         return
     console.print(metrics_table(title, metrics))
+    if metrics.get("world_note"):
+        err_console.print(f"note: {metrics['world_note']}")
     for failure in result.failures[:10]:
         err_console.print(f"failed: {failure.name} at {failure.task}: {failure.error}")
     if result.dead_servers:

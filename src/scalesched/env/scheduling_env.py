@@ -21,6 +21,12 @@ Two kinds of episode, chosen by :class:`EnvConfig`:
   the previous decision times ``reward_scale`` (Decima's time integral), so the window's
   return is minus its total accrued response time (times the constant) whatever the
   window's length. ``load_min``/``load_max`` draw each episode's load uniformly.
+
+The world (``residency``): ``dynamic`` (the default of a library ``EnvConfig``, as of a
+library ``Scenario``) loads models on demand; ``planned`` runs each episode on a deployment
+the planner makes for its offered rate (``scalesched.runs.world``): load x the planned
+world's capacity, the plan made for the load rounded to ``PLAN_LOAD_STEP`` so that a few
+cached plans serve every drawn load. Training configs default to ``planned``.
 """
 
 from __future__ import annotations
@@ -44,10 +50,15 @@ from scalesched.env.settings import EnvSetting
 from scalesched.errors import InputError
 from scalesched.nn.observation import observation
 from scalesched.runs.setup import Scenario, build_jobs
+from scalesched.runs.world import RunWorld, check_residency, resolve_world
 from scalesched.sim.engine import Simulation
 from scalesched.sim.run import summarise
 
 Observation = dict[str, np.ndarray]
+
+PLAN_LOAD_STEP = 0.05
+"""In the planned world an episode runs on the plan for its load rounded to this step
+(``runs.world.plan_load``): loads 0.4-0.95 share 12 plans per cluster and workload."""
 
 STEADY_REWARD_SCALE = 0.01
 """The reward scale of the steady-state configs: one unit of return per 100 workflow-seconds
@@ -98,6 +109,9 @@ class EnvConfig:
     """Server features per server in the observation: the first ``BASE_SERVER_FEATURES``
     (what every network had before the cache features, and the default), or all
     ``SERVER_FEATURES`` (with the cache features: ``PPOConfig.cache_features``)."""
+    residency: str = "dynamic"
+    """The world episodes run in: ``dynamic`` (models loaded on demand) or ``planned`` (a
+    deployment planned for each episode's rate; module docstring)."""
 
     def check(self, source: str = "EnvConfig") -> None:
         """Raise InputError naming the first inconsistent field."""
@@ -115,6 +129,8 @@ class EnvConfig:
             raise InputError(source, "reward_scale", "must be positive")
         if self.kv_policy is not None and self.kv_policy not in KV_MODES:
             raise InputError(source, "kv_policy", f"must be one of {', '.join(KV_MODES)}")
+        if self.residency not in ("planned", "dynamic"):
+            raise InputError(source, "residency", "must be planned or dynamic")
         if self.server_dim not in SERVER_DIMS:
             raise InputError(
                 source, "server_dim", f"must be one of {', '.join(map(str, SERVER_DIMS))}"
@@ -177,6 +193,9 @@ class SchedulingEnv(gym.Env[Observation, int]):
         self.setting = -1
         """Index of the current episode's setting (-1 without a source)."""
         self._mix_tables: dict[str, tuple[ClusterSpec, ClusterTables]] = {}
+        self._planned_tables: dict[tuple[str, str], ClusterTables] = {}
+        self.world = RunWorld(cfg.residency)
+        """The world of the current episode (its plan named in a planned one)."""
 
     @property
     def decision(self) -> Decision | None:
@@ -227,17 +246,19 @@ class SchedulingEnv(gym.Env[Observation, int]):
         warmup = int(rng.integers(cfg.warmup_min, cfg.warmup_max + 1)) if cfg.warmup_max else 0
         # A truncated window needs one arrival past its end: the cut happens at that arrival.
         stream = warmup + cfg.workflows + (1 if cfg.truncate else 0)
+        rate, tables = self._episode_world(cfg, load)
         scenario = Scenario(
             workload=cfg.workload,
             workflows=stream,
             load=load,
+            rate=rate,
             arrivals=cfg.arrivals,
             seed=episode_seed,
         )
         sim = Simulation(
             self.spec_cluster,
-            build_jobs(self.tables, scenario),
-            tables=self.tables,
+            build_jobs(self.tables, scenario),  # on the plain tables, as every run's jobs
+            tables=tables,
             kv_policy=cfg.kv_policy,
         )
         self._sim = sim
@@ -258,8 +279,30 @@ class SchedulingEnv(gym.Env[Observation, int]):
             "load": load,
             "warmup_workflows": warmup,
             "setting": self.setting,
+            **self.world.metrics(),
         }
         return encode(decision, self.max_servers, self.config.server_dim), info
+
+    def _episode_world(self, cfg: EnvConfig, load: float) -> tuple[float | None, ClusterTables]:
+        """The episode's offered rate (None: ``load`` of the dynamic world's capacity, as
+        before) and the tables it runs on: the plain ones, or its plan's (cached per plan)."""
+        if check_residency(cfg.residency) == "dynamic":
+            self.world = RunWorld("dynamic")
+            return None, self.tables
+        rate, deployment, self.world = resolve_world(
+            self.spec_cluster,
+            cfg.workload,
+            "planned",
+            rate=None,
+            load=load,
+            plan_step=PLAN_LOAD_STEP,
+        )
+        if deployment is None:  # no plan here (a fallback, named in self.world.note)
+            return rate, self.tables
+        key = (self.spec_cluster.name, deployment.name)
+        if key not in self._planned_tables:
+            self._planned_tables[key] = ClusterTables(self.spec_cluster, deployment)
+        return rate, self._planned_tables[key]
 
     def _warm_up(self, sim: Simulation, until_s: float, seed: int) -> Decision | None:
         """Let the warm-up heuristic place every decision before ``until_s``."""

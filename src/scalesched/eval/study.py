@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from scalesched.errors import InputError
-from scalesched.eval.windows import BOUNDS, SERIES, share_windows
+from scalesched.eval.windows import ANY_BOUNDS, BOUNDS, SERIES, share_windows
 from scalesched.stats import mean_ci as mean_ci  # re-exported for older callers
 
 STATUS_OK = "ok"
@@ -175,6 +175,7 @@ def run_one(spec: RunSpec) -> dict[str, Any]:
     metrics: dict[str, Any] = dict(result.metrics)
     metrics[SERIES] = result.series  # the shared window and paired batches (eval.windows)
     metrics[BOUNDS] = result.series_lower_bounds
+    metrics[ANY_BOUNDS] = result.series_any_deployment_bounds
     metrics.pop("policy", None)
     metrics.pop("n_servers", None)
     row.update(metrics)

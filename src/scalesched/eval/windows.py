@@ -20,12 +20,14 @@ from typing import Any
 
 import numpy as np
 
-from scalesched.kernel.metrics import response_figures
+from scalesched.kernel.metrics import any_deployment_figures, response_figures
 from scalesched.stats import RatioCI, batch_means, paired_batch_ratio
 
 SERIES = "_series"
 """Row key: the run's responses before the run-out, in arrival order (not in results.csv)."""
 BOUNDS = "_lower_bounds"
+ANY_BOUNDS = "_any_deployment_bounds"
+"""Row key: the series' world-independent bounds (``any_deployment_figures``)."""
 SHARED_CUT = "shared_warmup_workflows"
 
 
@@ -51,12 +53,15 @@ def _measure_from(row: dict[str, Any], cut: int) -> None:
     if not rt.size:
         return
     bm = batch_means(rt)
+    figures = response_figures(rt, lb)
     row.update(
         measured_workflows=int(rt.size),
-        **response_figures(rt, lb),
+        **figures,
         avg_response_time_ci_s=bm.half_width if math.isfinite(bm.half_width) else -1.0,
         ci_method=bm.method,
     )
+    if ANY_BOUNDS in row and np.asarray(row[ANY_BOUNDS]).size == series.size:
+        row.update(any_deployment_figures(figures, np.asarray(row[ANY_BOUNDS])[cut:][done]))
 
 
 def paired_ratio_rows(

@@ -39,13 +39,19 @@ from typing import ClassVar, TypeAlias, TypeVar, cast, overload
 
 import numpy as np
 
+from scalesched.cluster.anywhere import any_deployment
 from scalesched.cluster.tables import MODEL_INDEX, MODEL_NAMES, ClusterTables
 from scalesched.decision.actions import Action, Defer, Hedge, Place, as_action
 from scalesched.decision.features import ENGINE_ABSENT, Decision, TaskRequest
 from scalesched.decision.scheduler import ReadyOrder, SchedulingError
 from scalesched.kernel.metrics import RunRecord
 from scalesched.kernel.ranks import VisibleRanks, deciders
-from scalesched.kernel.records import TaskRecord, check_feasible, lower_bound
+from scalesched.kernel.records import (
+    TaskRecord,
+    any_deployment_lower_bound,
+    check_feasible,
+    lower_bound,
+)
 from scalesched.kernel.requests import task_request
 from scalesched.kernel.routes import RouteMemory
 from scalesched.workload.instance import Job, TaskInstance, WorkflowInstance
@@ -331,6 +337,9 @@ class RunLedger:
             np.full(n_jobs, math.nan) if self.streamed else [math.nan] * n_jobs
         )
         self.lower_bounds = np.zeros(n_jobs)
+        self.any_deployment_bounds = np.zeros(n_jobs)
+        """Per job: the world-independent bound (``any_deployment_lower_bound``)."""
+        self._anywhere = any_deployment(self.tables.spec)
         self.attained = np.zeros(n_jobs)
         """Seconds of service each workflow's finished tasks have had (start to end): what a
         least-attained-service policy orders by (``TaskRequest.attained_s``)."""
@@ -360,9 +369,10 @@ class RunLedger:
         return box
 
     def shared_parts(self) -> list[object]:
-        """What never changes during a run: the cluster's tables, and the jobs (a list; a
-        streamed run's source of jobs, which realises job ``i`` from its own seed)."""
-        return [self.tables, self.stream if self.streamed else self.jobs]
+        """What never changes during a run: the cluster's tables, the configurations of its
+        world-independent bound, and the jobs (a list; a streamed run's source of jobs,
+        which realises job ``i`` from its own seed)."""
+        return [self.tables, self._anywhere, self.stream if self.streamed else self.jobs]
 
     def flat_boxes(self) -> list[object]:
         """Every container of per-task or per-job state that holds plain values only, for a
@@ -381,6 +391,7 @@ class RunLedger:
         job = self.jobs[ji]
         off = self.tasks.offset[ji]
         self.lower_bounds[ji] = lower_bound(self.tables, job)
+        self.any_deployment_bounds[ji] = any_deployment_lower_bound(self._anywhere, job)
         for i, parents in enumerate(job.workflow.parents):
             self.missing[off + i] = len(parents)
             if not parents:
@@ -678,6 +689,7 @@ class RunLedger:
             cluster=cluster,
             response_times=self.response_times,
             lower_bounds=self.lower_bounds,
+            any_deployment_bounds=self.any_deployment_bounds,
             makespan_s=makespan_s,
             gpu_utilisation=utilisation[0],
             cpu_utilisation=utilisation[1],

@@ -184,6 +184,10 @@ class RunRecord:
     """A run whose scheduler asked for replicas (``LoadReplica``): (requests, loads,
     releases, LLM calls that landed on a replica, GPU-seconds the replicas held from load
     start to unload); None: it never asked."""
+    any_deployment_bounds: np.ndarray | None = None
+    """Per workflow: the world-independent contention-free bound (every call alone on the
+    fastest configuration any deployment of the cluster can give its model,
+    ``kernel.records.any_deployment_lower_bound``); None: not computed (no keys)."""
 
 
 MIN_MEASURED_FOR_VERDICT = 40
@@ -578,8 +582,23 @@ def run_metrics_and_window(r: RunRecord) -> tuple[dict[str, float | int | str], 
         "lower_bound_ratio": fig["lower_bound_ratio"],
         "sim_wall_time_s": r.wall_s,
     }
+    if r.any_deployment_bounds is not None:
+        metrics.update(any_deployment_figures(fig, r.any_deployment_bounds[done & measured]))
     metrics.update(_optional_metrics(r, measured))
     return metrics, window
+
+
+def any_deployment_figures(fig: dict[str, float], bounds: np.ndarray) -> dict[str, float]:
+    """The world-independent bound's keys beside ``response_figures``' ``fig`` (over the
+    same workflows): its mean and the mean response over it. ``mean_lower_bound_s`` is the
+    run's own deployment's bound (what placement within it is measured against); this one
+    is the same for every world on the same jobs (what a deployment is measured against)."""
+    mean_any = float(bounds.mean()) if bounds.size else 0.0
+    mean_rt = fig["avg_response_time_s"]
+    return {
+        "mean_any_deployment_bound_s": mean_any,
+        "any_deployment_bound_ratio": mean_rt / mean_any if mean_any > 0 else 0.0,
+    }
 
 
 def _optional_metrics(r: RunRecord, measured: np.ndarray) -> dict[str, float | int | str]:

@@ -1,6 +1,9 @@
 """What a run records and checks, shared by the simulator and the Ray runtime: the
 per-task trace record, the contract-violation error, feasibility of a workload on a
-cluster, and the contention-free lower bound of a workflow's response time."""
+cluster, and the contention-free lower bounds of a workflow's response time: the run's
+(every task alone on the fastest server of the run's world) and the world-independent one
+(every call alone on the fastest configuration any deployment of the cluster can give its
+model, ``cluster.anywhere``)."""
 
 from __future__ import annotations
 
@@ -8,10 +11,18 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from scalesched.cluster.anywhere import AnyDeployment
 from scalesched.cluster.tables import MODEL_INDEX, ClusterTables
 from scalesched.workload.instance import Job, TaskInstance
 
-__all__ = ["TaskRecord", "alone_fastest_s", "check_feasible", "lower_bound"]
+__all__ = [
+    "TaskRecord",
+    "alone_anywhere_s",
+    "alone_fastest_s",
+    "any_deployment_lower_bound",
+    "check_feasible",
+    "lower_bound",
+]
 
 
 @dataclass(slots=True)
@@ -74,10 +85,42 @@ def lower_bound(
     no queueing, no model loads, no transfers. No schedule can beat it. ``cost``: the
     per-task seconds instead (a caller that counts what caches may skip,
     ``scalesched.eval.headroom.decompose.contention_free_bound``)."""
+    return critical_path(job, cost or (lambda task: alone_fastest_s(tables, task)))
+
+
+def alone_anywhere_s(
+    anywhere: AnyDeployment, task: TaskInstance, prefilled: int | None = None
+) -> float:
+    """Seconds the task takes alone on the fastest configuration any deployment of the
+    cluster can give it (``cluster.anywhere``); ``prefilled``: the prompt tokens computed
+    (default all: no reuse). A tool's is its run on the fastest core, as in every world."""
+    if task.kind == "llm" and task.model:
+        return anywhere.llm_time(
+            MODEL_INDEX[task.model], task.prompt_tokens, max(1, task.output_tokens), prefilled
+        )
+    return task.cpu_work / anywhere.max_core_speed + task.ext_latency
+
+
+def any_deployment_lower_bound(
+    anywhere: AnyDeployment,
+    job: Job,
+    cost: Callable[[TaskInstance], float] | None = None,
+) -> float:
+    """The world-independent contention-free bound: every call alone on the fastest
+    configuration any deployment of the cluster can give its model (any tensor-parallel
+    degree, GPU type, share and replica count that fits on some server), whatever
+    deployment the run has. It is at most the run's own ``lower_bound`` in every world, so
+    runs in different worlds on the same jobs are measured against one figure. ``cost``:
+    the per-task seconds instead (a caller counting cache reuse)."""
+    return critical_path(job, cost or (lambda task: alone_anywhere_s(anywhere, task)))
+
+
+def critical_path(job: Job, cost: Callable[[TaskInstance], float]) -> float:
+    """The workflow's longest path when each task takes ``cost(task)`` seconds."""
     wf = job.workflow
     finish = [0.0] * len(wf.tasks)
     for i, task in enumerate(wf.tasks):
-        took = alone_fastest_s(tables, task) if cost is None else cost(task)
+        took = cost(task)
         start = max((finish[p] for p in wf.parents[i]), default=0.0)
         finish[i] = start + took
     return max(finish, default=0.0)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -22,7 +22,7 @@ from scalesched.decision.features import Decision
 from scalesched.decision.scheduler import BaseScheduler
 from scalesched.errors import InputError
 from scalesched.nn import PolicyNetwork, build_network
-from scalesched.nn.common import PolicyOutput, obs_to_tensors
+from scalesched.nn.common import MASKED_LOGIT, PolicyOutput, obs_to_tensors
 from scalesched.nn.fast import FastScaleActor
 from scalesched.nn.observation import (
     OBSERVED_TOKENS,
@@ -32,6 +32,20 @@ from scalesched.nn.observation import (
 )
 from scalesched.nn.scale_net import ScaleNet
 from scalesched.nn.srr import feature_stats
+
+
+class CandidateSet(Protocol):
+    """Which servers a network may choose for a decision (e.g.
+    :class:`scalesched.policies.bounded.TailMargin`): applied to its scores, after the
+    network has read the decision as it was trained to."""
+
+    def allowed(self, decision: Decision) -> np.ndarray:
+        """(N,) bool: the servers the network may choose."""
+        ...
+
+    def reset(self, seed: int) -> None:
+        """A new run starts."""
+        ...
 
 
 class NetworkScheduler(BaseScheduler):
@@ -47,7 +61,9 @@ class NetworkScheduler(BaseScheduler):
     network further. ``record_features`` needs the network's attention feature, so it acts
     through PyTorch, as does any other network kind. ``observed_tokens``: the output length
     its decisions are costed at (:data:`~scalesched.nn.observation.OBSERVED_TOKENS`), the
-    one it was trained on.
+    one it was trained on. ``candidates``: the servers it may choose among (None: every
+    feasible one); the network still reads every server, so its scores are the ones it was
+    trained to give, and the servers outside the set are masked out of its choice.
     """
 
     def __init__(
@@ -58,8 +74,10 @@ class NetworkScheduler(BaseScheduler):
         greedy: bool = False,
         fast: bool = True,
         observed_tokens: str = "estimate",
+        candidates: CandidateSet | None = None,
     ) -> None:
         self.network = network.eval()
+        self.candidates = candidates
         self.observed_tokens = observed_tokens
         self._lengths = observed_lengths(observed_tokens)
         self.name = name
@@ -106,15 +124,26 @@ class NetworkScheduler(BaseScheduler):
     def select(self, decision: Decision) -> int:
         if self.actor is not None:
             seen = self.observe(decision)
-            return self._choose(
-                self.actor.logits(
-                    seen.task_features, seen.server_features[:, : self.server_dim], seen.mask
-                )
+            logits = self.actor.logits(
+                seen.task_features, seen.server_features[:, : self.server_dim], seen.mask
             )
+            return self._choose(self._bounded(logits, decision))
         out = self.forward(decision)  # observes the decision itself
         if self.record_features:
             self.features[decision.n_servers].append(out.attn_feature[0].numpy().copy())
-        return self._choose(out.logits[0])
+        return self._choose(self._bounded(out.logits[0], decision))
+
+    def _bounded(
+        self, logits: torch.Tensor | np.ndarray, decision: Decision
+    ) -> torch.Tensor | np.ndarray:
+        """``logits`` with the servers outside the candidate set masked out (as is without
+        one)."""
+        if self.candidates is None:
+            return logits
+        allowed = self.candidates.allowed(decision)
+        if isinstance(logits, np.ndarray):
+            return np.where(allowed, logits, np.float32(MASKED_LOGIT))
+        return logits.masked_fill(~torch.from_numpy(allowed), MASKED_LOGIT)
 
     def _choose(self, logits: torch.Tensor | np.ndarray) -> int:
         """Argmax when greedy, else a draw from the softmax, from this scheduler's generator."""
@@ -127,6 +156,8 @@ class NetworkScheduler(BaseScheduler):
 
     def reset(self, seed: int) -> None:
         self._generator.manual_seed(seed)
+        if self.candidates is not None:
+            self.candidates.reset(seed)
 
     def feature_stats(self) -> dict[int, dict[str, float]]:
         """Mean, variance and mean |off-diagonal correlation| of the features, per N."""
@@ -180,13 +211,14 @@ class BatchedNetworkScheduler(NetworkScheduler):
     def select_batch(self, decisions: list[Decision]) -> list[int]:
         if self.actor is None or len(decisions) == 1:
             return [self.select(d) for d in decisions]
-        decisions = [self.observe(d) for d in decisions]
+        seen = [self.observe(d) for d in decisions]
         logits = self.actor.logits_batch(
-            np.stack([d.task_features for d in decisions]),
-            np.stack([d.server_features[:, : self.server_dim] for d in decisions]),
-            np.stack([d.mask for d in decisions]),
+            np.stack([d.task_features for d in seen]),
+            np.stack([d.server_features[:, : self.server_dim] for d in seen]),
+            np.stack([d.mask for d in seen]),
         )
-        return [self._choose(row) for row in logits]
+        pairs = zip(logits, decisions, strict=True)
+        return [self._choose(self._bounded(row, d)) for row, d in pairs]
 
 
 def network_from_checkpoint(data: dict[str, Any], source: str = "checkpoint") -> PolicyNetwork:
@@ -345,6 +377,7 @@ def load_scheduler(
     name: str | None = None,
     fast: bool = True,
     batched: bool = False,
+    candidates: CandidateSet | None = None,
 ) -> NetworkScheduler:
     """A scheduler from a checkpoint file (see ``scalesched.nn.checkpoint``).
 
@@ -353,7 +386,8 @@ def load_scheduler(
     and reporting a local run under a shipped policy's name would pass one off as the other
     (the registry, ``scalesched.policies.get_policy``, names the shipped ones).
     ``fast`` and ``batched`` choose the acting path (:class:`NetworkScheduler`,
-    :class:`BatchedNetworkScheduler`).
+    :class:`BatchedNetworkScheduler`); ``candidates`` bounds its choices
+    (:class:`NetworkScheduler`).
     """
     from scalesched.nn.checkpoint import load_checkpoint
 
@@ -368,6 +402,7 @@ def load_scheduler(
         greedy=greedy,
         fast=fast,
         observed_tokens=checkpoint_observed_tokens(data, str(path)),
+        candidates=candidates,
     )
 
 

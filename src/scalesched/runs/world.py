@@ -329,13 +329,31 @@ def planned_capacity_wps(
     return value
 
 
+def plan_load(load: float, step: float) -> float:
+    """The load a plan is made for: ``load`` rounded to a multiple of ``step`` (0: as it
+    is), never below one step. Training draws a load per episode from a continuum; plans
+    for loads on a grid are few and cached, where one per drawn load would re-plan almost
+    every episode."""
+    if step <= 0:
+        return load
+    return max(step, round(load / step) * step)
+
+
 def resolve_world(
-    spec: ClusterSpec, workload: str, residency: str, *, rate: float | None, load: float
+    spec: ClusterSpec,
+    workload: str,
+    residency: str,
+    *,
+    rate: float | None,
+    load: float,
+    plan_step: float = 0.0,
 ) -> tuple[float | None, Deployment | None, RunWorld]:
     """The offered rate (None: the caller resolves ``load`` in the dynamic world, as before),
     the deployment and the world of a run asked for in ``residency``. A given ``rate`` is
     planned for directly; a ``load`` is a fraction of the planned world's capacity, and a
-    cluster whose planned world sustains less than its dynamic one falls back (a note)."""
+    cluster whose planned world sustains less than its dynamic one falls back (a note).
+    ``plan_step`` > 0 plans for the load rounded to that step (:func:`plan_load`) while
+    offering the load itself."""
     from scalesched.runs.capacity import capacity_wps
 
     if check_residency(residency) == "dynamic":
@@ -354,7 +372,7 @@ def resolve_world(
         )
         return rate, None, RunWorld("dynamic", note=note)
     offered = load * planned
-    deployment = plan_deployment(spec, workload, offered)
+    deployment = plan_deployment(spec, workload, plan_load(load, plan_step) * planned)
     return offered, deployment, RunWorld("planned", deployment.name)
 
 

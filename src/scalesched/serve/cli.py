@@ -3,7 +3,8 @@
 This package is an executor, below the policies and the studies, so what those layers
 provide is passed in by ``scalesched.cli`` when it registers the commands: ``get_policy``
 (a policy name or checkpoint to a scheduler), ``build_jobs`` (a scenario's jobs, its
-``--load`` resolved against the cluster's capacity) and ``progress`` (the commands' one
+``--load`` resolved against the cluster's capacity), ``plan_world`` (the deployment a
+fleet runs in the planned world) and ``progress`` (the commands' one
 progress helper, so loadgen's progress looks like every other command's).
 """
 
@@ -17,9 +18,14 @@ from typing import Annotated, Any
 import typer
 
 from scalesched.errors import InputError, clean_errors
+from scalesched.serve.fleet import FLEET_HOST, FLEET_PORT
 
 PolicyLoader = Callable[[str], Any]
 JobBuilder = Callable[[Any, Any], list[Any]]
+WorldPlanner = Callable[[Any, str, float | None, float], tuple[float | None, Any, dict[str, str]]]
+"""``(cluster, workload, rate, load)`` -> the offered rate, the planned deployment (None:
+no plan, the reason in the world's ``world_note``) and the world's names
+(``scalesched.runs.world.resolve_world``)."""
 ProgressFactory = Callable[[bool, int, str], Any]
 """The commands' progress helper: ``(show, total, label)`` -> a context manager giving a
 ``tick(done)`` (``scalesched.commands.common.progress_bar``)."""
@@ -77,62 +83,153 @@ def engine(
     run_engines([server], host, port, lambda urls: typer.echo(f"serving {urls[0]}", err=True))
 
 
+FleetWorkloadOpt = Annotated[
+    str, typer.Option(help="Workload the deployment is planned for (preset or file).")
+]
+FleetResidencyOpt = Annotated[
+    str,
+    typer.Option(
+        help="planned: run the deployment the planner makes for --rate (or --load of the "
+        "planned world's capacity), as `simulate` does; dynamic: every catalog model "
+        "resident on every GPU server it fits (as --models does). Ignored with --deployment."
+    ),
+]
+FleetRateOpt = Annotated[
+    float | None,
+    typer.Option(help="Workflows/s the deployment is planned for (overrides --load)."),
+]
+FleetLoadOpt = Annotated[
+    float,
+    typer.Option(help="Plan for this fraction of the planned world's capacity (as simulate)."),
+]
+FleetModelsOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="Comma-separated catalog models, each on every server it fits (no plan: "
+        "the dynamic world's fleet) [default: planned]."
+    ),
+]
+FleetDeploymentOpt = Annotated[
+    Path | None,
+    typer.Option(
+        help="Deployment YAML: run exactly its replicas (as `simulate --deployment` "
+        "does) instead of a planned one."
+    ),
+]
+DeploymentOutOpt = Annotated[
+    Path | None,
+    typer.Option(
+        help="Write the deployment the fleet runs here, for `serve --deployment` "
+        "(a planned or a given one)."
+    ),
+]
+
+
 def fleet(
     cluster: Annotated[str, typer.Option(help="Cluster preset or YAML file.")] = "hetero-16",
-    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="First port; one port per GPU server.")] = 18000,
+    workload: FleetWorkloadOpt = "agentic-mix",
+    residency: FleetResidencyOpt = "planned",
+    rate: FleetRateOpt = None,
+    load: FleetLoadOpt = 0.7,
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = FLEET_HOST,
+    port: Annotated[
+        int, typer.Option(help="First port; one port per GPU server that serves a model.")
+    ] = FLEET_PORT,
     time_scale: Annotated[float, typer.Option(help="Wall seconds per model second.")] = 1.0,
     instant: Annotated[
         bool, typer.Option(help="Answer at once (what a gateway's overhead is measured on).")
     ] = False,
-    models: Annotated[
-        str | None, typer.Option(help="Comma-separated catalog models (default: all that fit).")
-    ] = None,
+    models: FleetModelsOpt = None,
     backends_out: Annotated[
         Path | None, typer.Option(help="Write the backends file for `serve` here.")
     ] = None,
-    deployment: Annotated[
-        Path | None,
-        typer.Option(
-            help="Deployment YAML: run exactly its replicas (as `simulate --deployment` "
-            "does) instead of every model resident on every server."
-        ),
-    ] = None,
+    deployment: FleetDeploymentOpt = None,
+    deployment_out: DeploymentOutOpt = None,
 ) -> None:
-    """Run one emulated engine per GPU server of a cluster, in one process."""
+    """Run one emulated engine per GPU server of a deployment, in one process: by default
+    one planned for the offered rate (docs/worlds.md)."""
     _need_serve_extra("fleet")
     from scalesched.cluster import get_cluster
-    from scalesched.cluster.deployment import load_deployment_file
     from scalesched.cluster.tables import ClusterTables
     from scalesched.errors import check_output_path
-    from scalesched.serve.engine import EngineServer, backends_yaml, fleet_servers, run_engines
+    from scalesched.serve.engine import EngineServer, run_engines
+    from scalesched.serve.fleet import fleet_backends_yaml, fleet_servers
     from scalesched.serve.site import configure_logging
 
     _check_scale(time_scale, "--time-scale", zero_ok=False)
     _check_port(port)
-    if deployment is not None and models:
-        raise InputError("--models", "models", "give --models or --deployment, not both")
-    if backends_out is not None:
-        check_output_path(backends_out, "--backends-out")
+    for out, option in ((backends_out, "--backends-out"), (deployment_out, "--deployment-out")):
+        if out is not None:
+            check_output_path(out, option)
     spec = get_cluster(cluster)
-    pinned = load_deployment_file(deployment, spec) if deployment is not None else None
-    tables = ClusterTables(spec, pinned) if pinned is not None else None
     chosen = [m.strip() for m in models.split(",") if m.strip()] if models else None
+    pinned, world = _fleet_deployment(spec, workload, residency, rate, load, chosen, deployment)
+    tables = ClusterTables(spec, pinned) if pinned is not None else None
     plan = fleet_servers(spec, chosen, pinned)
     _check_port(port, len(plan))
+    if deployment_out is not None:
+        _write_deployment(pinned, spec, deployment_out)
     scale = 0.0 if instant else time_scale
     engines = [EngineServer(server, served, scale, tables) for server, served in plan]
 
-    def ready(urls: list[str]) -> None:
-        text = backends_yaml([(s, m, u) for (s, m), u in zip(plan, urls, strict=True)])
-        if backends_out is not None:
-            backends_out.write_text(text, encoding="utf-8")
+    def ready(urls: list[str]) -> None:  # once every engine listens: no line before an error
+        typer.echo(world, err=True)
+        if backends_out is not None:  # what plan --backends-out writes for this fleet
+            backends_out.write_text(fleet_backends_yaml(plan, host, port), encoding="utf-8")
         typer.echo(f"{len(urls)} engines on {urls[0]} .. {urls[-1]}", err=True)
         if backends_out is not None:
             typer.echo(f"backends file written to {backends_out}", err=True)
 
     configure_logging()
     run_engines(engines, host, port, ready)
+
+
+def _fleet_deployment(
+    spec: Any,
+    workload: str,
+    residency: str,
+    rate: float | None,
+    load: float,
+    models: list[str] | None,
+    deployment: Path | None,
+) -> tuple[Any, str]:
+    """The deployment a fleet runs (None: every chosen model on every server it fits) and
+    the line that names its world: the file given, the plan for the offered rate (the
+    planned world, through the ``plan_world`` the CLI provides), or none."""
+    from scalesched.cluster.deployment import load_deployment_file
+
+    if deployment is not None and models:
+        raise InputError("--models", "models", "give --models or --deployment, not both")
+    if residency not in ("planned", "dynamic"):
+        raise InputError(
+            "--residency", "residency", f"must be planned or dynamic, got {residency!r}"
+        )
+    if deployment is not None:
+        pinned = load_deployment_file(deployment, spec)
+        return pinned, f"world: deployment {pinned.name} (from {deployment})"
+    if models or residency == "dynamic":
+        why = "--models" if models else "--residency dynamic"
+        return None, f"world: dynamic ({why}): every model on every GPU server it fits"
+    offered, pinned, named = _PROVIDED["plan_world"](spec, workload, rate, load)
+    if pinned is None:
+        return None, f"world: dynamic ({named['world_note']})"
+    return pinned, f"world: planned, deployment {pinned.name} for {offered:.4g} workflows/s"
+
+
+def _write_deployment(deployment: Any, spec: Any, out: Path) -> None:
+    """``deployment`` as a YAML file ``serve --deployment`` reads (none: refused, since a
+    dynamic fleet runs no deployment)."""
+    import yaml
+
+    from scalesched.cluster.deployment import deployment_to_dict
+
+    if deployment is None:
+        raise InputError("--deployment-out", "deployment", "this fleet runs no deployment")
+    data = deployment_to_dict(deployment.name, spec.name, list(deployment.replicas))
+    try:
+        out.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    except OSError as exc:
+        raise InputError(str(out), "--deployment-out", f"cannot write: {exc}") from None
 
 
 def serve(
@@ -328,9 +425,12 @@ def register(
     get_policy: PolicyLoader,
     build_jobs: JobBuilder,
     progress: ProgressFactory,
+    plan_world: WorldPlanner,
 ) -> None:
     """Add the four serving commands to ``app``."""
-    _PROVIDED.update(get_policy=get_policy, build_jobs=build_jobs, progress=progress)
+    _PROVIDED.update(
+        get_policy=get_policy, build_jobs=build_jobs, progress=progress, plan_world=plan_world
+    )
     for command in (engine, fleet, serve, loadgen):
         app.command()(clean_errors(command))
 

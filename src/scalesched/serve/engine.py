@@ -32,12 +32,13 @@ from typing import Any
 from aiohttp import web
 
 from scalesched.cluster.catalog import SERVER_TYPES, can_host
-from scalesched.cluster.deployment import Deployment
 from scalesched.cluster.model import ClusterSpec, ServerSpec
 from scalesched.cluster.perf import MODELS
 from scalesched.cluster.tables import MODEL_INDEX, ClusterTables
 from scalesched.errors import InputError
 from scalesched.kernel.llm_engine import EngineBatch, queue_by_priority
+from scalesched.serve.fleet import backends_yaml as backends_yaml  # where callers find them
+from scalesched.serve.fleet import fleet_servers as fleet_servers
 from scalesched.serve.protocol import NO_PRIORITY, BadRequest, CompletionRequest, parse_request, sse
 from scalesched.serve.site import (
     add_openai_routes,
@@ -415,53 +416,6 @@ def _chunk(req: CompletionRequest, rid: str, text: str, finish: str | None) -> d
 
 
 # -- running engines -----------------------------------------------------------------------
-
-
-def fleet_servers(
-    cluster: ClusterSpec, models: list[str] | None, deployment: Deployment | None = None
-) -> list[tuple[ServerSpec, dict[str, str]]]:
-    """The GPU servers of ``cluster`` with the catalog models each serves: the replicas a
-    ``deployment`` places there, or else ``models`` (default: every catalog model) that fit
-    (servers that serve none are left out)."""
-    if deployment is not None:
-        placed: dict[str, set[str]] = {}
-        for r in deployment.replicas:
-            placed.setdefault(r.server, set()).add(r.model)
-        return [
-            (s, {m: m for m in sorted(placed[s.name])}) for s in cluster.servers if s.name in placed
-        ]
-    out = []
-    for server in cluster.servers:
-        if server.gpu_type is None or server.gpus <= 0:
-            continue
-        if server.type not in SERVER_TYPES:
-            raise InputError(
-                cluster.name,
-                f"servers.{server.name}",
-                f"type {server.type} is not a catalog server type",
-            )
-        names = [m for m in (models or sorted(MODELS)) if can_host(server, m)]
-        if names:
-            out.append((server, {m: m for m in names}))
-    if not out:
-        raise InputError(cluster.name, "servers", "no GPU server can run the chosen models")
-    return out
-
-
-def backends_yaml(entries: list[tuple[ServerSpec, dict[str, str], str]]) -> str:
-    """A backends file for (server, models, base_url) triples."""
-    import yaml
-
-    backends = [
-        {
-            "name": s.name,
-            "server_type": s.type,
-            "models": dict(models),
-            "endpoint": {"base_url": url},
-        }
-        for s, models, url in entries
-    ]
-    return yaml.safe_dump({"backends": backends}, sort_keys=False)
 
 
 def run_engines(

@@ -39,6 +39,7 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
 from scalesched.errors import InputError, one_line
+from scalesched.serve.fleet import base_url, url_host
 from scalesched.serve.loop import run as run_loop
 from scalesched.serve.protocol import BadRequest, error_body, error_type
 
@@ -255,11 +256,6 @@ def new_app() -> web.Application:
 # -- listening -----------------------------------------------------------------------------
 
 
-def url_host(host: str) -> str:
-    """``host`` as a URL writes it: an IPv6 address in brackets."""
-    return f"[{host}]" if ":" in host and not host.startswith("[") else host
-
-
 async def start_site(app: web.Application, host: str, port: int) -> tuple[web.AppRunner, int]:
     """Serve ``app`` on host:port (port 0: an ephemeral one); returns the runner (its
     ``cleanup`` stops it) and the bound port. A port that cannot be bound is an
@@ -303,7 +299,7 @@ async def serve_apps(
         for i, app in enumerate(apps):
             runner, bound = await start_site(app, host, port + i if port else 0)
             runners.append(runner)
-            urls.append(f"http://{url_host(host)}:{bound}/v1")
+            urls.append(base_url(host, bound))
         if ready is not None:
             ready(urls)
         await stop.wait()

@@ -39,6 +39,8 @@ class SimResult:
     shared warm-up cut and paired batch means (``scalesched.eval.windows``)."""
     series_lower_bounds: np.ndarray = field(default_factory=lambda: np.zeros(0))
     """The lower bounds of ``series``' workflows."""
+    series_any_deployment_bounds: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    """The world-independent bounds of ``series``' workflows."""
 
 
 def simulate(
@@ -134,6 +136,7 @@ def summarise(sim: Simulation, *, policy: str, wall_s: float) -> SimResult:
         trace=sim.trace,
         series=np.array(rt[:before_runout]),
         series_lower_bounds=np.array(sim.lower_bounds[:before_runout]),
+        series_any_deployment_bounds=np.array(sim.any_deployment_bounds[:before_runout]),
     )
 
 

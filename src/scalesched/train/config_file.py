@@ -22,6 +22,13 @@ ALGORITHMS = ("ppo", "dagger")
 Config = TypeVar("Config")
 
 
+def world_line(residency: str) -> str:
+    """How a training run's output names its world (docs/worlds.md)."""
+    if residency == "planned":
+        return "planned (each episode on the deployment planned for its rate)"
+    return "dynamic (models loaded on demand)"
+
+
 def read_mapping(path: str | Path) -> dict[str, Any]:
     """The YAML mapping in ``path``; InputError on a missing, unreadable or non-mapping file."""
     source, p = str(path), Path(path)

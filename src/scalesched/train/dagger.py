@@ -99,6 +99,11 @@ class DaggerConfig:
     """Offered load as a fraction of measured capacity, where the map shows room."""
     arrivals: str = "poisson"
     """Arrival process of the episodes and validation runs (``Scenario.arrivals``)."""
+    residency: str = "planned"
+    """The world episodes and validation run in: ``planned`` (a deployment planned for each
+    setting's offered rate; the default of a config without the field) or ``dynamic``
+    (models loaded on demand: what the shipped configs and policies were trained in, so
+    those configs say so). docs/worlds.md."""
     more_settings: list[Setting] = field(default_factory=list)
     """Further settings besides ``cluster``/``workload``/``load``: episode ``k`` of the run
     uses setting ``k`` modulo their number, and validation averages over all of them (the
@@ -174,6 +179,10 @@ class DaggerConfig:
                 check_arrivals(arrivals, max(self.workflows, self.validation_workflows))
             except InputError as exc:
                 raise InputError(source, where, exc.message) from None
+        if self.residency not in ("planned", "dynamic"):
+            raise InputError(
+                source, "residency", f"must be planned or dynamic, got {self.residency!r}"
+            )
         if self.observed_tokens not in OBSERVED_TOKENS:
             known = ", ".join(OBSERVED_TOKENS)
             raise InputError(
@@ -400,6 +409,7 @@ class Validation:
                     load=setting.load,
                     seed=seed,
                     arrivals=setting.arrivals,
+                    residency=cfg.residency,
                 )
                 setup = prepare(setting.cluster, scenario)
                 base = float(run(setup, self.base).metrics["avg_response_time_s"])
@@ -456,6 +466,7 @@ def train(
                 load=setting.load,
                 seed=seed,
                 arrivals=setting.arrivals,
+                residency=cfg.residency,
             )
             run(prepare(setting.cluster, scenario), labeller, warmup=0, cooldown=0)
             say(f"iteration {it} episode {ep}: {labeller.labelled} labels, beta {beta:.2f}")
@@ -483,7 +494,7 @@ def _payload(
         "state_dict": net.state_dict(),
         "config": asdict(cfg),
         "observed_tokens": cfg.observed_tokens,
-        "metadata": {"name": "dagger", "algorithm": "dagger", **row},
+        "metadata": {"name": "dagger", "algorithm": "dagger", "residency": cfg.residency, **row},
     }
 
 

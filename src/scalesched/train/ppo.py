@@ -90,6 +90,11 @@ class PPOConfig:
     kv_policy: str | None = None
     """KV state in the engines during training and validation (``lru``, ``ttl``,
     ``agent-aware``, ``nocache``; None: memoryless engines). docs/cache.md."""
+    residency: str = "planned"
+    """The world episodes and validation run in: ``planned`` (a deployment the planner makes
+    for each episode's offered rate, load x the planned world's capacity; the default of a
+    config without the field) or ``dynamic`` (models loaded on demand: what every shipped
+    config and policy was trained in, so those configs say so). docs/worlds.md."""
     cache_features: bool = False
     """Give the network the two cache server features (expected cached share of the prompt,
     session residency: ``server_dim`` 20 instead of 18); off keeps every older config's
@@ -215,6 +220,7 @@ class PPOConfig:
             reward_scale=self.reward_scale,
             kv_policy=self.kv_policy,
             server_dim=self.server_dim,
+            residency=self.residency,
         )
 
     @property
@@ -587,7 +593,11 @@ class Trainer:
             "config": asdict(self.cfg),
             "train_state": asdict(self.state),
             "torch_rng": torch.get_rng_state(),
-            "metadata": {"name": self.cfg.name, **(metadata or {})},
+            "metadata": {
+                "name": self.cfg.name,
+                "residency": self.cfg.residency,
+                **(metadata or {}),
+            },
         }
 
     def _load_init(self, init: str) -> None:
@@ -627,12 +637,15 @@ class Trainer:
             "scalable_softmax",
             "critic_encoder",
             "cache_features",
+            "residency",
         ):
-            if key in saved and saved[key] != getattr(self.cfg, key):
+            # A checkpoint from before the field was trained with dynamic residency.
+            was = saved.get(key, "dynamic" if key == "residency" else None)
+            if was is not None and was != getattr(self.cfg, key):
                 raise InputError(
                     str(path),
                     f"config.{key}",
-                    f"checkpoint has {saved[key]!r}, config has {getattr(self.cfg, key)!r}",
+                    f"checkpoint has {was!r}, config has {getattr(self.cfg, key)!r}",
                 )
         self.net.load_state_dict(data["state_dict"])
         self.optimizer.load_state_dict(data["optimizer"])
@@ -1084,27 +1097,35 @@ def validation_response_times(
 ) -> tuple[float, dict[str, float]]:
     """Mean response time at hetero-n over the validation seeds: the policy's and each
     baseline's. Each run's first ``validation_warmup`` workflows (by arrival) are left out,
-    so long runs measure the steady state rather than the cold start."""
+    so long runs measure the steady state rather than the cold start. In the planned world
+    the runs are on the plan for the validation load (``runs.world.resolve_world``)."""
     from scalesched.cluster import get_cluster
     from scalesched.cluster.tables import ClusterTables
     from scalesched.policies import get_policy
     from scalesched.runs.setup import Scenario, build_jobs
+    from scalesched.runs.world import resolve_world
 
     spec = get_cluster(f"hetero-{n}")
     tables = ClusterTables(spec)
     load = cfg.validation_load if cfg.validation_load is not None else cfg.load
+    rate, deployment, _ = resolve_world(spec, cfg.workload, cfg.residency, rate=None, load=load)
+    run_tables = tables if deployment is None else ClusterTables(spec, deployment)
     ours: list[float] = []
     theirs: dict[str, list[float]] = {name: [] for name in cfg.validation_baselines}
     for seed in cfg.validation_seeds:
         jobs = build_jobs(
             tables,
             Scenario(
-                workload=cfg.workload, workflows=cfg.validation_workflows, load=load, seed=seed
+                workload=cfg.workload,
+                workflows=cfg.validation_workflows,
+                load=load,
+                rate=rate,
+                seed=seed,
             ),
         )
 
         def measured(policy: Any, jobs: Any = jobs, seed: int = seed) -> float:
-            times = run_all(spec, tables, jobs, policy, seed, cfg.kv_policy)
+            times = run_all(spec, run_tables, jobs, policy, seed, cfg.kv_policy)
             return float(np.mean(times[cfg.validation_warmup :]))
 
         ours.append(measured(scheduler))
@@ -1118,6 +1139,7 @@ def validation_response_times(
                 load,
                 cfg.validation_warmup,
                 cfg.kv_policy,
+                cfg.residency,
             )
             if key not in _baseline_cache:
                 _baseline_cache[key] = measured(get_policy(name))

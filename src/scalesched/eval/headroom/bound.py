@@ -234,6 +234,10 @@ class _Program:
         """Per (model, class)."""
         self.shares: list[tuple[int, int, float, bool]] = []
         """Per y column: (column, model, decode steps, whether the class is the fastest)."""
+        self.coupling: dict[tuple[Any, ...], int] = {}
+        """The rows ``capacity`` adds, by what they say: ``("gpu", s)``, ``("decode", m, k,
+        e)`` (edge ``e`` of the hull), ``("shares", m, k)``, ``("rest", m, k, e)``,
+        ``("kv", m, k)``, ``("slots", m, k)`` (``lagrange`` prices them)."""
 
     @property
     def n_vars(self) -> int:
@@ -341,12 +345,14 @@ class _Program:
                     x[s, m] = self.var(upper=1.0)
                     terms.append((x[s, m], -float(t.tp[s, m])))
             if terms:
+                self.coupling["gpu", s] = len(self.rhs)
                 self.geq(terms, -float(t.gpus[s]))  # sum tp x <= gpus
         for (m, k), use in self.use.items():
             servers = [x[int(s), m] for s in np.nonzero(t.engine_class[:, m] == k)[0]]
             steps, seen, own = self._sum(use.steps), self._sum(use.seen), self._sum(use.own)
-            for alpha, beta in _facets(self.levels[k]):
+            for e, (alpha, beta) in enumerate(_facets(self.levels[k])):
                 # decode seconds >= alpha O + beta S + A
+                self.coupling["decode", m, k, e] = len(self.rhs)
                 lhs = [(s, horizon_s) for s in servers] + [(own, -1.0), (steps, -alpha)]
                 self.geq(lhs + [(seen, -beta)], 0.0)
             if use.shares:
@@ -355,14 +361,17 @@ class _Program:
                 rest = self.var()
                 if use.rest_steps:
                     rest_o, rest_s = self._sum(use.rest_steps), self._sum(use.rest_seen)
-                    for alpha, beta in _facets(self.levels[k]):
+                    for e, (alpha, beta) in enumerate(_facets(self.levels[k])):
+                        self.coupling["rest", m, k, e] = len(self.rhs)
                         self.geq([(rest, 1.0), (rest_o, -alpha), (rest_s, -beta)], 0.0)
+                self.coupling["shares", m, k] = len(self.rhs)
                 lhs = [(s, horizon_s) for s in servers] + [(own, -1.0), (rest, -1.0)]
                 self.geq(lhs + [(c, -a) for c, a in use.shares], 0.0)
-            for amount, per_engine in (
-                (use.kv, float(t.kv_capacity[k])),
-                (use.slots, float(t.max_batch[k])),
+            for name, amount, per_engine in (
+                ("kv", use.kv, float(t.kv_capacity[k])),
+                ("slots", use.slots, float(t.max_batch[k])),
             ):
+                self.coupling[name, m, k] = len(self.rhs)
                 self.geq(
                     [(s, horizon_s * per_engine) for s in servers] + [(c, -a) for c, a in amount],
                     0.0,

@@ -47,8 +47,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from scalesched.cache.kv import cached_prefill
+from scalesched.cluster.anywhere import AnyDeployment
 from scalesched.cluster.tables import MODEL_INDEX, ClusterTables
-from scalesched.kernel.records import TaskRecord, alone_fastest_s, lower_bound
+from scalesched.kernel.records import (
+    TaskRecord,
+    alone_anywhere_s,
+    alone_fastest_s,
+    any_deployment_lower_bound,
+    lower_bound,
+)
 from scalesched.sim.tool_cache import LOOKUP_S
 from scalesched.workload.instance import Job, TaskInstance
 
@@ -161,6 +168,20 @@ def contention_free_bound(tables: ClusterTables, job: Job, reuse: Reuse = NO_REU
     """``kernel.records.lower_bound`` with the most ``reuse`` allows: no schedule with those
     caches can beat it (without reuse, the same number)."""
     return lower_bound(tables, job, lambda task: alone_fastest(tables, task, reuse))
+
+
+def any_deployment_bound(anywhere: AnyDeployment, job: Job, reuse: Reuse = NO_REUSE) -> float:
+    """``kernel.records.any_deployment_lower_bound`` with the most ``reuse`` allows: every
+    call alone on the fastest configuration any deployment of the cluster can give its
+    model, counting only the prefill and tool runs no cache could skip. At most
+    ``contention_free_bound`` of every world's tables on the same cluster."""
+
+    def cost(task: TaskInstance) -> float:
+        if task.kind == "llm" and task.model:
+            return alone_anywhere_s(anywhere, task, reuse.prefilled(task))
+        return reuse.tool_s(task, alone_anywhere_s(anywhere, task))
+
+    return any_deployment_lower_bound(anywhere, job, cost)
 
 
 def critical_path(job: Job, records: dict[int, TaskRecord]) -> list[int]:

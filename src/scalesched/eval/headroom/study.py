@@ -13,20 +13,28 @@ from typing import Any
 import numpy as np
 
 from scalesched.cache.kv import NO_CACHE
+from scalesched.cluster.anywhere import any_deployment
+from scalesched.cluster.tables import ClusterTables
 from scalesched.eval.headroom.bound import BOUND_TIME_LIMIT_S, CapacityBound, capacity_bound
 from scalesched.eval.headroom.decompose import (
     COMPONENT_HELP,
     Decomposition,
     Reuse,
+    any_deployment_bound,
     contention_free_bound,
     decompose,
 )
+from scalesched.eval.headroom.lagrange import SAMPLE_WORKFLOWS, lagrangian_capacity_bound
+from scalesched.eval.headroom.split import Bounds, Split, ordering_specs, paired
 from scalesched.kernel.metrics import window_bounds
 from scalesched.policies import best_heuristic, get_policy
+from scalesched.policies.ordering import PLACEMENTS
 from scalesched.policies.rollout import BASES, RolloutScheduler
 from scalesched.runs.setup import RunSetup, run, scenario_capacity
 from scalesched.runs.windows import default_cooldown
+from scalesched.runs.world import RunWorld
 from scalesched.stats import batch_means
+from scalesched.workload.instance import Job
 
 DEFAULT_ORACLES: tuple[str, ...] = ("rollout_oracle",)
 """Oracle rows by default: the clairvoyant rollout over the best heuristic (slow: about
@@ -83,6 +91,11 @@ class Headroom:
     rows: list[PolicyRow]
     best_heuristic: str | None
     notes: list[str] = field(default_factory=list)
+    any_deployment_bound_s: float = math.nan
+    """The world-independent contention-free bound over the same workflows: every call
+    alone on the fastest configuration any deployment of the cluster can give its model."""
+    split: Split | None = None
+    """How much of each gap is deployment, placement and ordering (``split``)."""
 
     @property
     def bound_s(self) -> float:
@@ -136,7 +149,13 @@ class Headroom:
             "setting": self.setting,
             "lower_bound": {
                 "mean_s": self.lower_bound_s,
-                "what": "contention-free: every task alone on its fastest server",
+                "what": "contention-free: every task alone on its fastest server of this "
+                "deployment (or world)",
+            },
+            "any_deployment_bound": {
+                "mean_s": self.any_deployment_bound_s,
+                "what": "contention-free over every deployment: every call alone on the "
+                "fastest configuration any deployment of the cluster can give its model",
             },
             "capacity_bound": {
                 **self.capacity.as_json(),
@@ -151,6 +170,7 @@ class Headroom:
                 "components": COMPONENT_HELP,
                 "policies": {r.name: r.decomposition.as_json() for r in self.rows},
             },
+            "split": self.split.as_json() if self.split is not None else None,
             "notes": self.notes,
         }
 
@@ -263,6 +283,9 @@ def measure_headroom(
     progress: Callable[[str], Callable[[int], None]] | None = None,
     caches: Caches = NO_CACHES,
     bound_time_limit_s: float | None = BOUND_TIME_LIMIT_S,
+    split: bool = False,
+    dynamic_policies: Sequence[str] | None = None,
+    bound_sample: int = SAMPLE_WORKFLOWS,
 ) -> Headroom:
     """Run ``policies`` then ``oracles`` (registered names) on ``setup`` (jobs realised up
     front: the decomposition reads every task's record) with ``caches``, measure every row
@@ -270,35 +293,48 @@ def measure_headroom(
     and compute the bounds over the measured workflows (counting
     what those caches could skip; the capacity-aware bound within ``bound_time_limit_s``
     wall seconds, else none). ``progress(label)`` gives the per-run callback of completed
-    workflows."""
+    workflows.
+
+    ``split``: also split each gap into deployment, placement and ordering (``split``
+    module): the ordering rules run over the best heuristic's placement router, and, on a
+    deployment, ``dynamic_policies`` (default the best heuristic and ``tail``, each run
+    there costs as much as a policy row) run on dynamic residency with
+    the same jobs; those runs are measured over the same window but do not set it (an
+    overloaded world's warm-up is not one). ``bound_sample``: a window of more workflows
+    gets the capacity-aware bound's Lagrangian form priced on that many (``lagrange``);
+    0: the whole program, however long it takes."""
     jobs = sorted(setup.jobs, key=lambda j: (j.arrival, j.workflow_id))
     n = len(jobs)
-    reuse = caches.reuse
 
     def tick(name: str) -> Callable[[int], None]:
         return progress(name) if progress is not None else (lambda done: None)
 
     runs = [_run_one(setup, name, tick(name), caches) for name in policies]
     best = best_heuristic({r.name: float(r.result.metrics["avg_response_time_s"]) for r in runs})
+    ordering: list[tuple[str, str, str]] = []
+    extra: list[_Run] = []
+    if split:
+        ordering, extra = _ordering_runs(setup, runs, best, caches, tick)
     base = oracle_base(best)
     for name in oracles:
         runs.append(_run_one(setup, name, tick(name), caches, oracle_base=base))
+    dynamic: list[_Run] = []
+    if split and setup.deployment is not None:
+        plain = _dynamic_setup(setup)
+        names = list(dynamic_policies or dict.fromkeys([best or "tail", "tail"]))
+        dynamic = [_run_one(plain, name, tick(f"{name} (dynamic)"), caches) for name in names]
     # Every row over the same workflows: the largest warm-up any run needed (MSER-5).
     cut = max((int(r.result.metrics["warmup_workflows"]) for r in runs), default=0)
     first, last = window_bounds(n, cut, default_cooldown(n))
     window = jobs[first : last + 1]
+    reuse = caches.reuse
     measured = {j.workflow_id: contention_free_bound(setup.tables, j, reuse) for j in window}
     rows = [_row(setup, r, measured, first, last, caches) for r in runs]
     best = best_heuristic({r.name: r.mean_s for r in rows if not r.oracle})
     span = window[-1].arrival - window[0].arrival if len(window) > 1 else 0.0
     rate = (len(window) - 1) / span if span > 0 else 0.0
-    cap = capacity_bound(
-        setup.tables,
-        window,
-        _steady_rate(setup, rate),
-        jobs,
-        reuse=reuse,
-        time_limit_s=bound_time_limit_s,
+    cap = _capacity(
+        setup, window, _steady_rate(setup, rate), jobs, caches, bound_time_limit_s, bound_sample
     )
     notes = [f"{r.name} did not reach steady state" for r in rows if not r.steady]
     if oracles and best is not None and base != best:
@@ -306,10 +342,56 @@ def measure_headroom(
     if cap.mean_s is None:
         notes.append(f"no capacity bound: {cap.status}")
     notes += worse_than_base_notes(rows)
+    lb = math.fsum(measured.values()) / max(1, len(measured))
+    anywhere = any_deployment(setup.cluster)
+    any_lb = math.fsum(any_deployment_bound(anywhere, j, reuse) for j in window) / max(
+        1, len(window)
+    )
+    study = Headroom(_setting(setup, caches, rate, n, len(window), first), lb, cap, rows, best)
+    study = dataclasses.replace(study, notes=notes, any_deployment_bound_s=any_lb)
+    if split:
+        series = {r.name: r.result.series[first : last + 1] for r in [*runs, *extra]}
+        parts = _split(study, series, ordering, dynamic, (first, last))
+        study = dataclasses.replace(study, split=parts)
+    return study
+
+
+def _capacity(
+    setup: RunSetup,
+    window: list[Job],
+    rate: float,
+    jobs: list[Job],
+    caches: Caches,
+    time_limit_s: float | None,
+    sample: int,
+) -> CapacityBound:
+    """The capacity-aware bound: the whole program (``sample`` 0, or a window no larger),
+    else its Lagrangian form priced on ``sample`` workflows (``lagrange``)."""
+    if sample <= 0:
+        return capacity_bound(
+            setup.tables, window, rate, jobs, reuse=caches.reuse, time_limit_s=time_limit_s
+        )
+    return lagrangian_capacity_bound(
+        setup.tables,
+        window,
+        rate,
+        jobs,
+        sample=sample,
+        reuse=caches.reuse,
+        time_limit_s=time_limit_s,
+    )
+
+
+def _setting(
+    setup: RunSetup, caches: Caches, rate: float, n: int, measured: int, first: int
+) -> dict[str, Any]:
+    """The study's setting, as ``--json`` names it."""
     scenario = setup.scenario
-    setting = {
+    return {
         "cluster": setup.cluster.name,
         "workload": scenario.workload,
+        "world": setup.world.name,
+        "deployment": setup.world.plan,
         "load": None if scenario.rate is not None else scenario.load,
         "rate": scenario.rate,
         "arrivals": scenario.arrivals,
@@ -318,9 +400,90 @@ def measure_headroom(
         "tool_cache": caches.tool_cache,
         "offered_rate_wps": rate,
         "workflows": n,
-        "measured_workflows": len(window),
+        "measured_workflows": measured,
         "warmup_workflows": first,
         "seed": scenario.seed,
     }
-    lb = math.fsum(measured.values()) / max(1, len(measured))
-    return Headroom(setting, lb, cap, rows, best, notes)
+
+
+def _dynamic_setup(setup: RunSetup) -> RunSetup:
+    """The same jobs (same arrivals, same seed) on dynamic residency: the cluster's plain
+    tables, no deployment."""
+    plain = ClusterTables(setup.cluster)
+    return dataclasses.replace(
+        setup, tables=plain, deployment=None, world=RunWorld("dynamic", note="split")
+    )
+
+
+def _ordering_runs(
+    setup: RunSetup,
+    runs: list[_Run],
+    best: str | None,
+    caches: Caches,
+    tick: Callable[[str], Callable[[int], None]],
+) -> tuple[list[tuple[str, str, str]], list[_Run]]:
+    """Run each ordering rule over the best heuristic's placement router (``tail`` when the
+    best is not a router: ``fcfs_workflow`` is tail's placement), and the router itself,
+    where ``runs`` do not hold them. Returns (rule, its spec, the router) per rule and the
+    runs made (not rows of the study: the split reads their windowed means)."""
+    router = best if best in PLACEMENTS else "tail"
+    have = {r.name for r in runs}
+    specs = ordering_specs(router)
+    extra = [
+        _run_one(setup, name, tick(name), caches) for name in [router, *specs] if name not in have
+    ]
+    rules = [spec.split(":", 1)[0] for spec in specs]
+    return [(rule, spec, router) for rule, spec in zip(rules, specs, strict=True)], extra
+
+
+def _split(
+    study: Headroom,
+    series: dict[str, np.ndarray],
+    ordering: list[tuple[str, str, str]],
+    dynamic: list[_Run],
+    window: tuple[int, int],
+) -> Split:
+    """The study's split (``split`` module) from its rows' windowed series."""
+    first, last = window
+    bounds = Bounds(
+        any_deployment_s=study.any_deployment_bound_s,
+        deployment_s=study.bound_s,
+        deployment_contention_free_s=study.lower_bound_s,
+    )
+    means = {r.name: r.mean_s for r in study.rows}
+    measured = {name: _finite_mean(values) for name, values in series.items()}
+    if dynamic:
+        dyn_series = {r.name: r.result.series[first : last + 1] for r in dynamic}
+        dyn_means = {k: _finite_mean(v) for k, v in dyn_series.items()}
+        steady = {r.name: bool(r.result.metrics["steady_state"]) for r in dynamic}
+    else:  # the study is on dynamic residency already: its rows are the dynamic runs
+        dyn_series = {r.name: series[r.name] for r in study.rows if not r.oracle}
+        dyn_means = {r.name: r.mean_s for r in study.rows if not r.oracle}
+        steady = {r.name: r.steady for r in study.rows if not r.oracle}
+    dyn_best = best_heuristic(dyn_means)
+    gain = None
+    if dyn_best is not None and study.best_heuristic is not None:
+        both = {"dynamic": dyn_series[dyn_best], "planned": series[study.best_heuristic]}
+        gain = dataclasses.replace(
+            paired("dynamic", "planned", both), a=f"{dyn_best} (dynamic)", b=study.best_heuristic
+        )
+    changes = [
+        (rule, paired(spec, router, series), measured[spec], measured[router])
+        for rule, spec, router in ordering
+    ]
+    return Split(
+        bounds=bounds,
+        means=means,
+        best=study.best_heuristic,
+        dynamic=dyn_means,
+        dynamic_best=dyn_best,
+        planning_gain=gain,
+        ordering=changes,
+        oracle={r.name: r.mean_s for r in study.rows if r.oracle},
+        dynamic_steady=steady,
+    )
+
+
+def _finite_mean(values: np.ndarray) -> float:
+    kept = values[np.isfinite(values)]
+    return float(kept.mean()) if kept.size else math.nan

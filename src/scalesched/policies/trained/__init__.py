@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from scalesched.errors import InputError
 
 if TYPE_CHECKING:
     from scalesched.decision.scheduler import Scheduler
@@ -42,7 +44,8 @@ def training_facts(checkpoint: Mapping[str, Any]) -> dict[str, Any]:
     records about its training, as plain data: the algorithm, for expert iteration the
     expert and the starting policy, the network, SRR, the output lengths it was shown, and
     each training setting as ``[cluster, workload, load]`` (a PPO run's loads as the range
-    its episodes draw from)."""
+    its episodes draw from), and the world it was trained in (``residency``; a checkpoint
+    from before the field was trained with dynamic residency)."""
     config = checkpoint.get("config") or {}
     network = checkpoint.get("network_config") or {}
     dagger = (checkpoint.get("metadata") or {}).get("algorithm") == "dagger"
@@ -62,6 +65,7 @@ def training_facts(checkpoint: Mapping[str, Any]) -> dict[str, Any]:
             [Path(str(s["cluster"])).stem, s["workload"], str(s["load"]) if dagger else ppo_loads]
             for s in settings
         ],
+        "residency": str(config.get("residency") or "dynamic"),
     }
 
 
@@ -101,6 +105,8 @@ def describe(name: str) -> str:
         )
         for cluster, workloads in loads.items()
     )
+    world = {"dynamic": "dynamic residency", "planned": "planned deployments"}
+    where += f" ({world.get(t.get('residency', 'dynamic'), t.get('residency'))})"
     return f"{how}, on {where}. Measured: {card['measured']}"
 
 
@@ -116,6 +122,16 @@ class ActingOptions:
     greedy: bool = False
     """Place on the most likely server instead of a draw from the distribution (ties go
     to the lowest index)."""
+    margin: float | None = None
+    """Choose only among the servers ``tail`` scores within this fraction of its best
+    (``scale-dagger:margin=0.1``; :mod:`scalesched.policies.bounded`); None: every
+    feasible server."""
+
+    def __post_init__(self) -> None:
+        if self.margin is not None:
+            from scalesched.policies.bounded import check_margin
+
+            check_margin(self.margin)
 
 
 def load_trained(spec: str) -> Scheduler | None:
@@ -127,7 +143,11 @@ def load_trained(spec: str) -> Scheduler | None:
     name, options = (spec, None) if Path(spec).is_file() else split_spec(spec)
     if name not in shipped and not (name.endswith(".pt") or Path(name).is_file()):
         return None
-    acting = ActingOptions(**parse_options(name, ActingOptions, options)) if options else None
+    given = parse_options(name, ActingOptions, options) if options else {}
+    try:
+        acting = ActingOptions(**given)
+    except ValueError as exc:
+        raise InputError("--policy", name, str(exc)) from None
     from scalesched.nn.scheduler import load_scheduler
 
     if name in shipped:
@@ -135,6 +155,11 @@ def load_trained(spec: str) -> Scheduler | None:
     else:
         own = [k for k, v in shipped.items() if v.resolve() == Path(name).resolve()]
         path, label = Path(name), own[0] if own else name
-    if acting is not None:  # named by its options, as a heuristic with options is
-        label += ":" + ",".join(f"{k}={v}" for k, v in asdict(acting).items())
-    return load_scheduler(path, greedy=acting is not None and acting.greedy, name=label)
+    if given:  # named by the options given, as a heuristic with options is
+        label += ":" + ",".join(f"{k}={v}" for k, v in given.items())
+    candidates = None
+    if acting.margin is not None:
+        from scalesched.policies.bounded import TailMargin
+
+        candidates = TailMargin(acting.margin)
+    return load_scheduler(path, greedy=acting.greedy, name=label, candidates=candidates)

@@ -1,0 +1,60 @@
+"""A bounded candidate set for learned policies: the servers ``tail`` rates near its best.
+
+Why: a learned policy beats the best heuristic by about 1% where it was trained and can be
+far worse elsewhere (docs/robustness.md), because nothing stops one choice from landing on
+a server every cost model rates as slow. With a margin, the network still chooses, but
+only among the servers whose ``tail`` score (predicted p90 finish plus the delay imposed
+on the server's batch, :class:`~scalesched.policies.tail.TailScheduler`) is within
+``margin`` (a fraction) of the best score of that decision: ``score <= best * (1 +
+margin)``. ``margin=0`` keeps ``tail``'s own choice and its exact ties.
+
+The bound limits how far one choice strays from ``tail``'s estimate; it does not bound the
+end-to-end regret (a run of choices each within the margin can still queue worse than
+``tail``'s). It is applied once, for every trained policy, where the policy is named:
+``scale-dagger:margin=0.1`` (:class:`scalesched.policies.trained.ActingOptions`). This
+module imports no torch: the network side applies the set to its scores.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from scalesched.decision.features import Decision
+from scalesched.policies.tail import TailScheduler
+
+MAX_MARGIN = 10.0
+"""Largest margin accepted: beyond 10x the best predicted finish every server of any
+cluster so far is a candidate, so the bound would only hide a typo."""
+
+
+def check_margin(margin: float) -> float:
+    """``margin`` as a float, or ``ValueError`` (the options parser reports it in one line
+    naming the policy and the option)."""
+    if not (math.isfinite(margin) and 0.0 <= margin <= MAX_MARGIN):
+        raise ValueError(f"margin must be in [0, {MAX_MARGIN:g}], got {margin}")
+    return float(margin)
+
+
+class TailMargin:
+    """The candidate set of a decision: feasible servers within ``margin`` of ``tail``'s
+    best score (never empty while a server is feasible: ``tail``'s own pick is in it)."""
+
+    def __init__(self, margin: float) -> None:
+        self.margin = check_margin(margin)
+        self.tail = TailScheduler()
+
+    def allowed(self, decision: Decision) -> np.ndarray:
+        """(N,) bool: the servers the policy may choose for ``decision``."""
+        scores = self.tail.scores(decision)
+        best = float(np.min(scores)) if scores.size else math.inf
+        if not math.isfinite(best):
+            return np.asarray(decision.mask, dtype=bool).copy()
+        limit = best + self.margin * abs(best)
+        # Relative tolerance for float rounding, so that exact ties of the best stay in.
+        return np.asarray(decision.mask, dtype=bool) & (scores <= limit * (1 + 1e-12) + 1e-12)
+
+    def reset(self, seed: int) -> None:
+        """A new run: ``tail``'s scores start from the cost model as is."""
+        self.tail.reset(seed)

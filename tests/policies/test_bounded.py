@@ -1,0 +1,70 @@
+"""The bounded candidate set: a learned policy with ``margin`` only ever places on a server
+``tail`` scores within that fraction of its best, checked on every decision of a run."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from scalesched.decision.features import Decision
+from scalesched.decision.scheduler import BaseScheduler
+from scalesched.errors import InputError
+from scalesched.policies import get_policy
+from scalesched.policies.bounded import TailMargin, check_margin
+from scalesched.policies.tail import TailScheduler
+from scalesched.runs.setup import Scenario, prepare, run
+
+pytest.importorskip("torch")
+
+SCENARIO = Scenario(workload="agentic-mix", workflows=60, load=0.9, seed=3, residency="dynamic")
+
+
+class Recorder(BaseScheduler):
+    """Passes every decision to ``inner`` and keeps, per decision, the server chosen and
+    the fraction by which its ``tail`` score exceeds the best (scored independently)."""
+
+    def __init__(self, inner: BaseScheduler) -> None:
+        self.inner, self.name = inner, inner.name
+        self.tail = TailScheduler()
+        self.excess: list[float] = []
+
+    def reset(self, seed: int) -> None:
+        self.inner.reset(seed)
+        self.tail.reset(seed)
+
+    def select(self, decision: Decision) -> int:
+        server = self.inner.select(decision)
+        assert isinstance(server, int)
+        scores = self.tail.scores(decision)
+        best = float(np.min(scores))
+        assert decision.mask[server]
+        self.excess.append(float(scores[server] - best) / abs(best) if best else 0.0)
+        return server
+
+
+def recorded(policy: str) -> list[float]:
+    recorder = Recorder(get_policy(policy))  # type: ignore[arg-type]
+    run(prepare("hetero-16", SCENARIO), recorder)
+    assert recorder.excess, "no decision was recorded"
+    return recorder.excess
+
+
+@pytest.mark.parametrize("margin", [0.0, 0.1])
+def test_a_bounded_policy_picks_only_within_the_margin(margin: float) -> None:
+    excess = recorded(f"scale-dagger:margin={margin}")
+    assert max(excess) <= margin + 1e-9
+
+
+def test_the_unbounded_policy_strays_so_the_check_can_fail() -> None:
+    """Without the bound the same run places some tasks beyond 10% of tail's best: the
+    property above is not true of every policy."""
+    assert max(recorded("scale-dagger")) > 0.1
+
+
+def test_the_margin_is_checked_and_named() -> None:
+    with pytest.raises(ValueError, match="margin"):
+        check_margin(-0.1)
+    with pytest.raises(InputError, match="scale-dagger"):
+        get_policy("scale-dagger:margin=20")
+    assert get_policy("scale-dagger:margin=0.1").name == "scale-dagger:margin=0.1"
+    assert TailMargin(0.25).margin == 0.25
