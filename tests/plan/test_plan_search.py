@@ -190,3 +190,20 @@ def test_a_model_whose_only_servers_others_took_is_placed_first(mix, rate):
     _check_valid(cluster, result)
     assert all(result.allocation.values()) and not result.notes
     assert result.prediction.throughput_wps > rate
+
+
+def test_a_plan_sized_to_a_mean_target_stops_once_it_meets_it(mix):
+    """``slo_mean_s``: the same greedy order, cut where the predicted mean first meets the
+    target: fewer GPUs than the fastest plan, a prediction at or under the target; a looser
+    target takes no more GPUs."""
+    cluster = get_cluster("hetero-16")
+    fastest = search_plan(cluster, mix, 2.0)
+    target = 1.25 * fastest.prediction.mean_s
+    sized = search_plan(cluster, mix, 2.0, slo_mean_s=target)
+    _check_valid(cluster, sized)
+    assert sized.gpus_used < fastest.gpus_used
+    assert sized.prediction.mean_s <= target < fastest.prediction.mean_s * 2
+    looser = search_plan(cluster, mix, 2.0, slo_mean_s=2 * target)
+    assert looser.gpus_used <= sized.gpus_used
+    with pytest.raises(InputError, match="slo_mean_s"):
+        search_plan(cluster, mix, 2.0, slo_mean_s=0.0)

@@ -121,3 +121,13 @@ def test_a_plan_step_shares_one_plan_among_nearby_loads() -> None:
         plans[load] = deployment.name
     assert plans[0.69] == plans[0.71] == world.plan_deployment(SPEC, "agentic-mix", 3.5).name
     assert plans[0.74] == world.plan_deployment(SPEC, "agentic-mix", 3.75).name != plans[0.71]
+
+
+def test_a_plan_sized_to_a_mean_target_is_its_own_cached_plan():
+    spec = get_cluster("hetero-8")
+    fastest = world.plan_deployment(spec, "agentic-mix", 2.0)
+    sized = world.plan_deployment(spec, "agentic-mix", 2.0, slo_mean_s=40.0)
+    assert sized.name != fastest.name and "-slo40s-" in sized.name
+    assert sized.gpus_used < fastest.gpus_used
+    assert world.plan_deployment(spec, "agentic-mix", 2.0, slo_mean_s=40.0) is sized
+    assert world.plan_deployment(spec, "agentic-mix", 2.0) is fastest

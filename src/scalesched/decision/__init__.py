@@ -2,7 +2,8 @@
 
 ``features`` (the Decision record, the ClusterStateView protocol, the one feature module),
 ``scheduler`` (the Scheduler protocol and BaseScheduler), ``actions`` (Place, Hedge, Defer,
-LoadReplica) and ``cycle`` (the one decision loop, ``drive``). It imports only the specs
+LoadReplica), ``redeploy`` (Redeploy and the deployment diff it is carried out by) and
+``cycle`` (the one decision loop, ``drive``). It imports only the specs
 (cluster, workload); the executors, the policies and the networks import it.
 """
 

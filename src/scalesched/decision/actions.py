@@ -19,11 +19,18 @@ been idle for ``idle_s`` seconds: the scale-down rule of production autoscalers 
 Serve's ``downscale_delay_s``, KEDA's ``cooldownPeriod``, Knative's stable window), kept
 by the executor because a scheduler is called only at decisions and cannot see an idle
 period end. Only the simulator carries loads out; the ledger refuses them elsewhere.
+
+``loads`` may also carry a ``Redeploy(tables)`` (``scalesched.decision.redeploy``): switch a
+planned run to another deployment, its groups loaded, drained and unloaded, or resized as
+``deployment_diff`` says, with load times charged. A re-planner (``runs.replan``) sends it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeAlias
+
+from scalesched.decision.redeploy import Redeploy
 
 REPLICA_IDLE_S = 60.0
 """Default idle time before a replica is unloaded (Knative's stable window)."""
@@ -43,10 +50,14 @@ class LoadReplica:
             raise ValueError(f"LoadReplica idle_s must be positive, got {self.idle_s}")
 
 
+Request: TypeAlias = "LoadReplica | Redeploy"
+"""What an answer's ``loads`` may carry."""
+
+
 @dataclass(frozen=True, slots=True)
 class Place:
     server: int
-    loads: tuple[LoadReplica, ...] = ()
+    loads: tuple[Request, ...] = ()
     priority: float | None = None
     """Admission order at the server's engine: lower first, ties and None in arrival order
     (honoured by the simulator and the Ray runtime's emulated engines)."""
@@ -55,7 +66,7 @@ class Place:
 @dataclass(frozen=True, slots=True)
 class Hedge:
     servers: tuple[int, ...]
-    loads: tuple[LoadReplica, ...] = ()
+    loads: tuple[Request, ...] = ()
 
     def __post_init__(self) -> None:
         if len(self.servers) < 1 or len(set(self.servers)) != len(self.servers):
@@ -64,7 +75,7 @@ class Hedge:
 
 @dataclass(frozen=True, slots=True)
 class Defer:
-    loads: tuple[LoadReplica, ...] = ()
+    loads: tuple[Request, ...] = ()
 
 
 Action = Place | Hedge | Defer

@@ -191,8 +191,12 @@ def search_plan(
     *,
     strategy: Strategy = "plan",
     curves: Curves | None = None,
+    slo_mean_s: float | None = None,
 ) -> PlanResult:
-    """The allocation and placement of ``strategy`` for ``profile`` at ``rate`` workflows/s."""
+    """The allocation and placement of ``strategy`` for ``profile`` at ``rate`` workflows/s.
+    ``slo_mean_s``: the search (``plan``) stops adding replicas once the predicted mean
+    response is at most this, so the plan holds the fewest GPUs its greedy order reaches
+    that target with (None: it spends GPUs while any lowers the mean)."""
     if rate <= 0:
         raise InputError("--rate", "rate", "must be positive")
     wall = time.perf_counter()
@@ -206,8 +210,10 @@ def search_plan(
         if not configs[m]:
             raise InputError(cluster.name, "servers", f"no GPU server can hold model {m!r}")
     alloc: dict[str, dict[ReplicaConfig, int]] = {m: {} for m in models}
+    if slo_mean_s is not None and not slo_mean_s > 0:
+        raise InputError("--slo-mean", "slo_mean_s", f"must be positive, got {slo_mean_s}")
     if strategy == "plan":
-        packing, alloc, steps = _plan_served(cluster, curves, configs, rate)
+        packing, alloc, steps = _plan_served(cluster, curves, configs, rate, slo_mean_s)
     else:
         steps = _split(curves, packing, configs, alloc, strategy, profile, rate)
     pred = predict(curves, alloc, rate)
@@ -235,7 +241,11 @@ Planned = tuple[Packing, dict[str, dict[ReplicaConfig, int]], int]
 
 
 def _plan_served(
-    cluster: ClusterSpec, curves: Curves, configs: dict[str, list[ReplicaConfig]], rate: float
+    cluster: ClusterSpec,
+    curves: Curves,
+    configs: dict[str, list[ReplicaConfig]],
+    rate: float,
+    slo_mean_s: float | None = None,
 ) -> Planned:
     """The plan; where it leaves a model without a replica (the only servers its pruned
     configurations fit on went to other models: a 70B model at tp 4 beside one H100 server's
@@ -246,7 +256,7 @@ def _plan_served(
         packing = Packing(cluster)
         alloc: dict[str, dict[ReplicaConfig, int]] = {m: {} for m in options}
         options = {m: list(c) for m, c in options.items()}
-        return packing, alloc, _plan(curves, packing, options, alloc, rate, first)
+        return packing, alloc, _plan(curves, packing, options, alloc, rate, first, slo_mean_s)
 
     def unserved(plan: Planned) -> list[str]:
         return [m for m, counts in plan[1].items() if not counts]
@@ -266,10 +276,13 @@ def _plan(
     alloc: dict[str, dict[ReplicaConfig, int]],
     rate: float,
     first: list[str],
+    slo_mean_s: float | None = None,
 ) -> int:
     """The latency search, then the throughput phase; the models of ``first`` get their
     densest placeable configuration before either (without pruned configurations, a 70B
-    model may fit only whole servers that smaller models would otherwise take first)."""
+    model may fit only whole servers that smaller models would otherwise take first). With
+    a mean target (``slo_mean_s``) the plan holds the fewest GPUs that reach it: no
+    throughput phase."""
     steps = 0
     for m in first:
         for c in sorted(configs[m], key=lambda c: -curves.get(m, c).capacity / c.gpus):
@@ -277,7 +290,9 @@ def _plan(
                 alloc[m][c] = 1
                 steps += 1
                 break
-    steps += _greedy(curves, packing, configs, alloc, rate)
+    steps += _greedy(curves, packing, configs, alloc, rate, slo_mean_s)
+    if slo_mean_s is not None:
+        return steps
     return steps + _headroom(curves, packing, configs, alloc, rate)
 
 
@@ -287,6 +302,7 @@ def _greedy(
     configs: dict[str, list[ReplicaConfig]],
     alloc: dict[str, dict[ReplicaConfig, int]],
     rate: float,
+    slo_mean_s: float | None = None,
 ) -> int:
     cost = {m: _cost(curves, m, alloc[m], rate) for m in configs}
     best_of: dict[str, tuple[float, ReplicaConfig] | None] = {}
@@ -323,6 +339,8 @@ def _greedy(
         alloc[m][c] = alloc[m].get(c, 0) + 1
         cost[m] = _cost(curves, m, alloc[m], rate)
         steps += 1
+        if slo_mean_s is not None and predict(curves, alloc, rate).mean_s <= slo_mean_s:
+            break  # the target is met: the rest of the GPUs stay free
         for k in configs:  # free space shrank: candidates of other models may no longer fit
             if k == m or (best_of[k] is not None and not _placeable(packing, best_of[k])):
                 rescore(k)

@@ -111,21 +111,25 @@ def _rate_key(rate: float) -> str:
 _plans: dict[str, Deployment] = {}
 
 
-def plan_deployment(spec: ClusterSpec, workload: str, rate: float) -> Deployment:
+def plan_deployment(
+    spec: ClusterSpec, workload: str, rate: float, *, slo_mean_s: float | None = None
+) -> Deployment:
     """The planner's deployment of ``spec`` for ``workload`` at ``rate`` workflows/s, from a
     cache when one holds it. A rate past what any plan sustains gets the plan for the
     planner's predicted ceiling (the most throughput it can place), not a plan for an
-    infeasible rate."""
+    infeasible rate. ``slo_mean_s``: the smallest plan the planner reaches a predicted mean
+    response of that many seconds with (``search_plan``), not the fastest."""
     from scalesched.runs.capacity import cluster_fingerprint, workload_fingerprint
 
-    key = "|".join(
-        (
-            PLANNER_VERSION,
-            cluster_fingerprint(spec),
-            workload_fingerprint(workload),
-            _rate_key(rate),
-        )
-    )
+    parts = [
+        PLANNER_VERSION,
+        cluster_fingerprint(spec),
+        workload_fingerprint(workload),
+        _rate_key(rate),
+    ]
+    if slo_mean_s is not None:
+        parts.append(f"slo={slo_mean_s:.4g}")
+    key = "|".join(parts)
     if key in _plans:
         return _plans[key]
     stored = _read_plan_cache().get(key)
@@ -137,10 +141,11 @@ def plan_deployment(spec: ClusterSpec, workload: str, rate: float) -> Deployment
         if deployment is not None:
             _plans[key] = deployment
             return deployment
+    slo = "" if slo_mean_s is None else f"-slo{slo_mean_s:.4g}s"
     data = deployment_to_dict(
-        f"plan-{spec.name}-{_rate_key(rate)}wps-{PLANNER_VERSION}",
+        f"plan-{spec.name}-{_rate_key(rate)}wps{slo}-{PLANNER_VERSION}",
         spec.name,
-        _search(spec, workload, rate).replicas,
+        _search(spec, workload, rate, slo_mean_s).replicas,
     )
     deployment = deployment_from_dict(data, spec, "planner")
     _plans[key] = deployment
@@ -148,14 +153,15 @@ def plan_deployment(spec: ClusterSpec, workload: str, rate: float) -> Deployment
     return deployment
 
 
-def _search(spec: ClusterSpec, workload: str, rate: float) -> Any:
+def _search(spec: ClusterSpec, workload: str, rate: float, slo_mean_s: float | None) -> Any:
     from scalesched.plan.search import search_plan
 
     profile = _profile(workload)
-    result = search_plan(spec, profile, float(_rate_key(rate)))
+    result = search_plan(spec, profile, float(_rate_key(rate)), slo_mean_s=slo_mean_s)
     ceiling = result.prediction.throughput_wps
     if not math.isfinite(result.prediction.mean_s) and 0 < ceiling < rate:
-        result = search_plan(spec, profile, float(_rate_key(0.999 * ceiling)))
+        rate = float(_rate_key(0.999 * ceiling))
+        result = search_plan(spec, profile, rate, slo_mean_s=slo_mean_s)
     return result
 
 

@@ -59,6 +59,7 @@ from scalesched.sim.futures import FutureSampler, RedrawnTasks, after_fork
 from scalesched.sim.gpu_engine import SimEngine as _Engine
 from scalesched.sim.kv_reuse import KvReuse
 from scalesched.sim.llm_serving import LlmServing
+from scalesched.sim.redeploy import Redeployments
 from scalesched.sim.replicas import Replicas
 from scalesched.sim.residency import Residency
 from scalesched.sim.tool_cache import ToolCache
@@ -191,6 +192,7 @@ class Simulation(RunLedger):
         of event handlers (indexed by ``sim.events`` kind); a deployment's pinned engines
         are resident from time 0."""
         self._replicas = Replicas(self)
+        self._redeploy = Redeployments(self)
         self._residency = Residency(self)
         self._tools = ToolServers(self)
         self._llm = LlmServing(self)
@@ -204,9 +206,12 @@ class Simulation(RunLedger):
             self._llm.on_decode,
             self._residency.on_load_done,
             self._replicas.on_release,
+            self._redeploy.on_drained,
+            self._redeploy.on_grown,
         ]
         if self.tables.pinned:
             self._residency.pin_engines()
+        self._redeploy.note_held()
 
     # -- the driving interface -------------------------------------------------------
     def next_decision(self) -> Decision | None:
@@ -351,6 +356,12 @@ class Simulation(RunLedger):
         if not self._cancelled[gid]:
             self._finish(gid)
 
+    def held_gpu_seconds(self, start: float, end: float) -> float:
+        """GPU-seconds the run's engines held (resident, loading or draining) from ``start``
+        to ``end`` seconds: GPUs x time. A planned run holds its deployment's GPUs
+        throughout unless a ``Redeploy`` changes them (``sim.redeploy``)."""
+        return self._redeploy.held_gpu_seconds(start, end)
+
     def tables_changed(self) -> None:
         """The decode tables were changed mid-run (``eval.drift``): every live engine
         re-reads them, so the change takes effect from its next step."""
@@ -385,7 +396,7 @@ class Simulation(RunLedger):
         self.release_deferred()
         if self.release_children(gid, self.now):
             self.in_system -= 1
-            if self.done and self._replicas.loads:
+            if self.done and (self._replicas.loads or self._redeploy.requests):
                 self._replicas.drop_events()
             if self.on_workflow_done is not None:
                 self.on_workflow_done(self.workflows_completed)

@@ -40,6 +40,10 @@ class SimEngine(EngineBatch):
         "replica_at",
         "idle_s",
         "idle_mark",
+        "draining",
+        "grow_to",
+        "grow_extra",
+        "grow_mark",
     )
 
     def __init__(self, server: int, model: int, tp: float, klass: int, tables: ClusterTables):
@@ -73,6 +77,14 @@ class SimEngine(EngineBatch):
         self.idle_mark = -1
         """A replica: unloaded once idle for ``idle_s``; the timer armed at its latest idle
         start carries ``idle_mark`` (``Replicas.on_release``)."""
+        self.draining = False
+        """A group a ``Redeploy`` removed: unloaded once it holds no call (``sim.redeploy``)."""
+        self.grow_to = -1
+        self.grow_extra = 0.0
+        self.grow_mark = 0
+        """A group a ``Redeploy`` enlarges: the class it grows to (-1: none) once its new
+        replicas load on the ``grow_extra`` GPUs held meanwhile; the GROWN event carries
+        ``grow_mark``."""
 
     @property
     def n_requests(self) -> int:

@@ -224,6 +224,8 @@ class LlmServing:
             sim.idle_gpus[eng.server] += eng.tp if idle else -eng.tp
             if idle and eng.replica_at >= 0:
                 sim._replicas.arm_release(eng)
+            elif idle and eng.draining:
+                sim._redeploy.schedule_drain(eng)
 
     def cancel(self, y: int, s: int, task: TaskInstance, landed: bool, started: bool) -> None:
         """Stop LLM copy ``y`` on server ``s`` (in transfer, queued, prefilling, riding or

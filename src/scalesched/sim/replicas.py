@@ -13,7 +13,10 @@ from scalesched.cache.kv import PrefixCache
 from scalesched.cluster.tables import MODEL_INDEX, MODEL_NAMES
 from scalesched.decision.actions import Action, LoadReplica
 from scalesched.decision.features import ENGINE_LOADING
+from scalesched.decision.redeploy import Redeploy
 from scalesched.decision.scheduler import SchedulingError
+from scalesched.sim.events import DRAINED as _DRAINED
+from scalesched.sim.events import GROWN as _GROWN
 from scalesched.sim.events import LOAD_DONE as _LOAD_DONE
 from scalesched.sim.events import RELEASE as _RELEASE
 from scalesched.sim.gpu_engine import SimEngine as _Engine
@@ -46,7 +49,8 @@ class Replicas:
         """Carry out the answer without its loads, then the loads: a replica request sees
         the state the placement left (its engine, if the task landed at once)."""
         sim = self.sim
-        loads = answer.loads
+        loads = [r for r in answer.loads if isinstance(r, LoadReplica)]
+        redeploys = [r for r in answer.loads if isinstance(r, Redeploy)]
         t = sim.tables
         for load in loads:
             m = MODEL_INDEX.get(load.model)
@@ -58,6 +62,8 @@ class Replicas:
         sim.apply(dataclasses.replace(answer, loads=()))
         for load in loads:
             self.load_replica(load)
+        for redeploy in redeploys:
+            sim._redeploy.apply(redeploy)
 
     def load_replica(self, load: LoadReplica) -> None:
         """Start loading a replica on free GPUs; nothing when the model is resident or
@@ -111,5 +117,6 @@ class Replicas:
         loads nothing waits for) must not run the clock on."""
         sim = self.sim
         heap = sim._heap  # in place: ``next_decision`` holds it
-        heap[:] = [e for e in heap if e[2] != _RELEASE and e[2] != _LOAD_DONE]
+        gone = (_RELEASE, _LOAD_DONE, _DRAINED, _GROWN)
+        heap[:] = [e for e in heap if e[2] not in gone]
         heapq.heapify(heap)

@@ -77,6 +77,7 @@ class Residency:
         sim._free_gpus[s] += e.tp
         sim.free_gpus[s] += e.tp
         sim.engine_state[s, e.model] = ENGINE_ABSENT
+        sim._redeploy.note_held()
 
     def start_load(self, eng: _Engine) -> None:
         sim = self.sim
@@ -89,6 +90,7 @@ class Residency:
         sim.engine_ready_at[s, m] = ready_at
         sim._llm.refresh_busy(eng)
         sim._push(ready_at, _LOAD_DONE, s, m)
+        sim._redeploy.note_held()
 
     def on_load_done(self, s: int, m: int) -> None:
         sim = self.sim

@@ -121,6 +121,8 @@ def summarise(sim: Simulation, *, policy: str, wall_s: float) -> SimResult:
             in_system_area=sim.accounts.window_in_system_area(),
         )
     )
+    if sim._redeploy.requests:
+        metrics.update(sim._redeploy.metrics())
     # The raw arrays cover the measurement window only, like the metrics.
     done &= window.measured
     rt_done = rt[done]
