@@ -24,6 +24,7 @@ Commands (from the repository root; each resumes where its output stops)::
     nice python research/plan_accuracy.py sweep --out results/plan-accuracy --tag after
     python research/plan_accuracy.py table --out results/plan-accuracy --tag after
     python research/plan_accuracy.py repredict --out results/plan-accuracy --tag before
+    nice python research/plan_accuracy.py spot --points hetero-16@4.74,hetero-32@24.2
 
 ``repredict`` re-scores a sweep's stored deployments with the installed predictor, without
 simulating again (how a model change is judged on the fitting mixes before re-planning).
@@ -338,9 +339,29 @@ def _print_table(rows: list[dict[str, Any]], role: str, *, full: bool) -> None:
     )
 
 
+def cmd_spot(args: argparse.Namespace) -> None:
+    """Re-check a few points at given rates (``--points mix@rate,...``): a new planner's
+    plans, one run each (no growing), printed beside the prediction."""
+    paths = {m.name: m.cluster for m in MIXES}
+    planner = Planner()
+    for point in (args.points or "").split(","):
+        mix, rate_text = point.split("@")
+        spec, rate = get_cluster(paths[mix]), float(rate_text)
+        result = planner.plan(spec, rate)
+        workflows = workflows_for(rate, args.workflows, RUN_SPAN_S)
+        sim = simulate_plan(spec, result, rate, workflows, RUN_SEED)
+        error = result.prediction.mean_s / sim["sim_mean_s"] - 1
+        print(
+            f"| {mix} | {rate:g} | {workflows} | {result.prediction.mean_s:.1f} | "
+            f"{sim['sim_mean_s']:.1f} ± {sim['sim_ci_s']:.1f} | {100 * error:+.0f}% | "
+            f"{'yes' if sim['steady'] else 'no'} |",
+            flush=True,
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=("capacity", "sweep", "repredict", "table"))
+    parser.add_argument("command", choices=("capacity", "sweep", "repredict", "table", "spot"))
     parser.add_argument("--out", type=Path, default=Path("results/plan-accuracy"))
     parser.add_argument("--tag", default="after", help="names the sweep's file")
     parser.add_argument("--mixes", help="comma-separated mix names (default: all)")
@@ -348,6 +369,7 @@ def main() -> None:
     parser.add_argument("--workflows", type=int, default=3000)
     parser.add_argument("--role", default="held-out", choices=("fit", "held-out", "all"))
     parser.add_argument("--full", action="store_true", help="also one row per run")
+    parser.add_argument("--points", help="with spot: comma-separated mix@rate")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     {
@@ -355,6 +377,7 @@ def main() -> None:
         "sweep": cmd_sweep,
         "repredict": cmd_repredict,
         "table": cmd_table,
+        "spot": cmd_spot,
     }[args.command](args)
 
 

@@ -10,6 +10,7 @@ from scalesched.cluster import get_cluster
 from scalesched.cluster.deployment import deployment_from_dict, deployment_to_dict
 from scalesched.cluster.model import ClusterSpec
 from scalesched.errors import InputError
+from scalesched.plan import search
 from scalesched.plan.pipeline import Curves, ReplicaConfig, predict
 from scalesched.plan.profile import workload_profile
 from scalesched.plan.search import Packing, candidate_configs, search_plan
@@ -130,6 +131,65 @@ def test_overload_is_reported(mix):
     result = search_plan(cluster, mix, 1000.0)
     assert any("exceeds the predicted throughput" in n for n in result.notes)
     assert predict(Curves(mix), result.allocation, 1000.0).mean_s == float("inf")
+
+
+def test_kv_starved_configurations_are_no_candidates(mix):
+    """llama-2-70b on two H100s holds 9 calls at once (1.1 requests/s against 22.8 on four):
+    a router's passing choice of such a replica queues calls for minutes."""
+    cluster = get_cluster("hetero-8")
+    curves = Curves(mix)
+    configs = candidate_configs("llama-2-70b", Packing(cluster), curves)
+    assert {(c.tp, c.share) for c in configs} == {(4, 1.0)}
+    for model in mix.models:
+        configs = candidate_configs(model, Packing(cluster), curves)
+        for c in configs:
+            same = [d for d in configs if d.gpu_type == c.gpu_type]
+            dense = max(curves.get(model, d).capacity / d.gpus for d in same)
+            assert curves.get(model, c).capacity / c.gpus >= search.STARVED * dense
+
+
+def _h100_and_l4() -> tuple[ClusterSpec, ClusterSpec]:
+    fast = get_cluster("homogeneous-2:h100-80g-x4")
+    cheap = get_cluster("homogeneous-2:l4-24g-x4")
+    return fast, ClusterSpec("h100-l4", fast.servers + cheap.servers)
+
+
+def test_idle_cheap_gpus_take_the_small_model_when_the_rate_needs_it(mix):
+    fast, both = _h100_and_l4()
+    rate = 2.0
+    alone = search_plan(fast, mix, rate)
+    # the H100s alone sustain the rate, with less than the headroom the plan keeps
+    assert rate < alone.prediction.throughput_wps < search.HEADROOM * rate
+    plan = search_plan(both, mix, rate)
+    _check_valid(both, plan)
+    on_l4 = [r for r in plan.replicas if r.server.startswith("l4")]
+    assert on_l4 and {r.model for r in on_l4} <= {"llama-2-7b", "phi-2"}
+    assert plan.prediction.throughput_wps > alone.prediction.throughput_wps
+    # where the H100s hold ample headroom, the L4s stay idle
+    low = search_plan(both, mix, 0.5)
+    assert not any(r.server.startswith("l4") for r in low.replicas)
+
+
+def test_headroom_phase_never_raises_the_predicted_mean(mix, monkeypatch):
+    _, both = _h100_and_l4()
+    with_phase = search_plan(both, mix, 2.0)
+    monkeypatch.setattr(search, "HEADROOM", 0.0)
+    without = search_plan(both, mix, 2.0)
+    assert len(with_phase.replicas) > len(without.replicas)
+    assert with_phase.prediction.mean_s <= without.prediction.mean_s * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("rate", [0.3, 0.6])
+def test_a_model_whose_only_servers_others_took_is_placed_first(mix, rate):
+    """One H100 server among L4s: llama-2-70b fits only there at tp 4 (tp 2 is KV-starved),
+    where the greedy search would first put smaller models. Every model still gets a
+    replica: by the 70B model placed first, or by the search without starvation pruning
+    (70B at tp 2 beside the 34B model) where that predicts the lower mean."""
+    cluster = get_cluster("configs/clusters/edge-l4-cpu.yaml")
+    result = search_plan(cluster, mix, rate)
+    _check_valid(cluster, result)
+    assert all(result.allocation.values()) and not result.notes
+    assert result.prediction.throughput_wps > rate
 
 
 def test_a_plan_sized_to_a_mean_target_stops_once_it_meets_it(mix):

@@ -14,6 +14,9 @@ from scalesched.runs.capacity import (
     capacity_wps,
     store_result,
 )
+from scalesched.runs.capacity import (
+    workflows_for as capacity_workflows,
+)
 from scalesched.runs.setup import Scenario, prepare, run
 
 SPEC = get_cluster("hetero-8")
@@ -84,6 +87,23 @@ def test_the_search_finds_the_rate_whose_plan_delivers_most(monkeypatch) -> None
 def test_residency_is_checked() -> None:
     with pytest.raises(InputError, match="planned or dynamic"):
         world.check_residency("static")
+
+
+def test_a_planned_probe_spans_enough_arrivals(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A probe shorter than a few mean responses under-counts its window's completions: the
+    run grows with the offered rate so its arrivals span ``PROBE_SPAN_S``."""
+    asked: list[int] = []
+
+    def fake_probe(plain, planned, workload, policy, rate, workflows):  # type: ignore[no-untyped-def]
+        asked.append(workflows)
+        return rate, True
+
+    monkeypatch.setattr("scalesched.runs.capacity.probe_throughput", fake_probe)
+    deployment = world.plan_deployment(SPEC, "agentic-mix", 3.0)
+    world._probe(SPEC, "agentic-mix", deployment, "eft", 20.0)
+    world._probe(SPEC, "agentic-mix", deployment, "eft", 0.01)
+    assert asked[0] >= 20.0 * world.PROBE_SPAN_S
+    assert asked[1] == capacity_workflows(len(SPEC.servers))  # the floor of every probe
 
 
 def test_a_plan_step_shares_one_plan_among_nearby_loads() -> None:

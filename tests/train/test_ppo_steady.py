@@ -191,6 +191,7 @@ def test_validation_leaves_out_the_warmup_workflows(tmp_path: Path) -> None:
     cfg = load_config(
         None,
         cluster="hetero-4",
+        residency="dynamic",  # the world the replay below runs in
         validation_sizes=[4],
         validation_seeds=[1001],
         validation_workflows=12,

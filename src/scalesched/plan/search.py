@@ -46,6 +46,16 @@ Strategy = Literal["plan", "independent", "uniform"]
 MIN_GAIN = 1e-4
 """Stop when the best replica lowers the predicted mean by less than this fraction per GPU."""
 _QUARTERS = 4
+STARVED = 0.5
+"""A configuration whose capacity per GPU is below this share of the model's densest
+configuration on the same GPU type is not a candidate: its weights leave too little KV
+memory (llama-2-70b on two H100s: 1.1 requests/s against 22.8 on four), so its capacity
+is a few requests, and a router's momentary choice of it queues calls the fluid model
+does not see (on hetero-4 such replicas held admission waits of minutes)."""
+HEADROOM = 1.5
+"""After the latency search, idle hardware goes to the model with the least capacity over
+its need while that ratio is below this: the fluid model's capacity is reached in
+simulation only to about 75-80% (hetero-32, plans for 28-32 workflows/s)."""
 _PENALTY = 1e6
 
 
@@ -115,8 +125,11 @@ class Packing:
         return True
 
 
-def candidate_configs(model: str, packing: Packing, curves: Curves) -> list[ReplicaConfig]:
-    """Configurations of ``model`` that fit in memory, with dominated ones pruned."""
+def candidate_configs(
+    model: str, packing: Packing, curves: Curves, starved: float = STARVED
+) -> list[ReplicaConfig]:
+    """Configurations of ``model`` that fit in memory, with KV-starved ones (capacity per
+    GPU below ``starved`` times the densest's on the GPU type) and dominated ones pruned."""
     out: list[ReplicaConfig] = []
     for gpu_type in packing.gpu_types():
         max_gpus = max(packing.cluster.servers[i].gpus for i in packing.by_type[gpu_type])
@@ -128,8 +141,11 @@ def candidate_configs(model: str, packing: Packing, curves: Curves) -> list[Repl
             if replica_fits(model, gpu_type, tp, share)
         ]
         stats = {c: curves.get(model, c) for c in configs}
+        dense = max((stats[c].capacity / c.gpus for c in configs), default=0.0)
         for c in configs:
             cv = stats[c]
+            if cv.capacity / c.gpus < starved * dense:
+                continue
             dominated = any(
                 d != c
                 and d.gpus <= c.gpus
@@ -197,7 +213,7 @@ def search_plan(
     if slo_mean_s is not None and not slo_mean_s > 0:
         raise InputError("--slo-mean", "slo_mean_s", f"must be positive, got {slo_mean_s}")
     if strategy == "plan":
-        steps = _greedy(curves, packing, configs, alloc, rate, slo_mean_s)
+        packing, alloc, steps = _plan_served(cluster, curves, configs, rate, slo_mean_s)
     else:
         steps = _split(curves, packing, configs, alloc, strategy, profile, rate)
     pred = predict(curves, alloc, rate)
@@ -219,6 +235,65 @@ def search_plan(
             f"rate {rate:g}/s exceeds the predicted throughput {pred.throughput_wps:.3g}/s"
         )
     return result
+
+
+Planned = tuple[Packing, dict[str, dict[ReplicaConfig, int]], int]
+
+
+def _plan_served(
+    cluster: ClusterSpec,
+    curves: Curves,
+    configs: dict[str, list[ReplicaConfig]],
+    rate: float,
+    slo_mean_s: float | None = None,
+) -> Planned:
+    """The plan; where it leaves a model without a replica (the only servers its pruned
+    configurations fit on went to other models: a 70B model at tp 4 beside one H100 server's
+    smaller models), the better by predicted mean of two retries: that model placed first,
+    and the search without starvation pruning (the 70B model at tp 2 beside the 34B one)."""
+
+    def attempt(options: dict[str, list[ReplicaConfig]], first: list[str]) -> Planned:
+        packing = Packing(cluster)
+        alloc: dict[str, dict[ReplicaConfig, int]] = {m: {} for m in options}
+        options = {m: list(c) for m, c in options.items()}
+        return packing, alloc, _plan(curves, packing, options, alloc, rate, first, slo_mean_s)
+
+    def unserved(plan: Planned) -> list[str]:
+        return [m for m, counts in plan[1].items() if not counts]
+
+    plan = attempt(configs, [])
+    if not unserved(plan):
+        return plan
+    loose = {m: candidate_configs(m, plan[0], curves, starved=0.0) for m in configs}
+    tries = [attempt(configs, unserved(plan)), attempt(loose, [])]
+    return min(tries, key=lambda p: (len(unserved(p)), predict(curves, p[1], rate).mean_s))
+
+
+def _plan(
+    curves: Curves,
+    packing: Packing,
+    configs: dict[str, list[ReplicaConfig]],
+    alloc: dict[str, dict[ReplicaConfig, int]],
+    rate: float,
+    first: list[str],
+    slo_mean_s: float | None = None,
+) -> int:
+    """The latency search, then the throughput phase; the models of ``first`` get their
+    densest placeable configuration before either (without pruned configurations, a 70B
+    model may fit only whole servers that smaller models would otherwise take first). With
+    a mean target (``slo_mean_s``) the plan holds the fewest GPUs that reach it: no
+    throughput phase."""
+    steps = 0
+    for m in first:
+        for c in sorted(configs[m], key=lambda c: -curves.get(m, c).capacity / c.gpus):
+            if packing.place(m, c):
+                alloc[m][c] = 1
+                steps += 1
+                break
+    steps += _greedy(curves, packing, configs, alloc, rate, slo_mean_s)
+    if slo_mean_s is not None:
+        return steps
+    return steps + _headroom(curves, packing, configs, alloc, rate)
 
 
 def _greedy(
@@ -270,6 +345,41 @@ def _greedy(
             if k == m or (best_of[k] is not None and not _placeable(packing, best_of[k])):
                 rescore(k)
     return steps
+
+
+def _headroom(
+    curves: Curves,
+    packing: Packing,
+    configs: dict[str, list[ReplicaConfig]],
+    alloc: dict[str, dict[ReplicaConfig, int]],
+    rate: float,
+) -> int:
+    """The throughput phase: while some model's capacity is below ``HEADROOM`` times its
+    need, give the one with the least headroom its densest placeable configuration (most
+    capacity per GPU). The latency search leaves slow GPUs idle (an L4 replica of llama-2-7b
+    is slower than a busy H100 one, so it lowers the predicted mean by nothing); here they
+    take traffic off the fast GPUs near saturation. An added replica never raises the
+    predicted mean: the equilibrium sends nothing to a replica slower than the rest."""
+    steps = 0
+    while True:
+        best: tuple[float, str, ReplicaConfig] | None = None
+        for m, options in configs.items():
+            need = rate * curves.profile.calls[m].calls_per_workflow
+            cap = sum(curves.get(m, c).capacity * n for c, n in alloc[m].items())
+            fits = [c for c in options if packing.can_place(c.gpu_type, c.tp, c.share)]
+            if need <= 0 or cap >= HEADROOM * need or not fits:
+                continue
+            dense = max(fits, key=lambda c: (curves.get(m, c).capacity / c.gpus, c.gpus))
+            if best is None or cap / need < best[0]:
+                best = (cap / need, m, dense)
+        if best is None:
+            return steps
+        _, m, c = best
+        if packing.place(m, c):
+            alloc[m][c] = alloc[m].get(c, 0) + 1
+            steps += 1
+        else:  # every server with room holds m in another configuration (as in _greedy)
+            configs[m].remove(c)
 
 
 def _placeable(packing: Packing, best: tuple[float, ReplicaConfig] | None) -> bool:

@@ -91,9 +91,10 @@ CAPACITY_METHOD = "saturation-fixed-point-v3"
 read."""
 FAST_METHOD = "screened-fixed-point-v2"
 """The fast method (and the scaling rule): what a figure no cache holds is measured by."""
-PLANNED_METHOD = f"planned-search-v2+{PLANNER_VERSION}"
+PLANNED_METHOD = f"planned-search-v3+{PLANNER_VERSION}"
 """The planned-deployment world's capacity (``scalesched.runs.world``): the most a plan
-delivers past saturation, over the rates it is planned for."""
+delivers past saturation, over the rates it is planned for (v3: probes span at least
+``world.PROBE_SPAN_S`` of arrivals)."""
 METHODS = ("full", "fast")
 CAPACITY_SEEDS: tuple[int, ...] = (20260, 20261)
 """Workload seeds of the capacity runs (each probe averages them): disjoint from
