@@ -860,10 +860,13 @@ fixed-size baseline that cannot run past N = 16 (two cheap runs that show why SC
 size-free network matters). The PPO-trained variants are left to ``eval``
 (docs/reproduction.md): each adds six neural runs, the demo's slowest kind (a third of its
 time each)."""
-DEMO_MAX_WORKFLOWS = 4000
-"""The demo's longest run under ``--workflows auto`` (2000, then 4000): the main job must
-end in tens of minutes on two cores (60 runs a length); its summary says whether the
-precision was reached."""
+DEMO_MAX_WORKFLOWS = 16_000
+"""The demo's longest run under ``--workflows auto``: 2000, then the length whose window
+spans 16 mean responses at N = 48 (``runs.length.MIN_SPAN_RESPONSES``), at most this. On
+planned deployments load 0.7 is 12-46 workflows/s at N = 16-48, so 4000 workflows span
+three responses at N = 48, too few for a verdict; 16,000 span about 13. The main job must
+still end in tens of minutes on two cores (60 runs a length); its summary says whether
+the precision was reached."""
 
 
 @app.command()

@@ -9,7 +9,7 @@ from scalesched.runs.length import (
     Attempt,
     check_steady_arrivals,
     grow,
-    lengths,
+    next_length,
     parse_workflows,
     start_workflows,
 )
@@ -23,10 +23,34 @@ def test_parse_workflows_takes_auto_or_a_count() -> None:
             parse_workflows(bad)
 
 
+def _lengths(n_servers: int, cap: int, span_responses: float | None = None) -> list[int]:
+    """The lengths ``grow`` tries when no attempt is ever precise."""
+    _, tried = grow(
+        lambda n: Attempt(n, 30.0, 30.0, steady=False, span_responses=span_responses),
+        n_servers,
+        0.01,
+        cap=cap,
+    )
+    return [a.workflows for a in tried]
+
+
 def test_lengths_double_from_a_size_dependent_start_to_the_cap() -> None:
-    assert list(lengths(16, cap=20_000)) == [2000, 4000, 8000, 16000, 20000]
+    assert _lengths(16, cap=20_000) == [2000, 4000, 8000, 16000, 20000]
     assert start_workflows(1024) == 16 * 1024  # arrivals must span several responses
-    assert list(lengths(16, cap=1000)) == [1000]
+    assert _lengths(16, cap=1000) == [1000]
+    assert _lengths(16, cap=20_000, span_responses=40.0) == [2000, 4000, 8000, 16000, 20000]
+
+
+def test_a_window_spanning_few_responses_jumps_to_a_length_that_spans_enough() -> None:
+    """hetero-48 on a planned deployment: 2000 workflows span about 1.6 responses, so the
+    next run is the one that spans 16 (20,000 workflows), not 4000."""
+
+    def attempt(n: int) -> Attempt:
+        return Attempt(n, 1.02, 0.05, steady=False, span_responses=1.6 * n / 2000)
+
+    _, tried = grow(attempt, 48, 0.01, cap=64_000)
+    assert [a.workflows for a in tried][:2] == [2000, 20_000]
+    assert next_length(Attempt(3000, 30.0, 1.0, steady=True, span_responses=15.0), 5000) == 5000
 
 
 def test_grow_stops_at_the_first_precise_steady_length() -> None:

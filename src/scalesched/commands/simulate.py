@@ -123,7 +123,7 @@ def simulate_auto(
     mean's batch-means interval is within ``precision`` (``scalesched.runs.length``); one
     plain line per length on stderr. The last run is the answer; its metrics say how many
     workflows it took and whether the precision was reached."""
-    from scalesched.runs.length import Attempt, check_steady_arrivals, grow
+    from scalesched.runs.length import Attempt, check_steady_arrivals, grow, span_in_responses
 
     check_steady_arrivals(arrivals)
     last: dict[str, Any] = {}
@@ -138,6 +138,7 @@ def simulate_auto(
             float(m["avg_response_time_ci_s"]) if m["avg_response_time_ci_s"] >= 0 else math.inf,
             bool(m["steady_state"]),
             bool(m["overloaded"]),
+            span_in_responses(m),
         )
 
     def say(line: str) -> None:

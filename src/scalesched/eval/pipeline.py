@@ -19,7 +19,13 @@ from scalesched.eval.report import (
 )
 from scalesched.eval.study import StudyConfig, config_dict, run_study
 from scalesched.policies import is_learned
-from scalesched.runs.length import DEFAULT_PRECISION, Attempt, check_steady_arrivals, grow
+from scalesched.runs.length import (
+    DEFAULT_PRECISION,
+    Attempt,
+    check_steady_arrivals,
+    grow,
+    span_in_responses,
+)
 
 
 def gantt_of_one_run(cfg: StudyConfig, out: Path) -> Path:
@@ -195,7 +201,9 @@ def study_attempt(rows: list[dict[str, Any]], cfg: StudyConfig) -> Attempt:
             own = [r for r in runs if r["policy"] == best]
             figure = float(entries[best]["mean_rt"])
             half = math.sqrt(sum(float(r["avg_response_time_ci_s"]) ** 2 for r in own)) / len(own)
-        a = Attempt(cfg.workflows, figure, half, steady, overloaded)
+        spans = [span_in_responses(r) for r in runs]
+        span = min((x for x in spans if x is not None), default=None)
+        a = Attempt(cfg.workflows, figure, half, steady, overloaded, span)
         rel = a.relative if math.isfinite(a.relative) else math.inf
         if not a.steady or rel > best_rel:
             worst, best_rel = a, rel

@@ -3,9 +3,11 @@ as asked.
 
 Nobody can guess the length a steady-state comparison needs (1500 workflows suffice on
 one cluster and are a cold start on another), so the run says it: it starts at
-``start_workflows(N)``, doubles, and stops at the first length whose interval is at most
-``precision`` of the figure (the mean response time of a run, or a paired ratio in a
-study) and whose runs are steady, or at the cap. A run that is overloaded (queues grow, or
+``start_workflows(N)``, doubles (or, where the measured arrivals span fewer than
+``MIN_SPAN_RESPONSES`` mean responses, jumps to the length that spans them), and stops
+at the first length whose interval is at most ``precision`` of the figure (the mean
+response time of a run, or a paired ratio in a study) and whose runs are steady, or at the
+cap. A run that is overloaded (queues grow, or
 it delivers less than arrives) stops growing at once: more workflows cannot make it
 steady. Each length is a fresh run on the same seed; the workflows of a shorter run are the
 first ones of the longer run, so doubling costs at most twice the final run.
@@ -16,8 +18,10 @@ Arrivals that follow a recorded shape stretched over the run (``azure-conv``,
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from scalesched.errors import InputError
 from scalesched.sim.scenario import MAX_WORKFLOWS
@@ -33,6 +37,12 @@ must span several response times before a window means anything."""
 DEFAULT_CAP = 32_000
 """Most workflows of one run unless ``--max-workflows`` says otherwise (more on large
 clusters: ``cap_workflows``)."""
+MIN_SPAN_RESPONSES = 16.0
+"""A window's arrivals should span at least this many mean responses: batch means over
+20 batches then hold batches of most of a response each. On planned deployments rates are
+high (hetero-48 at load 0.7: 45 workflows/s), so a fixed count spans little time: 4000
+workflows there span 88 s, three responses, where the drift test has nothing to go on. A
+shorter attempt makes the next length the one that spans this (at least a doubling)."""
 STEADY_ARRIVALS = ("poisson", "bursty")
 """Arrival processes whose rate does not change over the run (bursty: a stationary MMPP)."""
 
@@ -89,13 +99,30 @@ def cap_workflows(n_servers: int, cap: int | None = None) -> int:
     return cap if cap is not None else max(DEFAULT_CAP, 4 * start_workflows(n_servers))
 
 
-def lengths(n_servers: int, cap: int | None = None) -> Iterator[int]:
-    """The run lengths ``auto`` tries: doubling from the start, the cap last."""
-    n, top = start_workflows(n_servers), cap_workflows(n_servers, cap)
-    while n < top:
-        yield n
-        n *= 2
-    yield top
+def span_in_responses(metrics: Mapping[str, Any]) -> float | None:
+    """How many mean responses a run's measured arrivals span (its window's workflows over
+    their arrival rate, over the mean response); None where the metrics cannot say."""
+    try:
+        n = float(metrics["measured_workflows"])
+        rate = float(metrics["offered_rate_wps"])
+        mean = float(metrics["avg_response_time_s"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    if not (n > 0 and rate > 0 and mean > 0) or not math.isfinite(n / rate / mean):
+        return None
+    return n / rate / mean
+
+
+def next_length(attempt: Attempt, top: int) -> int:
+    """The length after ``attempt``: double it, or more where its window spans fewer than
+    ``MIN_SPAN_RESPONSES`` responses (scaled to span them, rounded up to a thousand); at
+    most ``top``."""
+    n = 2 * attempt.workflows
+    span = attempt.span_responses
+    if span is not None and 0 < span < MIN_SPAN_RESPONSES:
+        wanted = attempt.workflows * MIN_SPAN_RESPONSES / span
+        n = max(n, 1000 * math.ceil(wanted / 1000))
+    return min(n, top)
 
 
 @dataclass(frozen=True)
@@ -107,6 +134,9 @@ class Attempt:
     half_width: float
     steady: bool
     overloaded: bool = False
+    span_responses: float | None = None
+    """How many mean responses the measured arrivals span (the least over the runs behind
+    the figure); None where not known."""
 
     @property
     def relative(self) -> float:
@@ -127,17 +157,20 @@ def grow(
     """Run ``attempt_at`` at each length until one is precise (or overloaded, or the cap);
     the last attempt and all of them. ``say`` gets one plain line per attempt."""
     tried: list[Attempt] = []
-    for n in lengths(n_servers, cap):
+    n, top = start_workflows(n_servers), cap_workflows(n_servers, cap)
+    n = min(n, top)
+    while True:
         a = attempt_at(n)
         tried.append(a)
         state = "steady" if a.steady else ("overloaded" if a.overloaded else "not steady")
-        done = a.precise(precision) or a.overloaded
+        done = a.precise(precision) or a.overloaded or n >= top
+        following = n if done else next_length(a, top)
         if say is not None:
             say(
                 f"auto: {n} workflows: {a.figure:.4g} ± {a.half_width:.2g} "
                 f"({100 * a.relative:.1f}%, target {100 * precision:g}%), {state}"
-                + ("" if done or n >= cap_workflows(n_servers, cap) else "; doubling")
+                + ("" if done else f"; next {following}")
             )
         if done:
-            break
-    return tried[-1], tried
+            return tried[-1], tried
+        n = following
