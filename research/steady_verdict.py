@@ -5,14 +5,15 @@ checked"):
 
 * ``steady``: long runs at a load the policy sustains, on evaluation seeds: the share the
   verdict calls steady (the claim: at least 95%); ``--residency planned`` runs the planned
-  world's settings.
+  world's settings (on the deployment planned for each run's rate).
 * ``falling``: runs whose mean is still falling inside the kept window (short runs on large
   clusters that still pay their first model loads): each run's mean against the long-run
   value of the same setting (a 16,000-workflow run on another seed, steady), and the
   verdict. A run whose mean is above the long-run value by more than its own interval is
   still falling; the claim: every such run is called not steady.
 * ``auto``: ``--workflows auto`` on several seeds: the share whose interval covers the
-  long-run value (the claim: at least 90%), and the workflows each took.
+  long-run value (the claim: at least 90%), and the workflows each took; ``--residency
+  planned`` in the planned world.
 
 Run from the repository root: ``python research/steady_verdict.py steady`` (or
 ``falling``, ``auto``; ``--seeds``, ``--out`` for the rows as JSON lines).
@@ -60,6 +61,8 @@ AUTO_SETTING = ("hetero-16", "tail", 0.7)
 PLANNED_STEADY_SETTINGS = (
     ("hetero-16", "tail", 0.7, 4000),
     ("hetero-32", "eft", 0.7, 4000),
+    ("hetero-48", "tail", 0.9, 8000),
+    ("configs/clusters/a100-lab.yaml", "kv_aware", 0.7, 6000),
 )
 """The planned world's steady settings (``steady --residency planned``): each cluster on the
 deployment planned for load 0.7 of its shipped planned capacity."""
@@ -95,9 +98,11 @@ def emit(row: dict[str, Any], out: Path | None) -> None:
 
 def check_steady(seeds: list[int], out: Path | None, world: str = "dynamic") -> None:
     settings = PLANNED_STEADY_SETTINGS if world == "planned" else STEADY_SETTINGS
-    rows = [one(*s, seed, world) for s in settings for seed in seeds]
-    for r in rows:
-        emit(r, out)
+    rows = []
+    for setting in settings:
+        for seed in seeds:
+            rows.append(one(*setting, seed, world))
+            emit(rows[-1], out)
     passed = sum(bool(r["steady_state"]) for r in rows)
     print(f"steady: {passed}/{len(rows)} long steady runs called steady", file=sys.stderr)
 
@@ -122,10 +127,12 @@ def check_falling(seeds: list[int], out: Path | None) -> None:
     )
 
 
-def check_auto(seeds: list[int], precision: float, out: Path | None) -> None:
+def check_auto(
+    seeds: list[int], precision: float, out: Path | None, world: str = "dynamic"
+) -> None:
     cluster, policy, load = AUTO_SETTING
     values = [
-        float(one(cluster, policy, load, LONG_RUN, 10_000 + i)["avg_response_time_s"])
+        float(one(cluster, policy, load, LONG_RUN, 10_000 + i, world)["avg_response_time_s"])
         for i in range(3)
     ]
     value = sum(values) / len(values)
@@ -134,7 +141,7 @@ def check_auto(seeds: list[int], precision: float, out: Path | None) -> None:
         last: dict[str, Any] = {}
 
         def attempt(n: int, seed: int = seed, last: dict[str, Any] = last) -> Attempt:
-            r = one(cluster, policy, load, n, seed)
+            r = one(cluster, policy, load, n, seed, world)
             last.update(r)
             ci = float(r["avg_response_time_ci_s"])
             return Attempt(
@@ -175,7 +182,7 @@ def main() -> None:
         "--residency",
         choices=("dynamic", "planned"),
         default="dynamic",
-        help="steady only: the world of the long runs (planned: its own settings)",
+        help="steady and auto: the world of the runs (steady, planned: its own settings)",
     )
     args = parser.parse_args()
     lo, _, hi = args.seeds.partition("-")
@@ -185,7 +192,7 @@ def main() -> None:
     elif args.check == "falling":
         check_falling(seeds, args.out)
     else:
-        check_auto(seeds, args.precision, args.out)
+        check_auto(seeds, args.precision, args.out, args.residency)
 
 
 if __name__ == "__main__":
