@@ -5,7 +5,10 @@ array of a ``Decision`` byte for byte, so that every run, under every policy, pl
 task on the same server at the same instant. Checked three ways: the arrays themselves on
 recorded decisions (LLM and tool tasks, engines absent, loading and ready, servers without
 free GPUs, an in-place drift of the decode tables); whole traces over random small
-scenarios (hypothesis); and the golden runs (``test_engine_golden.py``, both cores).
+scenarios (hypothesis: dynamic and planned worlds, streamed or not, with and without KV
+reuse); and the golden runs (``test_engine_golden.py``, both cores). The per-workflow
+estimates (bounds, HEFT costs and ranks) are checked as exact doubles against the Python
+functions they replace.
 
 The tests that need the extension skip where the install has none (built without a
 compiler); the selection and fallback tests run everywhere.
@@ -161,12 +164,18 @@ def same_metrics(a: dict[str, Any], b: dict[str, Any]) -> None:
 
 
 def run_both(
-    monkeypatch: pytest.MonkeyPatch, cluster: str, scenario: Scenario, policy: str, **options: Any
+    monkeypatch: pytest.MonkeyPatch,
+    cluster: str,
+    scenario: Scenario,
+    policy: str,
+    *,
+    stream: bool = False,
+    **options: Any,
 ) -> None:
     """The same run on both cores (chosen the way users choose: the environment); traces
     and metrics must be identical, and the compiled run must have built its decisions on the
     compiled core."""
-    setup = prepare(cluster, scenario, stream=False)
+    setup = prepare(cluster, scenario, stream=stream)
     results = {}
     built = [0]
     real = core.make_decision_compiled
@@ -193,6 +202,8 @@ SCENARIOS = st.fixed_dictionaries(
         "rate": st.floats(0.2, 3.0),
         "workflows": st.integers(5, 30),
         "seed": st.integers(0, 10_000),
+        "residency": st.sampled_from(["dynamic", "planned"]),
+        "stream": st.booleans(),
     }
 )
 
@@ -213,8 +224,16 @@ def test_random_small_scenarios_trace_identically(
         workflows=case["workflows"],
         rate=case["rate"],
         seed=case["seed"],
+        residency=case["residency"],
     )
-    run_both(monkeypatch, case["cluster"], scenario, case["policy"], kv_policy=case["kv"])
+    run_both(
+        monkeypatch,
+        case["cluster"],
+        scenario,
+        case["policy"],
+        stream=case["stream"],
+        kv_policy=case["kv"],
+    )
 
 
 @needs_extension
@@ -291,3 +310,89 @@ def test_a_state_array_bound_anew_is_read_anew() -> None:
     sim.est_work = sim.est_work.astype(np.float32)
     with pytest.raises(TypeError, match="est_work must be a contiguous"):
         core.make_decision_compiled(tables, sim, llm)
+
+
+# -- the per-workflow estimates (bounds, HEFT costs and ranks) -------------------------------
+
+
+def _estimate_worlds() -> list[tuple[str, ClusterTables, list[Any]]]:
+    """Tables with plain engines (dynamic) and with replica groups (a planned deployment),
+    each with realised jobs of every workload."""
+    worlds = []
+    for cluster, residency in (("hetero-8", "dynamic"), ("hetero-16", "planned")):
+        jobs: list[Any] = []
+        tables = None
+        for workload in ("agentic-mix", "tool-heavy", "agent-mix"):
+            scenario = Scenario(
+                workload=workload, workflows=15, rate=1.0, seed=7, residency=residency
+            )
+            setup = prepare(cluster if tables is None else tables, scenario, stream=False)
+            tables = setup.tables
+            jobs += list(setup.jobs)
+        assert tables is not None
+        worlds.append((f"{cluster}-{residency}", tables, jobs))
+    return worlds
+
+
+def hexes(values: Any) -> list[str]:
+    return [float(v).hex() for v in values]
+
+
+@needs_extension
+def test_the_estimates_are_the_python_doubles() -> None:
+    """Every estimate the compiled core gives for the ledger and the ranks, against the
+    Python function it replaces, as exact doubles: per call (a grid of prompt, output and
+    prefilled lengths, past the prefill table's end) and per workflow (bounds, HEFT costs,
+    upward ranks with random subsets of the revealing tasks finished)."""
+    from scalesched.cluster.anywhere import any_deployment
+    from scalesched.kernel.ranks import mean_task_costs, upward_ranks
+    from scalesched.kernel.records import job_bounds
+
+    rng = np.random.default_rng(5)
+    for name, tables, jobs in _estimate_worlds():
+        anywhere = any_deployment(tables.spec)
+        costs = core.task_costs(tables, anywhere)
+        assert any(tables.model_classes), name
+        for m in range(len(tables.model_classes)):
+            for prompt in (0, 1, 7, 300, 4096, 40_000):
+                for output in (0, 1, 2, 99, 2048):
+                    exact = float.hex
+                    for pre in (None, 0, prompt // 3):
+                        p = -1 if pre is None else pre
+                        assert exact(costs.fastest_llm(m, prompt, output, p)) == exact(
+                            tables.fastest_llm_time(m, prompt, output, pre)
+                        ), (name, m, prompt, output, pre)
+                        assert exact(costs.any_llm(m, prompt, output, p)) == exact(
+                            anywhere.llm_time(m, prompt, output, pre)
+                        ), (name, m, prompt, output, pre)
+                    assert exact(costs.mean_llm(m, prompt, output)) == exact(
+                        tables.mean_llm_time(m, prompt, output)
+                    )
+        for job in jobs:
+            wf = job.workflow
+            want = job_bounds(tables, anywhere, job)
+            assert hexes(core.job_bounds_compiled(tables, anywhere, job)) == hexes(want)
+            mean = mean_task_costs(tables, wf)
+            assert hexes(core.mean_task_costs_compiled(tables, wf)) == hexes(mean)
+            done = rng.random(len(wf.tasks)) < 0.5
+            finished = done.__getitem__
+            assert hexes(core.upward_ranks_compiled(tables, wf, mean, finished)) == hexes(
+                upward_ranks(tables, wf, mean, finished)
+            )
+
+
+@needs_extension
+def test_a_compiled_simulation_uses_the_compiled_estimates() -> None:
+    """The compiled core replaces the ledger's bounds and the ranks' costs (and a fork
+    keeps them); the Python core keeps the Python functions."""
+    from scalesched.kernel.ranks import mean_task_costs
+
+    spec = get_cluster("hetero-8")
+    tables = ClusterTables(spec)
+    jobs = build_jobs(tables, Scenario(workflows=5, rate=1.0, seed=0))
+    fast = Simulation(spec, jobs, tables=tables, core="compiled")
+    assert fast._job_bounds is core.job_bounds_compiled
+    assert fast.tasks.ranks.mean_costs is core.mean_task_costs_compiled
+    assert fast.fork().tasks.ranks.upward is core.upward_ranks_compiled
+    slow = Simulation(spec, jobs, tables=tables, core="python")
+    assert slow.tasks.ranks.mean_costs is mean_task_costs

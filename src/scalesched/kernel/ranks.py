@@ -67,6 +67,12 @@ class VisibleRanks:
         done: Sequence[bool] | Mapping[int, bool],
     ) -> None:
         self._tables = tables
+        self.mean_costs: Callable[[ClusterTables, WorkflowInstance], list[float]] = mean_task_costs
+        self.upward: Callable[
+            [ClusterTables, WorkflowInstance, Sequence[float], Callable[[int], bool]], list[float]
+        ] = upward_ranks
+        """How costs and ranks are computed: these functions, or an executor's faster ones
+        that give the same lists (the compiled core's, ``scalesched.sim.core``)."""
         self._offsets = offsets
         self._done = done
         self._workflows: dict[int, WorkflowInstance] = dict(enumerate(workflows))
@@ -82,8 +88,8 @@ class VisibleRanks:
             wf, off, done = self._workflows[job], self._offsets[job], self._done
             costs = self._costs[job]
             if costs is None:
-                costs = self._costs[job] = mean_task_costs(self._tables, wf)
-            ranks = upward_ranks(self._tables, wf, costs, lambda k: done[off + k])
+                costs = self._costs[job] = self.mean_costs(self._tables, wf)
+            ranks = self.upward(self._tables, wf, costs, lambda k: done[off + k])
             self._ranks[job] = ranks
         return ranks[task]
 

@@ -1,7 +1,7 @@
 """Type stubs of the compiled simulation core (``sim/_core/module.cpp``; built optionally,
 see ``scalesched.sim.core``)."""
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -38,3 +38,28 @@ class DecisionCore:
     def tool_view(
         self, view: object, task: object, out: np.ndarray, transfer: np.ndarray | None
     ) -> None: ...
+
+class TaskCosts:
+    """The per-workflow estimates of one ``ClusterTables`` and ``AnyDeployment`` (bounds,
+    HEFT costs and upward ranks), bound once; ``prefilled`` -1 stands for None."""
+
+    def __init__(
+        self,
+        prefills: Sequence[tuple[object, bool, Sequence[float], int, float, float]],
+        classes: Sequence[Sequence[tuple[int, int, float, float]]],
+        configs: Sequence[Sequence[tuple[int, float, float]]],
+        model_index: dict[str, int],
+        max_core_speed: float,
+        mean_core_speed: float,
+        any_max_core_speed: float,
+        latency_s: float,
+        mean_nic: float,
+    ) -> None: ...
+    def fastest_llm(self, model: int, prompt: int, output: int, prefilled: int) -> float: ...
+    def mean_llm(self, model: int, prompt: int, output: int) -> float: ...
+    def any_llm(self, model: int, prompt: int, output: int, prefilled: int) -> float: ...
+    def bounds(self, workflow: object) -> tuple[float, float]: ...
+    def mean_costs(self, workflow: object) -> list[float]: ...
+    def upward_ranks(
+        self, workflow: object, costs: Sequence[float], finished: Callable[[int], bool]
+    ) -> list[float]: ...

@@ -22,16 +22,19 @@ import dataclasses
 import os
 import warnings
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Literal, cast
 
 import numpy as np
 
-from scalesched.cluster.tables import MODEL_NAMES, ClusterTables
+from scalesched.cluster.anywhere import AnyDeployment, any_deployment
+from scalesched.cluster.perf import EnginePerf
+from scalesched.cluster.tables import MODEL_INDEX, MODEL_NAMES, ClusterTables
 from scalesched.decision.features import ClusterStateView, Decision, TaskRequest, make_decision
+from scalesched.workload.instance import Job, WorkflowInstance
 
 if TYPE_CHECKING:
-    from scalesched.sim._simcore import DecisionCore
+    from scalesched.sim._simcore import DecisionCore, TaskCosts
 
 CORE_ENV = "SCALESCHED_CORE"
 """Environment variable choosing the core when ``Simulation(core=...)`` is not given."""
@@ -226,3 +229,95 @@ def _tool_decision(
         _resident=zeros,
         _batch=zeros,
     )
+
+
+# -- the compiled per-workflow estimates ---------------------------------------------------
+
+_COSTS: weakref.WeakKeyDictionary[ClusterTables, tuple[AnyDeployment, TaskCosts]] = (
+    weakref.WeakKeyDictionary()
+)
+"""The compiled estimates of each ``ClusterTables`` with the ``AnyDeployment`` they were
+bound with (weak, off the tables: as ``_BOUND``)."""
+
+
+def _prefill_spec(engine: object) -> tuple[object, bool, list[float], int, float, float]:
+    """What the C++ needs of one engine's ``prefill_s``: a plain ``EnginePerf``'s tables
+    (computed there), or only the engine (any other kind is asked, once per prompt length)."""
+    if type(engine) is EnginePerf:
+        return (
+            engine,
+            True,
+            engine._lin,
+            int(engine._lin_max_n),
+            float(engine._lin_slope),
+            float(engine.prefill_attn_s_per_token2),
+        )
+    return (engine, False, [], 0, 0.0, 0.0)
+
+
+def _bind_costs(tables: ClusterTables, anywhere: AnyDeployment) -> TaskCosts:
+    """The C++ estimates of ``tables`` and ``anywhere``: the same per-class and
+    per-configuration numbers the Python estimates read (``model_classes``,
+    ``AnyDeployment.configs``), copied once (they never change during a run)."""
+    assert _EXTENSION is not None
+    index: dict[int, int] = {}
+    specs: list[tuple[object, bool, list[float], int, float, float]] = []
+
+    def prefill_index(engine: object) -> int:
+        if id(engine) not in index:
+            index[id(engine)] = len(specs)
+            specs.append(_prefill_spec(engine))
+        return index[id(engine)]
+
+    classes = [
+        [(prefill_index(eng), count, lin1, attn) for _, eng, count, lin1, attn in per_model]
+        for per_model in tables.model_classes
+    ]
+    configs = [
+        [(prefill_index(c.engine), c.step_s, c.attn_s_per_token) for c in per_model]
+        for per_model in anywhere.configs
+    ]
+    costs: TaskCosts = _EXTENSION.TaskCosts(  # type: ignore[attr-defined]
+        specs,
+        classes,
+        configs,
+        dict(MODEL_INDEX),
+        tables.max_core_speed,
+        tables.mean_core_speed,
+        anywhere.max_core_speed,
+        tables.latency_s,
+        tables.mean_nic_bytes_per_s,
+    )
+    _COSTS[tables] = (anywhere, costs)
+    return costs
+
+
+def task_costs(tables: ClusterTables, anywhere: AnyDeployment | None = None) -> TaskCosts:
+    """The compiled estimates of ``tables`` (bound on first use; ``anywhere``: the
+    any-deployment configurations, by default the cluster's own)."""
+    got = _COSTS.get(tables)
+    if got is not None and (anywhere is None or got[0] is anywhere):
+        return got[1]
+    return _bind_costs(tables, anywhere if anywhere is not None else any_deployment(tables.spec))
+
+
+def job_bounds_compiled(
+    tables: ClusterTables, anywhere: AnyDeployment, job: Job
+) -> tuple[float, float]:
+    """``kernel.records.job_bounds`` on the compiled core: the same two doubles."""
+    return task_costs(tables, anywhere).bounds(job.workflow)
+
+
+def mean_task_costs_compiled(tables: ClusterTables, wf: WorkflowInstance) -> list[float]:
+    """``kernel.ranks.mean_task_costs`` on the compiled core: the same list."""
+    return task_costs(tables).mean_costs(wf)
+
+
+def upward_ranks_compiled(
+    tables: ClusterTables,
+    wf: WorkflowInstance,
+    costs: Sequence[float],
+    finished: Callable[[int], bool],
+) -> list[float]:
+    """``kernel.ranks.upward_ranks`` on the compiled core: the same list."""
+    return task_costs(tables).upward_ranks(wf, costs, finished)

@@ -1,10 +1,13 @@
-// Python bindings of the compiled simulation core (nanobind): for now the decision build
-// (decision.hpp). The numpy arrays are read in place, never copied: the static tables are
-// bound once per ClusterTables (DecisionCore), the live state's arrays are found on the view
-// at each call (kept while they are the same objects).
+// Python bindings of the compiled simulation core (nanobind): the decision build
+// (decision.hpp) and the per-workflow estimates (task_costs.hpp). The numpy arrays are read
+// in place, never copied: the static tables are bound once per ClusterTables (DecisionCore),
+// the live state's arrays are found on the view at each call (kept while they are the same
+// objects).
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include <cstdint>
@@ -14,6 +17,7 @@
 #include <vector>
 
 #include "decision.hpp"
+#include "task_costs.hpp"
 
 namespace nb = nanobind;
 using namespace scalesched;
@@ -278,4 +282,14 @@ NB_MODULE(_simcore, m) {
                       std::vector<nb::ndarray<>>>())
         .def("llm_view", &DecisionCore::llm_view)
         .def("tool_view", &DecisionCore::tool_view);
+    nb::class_<TaskCosts>(m, "TaskCosts")
+        .def(nb::init<const std::vector<PrefillSpec>&, const std::vector<std::vector<ClassSpec>>&,
+                      const std::vector<std::vector<ConfigSpec>>&, nb::dict, double, double,
+                      double, double, double>())
+        .def("fastest_llm", &TaskCosts::fastest_llm)
+        .def("mean_llm", &TaskCosts::mean_llm)
+        .def("any_llm", &TaskCosts::any_llm)
+        .def("bounds", &TaskCosts::bounds)
+        .def("mean_costs", &TaskCosts::mean_costs)
+        .def("upward_ranks", &TaskCosts::upward_ranks);
 }
