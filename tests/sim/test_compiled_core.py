@@ -396,3 +396,59 @@ def test_a_compiled_simulation_uses_the_compiled_estimates() -> None:
     assert fast.fork().tasks.ranks.upward is core.upward_ranks_compiled
     slow = Simulation(spec, jobs, tables=tables, core="python")
     assert slow.tasks.ranks.mean_costs is mean_task_costs
+
+
+# -- the task requests ---------------------------------------------------------------------
+
+
+def assert_same_request(a: Any, b: Any) -> None:
+    """Equal requests whose fields are of the same types (floats as exact doubles)."""
+    import dataclasses
+
+    assert a == b
+    for f in dataclasses.fields(a):
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        assert type(x) is type(y), f.name
+        if isinstance(x, float):
+            assert x.hex() == y.hex(), f.name
+
+
+@needs_extension
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("workload", ["agentic-mix", "tool-heavy", "agent-mix"])
+def test_every_request_is_the_python_request(workload: str, stream: bool) -> None:
+    """Along a compiled run (prefix identities in tool-heavy and agent-mix, revealed
+    tasks, streamed ids), every request the scheduler is shown equals the one the Python
+    ledger builds from the same state."""
+    setup = prepare(
+        "hetero-8", Scenario(workload=workload, workflows=25, rate=1.5, seed=4), stream=stream
+    )
+    sim = Simulation(setup.cluster, setup.jobs, tables=setup.tables, core="compiled")
+    seen = [0]
+
+    def check(decision: Decision, _: object) -> None:
+        gid = sim.current_task
+        assert gid is not None
+        want = sim.tasks.request(gid, sim.server, sim.now, sim.attained)
+        assert_same_request(decision.task, want)
+        seen[0] += 1
+
+    drive(sim, Watched(get_policy("eft"), check))
+    assert seen[0] > 100
+
+
+@needs_extension
+def test_the_request_builder_refuses_a_changed_request_class() -> None:
+    """A field added to ``TaskRequest`` without the C++ knowing is an error when bound."""
+    import dataclasses
+
+    from scalesched.decision.features import TaskRequest
+
+    ext = core._EXTENSION
+    fields = [f.name for f in dataclasses.fields(TaskRequest)]
+    defaults = {f.name: f.default for f in dataclasses.fields(TaskRequest)}
+    ext.RequestBuilder(TaskRequest, fields, defaults, {})  # type: ignore[union-attr]
+    with pytest.raises(ValueError, match="fields changed"):
+        ext.RequestBuilder(TaskRequest, [*fields, "urgency"], defaults, {})  # type: ignore[union-attr]
+    with pytest.raises(ValueError, match="fields changed"):
+        ext.RequestBuilder(TaskRequest, fields[::-1], defaults, {})  # type: ignore[union-attr]

@@ -5,6 +5,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from scalesched.decision.features import TaskRequest
+
 class DecisionCore:
     """The static tables of one ``ClusterTables``, bound once (arrays read in place)."""
 
@@ -63,3 +65,17 @@ class TaskCosts:
     def upward_ranks(
         self, workflow: object, costs: Sequence[float], finished: Callable[[int], bool]
     ) -> list[float]: ...
+
+class RequestBuilder:
+    """Builds ``RunTasks.request``'s ``TaskRequest`` (fields checked against the class)."""
+
+    def __init__(
+        self,
+        request_type: type,
+        fields: list[str],
+        defaults: dict[str, object],
+        model_index: dict[str, int],
+    ) -> None: ...
+    def request(
+        self, tasks: object, gid: int, servers: object, now: float, attained: np.ndarray
+    ) -> TaskRequest: ...

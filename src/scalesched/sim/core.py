@@ -34,7 +34,8 @@ from scalesched.decision.features import ClusterStateView, Decision, TaskRequest
 from scalesched.workload.instance import Job, WorkflowInstance
 
 if TYPE_CHECKING:
-    from scalesched.sim._simcore import DecisionCore, TaskCosts
+    from scalesched.kernel.ledger import PerId, RunTasks
+    from scalesched.sim._simcore import DecisionCore, RequestBuilder, TaskCosts
 
 CORE_ENV = "SCALESCHED_CORE"
 """Environment variable choosing the core when ``Simulation(core=...)`` is not given."""
@@ -281,7 +282,7 @@ def _bind_costs(tables: ClusterTables, anywhere: AnyDeployment) -> TaskCosts:
         specs,
         classes,
         configs,
-        dict(MODEL_INDEX),
+        MODEL_INDEX,
         tables.max_core_speed,
         tables.mean_core_speed,
         anywhere.max_core_speed,
@@ -321,3 +322,30 @@ def upward_ranks_compiled(
 ) -> list[float]:
     """``kernel.ranks.upward_ranks`` on the compiled core: the same list."""
     return task_costs(tables).upward_ranks(wf, costs, finished)
+
+
+# -- the compiled task requests ---------------------------------------------------------------
+
+_REQUESTS: list[RequestBuilder] = []
+"""The one request builder (it holds only ``TaskRequest``'s class and the model index)."""
+
+
+def _request_builder() -> RequestBuilder:
+    if not _REQUESTS:
+        assert _EXTENSION is not None
+        fields = dataclasses.fields(TaskRequest)
+        defaults = {f.name: f.default for f in fields if f.default is not dataclasses.MISSING}
+        _REQUESTS.append(
+            _EXTENSION.RequestBuilder(  # type: ignore[attr-defined]
+                TaskRequest, [f.name for f in fields], defaults, MODEL_INDEX
+            )
+        )
+    return _REQUESTS[0]
+
+
+def task_request_compiled(
+    tasks: RunTasks, gid: int, servers: PerId[int], now: float, attained: np.ndarray
+) -> TaskRequest:
+    """``RunTasks.request`` on the compiled core: an equal ``TaskRequest`` whose fields are
+    the same objects (``sim/_core/requests.hpp``)."""
+    return _request_builder().request(tasks, gid, servers, now, attained)

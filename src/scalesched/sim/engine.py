@@ -45,7 +45,7 @@ import numpy as np
 from scalesched.cluster.model import ClusterSpec
 from scalesched.cluster.tables import ClusterTables
 from scalesched.decision.actions import Action
-from scalesched.decision.features import Decision
+from scalesched.decision.features import Decision, TaskRequest
 from scalesched.decision.scheduler import ReadyOrder, SchedulingError
 from scalesched.kernel.ledger import RunLedger
 from scalesched.kernel.metrics import RunRecord, nominal_warmup, window_bounds
@@ -57,6 +57,7 @@ from scalesched.sim.core import (
     job_bounds_compiled,
     mean_task_costs_compiled,
     resolve_core,
+    task_request_compiled,
     upward_ranks_compiled,
 )
 from scalesched.sim.events import ARRIVE as _ARRIVE
@@ -230,6 +231,13 @@ class Simulation(RunLedger):
         self._redeploy.note_held()
 
     # -- the driving interface -------------------------------------------------------
+    def request(self, gid: int, now: float) -> TaskRequest:
+        """What the scheduler sees of task ``gid`` at ``now`` (``RunLedger.request``; on
+        the compiled core built in C++, an equal request of the same objects)."""
+        if self.core == "compiled":
+            return task_request_compiled(self.tasks, gid, self.server, now, self.attained)
+        return self.tasks.request(gid, self.server, now, self.attained)
+
     def next_decision(self) -> Decision | None:
         """Run events until a ready task needs a server; None when everything has finished."""
         heap, pending, handlers, pop = self._heap, self.pending, self._handlers, heapq.heappop

@@ -1,8 +1,8 @@
 // Python bindings of the compiled simulation core (nanobind): the decision build
-// (decision.hpp) and the per-workflow estimates (task_costs.hpp). The numpy arrays are read
-// in place, never copied: the static tables are bound once per ClusterTables (DecisionCore),
-// the live state's arrays are found on the view at each call (kept while they are the same
-// objects).
+// (decision.hpp), the per-workflow estimates (task_costs.hpp) and the task requests
+// (requests.hpp). The numpy arrays are read in place, never copied: the static tables are
+// bound once per ClusterTables (DecisionCore), the live state's arrays are found on the view
+// at each call (kept while they are the same objects).
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "decision.hpp"
+#include "requests.hpp"
 #include "task_costs.hpp"
 
 namespace nb = nanobind;
@@ -292,4 +293,7 @@ NB_MODULE(_simcore, m) {
         .def("bounds", &TaskCosts::bounds)
         .def("mean_costs", &TaskCosts::mean_costs)
         .def("upward_ranks", &TaskCosts::upward_ranks);
+    nb::class_<RequestBuilder>(m, "RequestBuilder")
+        .def(nb::init<nb::handle, nb::list, nb::dict, nb::dict>())
+        .def("request", &RequestBuilder::request);
 }
