@@ -452,3 +452,71 @@ def test_the_request_builder_refuses_a_changed_request_class() -> None:
         ext.RequestBuilder(TaskRequest, [*fields, "urgency"], defaults, {})  # type: ignore[union-attr]
     with pytest.raises(ValueError, match="fields changed"):
         ext.RequestBuilder(TaskRequest, fields[::-1], defaults, {})  # type: ignore[union-attr]
+
+
+# -- eft's choice ----------------------------------------------------------------------------
+
+
+def _numpy_eft(mask: np.ndarray, finish: np.ndarray, imposed: np.ndarray) -> int:
+    with np.errstate(invalid="ignore"):  # inf + -inf: NaN on purpose
+        return int(np.argmin(np.where(mask, finish + imposed, np.inf)))
+
+
+@needs_extension
+def test_eft_choice_is_numpys_argmin() -> None:
+    """The compiled eft answer against numpy's on the cases where argmin has rules: ties
+    (the first), NaN (the first NaN), infinities, every server masked out, read-only and
+    strided arrays; arrays of another dtype or shape are left to numpy (None)."""
+    rng = np.random.default_rng(11)
+    for trial in range(3000):
+        n = int(rng.integers(1, 9))
+        finish = rng.choice([0.0, -0.0, 1.0, 2.5, np.inf, -np.inf, np.nan], size=n)
+        if trial % 3:
+            finish = rng.integers(0, 3, size=n).astype(float)  # ties
+        imposed = rng.choice(
+            [0.0, 1.0, np.inf, -np.inf, np.nan], size=n, p=[0.6, 0.1, 0.1, 0.1, 0.1]
+        )
+        mask = rng.random(n) < 0.7
+        if trial % 7 == 0:
+            wide = np.repeat(finish, 2)
+            finish = wide[::2]  # a strided view
+        mask.setflags(write=False)
+        decision = core.CompiledDecision.__new__(core.CompiledDecision)
+        decision.mask, decision.finish_s, decision.imposed_s = mask, finish, imposed
+        assert core.eft_choice_compiled(decision) == _numpy_eft(mask, finish, imposed), (
+            mask,
+            finish,
+            imposed,
+        )
+    decision.finish_s = finish.astype(np.float32)
+    assert core.eft_choice_compiled(decision) is None
+    decision.finish_s, decision.mask = finish, mask.tolist()
+    assert core.eft_choice_compiled(decision) is None
+
+
+@needs_extension
+def test_eft_answers_a_compiled_decision_on_the_compiled_core(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """eft asks the compiled core for a compiled decision's answer, numpy for the rest."""
+    from scalesched.policies import eft
+
+    spec = get_cluster("hetero-8")
+    tables = ClusterTables(spec)
+    jobs = build_jobs(tables, Scenario(workflows=3, rate=1.0, seed=0))
+    calls = [0]
+    real = eft.eft_choice_compiled
+
+    def counted(decision: Decision) -> int | None:
+        calls[0] += 1
+        return real(decision)
+
+    monkeypatch.setattr(eft, "eft_choice_compiled", counted)
+    for name, want in (("compiled", 1), ("python", 0)):
+        calls[0] = 0
+        decision = Simulation(spec, jobs, tables=tables, core=name).next_decision()
+        assert decision is not None
+        assert eft.eft_choice(decision) == _numpy_eft(
+            decision.mask, decision.finish_s, decision.imposed_s
+        )
+        assert calls[0] == want

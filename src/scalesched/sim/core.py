@@ -152,6 +152,20 @@ class CompiledDecision(Decision):
         return again
 
 
+def eft_choice_compiled(decision: Decision) -> int | None:
+    """eft's answer (``policies.eft.eft_choice``) on the compiled core, from the decision's
+    arrays as they are now (a caller may have changed them since the build); None when
+    they are not plain (n,) bool and float64 arrays (numpy then answers)."""
+    assert _EXTENSION is not None
+    try:
+        at: int = _EXTENSION.eft_choice(  # type: ignore[attr-defined]
+            decision.mask, decision.finish_s, decision.imposed_s
+        )
+    except TypeError:
+        return None
+    return at if at >= 0 else None
+
+
 def make_decision_compiled(
     tables: ClusterTables,
     view: ClusterStateView,

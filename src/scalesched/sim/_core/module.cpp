@@ -275,6 +275,23 @@ class DecisionCore {
     std::vector<ModelColumns> cols_;
 };
 
+// eft_argmin on a decision's arrays, read in place: -1 when they are not (n,) bool, float64
+// and float64 arrays of one length (the caller then answers with numpy).
+using AnyRO = nb::ndarray<nb::ro, nb::device::cpu>;
+std::int64_t eft_choice(AnyRO mask, AnyRO finish, AnyRO imposed) {
+    if (mask.ndim() != 1 || finish.ndim() != 1 || imposed.ndim() != 1) return -1;
+    const std::int64_t n = static_cast<std::int64_t>(mask.shape(0));
+    if (n == 0 || static_cast<std::int64_t>(finish.shape(0)) != n ||
+        static_cast<std::int64_t>(imposed.shape(0)) != n)
+        return -1;
+    if (mask.dtype() != nb::dtype<bool>() || finish.dtype() != nb::dtype<double>() ||
+        imposed.dtype() != nb::dtype<double>())
+        return -1;
+    return eft_argmin(n, static_cast<const std::uint8_t*>(mask.data()), mask.stride(0),
+                      static_cast<const double*>(finish.data()), finish.stride(0),
+                      static_cast<const double*>(imposed.data()), imposed.stride(0));
+}
+
 NB_MODULE(_simcore, m) {
     m.doc() = "scalesched's compiled simulation core (opt-in: SCALESCHED_CORE=compiled).";
     nb::class_<DecisionCore>(m, "DecisionCore")
@@ -296,4 +313,6 @@ NB_MODULE(_simcore, m) {
     nb::class_<RequestBuilder>(m, "RequestBuilder")
         .def(nb::init<nb::handle, nb::list, nb::dict, nb::dict>())
         .def("request", &RequestBuilder::request);
+    m.def("eft_choice", &eft_choice, nb::arg("mask").noconvert(), nb::arg("finish").noconvert(),
+          nb::arg("imposed").noconvert());
 }
