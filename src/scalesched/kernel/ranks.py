@@ -68,11 +68,8 @@ class VisibleRanks:
     ) -> None:
         self._tables = tables
         self.mean_costs: Callable[[ClusterTables, WorkflowInstance], list[float]] = mean_task_costs
-        self.upward: Callable[
-            [ClusterTables, WorkflowInstance, Sequence[float], Callable[[int], bool]], list[float]
-        ] = upward_ranks
-        """How costs and ranks are computed: these functions, or an executor's faster ones
-        that give the same lists (the compiled core's, ``scalesched.sim.core``)."""
+        """How the costs are computed: this function, or an executor's faster one that gives
+        the same list (the compiled core's, ``scalesched.sim.core``)."""
         self._offsets = offsets
         self._done = done
         self._workflows: dict[int, WorkflowInstance] = dict(enumerate(workflows))
@@ -89,7 +86,7 @@ class VisibleRanks:
             costs = self._costs[job]
             if costs is None:
                 costs = self._costs[job] = self.mean_costs(self._tables, wf)
-            ranks = self.upward(self._tables, wf, costs, lambda k: done[off + k])
+            ranks = upward_ranks(self._tables, wf, costs, lambda k: done[off + k])
             self._ranks[job] = ranks
         return ranks[task]
 

@@ -1,7 +1,7 @@
 """Type stubs of the compiled simulation core (``sim/_core/module.cpp``; built optionally,
 see ``scalesched.sim.core``)."""
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -43,7 +43,7 @@ class DecisionCore:
 
 class TaskCosts:
     """The per-workflow estimates of one ``ClusterTables`` and ``AnyDeployment`` (bounds,
-    HEFT costs and upward ranks), bound once; ``prefilled`` -1 stands for None."""
+    HEFT's mean costs), bound once; ``prefilled`` -1 stands for None."""
 
     def __init__(
         self,
@@ -54,17 +54,12 @@ class TaskCosts:
         max_core_speed: float,
         mean_core_speed: float,
         any_max_core_speed: float,
-        latency_s: float,
-        mean_nic: float,
     ) -> None: ...
     def fastest_llm(self, model: int, prompt: int, output: int, prefilled: int) -> float: ...
     def mean_llm(self, model: int, prompt: int, output: int) -> float: ...
     def any_llm(self, model: int, prompt: int, output: int, prefilled: int) -> float: ...
     def bounds(self, workflow: object) -> tuple[float, float]: ...
     def mean_costs(self, workflow: object) -> list[float]: ...
-    def upward_ranks(
-        self, workflow: object, costs: Sequence[float], finished: Callable[[int], bool]
-    ) -> list[float]: ...
 
 class RequestBuilder:
     """Builds ``RunTasks.request``'s ``TaskRequest`` (fields checked against the class)."""

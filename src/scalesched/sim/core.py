@@ -22,7 +22,7 @@ import dataclasses
 import os
 import warnings
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal, cast
 
 import numpy as np
@@ -300,8 +300,6 @@ def _bind_costs(tables: ClusterTables, anywhere: AnyDeployment) -> TaskCosts:
         tables.max_core_speed,
         tables.mean_core_speed,
         anywhere.max_core_speed,
-        tables.latency_s,
-        tables.mean_nic_bytes_per_s,
     )
     _COSTS[tables] = (anywhere, costs)
     return costs
@@ -326,16 +324,6 @@ def job_bounds_compiled(
 def mean_task_costs_compiled(tables: ClusterTables, wf: WorkflowInstance) -> list[float]:
     """``kernel.ranks.mean_task_costs`` on the compiled core: the same list."""
     return task_costs(tables).mean_costs(wf)
-
-
-def upward_ranks_compiled(
-    tables: ClusterTables,
-    wf: WorkflowInstance,
-    costs: Sequence[float],
-    finished: Callable[[int], bool],
-) -> list[float]:
-    """``kernel.ranks.upward_ranks`` on the compiled core: the same list."""
-    return task_costs(tables).upward_ranks(wf, costs, finished)
 
 
 # -- the compiled task requests ---------------------------------------------------------------

@@ -58,7 +58,6 @@ from scalesched.sim.core import (
     mean_task_costs_compiled,
     resolve_core,
     task_request_compiled,
-    upward_ranks_compiled,
 )
 from scalesched.sim.events import ARRIVE as _ARRIVE
 from scalesched.sim.events import DECODE as _DECODE
@@ -126,12 +125,11 @@ class Simulation(RunLedger):
         self._init_parts()
 
     def _use_compiled_estimates(self) -> None:
-        """The per-workflow estimates (bounds at arrival, HEFT costs and ranks) on the
+        """The per-workflow estimates (bounds at arrival, HEFT's mean costs) on the
         compiled core: the same doubles (``sim.core``). Plain functions, so a fork (a deep
         copy) keeps them."""
         self._job_bounds = job_bounds_compiled
         self.tasks.ranks.mean_costs = mean_task_costs_compiled
-        self.tasks.ranks.upward = upward_ranks_compiled
 
     def _init_servers(self) -> None:
         """Per-server execution state (cores, engines, GPUs, busy integrals) and per-id

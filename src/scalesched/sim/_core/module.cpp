@@ -303,13 +303,12 @@ NB_MODULE(_simcore, m) {
     nb::class_<TaskCosts>(m, "TaskCosts")
         .def(nb::init<const std::vector<PrefillSpec>&, const std::vector<std::vector<ClassSpec>>&,
                       const std::vector<std::vector<ConfigSpec>>&, nb::dict, double, double,
-                      double, double, double>())
+                      double>())
         .def("fastest_llm", &TaskCosts::fastest_llm)
         .def("mean_llm", &TaskCosts::mean_llm)
         .def("any_llm", &TaskCosts::any_llm)
         .def("bounds", &TaskCosts::bounds)
-        .def("mean_costs", &TaskCosts::mean_costs)
-        .def("upward_ranks", &TaskCosts::upward_ranks);
+        .def("mean_costs", &TaskCosts::mean_costs);
     nb::class_<RequestBuilder>(m, "RequestBuilder")
         .def(nb::init<nb::handle, nb::list, nb::dict, nb::dict>())
         .def("request", &RequestBuilder::request);

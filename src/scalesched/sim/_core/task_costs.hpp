@@ -1,7 +1,8 @@
-// TaskCosts: the per-workflow estimates of a run (bounds at arrival, HEFT mean costs and
-// upward ranks) computed in C++ straight off the workflow's Python objects. Python's own
-// versions (kernel.records, kernel.ranks, ClusterTables.llm_class_times,
-// AnyDeployment.llm_time) stay the specification; the arithmetic is in estimates.hpp.
+// TaskCosts: the per-workflow estimates of a run (the bounds fixed at arrival, HEFT's mean
+// costs) computed in C++ straight off the workflow's Python objects. Python's own versions
+// (kernel.records, kernel.ranks, ClusterTables.llm_class_times, AnyDeployment.llm_time)
+// stay the specification; the arithmetic is in estimates.hpp. (The upward ranks stay in
+// Python: they are dict lookups of edge sizes, no faster through the C API.)
 //
 // Why read the Python objects here instead of arrays: a workflow is realised once and
 // estimated once or twice, so converting it to arrays first would cost what the estimate
@@ -57,15 +58,13 @@ class TaskCosts {
     // prefills: (engine, plain, lin, max_n, slope, p2) per distinct engine; classes and
     // configs: per model (MODEL_NAMES order), ClusterTables.model_classes and
     // AnyDeployment.configs; speeds: the tables' max and mean core speed and the
-    // any-deployment max; latency and mean NIC bandwidth: mean_transfer_s's.
+    // any-deployment max.
     TaskCosts(const std::vector<PrefillSpec>& prefills,
               const std::vector<std::vector<ClassSpec>>& classes,
               const std::vector<std::vector<ConfigSpec>>& configs, nb::dict model_index,
-              double max_core_speed, double mean_core_speed, double any_max_core_speed,
-              double latency_s, double mean_nic)
+              double max_core_speed, double mean_core_speed, double any_max_core_speed)
         : model_index_(std::move(model_index)), max_core_speed_(max_core_speed),
-          mean_core_speed_(mean_core_speed), any_max_core_speed_(any_max_core_speed),
-          latency_s_(latency_s), mean_nic_(mean_nic) {
+          mean_core_speed_(mean_core_speed), any_max_core_speed_(any_max_core_speed) {
         for (const auto& [eng, plain, lin, max_n, slope, p2] : prefills) {
             if (plain && (max_n < 0 || lin.size() != static_cast<std::size_t>(max_n) + 1))
                 throw std::invalid_argument("prefill table: length must be max_n + 1");
@@ -176,38 +175,15 @@ class TaskCosts {
         return out;
     }
 
-    // kernel.ranks.upward_ranks: ``finished`` is called for each revealing task, as there.
-    nb::list upward_ranks(nb::handle wf, nb::handle costs, nb::handle finished) {
-        nb::object tasks = attr(wf, WF_TASKS), children = attr(wf, WF_CHILDREN);
-        nb::object edges = attr(wf, WF_EDGES);
-        const Py_ssize_t n = PySequence_Size(tasks.ptr());
-        if (n < 0) throw nb::python_error();
-        std::vector<double> ranks(static_cast<std::size_t>(n), 0.0);
-        for (Py_ssize_t i = n - 1; i >= 0; --i) {
-            double best = 0.0;
-            nb::object cs = item(children, i);
-            for (nb::handle c : cs) {
-                const std::size_t k = checked_index(c, n);
-                if (!revealed(item(tasks, static_cast<Py_ssize_t>(k)), finished)) continue;
-                const double x = transfer_s(edge_bytes(edges, i, c)) + ranks[k];
-                keep_max(best, x);
-            }
-            ranks[static_cast<std::size_t>(i)] = to_double(item(costs, i)) + best;
-        }
-        nb::list out;
-        for (double r : ranks) out.append(nb::float_(r));
-        return out;
-    }
-
   private:
     enum Name {
-        WF_TASKS, WF_PARENTS, WF_CHILDREN, WF_EDGES, T_KIND, T_MODEL, T_PROMPT, T_OUTPUT,
-        T_OUTPUT_EST, T_CPU, T_EXT, T_EXT_EST, T_REVEALED, LLM, N_NAMES
+        WF_TASKS, WF_PARENTS, T_KIND, T_MODEL, T_PROMPT, T_OUTPUT, T_OUTPUT_EST, T_CPU, T_EXT,
+        T_EXT_EST, LLM, N_NAMES
     };
     static constexpr const char* NAMES[N_NAMES] = {
-        "tasks",         "parents",    "children",    "edge_bytes",       "kind",
-        "model",         "prompt_tokens", "output_tokens", "output_tokens_est", "cpu_work",
-        "ext_latency",   "ext_latency_est", "revealed_by", "llm"};
+        "tasks",         "parents",           "kind",     "model",       "prompt_tokens",
+        "output_tokens", "output_tokens_est", "cpu_work", "ext_latency", "ext_latency_est",
+        "llm"};
 
     std::size_t checked(std::size_t p) const {
         if (p >= prefills_.size()) throw std::out_of_range("prefill index out of range");
@@ -264,38 +240,6 @@ class TaskCosts {
         return true;
     }
 
-    // Whether child ``task`` exists for a scheduler yet (its revealing task finished).
-    bool revealed(nb::handle task, nb::handle finished) {
-        nb::object rb = attr(task, T_REVEALED);
-        if (rb.is_none()) return true;
-        PyObject* got = PyObject_CallOneArg(finished.ptr(), rb.ptr());
-        if (!got) throw nb::python_error();
-        const int truthy = PyObject_IsTrue(got);
-        Py_DECREF(got);
-        if (truthy < 0) throw nb::python_error();
-        return truthy != 0;
-    }
-
-    // ``wf.edge_bytes.get((i, c), 0.0)``.
-    static nb::object edge_bytes(nb::handle edges, Py_ssize_t i, nb::handle c) {
-        nb::object key = nb::steal(PyTuple_Pack(2, nb::int_(i).ptr(), c.ptr()));
-        if (!key.is_valid()) throw nb::python_error();
-        if (PyDict_CheckExact(edges.ptr())) {
-            PyObject* got = PyDict_GetItemWithError(edges.ptr(), key.ptr());
-            if (got) return nb::borrow(got);
-            if (PyErr_Occurred()) throw nb::python_error();
-            return nb::float_(0.0);
-        }
-        return edges.attr("get")(key, 0.0);
-    }
-
-    // ClusterTables.mean_transfer_s.
-    double transfer_s(nb::handle nbytes) const {
-        const double b = to_double(nbytes);
-        if (b <= 0) return 0.0;
-        return latency_s_ + b / mean_nic_;
-    }
-
     nb::object attr(nb::handle obj, Name name) const {
         PyObject* got = PyObject_GetAttr(obj.ptr(), names_[name].ptr());
         if (!got) throw nb::python_error();
@@ -329,7 +273,7 @@ class TaskCosts {
     std::vector<std::vector<ClassCost>> classes_;
     std::vector<std::vector<ConfigCost>> configs_;
     nb::dict model_index_;
-    double max_core_speed_, mean_core_speed_, any_max_core_speed_, latency_s_, mean_nic_;
+    double max_core_speed_, mean_core_speed_, any_max_core_speed_;
     nb::str names_[N_NAMES];
     nb::object sum_;
 };
