@@ -514,3 +514,14 @@ def test_eft_answers_a_compiled_decision_on_the_compiled_core(
             decision.mask, decision.finish_s, decision.imposed_s
         )
         assert calls[0] == want
+
+
+@needs_extension
+@pytest.mark.parametrize(("policy", "residency"), [("rollout", "dynamic"), ("tao", "planned")])
+def test_forking_and_batch_policies_trace_identically(
+    monkeypatch: pytest.MonkeyPatch, policy: str, residency: str
+) -> None:
+    """Policies the random scenarios do not draw: rollout forks the running simulation at
+    each decision (the fork keeps the compiled pieces), tao decides a batch at a time."""
+    scenario = Scenario(workload="agent-mix", workflows=8, rate=1.0, seed=3, residency=residency)
+    run_both(monkeypatch, "hetero-8", scenario, policy)

@@ -9,7 +9,20 @@ so switching the core on changes speed, never results. Compiled so far:
 
 * the decision build: ``make_decision`` and ``transfer_times`` (``decision.features``),
   every per-server array of a ``Decision`` computed in one C++ loop instead of some forty
-  numpy calls (``make_decision_compiled``).
+  numpy calls (``make_decision_compiled``);
+* the task request: ``RunTasks.request`` / ``kernel.requests.task_request``, the
+  ``TaskRequest`` a scheduler is shown, built in C++ from the same objects
+  (``task_request_compiled``);
+* the per-workflow estimates: the two bounds fixed at a job's arrival
+  (``kernel.records.job_bounds``: ``lower_bound`` and ``any_deployment_lower_bound``) and
+  HEFT's mean costs behind the ranks (``kernel.ranks.mean_task_costs``), the same doubles
+  (``job_bounds_compiled``, ``mean_task_costs_compiled``);
+* eft's choice: ``policies.eft.eft_choice`` on a compiled decision, numpy's argmin rules
+  in C++ (``eft_choice_compiled``).
+
+Still Python: the event loop and its handlers (the LLM engines' batches and decode clock,
+tools, transfers, the ledger's books), the upward ranks (dict lookups either way: no faster
+through the C API), the other policies' choices and tail's predictor.
 
 Why opt-in: the pure-Python engine stays the reference the compiled pieces are tested
 against (``tests/sim/test_compiled_core.py``), and an install without a C++ compiler has no
