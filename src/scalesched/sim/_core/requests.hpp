@@ -180,13 +180,17 @@ class RequestBuilder {
 
     // The slot offset of each field (0: not a plain object slot, set generically).
     void find_slots() {
-        PyTypeObject* type = reinterpret_cast<PyTypeObject*>(type_.ptr());
         for (int f = FIRST_FIELD; f < N_NAMES; ++f) {
             Py_ssize_t& off = slot_[f - FIRST_FIELD];
             off = 0;
-            PyObject* descr = _PyType_Lookup(type, names_[f].ptr());
-            if (!descr || Py_TYPE(descr) != &PyMemberDescr_Type) continue;
-            PyMemberDef* member = reinterpret_cast<PyMemberDescrObject*>(descr)->d_member;
+            // The class attribute of a slot is its member descriptor (public API, new ref).
+            nb::object descr = nb::steal(PyObject_GetAttr(type_.ptr(), names_[f].ptr()));
+            if (!descr.is_valid()) {
+                PyErr_Clear();
+                continue;
+            }
+            if (Py_TYPE(descr.ptr()) != &PyMemberDescr_Type) continue;
+            PyMemberDef* member = reinterpret_cast<PyMemberDescrObject*>(descr.ptr())->d_member;
             if (member->type == T_OBJECT_EX && !(member->flags & READONLY))
                 off = member->offset;
         }

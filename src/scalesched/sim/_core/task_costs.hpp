@@ -38,11 +38,13 @@ class Prefill {
         auto hit = memo_.find(n);
         if (hit != memo_.end()) return hit->second;
         const double s = nb::cast<double>(engine_.attr("prefill_s")(n));
+        if (memo_.size() >= MEMO_LIMIT) memo_.clear();  // bounded, as the Python caches are
         memo_.emplace(n, s);
         return s;
     }
 
   private:
+    static constexpr std::size_t MEMO_LIMIT = std::size_t{1} << 16;
     nb::object engine_;
     bool plain_;
     PlainPrefill table_;
