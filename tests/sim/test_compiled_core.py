@@ -5,7 +5,10 @@ array of a ``Decision`` byte for byte, so that every run, under every policy, pl
 task on the same server at the same instant. Checked three ways: the arrays themselves on
 recorded decisions (LLM and tool tasks, engines absent, loading and ready, servers without
 free GPUs, an in-place drift of the decode tables); whole traces over random small
-scenarios (hypothesis); and the golden runs (``test_engine_golden.py``, both cores).
+scenarios (hypothesis: dynamic and planned worlds, streamed or not, with and without KV
+reuse); and the golden runs (``test_engine_golden.py``, both cores). The per-workflow
+estimates (bounds, HEFT's mean costs) are checked as exact doubles against the Python
+functions they replace.
 
 The tests that need the extension skip where the install has none (built without a
 compiler); the selection and fallback tests run everywhere.
@@ -161,12 +164,18 @@ def same_metrics(a: dict[str, Any], b: dict[str, Any]) -> None:
 
 
 def run_both(
-    monkeypatch: pytest.MonkeyPatch, cluster: str, scenario: Scenario, policy: str, **options: Any
+    monkeypatch: pytest.MonkeyPatch,
+    cluster: str,
+    scenario: Scenario,
+    policy: str,
+    *,
+    stream: bool = False,
+    **options: Any,
 ) -> None:
     """The same run on both cores (chosen the way users choose: the environment); traces
     and metrics must be identical, and the compiled run must have built its decisions on the
     compiled core."""
-    setup = prepare(cluster, scenario, stream=False)
+    setup = prepare(cluster, scenario, stream=stream)
     results = {}
     built = [0]
     real = core.make_decision_compiled
@@ -193,6 +202,8 @@ SCENARIOS = st.fixed_dictionaries(
         "rate": st.floats(0.2, 3.0),
         "workflows": st.integers(5, 30),
         "seed": st.integers(0, 10_000),
+        "residency": st.sampled_from(["dynamic", "planned"]),
+        "stream": st.booleans(),
     }
 )
 
@@ -213,8 +224,16 @@ def test_random_small_scenarios_trace_identically(
         workflows=case["workflows"],
         rate=case["rate"],
         seed=case["seed"],
+        residency=case["residency"],
     )
-    run_both(monkeypatch, case["cluster"], scenario, case["policy"], kv_policy=case["kv"])
+    run_both(
+        monkeypatch,
+        case["cluster"],
+        scenario,
+        case["policy"],
+        stream=case["stream"],
+        kv_policy=case["kv"],
+    )
 
 
 @needs_extension
@@ -291,3 +310,218 @@ def test_a_state_array_bound_anew_is_read_anew() -> None:
     sim.est_work = sim.est_work.astype(np.float32)
     with pytest.raises(TypeError, match="est_work must be a contiguous"):
         core.make_decision_compiled(tables, sim, llm)
+
+
+# -- the per-workflow estimates (bounds, HEFT's mean costs) -----------------------------------
+
+
+def _estimate_worlds() -> list[tuple[str, ClusterTables, list[Any]]]:
+    """Tables with plain engines (dynamic) and with replica groups (a planned deployment),
+    each with realised jobs of every workload."""
+    worlds = []
+    for cluster, residency in (("hetero-8", "dynamic"), ("hetero-16", "planned")):
+        jobs: list[Any] = []
+        tables = None
+        for workload in ("agentic-mix", "tool-heavy", "agent-mix"):
+            scenario = Scenario(
+                workload=workload, workflows=15, rate=1.0, seed=7, residency=residency
+            )
+            setup = prepare(cluster if tables is None else tables, scenario, stream=False)
+            tables = setup.tables
+            jobs += list(setup.jobs)
+        assert tables is not None
+        worlds.append((f"{cluster}-{residency}", tables, jobs))
+    return worlds
+
+
+def hexes(values: Any) -> list[str]:
+    return [float(v).hex() for v in values]
+
+
+@needs_extension
+def test_the_estimates_are_the_python_doubles() -> None:
+    """Every estimate the compiled core gives for the ledger and the ranks, against the
+    Python function it replaces, as exact doubles: per call (a grid of prompt, output and
+    prefilled lengths, past the prefill table's end) and per workflow (the two bounds, HEFT's
+    mean costs)."""
+    from scalesched.cluster.anywhere import any_deployment
+    from scalesched.kernel.ranks import mean_task_costs
+    from scalesched.kernel.records import job_bounds
+
+    for name, tables, jobs in _estimate_worlds():
+        anywhere = any_deployment(tables.spec)
+        costs = core.task_costs(tables, anywhere)
+        assert any(tables.model_classes), name
+        for m in range(len(tables.model_classes)):
+            for prompt in (0, 1, 7, 300, 4096, 40_000):
+                for output in (0, 1, 2, 99, 2048):
+                    exact = float.hex
+                    for pre in (None, 0, prompt // 3):
+                        p = -1 if pre is None else pre
+                        assert exact(costs.fastest_llm(m, prompt, output, p)) == exact(
+                            tables.fastest_llm_time(m, prompt, output, pre)
+                        ), (name, m, prompt, output, pre)
+                        assert exact(costs.any_llm(m, prompt, output, p)) == exact(
+                            anywhere.llm_time(m, prompt, output, pre)
+                        ), (name, m, prompt, output, pre)
+                    assert exact(costs.mean_llm(m, prompt, output)) == exact(
+                        tables.mean_llm_time(m, prompt, output)
+                    )
+        for job in jobs:
+            wf = job.workflow
+            want = job_bounds(tables, anywhere, job)
+            assert hexes(core.job_bounds_compiled(tables, anywhere, job)) == hexes(want)
+            mean = mean_task_costs(tables, wf)
+            assert hexes(core.mean_task_costs_compiled(tables, wf)) == hexes(mean)
+
+
+@needs_extension
+def test_a_compiled_simulation_uses_the_compiled_estimates() -> None:
+    """The compiled core replaces the ledger's bounds and the ranks' costs (and a fork
+    keeps them); the Python core keeps the Python functions."""
+    from scalesched.kernel.ranks import mean_task_costs
+
+    spec = get_cluster("hetero-8")
+    tables = ClusterTables(spec)
+    jobs = build_jobs(tables, Scenario(workflows=5, rate=1.0, seed=0))
+    fast = Simulation(spec, jobs, tables=tables, core="compiled")
+    assert fast._job_bounds is core.job_bounds_compiled
+    assert fast.tasks.ranks.mean_costs is core.mean_task_costs_compiled
+    assert fast.fork().tasks.ranks.mean_costs is core.mean_task_costs_compiled
+    slow = Simulation(spec, jobs, tables=tables, core="python")
+    assert slow.tasks.ranks.mean_costs is mean_task_costs
+
+
+# -- the task requests ---------------------------------------------------------------------
+
+
+def assert_same_request(a: Any, b: Any) -> None:
+    """Equal requests whose fields are of the same types (floats as exact doubles)."""
+    import dataclasses
+
+    assert a == b
+    for f in dataclasses.fields(a):
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        assert type(x) is type(y), f.name
+        if isinstance(x, float):
+            assert x.hex() == y.hex(), f.name
+
+
+@needs_extension
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("workload", ["agentic-mix", "tool-heavy", "agent-mix"])
+def test_every_request_is_the_python_request(workload: str, stream: bool) -> None:
+    """Along a compiled run (prefix identities in tool-heavy and agent-mix, revealed
+    tasks, streamed ids), every request the scheduler is shown equals the one the Python
+    ledger builds from the same state."""
+    setup = prepare(
+        "hetero-8", Scenario(workload=workload, workflows=25, rate=1.5, seed=4), stream=stream
+    )
+    sim = Simulation(setup.cluster, setup.jobs, tables=setup.tables, core="compiled")
+    seen = [0]
+
+    def check(decision: Decision, _: object) -> None:
+        gid = sim.current_task
+        assert gid is not None
+        want = sim.tasks.request(gid, sim.server, sim.now, sim.attained)
+        assert_same_request(decision.task, want)
+        seen[0] += 1
+
+    drive(sim, Watched(get_policy("eft"), check))
+    assert seen[0] > 100
+
+
+@needs_extension
+def test_the_request_builder_refuses_a_changed_request_class() -> None:
+    """A field added to ``TaskRequest`` without the C++ knowing is an error when bound."""
+    import dataclasses
+
+    from scalesched.decision.features import TaskRequest
+
+    ext = core._EXTENSION
+    fields = [f.name for f in dataclasses.fields(TaskRequest)]
+    defaults = {f.name: f.default for f in dataclasses.fields(TaskRequest)}
+    ext.RequestBuilder(TaskRequest, fields, defaults, {})  # type: ignore[union-attr]
+    with pytest.raises(ValueError, match="fields changed"):
+        ext.RequestBuilder(TaskRequest, [*fields, "urgency"], defaults, {})  # type: ignore[union-attr]
+    with pytest.raises(ValueError, match="fields changed"):
+        ext.RequestBuilder(TaskRequest, fields[::-1], defaults, {})  # type: ignore[union-attr]
+
+
+# -- eft's choice ----------------------------------------------------------------------------
+
+
+def _numpy_eft(mask: np.ndarray, finish: np.ndarray, imposed: np.ndarray) -> int:
+    with np.errstate(invalid="ignore"):  # inf + -inf: NaN on purpose
+        return int(np.argmin(np.where(mask, finish + imposed, np.inf)))
+
+
+@needs_extension
+def test_eft_choice_is_numpys_argmin() -> None:
+    """The compiled eft answer against numpy's on the cases where argmin has rules: ties
+    (the first), NaN (the first NaN), infinities, every server masked out, read-only and
+    strided arrays; arrays of another dtype or shape are left to numpy (None)."""
+    rng = np.random.default_rng(11)
+    for trial in range(3000):
+        n = int(rng.integers(1, 9))
+        finish = rng.choice([0.0, -0.0, 1.0, 2.5, np.inf, -np.inf, np.nan], size=n)
+        if trial % 3:
+            finish = rng.integers(0, 3, size=n).astype(float)  # ties
+        imposed = rng.choice(
+            [0.0, 1.0, np.inf, -np.inf, np.nan], size=n, p=[0.6, 0.1, 0.1, 0.1, 0.1]
+        )
+        mask = rng.random(n) < 0.7
+        if trial % 7 == 0:
+            wide = np.repeat(finish, 2)
+            finish = wide[::2]  # a strided view
+        mask.setflags(write=False)
+        decision = core.CompiledDecision.__new__(core.CompiledDecision)
+        decision.mask, decision.finish_s, decision.imposed_s = mask, finish, imposed
+        assert core.eft_choice_compiled(decision) == _numpy_eft(mask, finish, imposed), (
+            mask,
+            finish,
+            imposed,
+        )
+    decision.finish_s = finish.astype(np.float32)
+    assert core.eft_choice_compiled(decision) is None
+    decision.finish_s, decision.mask = finish, mask.tolist()
+    assert core.eft_choice_compiled(decision) is None
+
+
+@needs_extension
+def test_eft_answers_a_compiled_decision_on_the_compiled_core(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """eft asks the compiled core for a compiled decision's answer, numpy for the rest."""
+    from scalesched.policies import eft
+
+    spec = get_cluster("hetero-8")
+    tables = ClusterTables(spec)
+    jobs = build_jobs(tables, Scenario(workflows=3, rate=1.0, seed=0))
+    calls = [0]
+    real = eft.eft_choice_compiled
+
+    def counted(decision: Decision) -> int | None:
+        calls[0] += 1
+        return real(decision)
+
+    monkeypatch.setattr(eft, "eft_choice_compiled", counted)
+    for name, want in (("compiled", 1), ("python", 0)):
+        calls[0] = 0
+        decision = Simulation(spec, jobs, tables=tables, core=name).next_decision()
+        assert decision is not None
+        assert eft.eft_choice(decision) == _numpy_eft(
+            decision.mask, decision.finish_s, decision.imposed_s
+        )
+        assert calls[0] == want
+
+
+@needs_extension
+@pytest.mark.parametrize(("policy", "residency"), [("rollout", "dynamic"), ("tao", "planned")])
+def test_forking_and_batch_policies_trace_identically(
+    monkeypatch: pytest.MonkeyPatch, policy: str, residency: str
+) -> None:
+    """Policies the random scenarios do not draw: rollout forks the running simulation at
+    each decision (the fork keeps the compiled pieces), tao decides a batch at a time."""
+    scenario = Scenario(workload="agent-mix", workflows=8, rate=1.0, seed=3, residency=residency)
+    run_both(monkeypatch, "hetero-8", scenario, policy)

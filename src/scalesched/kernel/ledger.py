@@ -39,19 +39,14 @@ from typing import ClassVar, TypeAlias, TypeVar, cast, overload
 
 import numpy as np
 
-from scalesched.cluster.anywhere import any_deployment
+from scalesched.cluster.anywhere import AnyDeployment, any_deployment
 from scalesched.cluster.tables import MODEL_INDEX, MODEL_NAMES, ClusterTables
 from scalesched.decision.actions import Action, Defer, Hedge, Place, as_action
 from scalesched.decision.features import ENGINE_ABSENT, Decision, TaskRequest
 from scalesched.decision.scheduler import ReadyOrder, SchedulingError
 from scalesched.kernel.metrics import RunRecord
 from scalesched.kernel.ranks import VisibleRanks, deciders
-from scalesched.kernel.records import (
-    TaskRecord,
-    any_deployment_lower_bound,
-    check_feasible,
-    lower_bound,
-)
+from scalesched.kernel.records import TaskRecord, check_feasible, job_bounds
 from scalesched.kernel.requests import task_request
 from scalesched.kernel.routes import RouteMemory
 from scalesched.workload.instance import Job, TaskInstance, WorkflowInstance
@@ -242,6 +237,12 @@ class RunLedger:
     streams: ClassVar[bool] = False
     """Whether this executor runs ``StreamedJobs`` streamed (else they are realised first)."""
 
+    _job_bounds: Callable[[ClusterTables, AnyDeployment, Job], tuple[float, float]] = staticmethod(
+        job_bounds
+    )
+    """How a job's two bounds are computed at its arrival (``kernel.records.job_bounds``); a
+    simulation on the compiled core sets the compiled one, which gives the same doubles."""
+
     def __init__(
         self,
         tables: ClusterTables,
@@ -390,8 +391,8 @@ class RunLedger:
             self._admit_job(ji)
         job = self.jobs[ji]
         off = self.tasks.offset[ji]
-        self.lower_bounds[ji] = lower_bound(self.tables, job)
-        self.any_deployment_bounds[ji] = any_deployment_lower_bound(self._anywhere, job)
+        bounds = self._job_bounds(self.tables, self._anywhere, job)
+        self.lower_bounds[ji], self.any_deployment_bounds[ji] = bounds
         for i, parents in enumerate(job.workflow.parents):
             self.missing[off + i] = len(parents)
             if not parents:

@@ -67,6 +67,9 @@ class VisibleRanks:
         done: Sequence[bool] | Mapping[int, bool],
     ) -> None:
         self._tables = tables
+        self.mean_costs: Callable[[ClusterTables, WorkflowInstance], list[float]] = mean_task_costs
+        """How the costs are computed: this function, or an executor's faster one that gives
+        the same list (the compiled core's, ``scalesched.sim.core``)."""
         self._offsets = offsets
         self._done = done
         self._workflows: dict[int, WorkflowInstance] = dict(enumerate(workflows))
@@ -82,7 +85,7 @@ class VisibleRanks:
             wf, off, done = self._workflows[job], self._offsets[job], self._done
             costs = self._costs[job]
             if costs is None:
-                costs = self._costs[job] = mean_task_costs(self._tables, wf)
+                costs = self._costs[job] = self.mean_costs(self._tables, wf)
             ranks = upward_ranks(self._tables, wf, costs, lambda k: done[off + k])
             self._ranks[job] = ranks
         return ranks[task]

@@ -21,6 +21,7 @@ __all__ = [
     "alone_fastest_s",
     "any_deployment_lower_bound",
     "check_feasible",
+    "job_bounds",
     "lower_bound",
 ]
 
@@ -113,6 +114,13 @@ def any_deployment_lower_bound(
     runs in different worlds on the same jobs are measured against one figure. ``cost``:
     the per-task seconds instead (a caller counting cache reuse)."""
     return critical_path(job, cost or (lambda task: alone_anywhere_s(anywhere, task)))
+
+
+def job_bounds(tables: ClusterTables, anywhere: AnyDeployment, job: Job) -> tuple[float, float]:
+    """The two bounds a run fixes at a job's arrival: ``lower_bound`` and
+    ``any_deployment_lower_bound`` (an executor may compute them on a faster core, to the
+    same doubles: ``scalesched.sim.core``)."""
+    return lower_bound(tables, job), any_deployment_lower_bound(anywhere, job)
 
 
 def critical_path(job: Job, cost: Callable[[TaskInstance], float]) -> float:

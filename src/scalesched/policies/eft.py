@@ -12,11 +12,17 @@ import numpy as np
 
 from scalesched.decision.features import Decision
 from scalesched.decision.scheduler import BaseScheduler
+from scalesched.sim.core import CompiledDecision, eft_choice_compiled
 
 
 def eft_choice(decision: Decision) -> int:
     """The feasible server with the earliest finish plus imposed delay (lowest index on
-    ties): eft's answer, for policies that fall back on it."""
+    ties): eft's answer, for policies that fall back on it. A decision built on the
+    compiled core is answered there (the same index: ``sim.core.eft_choice_compiled``)."""
+    if type(decision) is CompiledDecision:
+        at = eft_choice_compiled(decision)
+        if at is not None:
+            return at
     score = decision.finish_s + decision.imposed_s
     return int(np.argmin(np.where(decision.mask, score, np.inf)))
 

@@ -5,6 +5,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from scalesched.decision.features import TaskRequest
+
 class DecisionCore:
     """The static tables of one ``ClusterTables``, bound once (arrays read in place)."""
 
@@ -38,3 +40,37 @@ class DecisionCore:
     def tool_view(
         self, view: object, task: object, out: np.ndarray, transfer: np.ndarray | None
     ) -> None: ...
+
+class TaskCosts:
+    """The per-workflow estimates of one ``ClusterTables`` and ``AnyDeployment`` (bounds,
+    HEFT's mean costs), bound once; ``prefilled`` -1 stands for None."""
+
+    def __init__(
+        self,
+        prefills: Sequence[tuple[object, bool, Sequence[float], int, float, float]],
+        classes: Sequence[Sequence[tuple[int, int, float, float]]],
+        configs: Sequence[Sequence[tuple[int, float, float]]],
+        model_index: dict[str, int],
+        max_core_speed: float,
+        mean_core_speed: float,
+        any_max_core_speed: float,
+    ) -> None: ...
+    def fastest_llm(self, model: int, prompt: int, output: int, prefilled: int) -> float: ...
+    def mean_llm(self, model: int, prompt: int, output: int) -> float: ...
+    def any_llm(self, model: int, prompt: int, output: int, prefilled: int) -> float: ...
+    def bounds(self, workflow: object) -> tuple[float, float]: ...
+    def mean_costs(self, workflow: object) -> list[float]: ...
+
+class RequestBuilder:
+    """Builds ``RunTasks.request``'s ``TaskRequest`` (fields checked against the class)."""
+
+    def __init__(
+        self,
+        request_type: type,
+        fields: list[str],
+        defaults: dict[str, object],
+        model_index: dict[str, int],
+    ) -> None: ...
+    def request(
+        self, tasks: object, gid: int, servers: object, now: float, attained: np.ndarray
+    ) -> TaskRequest: ...

@@ -9,7 +9,20 @@ so switching the core on changes speed, never results. Compiled so far:
 
 * the decision build: ``make_decision`` and ``transfer_times`` (``decision.features``),
   every per-server array of a ``Decision`` computed in one C++ loop instead of some forty
-  numpy calls (``make_decision_compiled``).
+  numpy calls (``make_decision_compiled``);
+* the task request: ``RunTasks.request`` / ``kernel.requests.task_request``, the
+  ``TaskRequest`` a scheduler is shown, built in C++ from the same objects
+  (``task_request_compiled``);
+* the per-workflow estimates: the two bounds fixed at a job's arrival
+  (``kernel.records.job_bounds``: ``lower_bound`` and ``any_deployment_lower_bound``) and
+  HEFT's mean costs behind the ranks (``kernel.ranks.mean_task_costs``), the same doubles
+  (``job_bounds_compiled``, ``mean_task_costs_compiled``);
+* eft's choice: ``policies.eft.eft_choice`` on a compiled decision, numpy's argmin rules
+  in C++ (``eft_choice_compiled``).
+
+Still Python: the event loop and its handlers (the LLM engines' batches and decode clock,
+tools, transfers, the ledger's books), the upward ranks (dict lookups either way: no faster
+through the C API), the other policies' choices and tail's predictor.
 
 Why opt-in: the pure-Python engine stays the reference the compiled pieces are tested
 against (``tests/sim/test_compiled_core.py``), and an install without a C++ compiler has no
@@ -27,11 +40,15 @@ from typing import TYPE_CHECKING, Literal, cast
 
 import numpy as np
 
-from scalesched.cluster.tables import MODEL_NAMES, ClusterTables
+from scalesched.cluster.anywhere import AnyDeployment, any_deployment
+from scalesched.cluster.perf import EnginePerf
+from scalesched.cluster.tables import MODEL_INDEX, MODEL_NAMES, ClusterTables
 from scalesched.decision.features import ClusterStateView, Decision, TaskRequest, make_decision
+from scalesched.workload.instance import Job, WorkflowInstance
 
 if TYPE_CHECKING:
-    from scalesched.sim._simcore import DecisionCore
+    from scalesched.kernel.ledger import PerId, RunTasks
+    from scalesched.sim._simcore import DecisionCore, RequestBuilder, TaskCosts
 
 CORE_ENV = "SCALESCHED_CORE"
 """Environment variable choosing the core when ``Simulation(core=...)`` is not given."""
@@ -148,6 +165,20 @@ class CompiledDecision(Decision):
         return again
 
 
+def eft_choice_compiled(decision: Decision) -> int | None:
+    """eft's answer (``policies.eft.eft_choice``) on the compiled core, from the decision's
+    arrays as they are now (a caller may have changed them since the build); None when
+    they are not plain (n,) bool and float64 arrays (numpy then answers)."""
+    assert _EXTENSION is not None
+    try:
+        at: int = _EXTENSION.eft_choice(  # type: ignore[attr-defined]
+            decision.mask, decision.finish_s, decision.imposed_s
+        )
+    except TypeError:
+        return None
+    return at if at >= 0 else None
+
+
 def make_decision_compiled(
     tables: ClusterTables,
     view: ClusterStateView,
@@ -226,3 +257,110 @@ def _tool_decision(
         _resident=zeros,
         _batch=zeros,
     )
+
+
+# -- the compiled per-workflow estimates ---------------------------------------------------
+
+_COSTS: weakref.WeakKeyDictionary[ClusterTables, tuple[AnyDeployment, TaskCosts]] = (
+    weakref.WeakKeyDictionary()
+)
+"""The compiled estimates of each ``ClusterTables`` with the ``AnyDeployment`` they were
+bound with (weak, off the tables: as ``_BOUND``)."""
+
+
+def _prefill_spec(engine: object) -> tuple[object, bool, list[float], int, float, float]:
+    """What the C++ needs of one engine's ``prefill_s``: a plain ``EnginePerf``'s tables
+    (computed there), or only the engine (any other kind is asked, once per prompt length)."""
+    if type(engine) is EnginePerf:
+        return (
+            engine,
+            True,
+            engine._lin,
+            int(engine._lin_max_n),
+            float(engine._lin_slope),
+            float(engine.prefill_attn_s_per_token2),
+        )
+    return (engine, False, [], 0, 0.0, 0.0)
+
+
+def _bind_costs(tables: ClusterTables, anywhere: AnyDeployment) -> TaskCosts:
+    """The C++ estimates of ``tables`` and ``anywhere``: the same per-class and
+    per-configuration numbers the Python estimates read (``model_classes``,
+    ``AnyDeployment.configs``), copied once (they never change during a run)."""
+    assert _EXTENSION is not None
+    index: dict[int, int] = {}
+    specs: list[tuple[object, bool, list[float], int, float, float]] = []
+
+    def prefill_index(engine: object) -> int:
+        if id(engine) not in index:
+            index[id(engine)] = len(specs)
+            specs.append(_prefill_spec(engine))
+        return index[id(engine)]
+
+    classes = [
+        [(prefill_index(eng), count, lin1, attn) for _, eng, count, lin1, attn in per_model]
+        for per_model in tables.model_classes
+    ]
+    configs = [
+        [(prefill_index(c.engine), c.step_s, c.attn_s_per_token) for c in per_model]
+        for per_model in anywhere.configs
+    ]
+    costs: TaskCosts = _EXTENSION.TaskCosts(  # type: ignore[attr-defined]
+        specs,
+        classes,
+        configs,
+        MODEL_INDEX,
+        tables.max_core_speed,
+        tables.mean_core_speed,
+        anywhere.max_core_speed,
+    )
+    _COSTS[tables] = (anywhere, costs)
+    return costs
+
+
+def task_costs(tables: ClusterTables, anywhere: AnyDeployment | None = None) -> TaskCosts:
+    """The compiled estimates of ``tables`` (bound on first use; ``anywhere``: the
+    any-deployment configurations, by default the cluster's own)."""
+    got = _COSTS.get(tables)
+    if got is not None and (anywhere is None or got[0] is anywhere):
+        return got[1]
+    return _bind_costs(tables, anywhere if anywhere is not None else any_deployment(tables.spec))
+
+
+def job_bounds_compiled(
+    tables: ClusterTables, anywhere: AnyDeployment, job: Job
+) -> tuple[float, float]:
+    """``kernel.records.job_bounds`` on the compiled core: the same two doubles."""
+    return task_costs(tables, anywhere).bounds(job.workflow)
+
+
+def mean_task_costs_compiled(tables: ClusterTables, wf: WorkflowInstance) -> list[float]:
+    """``kernel.ranks.mean_task_costs`` on the compiled core: the same list."""
+    return task_costs(tables).mean_costs(wf)
+
+
+# -- the compiled task requests ---------------------------------------------------------------
+
+_REQUESTS: list[RequestBuilder] = []
+"""The one request builder (it holds only ``TaskRequest``'s class and the model index)."""
+
+
+def _request_builder() -> RequestBuilder:
+    if not _REQUESTS:
+        assert _EXTENSION is not None
+        fields = dataclasses.fields(TaskRequest)
+        defaults = {f.name: f.default for f in fields if f.default is not dataclasses.MISSING}
+        _REQUESTS.append(
+            _EXTENSION.RequestBuilder(  # type: ignore[attr-defined]
+                TaskRequest, [f.name for f in fields], defaults, MODEL_INDEX
+            )
+        )
+    return _REQUESTS[0]
+
+
+def task_request_compiled(
+    tasks: RunTasks, gid: int, servers: PerId[int], now: float, attained: np.ndarray
+) -> TaskRequest:
+    """``RunTasks.request`` on the compiled core: an equal ``TaskRequest`` whose fields are
+    the same objects (``sim/_core/requests.hpp``)."""
+    return _request_builder().request(tasks, gid, servers, now, attained)

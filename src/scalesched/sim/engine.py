@@ -45,14 +45,20 @@ import numpy as np
 from scalesched.cluster.model import ClusterSpec
 from scalesched.cluster.tables import ClusterTables
 from scalesched.decision.actions import Action
-from scalesched.decision.features import Decision
+from scalesched.decision.features import Decision, TaskRequest
 from scalesched.decision.scheduler import ReadyOrder, SchedulingError
 from scalesched.kernel.ledger import RunLedger
 from scalesched.kernel.metrics import RunRecord, nominal_warmup, window_bounds
 from scalesched.kernel.records import TaskRecord
 from scalesched.sim.accounts import Accounts
 from scalesched.sim.branch_rides import BranchRides
-from scalesched.sim.core import decision_builder, resolve_core
+from scalesched.sim.core import (
+    decision_builder,
+    job_bounds_compiled,
+    mean_task_costs_compiled,
+    resolve_core,
+    task_request_compiled,
+)
 from scalesched.sim.events import ARRIVE as _ARRIVE
 from scalesched.sim.events import DECODE as _DECODE
 from scalesched.sim.futures import FutureSampler, RedrawnTasks, after_fork
@@ -110,11 +116,20 @@ class Simulation(RunLedger):
         self.core = resolve_core(core)
         """The core this run's hot pieces run on (``sim.core``): results are the same."""
         self._make_decision = decision_builder(self.core)
+        if self.core == "compiled":
+            self._use_compiled_estimates()
         self._init_servers()
         self._init_state_across_calls(kv_policy, tool_cache, logits_cache)
         self._init_measurement(warmup, cooldown)
         self._init_events()
         self._init_parts()
+
+    def _use_compiled_estimates(self) -> None:
+        """The per-workflow estimates (bounds at arrival, HEFT's mean costs) on the
+        compiled core: the same doubles (``sim.core``). Plain functions, so a fork (a deep
+        copy) keeps them."""
+        self._job_bounds = job_bounds_compiled
+        self.tasks.ranks.mean_costs = mean_task_costs_compiled
 
     def _init_servers(self) -> None:
         """Per-server execution state (cores, engines, GPUs, busy integrals) and per-id
@@ -214,6 +229,13 @@ class Simulation(RunLedger):
         self._redeploy.note_held()
 
     # -- the driving interface -------------------------------------------------------
+    def request(self, gid: int, now: float) -> TaskRequest:
+        """What the scheduler sees of task ``gid`` at ``now`` (``RunLedger.request``; on
+        the compiled core built in C++, an equal request of the same objects)."""
+        if self.core == "compiled":
+            return task_request_compiled(self.tasks, gid, self.server, now, self.attained)
+        return self.tasks.request(gid, self.server, now, self.attained)
+
     def next_decision(self) -> Decision | None:
         """Run events until a ready task needs a server; None when everything has finished."""
         heap, pending, handlers, pop = self._heap, self.pending, self._handlers, heapq.heappop

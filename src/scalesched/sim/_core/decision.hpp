@@ -176,4 +176,29 @@ inline void tool_decision(const StaticTables& t, double cpu_work, double ext_lat
     }
 }
 
+// eft's answer, ``np.argmin(np.where(mask, finish + imposed, np.inf))``: the sum is numpy's
+// elementwise add, and the scan is numpy's argmin on doubles (a later value replaces the
+// running minimum when it is not >= it, so the first minimum wins and the first NaN ends
+// the scan: numpy returns the first NaN's index). Strides in elements.
+inline std::int64_t eft_argmin(std::int64_t n, const std::uint8_t* mask, std::int64_t mask_stride,
+                               const double* finish, std::int64_t finish_stride,
+                               const double* imposed, std::int64_t imposed_stride) {
+    auto score = [&](std::int64_t i) {
+        return mask[i * mask_stride] ? finish[i * finish_stride] + imposed[i * imposed_stride]
+                                     : INFINITY;
+    };
+    double best = score(0);
+    if (std::isnan(best)) return 0;
+    std::int64_t at = 0;
+    for (std::int64_t i = 1; i < n; ++i) {
+        const double x = score(i);
+        if (!(x >= best)) {
+            best = x;
+            at = i;
+            if (std::isnan(best)) break;
+        }
+    }
+    return at;
+}
+
 }  // namespace scalesched

@@ -1,10 +1,13 @@
-// Python bindings of the compiled simulation core (nanobind): for now the decision build
-// (decision.hpp). The numpy arrays are read in place, never copied: the static tables are
+// Python bindings of the compiled simulation core (nanobind): the decision build
+// (decision.hpp), the per-workflow estimates (task_costs.hpp) and the task requests
+// (requests.hpp). The numpy arrays are read in place, never copied: the static tables are
 // bound once per ClusterTables (DecisionCore), the live state's arrays are found on the view
 // at each call (kept while they are the same objects).
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include <cstdint>
@@ -14,6 +17,8 @@
 #include <vector>
 
 #include "decision.hpp"
+#include "requests.hpp"
+#include "task_costs.hpp"
 
 namespace nb = nanobind;
 using namespace scalesched;
@@ -270,6 +275,23 @@ class DecisionCore {
     std::vector<ModelColumns> cols_;
 };
 
+// eft_argmin on a decision's arrays, read in place: -1 when they are not (n,) bool, float64
+// and float64 arrays of one length (the caller then answers with numpy).
+using AnyRO = nb::ndarray<nb::ro, nb::device::cpu>;
+std::int64_t eft_choice(AnyRO mask, AnyRO finish, AnyRO imposed) {
+    if (mask.ndim() != 1 || finish.ndim() != 1 || imposed.ndim() != 1) return -1;
+    const std::int64_t n = static_cast<std::int64_t>(mask.shape(0));
+    if (n == 0 || static_cast<std::int64_t>(finish.shape(0)) != n ||
+        static_cast<std::int64_t>(imposed.shape(0)) != n)
+        return -1;
+    if (mask.dtype() != nb::dtype<bool>() || finish.dtype() != nb::dtype<double>() ||
+        imposed.dtype() != nb::dtype<double>())
+        return -1;
+    return eft_argmin(n, static_cast<const std::uint8_t*>(mask.data()), mask.stride(0),
+                      static_cast<const double*>(finish.data()), finish.stride(0),
+                      static_cast<const double*>(imposed.data()), imposed.stride(0));
+}
+
 NB_MODULE(_simcore, m) {
     m.doc() = "scalesched's compiled simulation core (opt-in: SCALESCHED_CORE=compiled).";
     nb::class_<DecisionCore>(m, "DecisionCore")
@@ -278,4 +300,18 @@ NB_MODULE(_simcore, m) {
                       std::vector<nb::ndarray<>>>())
         .def("llm_view", &DecisionCore::llm_view)
         .def("tool_view", &DecisionCore::tool_view);
+    nb::class_<TaskCosts>(m, "TaskCosts")
+        .def(nb::init<const std::vector<PrefillSpec>&, const std::vector<std::vector<ClassSpec>>&,
+                      const std::vector<std::vector<ConfigSpec>>&, nb::dict, double, double,
+                      double>())
+        .def("fastest_llm", &TaskCosts::fastest_llm)
+        .def("mean_llm", &TaskCosts::mean_llm)
+        .def("any_llm", &TaskCosts::any_llm)
+        .def("bounds", &TaskCosts::bounds)
+        .def("mean_costs", &TaskCosts::mean_costs);
+    nb::class_<RequestBuilder>(m, "RequestBuilder")
+        .def(nb::init<nb::handle, nb::list, nb::dict, nb::dict>())
+        .def("request", &RequestBuilder::request);
+    m.def("eft_choice", &eft_choice, nb::arg("mask").noconvert(), nb::arg("finish").noconvert(),
+          nb::arg("imposed").noconvert());
 }
