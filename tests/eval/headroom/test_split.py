@@ -141,3 +141,6 @@ def test_on_dynamic_residency_the_rows_are_the_dynamic_runs() -> None:
     assert split.dynamic == split.means
     assert split.planning_gain.diff_s == 0.0
     assert split.bounds.any_deployment_s <= split.bounds.deployment_contention_free_s
+    assert split.bounds.allocation_s is not None
+    assert split.bounds.allocation_s <= split.bounds.deployment_s * (1 + TOL)
+    assert all(abs(r) < 1e-9 for r in split.residuals())

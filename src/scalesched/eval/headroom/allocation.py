@@ -49,6 +49,7 @@ import math
 import time
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -222,7 +223,7 @@ class Allocations:
     def residency(self) -> Residency:
         """GPUs per class and server shape, one GPU row per shape (module doc)."""
         upper: dict[Hashable, float] = {}
-        rows: list[tuple[Hashable, list[tuple[Hashable, float]], float]] = []
+        rows: list[tuple[tuple[Any, ...], list[tuple[Hashable, float]], float]] = []
         for p, (_, _, total) in enumerate(self.pools):
             keys: list[Hashable] = [(p, k) for k, c in enumerate(self.classes) if c.pool == p]
             upper.update(dict.fromkeys(keys, total))

@@ -209,7 +209,7 @@ class Residency:
 
     upper: dict[Hashable, float]
     """Each residency column (by key, in column order) and its upper bound."""
-    gpu_rows: list[tuple[Hashable, list[tuple[Hashable, float]], float]]
+    gpu_rows: list[tuple[tuple[Any, ...], list[tuple[Hashable, float]], float]]
     """(row key, [(column key, GPUs per unit)], GPUs): sum <= GPUs."""
     serves: dict[int, list[Hashable]]
     """Per engine class: the columns whose units give it capacity."""
@@ -224,7 +224,7 @@ def table_residency(tables: ClusterTables, models: Sequence[int]) -> Residency:
     tp x <= gpus`` per server; a unit is one engine (its KV capacity, its batch cap)."""
     t = tables
     upper: dict[Hashable, float] = {}
-    rows: list[tuple[Hashable, list[tuple[Hashable, float]], float]] = []
+    rows: list[tuple[tuple[Any, ...], list[tuple[Hashable, float]], float]] = []
     serves: dict[int, list[Hashable]] = {}
     for s in range(t.n):
         terms: list[tuple[Hashable, float]] = []

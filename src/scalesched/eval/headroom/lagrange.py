@@ -160,42 +160,47 @@ def _solve_priced(
     x = {key: base + i for i, key in enumerate(res.upper)}
     gpu_rows = [[(x[key], coef) for key, coef in terms] for _, terms, _ in res.gpu_rows]
     x_cost = np.zeros(len(x))
-
-    def charge(
-        p: float, servers: list[int], per_unit: float, terms: list[tuple[int, float]]
-    ) -> None:
-        """Add ``p`` x (what the calls use - horizon x capacity) to the objective."""
-        if p <= 0:
-            return
-        for col, coef in terms:
-            cost[col] += p * coef
-        for col in servers:
-            x_cost[col - base] -= p * horizon_s * per_unit
-
     for (m, k), use in prog.use.items():
-        servers = [x[key] for key in res.serves.get(k, [])]
+        # p x (what the calls use - horizon x capacity) per priced row, gathered per list
+        # of the class's terms: one weight each, and the capacity priced in all
+        charge = _Charges()
         edges = _facets(prog.levels[k])
         for e, (alpha, beta) in enumerate(edges):
-            terms = use.own + _scaled(use.steps, alpha) + _scaled(use.seen, beta)
-            charge(price.get(("decode", m, k, e), 0.0), servers, 1.0, terms)
-        if use.shares:
-            if use.rest_steps:
-                for e, (alpha, beta) in enumerate(edges):
-                    rest = _scaled(use.rest_steps, alpha) + _scaled(use.rest_seen, beta)
-                    terms = use.own + use.shares + rest
-                    charge(price.get(("rest", m, k, e), 0.0), servers, 1.0, terms)
-            else:
-                terms = use.own + use.shares
-                charge(price.get(("shares", m, k), 0.0), servers, 1.0, terms)
-        charge(price.get(("kv", m, k), 0.0), servers, res.kv[k], use.kv)
-        charge(price.get(("slots", m, k), 0.0), servers, res.slots[k], use.slots)
+            charge.add(price.get(("decode", m, k, e), 0.0), 1.0, own=1.0, steps=alpha, seen=beta)
+        if use.shares and use.rest_steps:
+            for e, (alpha, beta) in enumerate(edges):
+                p = price.get(("rest", m, k, e), 0.0)
+                charge.add(p, 1.0, own=1.0, shares=1.0, rest_steps=alpha, rest_seen=beta)
+        elif use.shares:
+            charge.add(price.get(("shares", m, k), 0.0), 1.0, own=1.0, shares=1.0)
+        charge.add(price.get(("kv", m, k), 0.0), res.kv[k], kv=1.0)
+        charge.add(price.get(("slots", m, k), 0.0), res.slots[k], slots=1.0)
+        for name, w in charge.weight.items():
+            terms: list[tuple[int, float]] = getattr(use, name)
+            if w and terms:
+                cols, coefs = zip(*terms, strict=True)
+                np.add.at(cost, np.array(cols), w * np.array(coefs))
+        for key in res.serves.get(k, []):
+            x_cost[x[key] - base] -= horizon_s * charge.priced
     upper = list(res.upper.values())
     gpus = [g for _, _, g in res.gpu_rows]
     return _linprog(prog, np.concatenate([cost, x_cost]), gpu_rows, gpus, upper, limit)
 
 
-def _scaled(terms: list[tuple[int, float]], factor: float) -> list[tuple[int, float]]:
-    return [(col, coef * factor) for col, coef in terms]
+class _Charges:
+    """One class's priced rows, gathered: ``p`` x (what its calls use - horizon x its
+    capacity) per row, as one weight per list of its terms (``bound._ClassUse``'s fields)
+    and the capacity priced in all (per unit of residency)."""
+
+    def __init__(self) -> None:
+        self.weight: dict[str, float] = {}
+        self.priced = 0.0
+
+    def add(self, p: float, per_unit: float, **lists: float) -> None:
+        """A row priced ``p``: ``per_unit`` capacity per unit, ``factor`` x each list."""
+        self.priced += p * per_unit
+        for name, factor in lists.items():
+            self.weight[name] = self.weight.get(name, 0.0) + p * factor
 
 
 def _linprog(
