@@ -250,14 +250,15 @@ OracleOpt = Annotated[
 BoundTimeLimitOpt = Annotated[
     float,
     typer.Option(
-        help="Wall seconds the capacity-aware bound's linear program may take; past "
-        "it the study reports no such bound (the contention-free one stands)."
+        help="Wall seconds each capacity-aware bound's linear program may take (this "
+        "deployment's, and with the split the one over allocations); past it the study "
+        "reports no such bound (the contention-free one stands)."
     ),
 ]
 BoundSampleOpt = Annotated[
     int,
     typer.Option(
-        help="Workflows the capacity-aware bound is priced on when the window holds more "
+        help="Workflows each capacity-aware bound is priced on when the window holds more "
         "(its Lagrangian form, a bound on the program's value: seconds instead of "
         "minutes, at most 0.2% below it where measured; docs/headroom-split.md); 0: solve "
         "the whole program."

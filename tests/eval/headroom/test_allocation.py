@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from random_worlds import random_deployment, random_jobs
 
 from scalesched.cluster import get_cluster
 from scalesched.cluster.anywhere import any_deployment
@@ -17,7 +18,6 @@ from scalesched.eval.headroom.allocation import Allocations, allocation_bound
 from scalesched.eval.headroom.bound import capacity_bound
 from scalesched.eval.headroom.decompose import any_deployment_bound
 from scalesched.workload.instance import Job
-from tests.kernel.test_records import random_deployment, random_jobs
 
 REL = 1e-6
 """Interior-point solves agree to about 1e-8 of the optimum's value."""
