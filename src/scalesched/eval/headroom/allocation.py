@@ -29,9 +29,15 @@ combination is one too; module doc of ``bound`` for why each row holds):
 Residency: the GPUs each class holds on each server shape, ``g >= 0``, with one GPU row
 per shape, ``sum g <= servers x GPUs``. Every deployment satisfies it (a replica group of
 ``tp`` at share ``s`` with ``c`` replicas holds ``c tp s`` GPUs of its server; a dynamic
-engine resident a fraction ``x`` of the time holds ``tp x`` on average), so every
-deployment's program is this one restricted: its bound is at least this one's. Per-server
-rows (a group cannot span servers) are left out, loosening only.
+engine resident a fraction ``x`` of the time holds ``tp x`` on average). So every
+schedule on every deployment is a solution here (``bound``'s argument, each class's
+figures no worse than its members'), and a deployment's own program maps into this one
+(its classes into the classes of their shape; a class's hull runs on flat at its least
+cost to where its last member's own hull ends, so every seen a member allows is the
+class's too): this bound is at most that one's.
+Exactly so where every call's rows hold every hull edge; with ``CALL_FACETS`` each program
+keeps its own subset for the fan-out calls (the tests find the order holds within 1e-6).
+Per-server rows (a group cannot span servers) are left out, loosening only.
 
 Each call's duration is also at least its time alone on the fastest configuration
 (``decompose.alone_anywhere``): the merged class's least prefill, least attention and
@@ -45,6 +51,7 @@ is as fast alone as its fastest member and as cheap per GPU as its cheapest at o
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Hashable, Sequence
@@ -124,9 +131,11 @@ def _attn(engine: EnginePerf | ReplicaGroupPerf) -> float:
     return (engine.decode_step_s(1, 1_000_000) - base) / 1_000_000
 
 
-def families(model: str, gpu_type: str, gpus: int) -> list[Family]:
+@functools.cache
+def families(model: str, gpu_type: str, gpus: int) -> tuple[Family, ...]:
     """Every engine a deployment can give ``model`` on a server of ``gpus`` x
-    ``gpu_type`` (``cluster.anywhere``'s enumeration, every replica count included)."""
+    ``gpu_type`` (``cluster.anywhere``'s enumeration, every replica count included; cached:
+    a thousand decode steps tabulated per family)."""
     out = []
     tp = tensor_parallel_degree(model, gpu_type, gpus)
     if tp is not None:
@@ -145,7 +154,7 @@ def families(model: str, gpu_type: str, gpus: int) -> list[Family]:
             batch = tuple(int(g.max_batch) for g in groups)
             kv = float(one.kv_capacity_tokens)
             out.append(Family(_lin(one), _attn(one), tp * share, kv, batch))
-    return out
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -211,7 +220,7 @@ class Allocations:
                 fams = families(model, gpu, gpus)
                 if fams:
                     configs = tuple(server_configs(model, gpu, gpus).values())
-                    self.classes.append(AllocationClass(m, p, configs, tuple(fams)))
+                    self.classes.append(AllocationClass(m, p, configs, fams))
         self.anywhere: AnyDeployment = any_deployment(spec)
 
     def by_model(self) -> dict[int, list[int]]:
