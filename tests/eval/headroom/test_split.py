@@ -43,6 +43,7 @@ def test_bounds_are_ordered(study: Headroom) -> None:
     assert b.allocation_s is not None
     assert b.any_deployment_s <= b.best_allocation_s == max(b.any_deployment_s, b.allocation_s)
     assert b.best_allocation_s <= b.deployment_s * (1 + TOL)
+    assert all(row.mean_s >= b.best_allocation_s for row in study.rows)
 
 
 def test_without_a_bound_over_allocations_the_any_deployment_bound_stands() -> None:
