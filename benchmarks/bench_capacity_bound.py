@@ -5,6 +5,10 @@ would run in (planned by default).
 
     python benchmarks/bench_capacity_bound.py --workflows 300 --samples 100 --whole
     python benchmarks/bench_capacity_bound.py --workflows 1000 --samples 100,50
+    python benchmarks/bench_capacity_bound.py --workflows 300 --samples 100 --whole --allocations
+
+``--allocations``: the program over every allocation of the cluster's GPUs instead
+(``scalesched.eval.headroom.allocation``).
 
 The Lagrangian value must never exceed the whole program's (weak duality); the script says
 so if it does.
@@ -13,8 +17,10 @@ so if it does.
 from __future__ import annotations
 
 import argparse
+import functools
 import time
 
+from scalesched.eval.headroom.allocation import allocation_bound
 from scalesched.eval.headroom.bound import capacity_bound
 from scalesched.eval.headroom.lagrange import lagrangian_capacity_bound
 from scalesched.runs.setup import Scenario, prepare
@@ -31,6 +37,7 @@ def main() -> None:
     parser.add_argument("--samples", default="100", help="comma-separated sample sizes")
     parser.add_argument("--whole", action="store_true", help="also solve the whole program")
     parser.add_argument("--time-limit", type=float, default=600.0)
+    parser.add_argument("--allocations", action="store_true", help="the bound over allocations")
     args = parser.parse_args()
     scenario = Scenario(
         workload=args.workload,
@@ -49,16 +56,18 @@ def main() -> None:
         rate = min(rate, setup.scenario.rate)
     print(f"{args.cluster} {setup.world.plan or setup.world.name}: {len(window)} measured")
     whole = None
+    solve_whole = (
+        functools.partial(allocation_bound, sample=0) if args.allocations else capacity_bound
+    )
+    priced = allocation_bound if args.allocations else lagrangian_capacity_bound
     if args.whole:
         started = time.perf_counter()
-        got = capacity_bound(setup.tables, window, rate, jobs, time_limit_s=args.time_limit)
+        got = solve_whole(setup.tables, window, rate, jobs, time_limit_s=args.time_limit)
         whole = got.mean_s
         print(f"whole program: {whole} ({got.status}) in {time.perf_counter() - started:.1f} s")
     for sample in (int(s) for s in args.samples.split(",")):
         started = time.perf_counter()
-        got = lagrangian_capacity_bound(
-            setup.tables, window, rate, jobs, sample=sample, time_limit_s=args.time_limit
-        )
+        got = priced(setup.tables, window, rate, jobs, sample=sample, time_limit_s=args.time_limit)
         took = time.perf_counter() - started
         print(f"lagrangian, sample {sample}: {got.mean_s} ({got.status}) in {took:.1f} s")
         if whole is not None and got.mean_s is not None and got.mean_s > whole * (1 + 1e-7):

@@ -68,7 +68,7 @@ def _config(engine: EnginePerf | ReplicaGroupPerf) -> Config:
     return Config(engine, base, attn)
 
 
-def _server_configs(model: str, gpu_type: str, gpus: int) -> dict[object, Config]:
+def server_configs(model: str, gpu_type: str, gpus: int) -> dict[object, Config]:
     """The configurations of ``model`` one server of ``gpus`` x ``gpu_type`` can hold, keyed
     so that the same configuration on two servers counts once."""
     out: dict[object, Config] = {}
@@ -101,7 +101,7 @@ class AnyDeployment:
             if server.gpu_type is None or server.gpus <= 0:
                 continue
             for mi, model in enumerate(MODEL_NAMES):
-                per_model[mi].update(_server_configs(model, server.gpu_type, server.gpus))
+                per_model[mi].update(server_configs(model, server.gpu_type, server.gpus))
         self.configs: list[tuple[Config, ...]] = [tuple(c.values()) for c in per_model]
         """Per model (``MODEL_NAMES`` order): its configurations; empty where none fits."""
         self.max_core_speed = max((s.core_speed for s in spec.servers), default=0.0)

@@ -3,6 +3,7 @@ window of the same jobs, its parts adding up, its JSON keys, and bad input refus
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -12,7 +13,7 @@ from typer.testing import CliRunner
 
 from scalesched.cli import app
 from scalesched.eval.headroom import Headroom, measure_headroom
-from scalesched.eval.headroom.split import ORDERING_RULES, ordering_specs, paired
+from scalesched.eval.headroom.split import ORDERING_RULES, Bounds, ordering_specs, paired
 from scalesched.runs.setup import Scenario, prepare
 
 runner = CliRunner()
@@ -35,7 +36,22 @@ def test_bounds_are_ordered(study: Headroom) -> None:
     assert b is not None
     assert b.any_deployment_s <= b.deployment_contention_free_s * (1 + TOL)
     assert b.deployment_contention_free_s <= b.deployment_s
-    assert b.best_allocation_s == b.any_deployment_s == study.any_deployment_bound_s
+    assert b.any_deployment_s == study.any_deployment_bound_s
+    # the bound over allocations is solved here, between the any-deployment bound and
+    # this deployment's capacity-aware bound, and the best allocation's bound is it
+    assert study.allocation is not None and b.allocation_s == study.allocation.mean_s
+    assert b.allocation_s is not None
+    assert b.any_deployment_s <= b.best_allocation_s == max(b.any_deployment_s, b.allocation_s)
+    assert b.best_allocation_s <= b.deployment_s * (1 + TOL)
+    assert all(row.mean_s >= b.best_allocation_s for row in study.rows)
+
+
+def test_without_a_bound_over_allocations_the_any_deployment_bound_stands() -> None:
+    bounds = Bounds(any_deployment_s=3.0, deployment_s=5.0, deployment_contention_free_s=4.0)
+    assert bounds.best_allocation_s == 3.0
+    below = dataclasses.replace(bounds, allocation_s=2.5)  # a Lagrangian priced far below
+    assert below.best_allocation_s == 3.0
+    assert dataclasses.replace(bounds, allocation_s=3.5).best_allocation_s == 3.5
 
 
 def test_parts_add_up(study: Headroom) -> None:
@@ -82,7 +98,9 @@ def test_json_keys(study: Headroom) -> None:
     assert set(split) == {"bounds", "deployment", "placement", "ordering"}
     assert {"any_deployment_s", "best_allocation_s", "deployment_s"} <= set(split["bounds"])
     dep = split["deployment"]
-    assert dep["configurations_s"] + dep["capacity_s"] == pytest.approx(dep["deployment_s"])
+    parts = dep["configurations_s"] + dep["capacity_s"] - dep["any_allocation_capacity_s"]
+    assert parts == pytest.approx(dep["deployment_s"])
+    assert data["allocation_bound"]["mean_s"] == split["bounds"]["allocation_s"]
     assert {"planning_gain", "ladder", "dynamic_means_s"} <= set(dep)
     assert set(split["placement"]) == {"tail", "eft"}
     assert set(split["ordering"]) == set(ORDERING_RULES)
@@ -124,3 +142,6 @@ def test_on_dynamic_residency_the_rows_are_the_dynamic_runs() -> None:
     assert split.dynamic == split.means
     assert split.planning_gain.diff_s == 0.0
     assert split.bounds.any_deployment_s <= split.bounds.deployment_contention_free_s
+    assert split.bounds.allocation_s is not None
+    assert split.bounds.allocation_s <= split.bounds.deployment_s * (1 + TOL)
+    assert all(abs(r) < 1e-9 for r in split.residuals())

@@ -87,7 +87,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -151,9 +151,20 @@ def batch_levels(tables: ClusterTables, k: int, min_ctx: int, min_need: int) -> 
     b = np.arange(1, top + 1)
     lin = tables.decode_lin[k, 1 : top + 1]
     seen = lin + float(tables.decode_attn[k]) * (b - 1) * min_ctx
-    cost = lin / b
+    return lower_left_hull(seen, lin / b)
+
+
+def lower_left_hull(seen: np.ndarray, cost: np.ndarray) -> np.ndarray:
+    """The lower-left convex hull of the points (``seen``, ``cost``), as rows (seen, cost)
+    in order of seen: every point lies on or above each of its edges, extended."""
+    order = np.lexsort((cost, seen))
+    seen, cost = seen[order], cost[order]
+    # the Pareto front first (cheaper than every point seen sooner): a numpy pass, so
+    # that the walk below sees few points however many there are
+    before = np.concatenate(([np.inf], np.minimum.accumulate(cost)[:-1]))
+    front = cost < before
     hull: list[tuple[float, float]] = []
-    for x, y in sorted(zip(seen.tolist(), cost.tolist(), strict=True)):
+    for x, y in zip(seen[front].tolist(), cost[front].tolist(), strict=True):
         if hull and y >= hull[-1][1]:
             continue  # dominated: no cheaper for the engine, and slower
         while len(hull) >= 2:
@@ -189,6 +200,51 @@ class _ClassUse:
     """Step-seconds those calls see (the rest of S)."""
 
 
+@dataclass(frozen=True)
+class Residency:
+    """The program's capacity side (module doc, 3 and 4): its residency columns, the GPU
+    rows over them, and which columns give each engine class its capacity. On a world's
+    tables a column is an engine's resident fraction (``x[s, m]``); over allocations
+    (``allocation``) it is the GPUs a pool of servers gives a class."""
+
+    upper: dict[Hashable, float]
+    """Each residency column (by key, in column order) and its upper bound."""
+    gpu_rows: list[tuple[tuple[Any, ...], list[tuple[Hashable, float]], float]]
+    """(row key, [(column key, GPUs per unit)], GPUs): sum <= GPUs."""
+    serves: dict[int, list[Hashable]]
+    """Per engine class: the columns whose units give it capacity."""
+    kv: dict[int, float]
+    """Per engine class: KV tokens one unit of residency holds."""
+    slots: dict[int, float]
+    """Per engine class: batch slots one unit of residency holds."""
+
+
+def table_residency(tables: ClusterTables, models: Sequence[int]) -> Residency:
+    """A world's residency: ``x[s, m] <= 1`` per server and model with an engine, ``sum_m
+    tp x <= gpus`` per server; a unit is one engine (its KV capacity, its batch cap)."""
+    t = tables
+    upper: dict[Hashable, float] = {}
+    rows: list[tuple[tuple[Any, ...], list[tuple[Hashable, float]], float]] = []
+    serves: dict[int, list[Hashable]] = {}
+    for s in range(t.n):
+        terms: list[tuple[Hashable, float]] = []
+        for m in models:
+            k = int(t.engine_class[s, m])
+            if k >= 0:
+                upper[s, m] = 1.0
+                terms.append(((s, m), float(t.tp[s, m])))
+                serves.setdefault(k, []).append((s, m))
+        if terms:
+            rows.append((("gpu", s), terms, float(t.gpus[s])))
+    return Residency(
+        upper,
+        rows,
+        serves,
+        {k: float(t.kv_capacity[k]) for k in serves},
+        {k: float(t.max_batch[k]) for k in serves},
+    )
+
+
 def fan_outs(workflow: WorkflowInstance) -> list[list[int]]:
     """Task indexes of each fan-out: two or more LLM calls of one model with the same
     parents, released together (a best-of-n's samples, a self-consistency's paths)."""
@@ -220,6 +276,7 @@ class _Program:
         reuse: Reuse = NO_REUSE,
     ) -> None:
         self.tables, self.classes, self.levels, self.reuse = tables, classes, levels, reuse
+        self.call_facet_limit = call_facets
         self.call_facets = {k: pick_facets(_facets(lv), call_facets) for k, lv in levels.items()}
         """Per class: the hull edges that bound each call's own share (none: 0)."""
         self.cost: list[float] = []
@@ -264,19 +321,17 @@ class _Program:
         fraction ``y`` and sees ``u / y`` seconds per step (between the class's fastest and
         slowest batch level, ``batch_levels``), less its own attention. ``own_share``: the
         call gets a decode-share column of its own (a fan-out sample, module doc, 2)."""
-        t = self.tables
         if task.kind != "llm" or not task.model:
-            return [], alone_fastest(t, task, self.reuse)
+            return [], self.fastest(task)
         m = MODEL_INDEX[task.model]
         out = max(1, task.output_tokens)
         ctx = task.prompt_tokens + out // 2
         kv_tokens = self.reuse.kv_tokens(task)
         prefilled = self.reuse.prefilled(task)
-        fastest = alone_fastest(t, task, self.reuse)
+        fastest = self.fastest(task)
         terms, ys = [], []
         for k in self.classes[m]:
-            attn = float(t.decode_attn[k]) * ctx
-            fixed = t.engines[k].prefill_s(prefilled) + out * attn
+            fixed, own_attn, kv_cap = self.class_costs(k, prefilled, ctx, out)
             levels = self.levels[k]
             y, u = self.var(), self.var()
             ys.append(y)
@@ -286,19 +341,39 @@ class _Program:
             use = self.use.setdefault((m, k), _ClassUse())
             use.steps.append((y, float(out)))
             use.seen.append((u, float(out)))
-            use.own.append((y, out * attn))
+            use.own.append((y, out * own_attn))
             if own_share and self.call_facets[k]:
                 use.shares.append((self.call_share(k, y, u, float(out)), 1.0))
             else:
                 use.rest_steps.append((y, float(out)))
                 use.rest_seen.append((u, float(out)))
-            kv = float(min(kv_tokens, int(t.kv_capacity[k])))
+            kv = min(float(kv_tokens), kv_cap)
             use.kv += [(y, kv * fixed), (u, kv * out)]
             use.slots += [(y, fixed), (u, float(out))]
-            alone = fixed - out * attn + out * (float(t.decode_lin[k, 1]) + attn)
+            alone = fixed + out * float(levels[0, 0])
             self.shares.append((y, m, float(out), alone <= fastest))
         self.eq.append(([(y, 1.0) for y in ys], 1.0))
         return terms, 0.0
+
+    def class_costs(self, k: int, prefilled: int, ctx: int, out: int) -> tuple[float, float, float]:
+        """What a call (``prefilled`` prompt tokens computed, mean context ``ctx``, ``out``
+        decode steps) costs on class ``k``, besides the steps' shared part: (its prefill
+        plus its own attention over its steps, in seconds; its own attention per step in
+        the class's capacity units (decode-seconds of one engine); the most KV tokens it
+        can hold there)."""
+        t = self.tables
+        attn = float(t.decode_attn[k]) * ctx
+        fixed = t.engines[k].prefill_s(prefilled) + out * attn
+        return fixed, attn, float(t.kv_capacity[k])
+
+    def fastest(self, task: TaskInstance) -> float:
+        """The task alone on its fastest server (a tool's duration; the call's yardstick of
+        ``slow_share``)."""
+        return alone_fastest(self.tables, task, self.reuse)
+
+    def residency(self) -> Residency:
+        """The capacity side: a world's engines and servers (``table_residency``)."""
+        return table_residency(self.tables, list(self.classes))
 
     def call_share(self, k: int, y: int, u: int, out: float) -> int:
         """A column ``c >= out (alpha y + beta u)`` for each of class ``k``'s picked hull
@@ -333,22 +408,17 @@ class _Program:
         return col
 
     def capacity(self, horizon_s: float) -> None:
-        """Residency fractions x[s, m] <= 1 and the GPU rows; per class, what its calls use
-        <= horizon x its servers' residency x one engine's capacity: decode seconds (each
-        facet of ``batch_levels``, by Jensen over the calls), KV token-seconds, slots."""
-        t = self.tables
-        x: dict[tuple[int, int], int] = {}
-        for s in range(t.n):
-            terms = []
-            for m in self.classes:
-                if t.engine_class[s, m] >= 0:
-                    x[s, m] = self.var(upper=1.0)
-                    terms.append((x[s, m], -float(t.tp[s, m])))
-            if terms:
-                self.coupling["gpu", s] = len(self.rhs)
-                self.geq(terms, -float(t.gpus[s]))  # sum tp x <= gpus
+        """Residency columns and their GPU rows (``residency``); per class, what its calls
+        use <= horizon x the units resident there x one unit's capacity: decode seconds
+        (each facet of ``batch_levels``, by Jensen over the calls), KV token-seconds,
+        slots."""
+        res = self.residency()
+        x = {key: self.var(upper=upper) for key, upper in res.upper.items()}
+        for row_key, terms, gpus in res.gpu_rows:
+            self.coupling[row_key] = len(self.rhs)
+            self.geq([(x[key], -coef) for key, coef in terms], -gpus)  # sum tp x <= gpus
         for (m, k), use in self.use.items():
-            servers = [x[int(s), m] for s in np.nonzero(t.engine_class[:, m] == k)[0]]
+            servers = [x[key] for key in res.serves.get(k, [])]
             steps, seen, own = self._sum(use.steps), self._sum(use.seen), self._sum(use.own)
             for e, (alpha, beta) in enumerate(_facets(self.levels[k])):
                 # decode seconds >= alpha O + beta S + A
@@ -367,13 +437,13 @@ class _Program:
                 self.coupling["shares", m, k] = len(self.rhs)
                 lhs = [(s, horizon_s) for s in servers] + [(own, -1.0), (rest, -1.0)]
                 self.geq(lhs + [(c, -a) for c, a in use.shares], 0.0)
-            for name, amount, per_engine in (
-                ("kv", use.kv, float(t.kv_capacity[k])),
-                ("slots", use.slots, float(t.max_batch[k])),
+            for name, amount, per_unit in (
+                ("kv", use.kv, res.kv[k]),
+                ("slots", use.slots, res.slots[k]),
             ):
                 self.coupling[name, m, k] = len(self.rhs)
                 self.geq(
-                    [(s, horizon_s * per_engine) for s in servers] + [(c, -a) for c, a in amount],
+                    [(s, horizon_s * per_unit) for s in servers] + [(c, -a) for c, a in amount],
                     0.0,
                 )
 
@@ -466,14 +536,12 @@ def _classes(tables: ClusterTables) -> dict[int, list[int]]:
     }
 
 
-def _levels(
-    tables: ClusterTables,
-    classes: dict[int, list[int]],
-    jobs: Sequence[Job],
-    reuse: Reuse = NO_REUSE,
-) -> dict[int, np.ndarray]:
-    """``batch_levels`` of every class, for the smallest call of its model among ``jobs``
-    (smallest in the KV it holds for itself, with ``reuse``)."""
+def smallest_calls(
+    jobs: Sequence[Job], reuse: Reuse = NO_REUSE
+) -> tuple[dict[int, int], dict[int, int]]:
+    """Per model, among ``jobs``' calls: the smallest mean context and the smallest KV a
+    call holds for itself (with ``reuse``): what every batchmate counts as
+    (``batch_levels``)."""
     need: dict[int, int] = {}
     ctx: dict[int, int] = {}
     for job in jobs:
@@ -484,6 +552,18 @@ def _levels(
                 c = task.prompt_tokens + max(1, task.output_tokens) // 2
                 need[m] = min(need.get(m, n), n)
                 ctx[m] = min(ctx.get(m, c), c)
+    return ctx, need
+
+
+def _levels(
+    tables: ClusterTables,
+    classes: dict[int, list[int]],
+    jobs: Sequence[Job],
+    reuse: Reuse = NO_REUSE,
+) -> dict[int, np.ndarray]:
+    """``batch_levels`` of every class, for the smallest call of its model among ``jobs``
+    (smallest in the KV it holds for itself, with ``reuse``)."""
+    ctx, need = smallest_calls(jobs, reuse)
     return {
         k: batch_levels(tables, k, ctx.get(m, 0), need.get(m, 1))
         for m, ks in classes.items()
@@ -519,6 +599,20 @@ def capacity_bound(
     classes = _classes(tables)
     levels = _levels(tables, classes, run_jobs or jobs, reuse)
     prog = _Program(tables, classes, levels, call_facets, reuse)
+    return solve_whole(prog, jobs, offered_rate_wps, time_limit_s, started)
+
+
+def solve_whole(
+    prog: _Program,
+    jobs: Sequence[Job],
+    offered_rate_wps: float,
+    time_limit_s: float | None,
+    started: float,
+) -> CapacityBound:
+    """``prog`` over ``jobs`` (each weighing one over their count) and its capacity over
+    their horizon at ``offered_rate_wps``, solved whole; ``started``: when the caller's
+    clock began (the answer's ``solve_s``)."""
+    n, call_facets = len(jobs), prog.call_facet_limit
     for job in jobs:
         prog.workflow(job, 1.0 / n)
     prog.capacity(n / offered_rate_wps)

@@ -175,13 +175,18 @@ def any_deployment_bound(anywhere: AnyDeployment, job: Job, reuse: Reuse = NO_RE
     call alone on the fastest configuration any deployment of the cluster can give its
     model, counting only the prefill and tool runs no cache could skip. At most
     ``contention_free_bound`` of every world's tables on the same cluster."""
+    return any_deployment_lower_bound(
+        anywhere, job, lambda task: alone_anywhere(anywhere, task, reuse)
+    )
 
-    def cost(task: TaskInstance) -> float:
-        if task.kind == "llm" and task.model:
-            return alone_anywhere_s(anywhere, task, reuse.prefilled(task))
-        return reuse.tool_s(task, alone_anywhere_s(anywhere, task))
 
-    return any_deployment_lower_bound(anywhere, job, cost)
+def alone_anywhere(anywhere: AnyDeployment, task: TaskInstance, reuse: Reuse = NO_REUSE) -> float:
+    """The task alone on the fastest configuration any deployment of the cluster can give
+    it, counting only what no cache (``reuse``) could skip: the per-task cost of
+    ``any_deployment_bound``."""
+    if task.kind == "llm" and task.model:
+        return alone_anywhere_s(anywhere, task, reuse.prefilled(task))
+    return reuse.tool_s(task, alone_anywhere_s(anywhere, task))
 
 
 def critical_path(job: Job, records: dict[int, TaskRecord]) -> list[int]:

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -99,11 +99,31 @@ def lagrangian_capacity_bound(
             reuse=reuse,
             time_limit_s=time_limit_s,
         )
-    started = time.perf_counter()
-    picks = evenly_spaced(window, sample)
     classes = _classes(tables)
     levels = _levels(tables, classes, run_jobs or window, reuse)
-    small = _Program(tables, classes, levels, call_facets, reuse)
+    return priced_bound(
+        lambda: _Program(tables, classes, levels, call_facets, reuse),
+        window,
+        offered_rate_wps,
+        sample,
+        time_limit_s,
+    )
+
+
+def priced_bound(
+    make: Callable[[], _Program],
+    window: Sequence[Job],
+    offered_rate_wps: float,
+    sample: int,
+    time_limit_s: float | None,
+) -> CapacityBound:
+    """The Lagrangian bound of the programs ``make`` builds (module doc), over ``window``
+    (more than ``sample`` workflows) at ``offered_rate_wps``, priced on ``sample`` of them."""
+    started = time.perf_counter()
+    n = len(window)
+    picks = evenly_spaced(window, sample)
+    small = make()
+    call_facets = small.call_facet_limit
     for job in picks:
         small.workflow(job, 1.0 / len(picks))
     small.capacity(len(picks) / offered_rate_wps)
@@ -112,7 +132,7 @@ def lagrangian_capacity_bound(
         status = "the priced sample was not solved: " + str(priced.message)
         return CapacityBound(None, status, time.perf_counter() - started, small.n_vars)
     price = prices(small, priced, len(picks) / n)
-    full = _Program(tables, classes, levels, call_facets, reuse)
+    full = make()
     for job in window:
         full.workflow(job, 1.0 / n)
     left = None if time_limit_s is None else time_limit_s - (time.perf_counter() - started)
@@ -132,62 +152,55 @@ def lagrangian_capacity_bound(
 def _solve_priced(
     prog: _Program, price: dict[tuple[Any, ...], float], horizon_s: float, limit: float | None
 ) -> tuple[Any, np.ndarray]:
-    """min f - sum p g over the workflows' own rows and the residency fractions' GPU rows
+    """min f - sum p g over the workflows' own rows and the residency columns' GPU rows
     (module doc); returns linprog's result and the solution's columns."""
-    t = prog.tables
+    res = prog.residency()
     cost = np.array(prog.cost)
-    x: dict[tuple[int, int], int] = {}
-    gpu_rows: list[list[tuple[int, float]]] = []
-    for s in range(t.n):
-        row = []
-        for m in prog.classes:
-            if t.engine_class[s, m] >= 0:
-                x[s, m] = prog.n_vars + len(x)
-                row.append((x[s, m], float(t.tp[s, m])))
-        if row:
-            gpu_rows.append(row)
-    x_cost = np.zeros(len(x))
     base = prog.n_vars
-
-    def charge(
-        p: float, servers: list[int], per_engine: float, terms: list[tuple[int, float]]
-    ) -> None:
-        """Add ``p`` x (what the calls use - horizon x capacity) to the objective."""
-        if p <= 0:
-            return
-        for col, coef in terms:
-            cost[col] += p * coef
-        for col in servers:
-            x_cost[col - base] -= p * horizon_s * per_engine
-
+    x = {key: base + i for i, key in enumerate(res.upper)}
+    gpu_rows = [[(x[key], coef) for key, coef in terms] for _, terms, _ in res.gpu_rows]
+    x_cost = np.zeros(len(x))
     for (m, k), use in prog.use.items():
-        servers = [x[int(s), m] for s in np.nonzero(t.engine_class[:, m] == k)[0]]
+        # p x (what the calls use - horizon x capacity) per priced row, gathered per list
+        # of the class's terms: one weight each, and the capacity priced in all
+        charge = _Charges()
         edges = _facets(prog.levels[k])
         for e, (alpha, beta) in enumerate(edges):
-            terms = use.own + _scaled(use.steps, alpha) + _scaled(use.seen, beta)
-            charge(price.get(("decode", m, k, e), 0.0), servers, 1.0, terms)
-        if use.shares:
-            if use.rest_steps:
-                for e, (alpha, beta) in enumerate(edges):
-                    rest = _scaled(use.rest_steps, alpha) + _scaled(use.rest_seen, beta)
-                    terms = use.own + use.shares + rest
-                    charge(price.get(("rest", m, k, e), 0.0), servers, 1.0, terms)
-            else:
-                terms = use.own + use.shares
-                charge(price.get(("shares", m, k), 0.0), servers, 1.0, terms)
-        charge(price.get(("kv", m, k), 0.0), servers, float(t.kv_capacity[k]), use.kv)
-        charge(price.get(("slots", m, k), 0.0), servers, float(t.max_batch[k]), use.slots)
-    return _linprog(
-        prog, np.concatenate([cost, x_cost]), gpu_rows, [float(g) for g in _gpus(t)], limit
-    )
+            charge.add(price.get(("decode", m, k, e), 0.0), 1.0, own=1.0, steps=alpha, seen=beta)
+        if use.shares and use.rest_steps:
+            for e, (alpha, beta) in enumerate(edges):
+                p = price.get(("rest", m, k, e), 0.0)
+                charge.add(p, 1.0, own=1.0, shares=1.0, rest_steps=alpha, rest_seen=beta)
+        elif use.shares:
+            charge.add(price.get(("shares", m, k), 0.0), 1.0, own=1.0, shares=1.0)
+        charge.add(price.get(("kv", m, k), 0.0), res.kv[k], kv=1.0)
+        charge.add(price.get(("slots", m, k), 0.0), res.slots[k], slots=1.0)
+        for name, w in charge.weight.items():
+            terms: list[tuple[int, float]] = getattr(use, name)
+            if w and terms:
+                cols, coefs = zip(*terms, strict=True)
+                np.add.at(cost, np.array(cols), w * np.array(coefs))
+        for key in res.serves.get(k, []):
+            x_cost[x[key] - base] -= horizon_s * charge.priced
+    upper = list(res.upper.values())
+    gpus = [g for _, _, g in res.gpu_rows]
+    return _linprog(prog, np.concatenate([cost, x_cost]), gpu_rows, gpus, upper, limit)
 
 
-def _scaled(terms: list[tuple[int, float]], factor: float) -> list[tuple[int, float]]:
-    return [(col, coef * factor) for col, coef in terms]
+class _Charges:
+    """One class's priced rows, gathered: ``p`` x (what its calls use - horizon x its
+    capacity) per row, as one weight per list of its terms (``bound._ClassUse``'s fields)
+    and the capacity priced in all (per unit of residency)."""
 
+    def __init__(self) -> None:
+        self.weight: dict[str, float] = {}
+        self.priced = 0.0
 
-def _gpus(t: ClusterTables) -> list[float]:
-    return [float(t.gpus[s]) for s in range(t.n) if (t.engine_class[s] >= 0).any()]
+    def add(self, p: float, per_unit: float, **lists: float) -> None:
+        """A row priced ``p``: ``per_unit`` capacity per unit, ``factor`` x each list."""
+        self.priced += p * per_unit
+        for name, factor in lists.items():
+            self.weight[name] = self.weight.get(name, 0.0) + p * factor
 
 
 def _linprog(
@@ -195,10 +208,11 @@ def _linprog(
     cost: np.ndarray,
     gpu_rows: list[list[tuple[int, float]]],
     gpus: list[float],
+    upper: list[float],
     limit: float | None,
 ) -> tuple[Any, np.ndarray]:
     """The block-diagonal program: the workflows' rows, plus ``sum tp x <= gpus`` and
-    ``0 <= x <= 1`` (dual simplex: a vertex, so the value is the minimum's, and fast on
+    ``0 <= x <= upper`` (dual simplex: a vertex, so the value is the minimum's, and fast on
     blocks)."""
     n_rows = len(prog.rhs)
     rows = list(prog.rows) + [n_rows + i for i, row in enumerate(gpu_rows) for _ in row]
@@ -209,7 +223,7 @@ def _linprog(
     eq_cols = [c for terms, _ in prog.eq for c, _ in terms]
     eq_vals = [a for terms, _ in prog.eq for _, a in terms]
     a_eq = coo_matrix((eq_vals, (eq_rows, eq_cols)), shape=(len(prog.eq), cost.size)).tocsr()
-    bounds = [(0.0, u) for u in prog.upper] + [(0.0, 1.0)] * (cost.size - prog.n_vars)
+    bounds = [(0.0, u) for u in prog.upper] + [(0.0, u) for u in upper]
     options: dict[str, float] = {} if limit is None else {"time_limit": max(1e-3, limit)}
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", "Unrecognized options", OptimizeWarning)

@@ -10,9 +10,11 @@ The bounds, lowest first:
 * ``any_deployment_s``: every call alone on the fastest configuration *any* deployment of
   the cluster can give its model (``cluster.anywhere``): no allocation of the cluster's GPUs
   lets any schedule beat it;
-* ``best_allocation_s``: the tightest bound here that holds over every allocation: today
-  ``any_deployment_s`` (the capacity-aware program is solved for the run's own deployment
-  only, ``eval.headroom.bound``);
+* ``best_allocation_s``: the tightest bound here that holds over every allocation: the
+  larger of ``any_deployment_s`` and ``allocation_s``, the capacity-aware program over
+  every configuration any deployment could pin with the allocation of the cluster's GPUs
+  as variables (``eval.headroom.allocation``; ``any_deployment_s`` alone where that
+  program was not solved);
 * ``deployment_s``: the tighter of this deployment's contention-free and capacity-aware
   bounds (``Headroom.bound_s``): no scheduler on *this* deployment beats it.
 
@@ -82,14 +84,21 @@ class Bounds:
     any_deployment_s: float
     deployment_s: float
     deployment_contention_free_s: float
+    allocation_s: float | None = None
+    """The capacity-aware bound over allocations (None: not solved)."""
 
     @property
     def best_allocation_s(self) -> float:
-        return self.any_deployment_s
+        """Both bounds hold for every allocation, so their maximum does too (the program's
+        Lagrangian form, priced on a sample, can fall below the contention-free one)."""
+        if self.allocation_s is None:
+            return self.any_deployment_s
+        return max(self.any_deployment_s, self.allocation_s)
 
     def as_json(self) -> dict[str, Any]:
         return {
             "any_deployment_s": self.any_deployment_s,
+            "allocation_s": self.allocation_s,
             "best_allocation_s": self.best_allocation_s,
             "deployment_s": self.deployment_s,
             "deployment_contention_free_s": self.deployment_contention_free_s,
@@ -163,6 +172,8 @@ class Split:
                 "configurations_s": self.bounds.deployment_contention_free_s
                 - self.bounds.any_deployment_s,
                 "capacity_s": self.bounds.deployment_s - self.bounds.deployment_contention_free_s,
+                "any_allocation_capacity_s": self.bounds.best_allocation_s
+                - self.bounds.any_deployment_s,
                 "planned_best": self.best,
                 "planned_best_mean_s": self.means.get(self.best) if self.best else None,
                 "dynamic_best": self.dynamic_best,

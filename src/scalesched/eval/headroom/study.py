@@ -15,6 +15,7 @@ import numpy as np
 from scalesched.cache.kv import NO_CACHE
 from scalesched.cluster.anywhere import any_deployment
 from scalesched.cluster.tables import ClusterTables
+from scalesched.eval.headroom.allocation import allocation_bound
 from scalesched.eval.headroom.bound import BOUND_TIME_LIMIT_S, CapacityBound, capacity_bound
 from scalesched.eval.headroom.decompose import (
     COMPONENT_HELP,
@@ -96,6 +97,9 @@ class Headroom:
     alone on the fastest configuration any deployment of the cluster can give its model."""
     split: Split | None = None
     """How much of each gap is deployment, placement and ordering (``split``)."""
+    allocation: CapacityBound | None = None
+    """The capacity-aware bound over every allocation of the cluster's GPUs
+    (``allocation``; computed for the split only)."""
 
     @property
     def bound_s(self) -> float:
@@ -161,6 +165,14 @@ class Headroom:
                 **self.capacity.as_json(),
                 "what": "fluid relaxation: fast servers' decode, KV and slot capacity at the "
                 "offered rate (docstring of scalesched.eval.headroom.bound)",
+            },
+            "allocation_bound": None
+            if self.allocation is None
+            else {
+                **self.allocation.as_json(),
+                "what": "fluid relaxation over allocations: the capacity-aware program with "
+                "every configuration any deployment could pin as its classes and the GPUs "
+                "given to each as variables (docstring of scalesched.eval.headroom.allocation)",
             },
             "bound_s": self.bound_s,
             "best_heuristic": self.best_heuristic,
@@ -333,27 +345,34 @@ def measure_headroom(
     best = best_heuristic({r.name: r.mean_s for r in rows if not r.oracle})
     span = window[-1].arrival - window[0].arrival if len(window) > 1 else 0.0
     rate = (len(window) - 1) / span if span > 0 else 0.0
-    cap = _capacity(
-        setup, window, _steady_rate(setup, rate), jobs, caches, bound_time_limit_s, bound_sample
-    )
+    steady_rate = _steady_rate(setup, rate)
+    limits = (bound_time_limit_s, bound_sample)
+    cap = _capacity(setup, window, steady_rate, jobs, caches, *limits)
+    alloc = _capacity(setup, window, steady_rate, jobs, caches, *limits, True) if split else None
     notes = [f"{r.name} did not reach steady state" for r in rows if not r.steady]
     if oracles and best is not None and base != best:
         notes.append(f"the rollout oracle rolls out over {base}: it cannot be built over {best}")
-    if cap.mean_s is None:
-        notes.append(f"no capacity bound: {cap.status}")
-    notes += worse_than_base_notes(rows)
+    notes += _unsolved_notes(cap, alloc) + worse_than_base_notes(rows)
     lb = math.fsum(measured.values()) / max(1, len(measured))
     anywhere = any_deployment(setup.cluster)
     any_lb = math.fsum(any_deployment_bound(anywhere, j, reuse) for j in window) / max(
         1, len(window)
     )
-    study = Headroom(_setting(setup, caches, rate, n, len(window), first), lb, cap, rows, best)
-    study = dataclasses.replace(study, notes=notes, any_deployment_bound_s=any_lb)
+    setting = _setting(setup, caches, rate, n, len(window), first)
+    study = Headroom(setting, lb, cap, rows, best, notes, any_lb, allocation=alloc)
     if split:
         series = {r.name: r.result.series[first : last + 1] for r in [*runs, *extra]}
         parts = _split(study, series, ordering, dynamic, (first, last))
         study = dataclasses.replace(study, split=parts)
     return study
+
+
+def _unsolved_notes(cap: CapacityBound, alloc: CapacityBound | None) -> list[str]:
+    """A note per capacity-aware bound that was not solved, saying why."""
+    notes = [f"no capacity bound: {cap.status}"] if cap.mean_s is None else []
+    if alloc is not None and alloc.mean_s is None:
+        notes.append(f"no capacity bound over allocations: {alloc.status}")
+    return notes
 
 
 def _capacity(
@@ -364,9 +383,21 @@ def _capacity(
     caches: Caches,
     time_limit_s: float | None,
     sample: int,
+    over_allocations: bool = False,
 ) -> CapacityBound:
     """The capacity-aware bound: the whole program (``sample`` 0, or a window no larger),
-    else its Lagrangian form priced on ``sample`` workflows (``lagrange``)."""
+    else its Lagrangian form priced on ``sample`` workflows (``lagrange``); of this
+    deployment, or ``over_allocations`` of the cluster's GPUs (``allocation``)."""
+    if over_allocations:
+        return allocation_bound(
+            setup.tables,
+            window,
+            rate,
+            jobs,
+            sample=max(0, sample),
+            reuse=caches.reuse,
+            time_limit_s=time_limit_s,
+        )
     if sample <= 0:
         return capacity_bound(
             setup.tables, window, rate, jobs, reuse=caches.reuse, time_limit_s=time_limit_s
@@ -449,6 +480,7 @@ def _split(
         any_deployment_s=study.any_deployment_bound_s,
         deployment_s=study.bound_s,
         deployment_contention_free_s=study.lower_bound_s,
+        allocation_s=study.allocation.mean_s if study.allocation is not None else None,
     )
     means = {r.name: r.mean_s for r in study.rows}
     measured = {name: _finite_mean(values) for name, values in series.items()}
