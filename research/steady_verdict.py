@@ -59,13 +59,15 @@ FALLING_SETTINGS = (
 LONG_RUN = 16_000
 AUTO_SETTING = ("hetero-16", "tail", 0.7)
 PLANNED_STEADY_SETTINGS = (
-    ("hetero-16", "tail", 0.7, 4000),
-    ("hetero-32", "eft", 0.7, 4000),
-    ("hetero-48", "tail", 0.9, 8000),
-    ("configs/clusters/a100-lab.yaml", "kv_aware", 0.7, 6000),
+    ("hetero-16", "tail", 0.7, 8000),
+    ("hetero-32", "eft", 0.7, 16000),
+    ("hetero-48", "tail", 0.9, 24000),
+    ("configs/clusters/a100-lab.yaml", "kv_aware", 0.7, 8000),
 )
 """The planned world's steady settings (``steady --residency planned``): each cluster on the
-deployment planned for load 0.7 of its shipped planned capacity."""
+deployment planned for its load of its planned capacity, long enough that the arrivals
+span at least 16 mean responses (``runs.length.MIN_SPAN_RESPONSES``; rates are 12-59
+workflows/s here)."""
 
 
 def one(

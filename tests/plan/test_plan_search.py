@@ -207,3 +207,19 @@ def test_a_plan_sized_to_a_mean_target_stops_once_it_meets_it(mix):
     assert looser.gpus_used <= sized.gpus_used
     with pytest.raises(InputError, match="slo_mean_s"):
         search_plan(cluster, mix, 2.0, slo_mean_s=0.0)
+
+
+def test_a_plan_below_the_ceiling_keeps_headroom_for_every_model(mix):
+    """hetero-32 at about 0.7 of its planned capacity: the latency search alone spends the
+    fast GPUs on the small models and leaves the 70B model 1.18x its need with a third of
+    the GPUs idle; the plan made again with every model's floor at the headroom holds it."""
+    cluster = get_cluster("hetero-32")
+    rate = 29.0
+    result = search_plan(cluster, mix, rate)
+    _check_valid(cluster, result)
+    assert result.prediction.throughput_wps >= search.HEADROOM * rate
+    curves = Curves(mix)
+    for model, counts in result.allocation.items():
+        need = rate * mix.calls[model].calls_per_workflow
+        cap = sum(curves.get(model, c).capacity * n for c, n in counts.items())
+        assert cap >= search.HEADROOM * need
