@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import math
 import os
@@ -50,12 +51,12 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import numpy as np
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from yarl import URL
 
 from scalesched.cluster.deployment import Deployment
 from scalesched.cluster.endpoints import BackendEntry
@@ -85,6 +86,7 @@ from scalesched.serve.site import (
     refusal,
 )
 from scalesched.serve.state import GatewayState
+from scalesched.serve.upstream import Connection, Deadline, IdleTimeout, Pool, UpstreamError
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 DECISION_BUCKETS = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1)
@@ -270,7 +272,12 @@ class Gateway:
         self.deferred: list[WaitingRequest] = []
         self._current: tuple[WaitingRequest, Decision] | None = None
         self.in_flight = 0
-        self._session: aiohttp.ClientSession | None = None
+        # A call that names no workflow is one of its own: this process's random prefix and
+        # a count (a uuid4 per call cost more than the rest of the id handling).
+        self._anonymous = f"call-{uuid.uuid4().hex[:16]}-"
+        self._calls = itertools.count()
+        self._pools: list[Pool] = []
+        """Per backend, its keep-alive connections (made when the app starts)."""
         self._scraper: asyncio.Task[None] | None = None
         n = len(self.backends)
         # A backend is open (``state.healthy``) when it is up and not held: up is what its
@@ -285,20 +292,15 @@ class Gateway:
         self._held_until = [0.0] * n
         self._timers: list[asyncio.TimerHandle | None] = [None] * n
         self._urls = [b.endpoint.base_url.rstrip("/") for b in self.backends]
-        self._roots = [u[: -len("/v1")] if u.endswith("/v1") else u for u in self._urls]
-        # Each backend's two endpoints, parsed once (aiohttp parses a str URL per request).
-        self._targets = [
-            {path: URL(u + path) for path in ("/chat/completions", "/completions")}
-            for u in self._urls
+        # Each backend's request paths (its base URL's path, then the endpoint's).
+        bases = [urlsplit(u).path for u in self._urls]
+        self._paths = [
+            {path: base + path for path in ("/chat/completions", "/completions")} for base in bases
+        ]
+        self._metrics_paths = [
+            (base[: -len("/v1")] if base.endswith("/v1") else base) + "/metrics" for base in bases
         ]
         self._headers = [{"Content-Type": "application/json", **_auth(b)} for b in self.backends]
-        # Built once per backend: the total deadline, and for streamed calls the idle
-        # timeout too (seconds without a byte from the backend, headers included).
-        self._timeouts = [aiohttp.ClientTimeout(total=b.endpoint.timeout_s) for b in self.backends]
-        self._stream_timeouts = [
-            aiohttp.ClientTimeout(total=b.endpoint.timeout_s, sock_read=b.endpoint.idle_timeout_s)
-            for b in self.backends
-        ]
         # The per-request series, labelled once: a ``labels()`` lookup costs a few
         # microseconds on every request otherwise.
         m = self.metrics
@@ -381,11 +383,7 @@ class Gateway:
         return app
 
     async def _start(self, _app: web.Application) -> None:
-        connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
-        # No cookie jar: a backend's cookies must not reach other clients' calls.
-        self._session = aiohttp.ClientSession(
-            connector=connector, auto_decompress=False, cookie_jar=aiohttp.DummyCookieJar()
-        )
+        self._pools = [Pool(u, h) for u, h in zip(self._urls, self._headers, strict=True)]
         self._scraper = asyncio.get_running_loop().create_task(self._scrape_loop())
 
     async def _stop(self, _app: web.Application) -> None:
@@ -394,8 +392,8 @@ class Gateway:
         for timer in self._timers:
             if timer is not None:
                 timer.cancel()
-        if self._session is not None:
-            await self._session.close()
+        for pool in self._pools:
+            pool.close()
 
     async def _health(self, _request: web.Request) -> web.Response:
         open_ = int(self.state.healthy.sum())
@@ -446,7 +444,11 @@ class Gateway:
                 429,
                 headers={"Retry-After": "1"},
             )
-        workflow = request.headers.get("x-workflow-id") or _user(body) or uuid.uuid4().hex
+        workflow = (
+            request.headers.get("x-workflow-id")
+            or _user(body)
+            or f"{self._anonymous}{next(self._calls)}"
+        )
         session = request.headers.get("x-session-id") or workflow
         self.in_flight += 1
         try:
@@ -545,74 +547,78 @@ class Gateway:
         (a ``requests_total`` label), or why it failed before anything was sent (the
         caller retries elsewhere)."""
         name = self.backends[server].name
-        assert self._session is not None
-        timeout = self._stream_timeouts[server] if req.stream else self._timeouts[server]
+        endpoint = self.backends[server].endpoint
+        stream = req.stream
         try:
-            upstream = await self._session.post(
-                self._targets[server][path],
-                data=payload,
-                headers=self._headers[server],
-                timeout=timeout,
+            upstream = await self._pools[server].call(
+                "POST",
+                self._paths[server][path],
+                payload,
+                endpoint.timeout_s,
+                endpoint.idle_timeout_s if stream else None,
+                stream,
             )
-        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+        except (UpstreamError, OSError) as exc:
             self._mask(server)
-            return f"{name} {self._broke(server, exc, 'unreachable')}"
-        async with upstream:
-            if upstream.status >= 500:
-                return f"{name} answered {upstream.status}"
-            if upstream.status != 200 or not req.stream:
+            what = "broke off its answer" if getattr(exc, "answered", False) else "unreachable"
+            return f"{name} {self._broke(server, exc, what)}"
+        try:
+            status = upstream.status
+            if status >= 500:
+                return f"{name} answered {status}"
+            if status != 200 or not stream:
                 return await self._whole(upstream, server)
-            if not upstream.headers.get("Content-Type", "").startswith("text/event-stream"):
-                kind = upstream.headers.get("Content-Type") or "no content type"
-                return f"{name} answered a streamed call with {kind}, not an event stream"
+            kind = upstream.headers.get("content-type", "")
+            if not kind.startswith("text/event-stream"):
+                return f"{name} answered a streamed call with {kind or 'no content type'}, " + (
+                    "not an event stream"
+                )
             return await self._stream(request, upstream, server, t0)
+        finally:
+            upstream.release()
 
     def _broke(self, server: int, exc: BaseException, what: str) -> str:
         """Why a connection to ``server`` failed, in words (the timeouts named by their
         backends-file fields)."""
         endpoint = self.backends[server].endpoint
-        if isinstance(exc, aiohttp.SocketTimeoutError):
+        if isinstance(exc, IdleTimeout):
             return f"sent nothing for {endpoint.idle_timeout_s:g} s (idle_timeout_s)"
-        if isinstance(exc, TimeoutError) and not isinstance(exc, aiohttp.ServerTimeoutError):
+        if isinstance(exc, Deadline):
             return f"did not finish within {endpoint.timeout_s:g} s (timeout_s)"
         return f"{what}: {describe(exc)}"
 
     async def _whole(
-        self, upstream: aiohttp.ClientResponse, server: int
+        self, upstream: Connection, server: int
     ) -> tuple[web.StreamResponse, str] | str:
         """The upstream's whole answer, checked to be JSON (a 4xx is the client's: passed
         on as it is, counted ``rejected``)."""
         name = self.backends[server].name
         try:
-            raw = await upstream.read()
+            raw = await upstream.read_all()
             json.loads(raw)
-        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+        except UpstreamError as exc:
             self._mask(server)
             return f"{name} {self._broke(server, exc, 'broke off its answer')}"
         except (ValueError, RecursionError):
             return f"{name} answered malformed JSON"
-        response = web.Response(body=raw, status=upstream.status, content_type="application/json")
-        return response, OK if upstream.status == 200 else "rejected"
+        status = upstream.status
+        response = web.Response(body=raw, status=status, content_type="application/json")
+        return response, OK if status == 200 else "rejected"
 
     async def _stream(
-        self, request: web.Request, upstream: aiohttp.ClientResponse, server: int, t0: float
+        self, request: web.Request, upstream: Connection, server: int, t0: float
     ) -> tuple[web.StreamResponse, str] | str:
         """Pass the upstream's events on as they arrive. If the upstream breaks before its
         first byte, or its first bytes are not server-sent events, the attempt failed
         (retried elsewhere); after it, the stream ends with an OpenAI-shaped error event,
         since the client has already been answered."""
         name = self.backends[server].name
-        response = web.StreamResponse(
-            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
-        )
-        chunks = upstream.content.iter_any()
+        response = web.StreamResponse(headers=_EVENT_HEADERS)
         first = boundary = True
         while True:
             try:
-                chunk = await chunks.__anext__()
-            except StopAsyncIteration:
-                break
-            except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+                chunk = await upstream.read_chunk()
+            except UpstreamError as exc:
                 self._mask(server)
                 why = self._broke(server, exc, "stream broke")
                 if first:
@@ -625,6 +631,8 @@ class Gateway:
                 with contextlib.suppress(ConnectionError, aiohttp.ClientError):
                     await response.write(cut + sse(event) + sse("[DONE]"))
                 return response, "broken_stream"
+            if not chunk:
+                break
             try:
                 if first:
                     if not _looks_like_events(chunk):
@@ -704,20 +712,18 @@ class Gateway:
     async def _scrape(self, server: int) -> None:
         """Read a backend's vLLM gauges: its load, and whether it is up (any answer
         below 500 is up; a refused connection, a timeout or a 5xx masks it)."""
-        assert self._session is not None
         backend = self.backends[server]
         try:
-            async with self._session.get(
-                self._roots[server] + "/metrics",
-                headers=self._headers[server],
-                timeout=aiohttp.ClientTimeout(total=2.0),
-            ) as r:
+            r = await self._pools[server].call("GET", self._metrics_paths[server], b"", 2.0)
+            try:
                 if r.status >= 500:
-                    raise aiohttp.ClientError(f"status {r.status}")
+                    raise UpstreamError(f"status {r.status}")
                 # An engine without /metrics (404) is up, it only reports no load; bytes
                 # that are not UTF-8 are read as far as they go.
-                text = (await r.read()).decode("utf-8", "replace") if r.status == 200 else ""
-        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+                text = r.body().decode("utf-8", "replace") if r.status == 200 else ""
+            finally:
+                r.release()
+        except (UpstreamError, OSError) as exc:
             if self._up[server]:
                 log.warning(
                     "backend %s masked: its /metrics failed: %s", backend.name, describe(exc)
@@ -738,6 +744,7 @@ def _looks_like_events(chunk: bytes) -> bool:
     return any(f.startswith(head) or head.startswith(f) for f in _SSE_FIELDS)
 
 
+_EVENT_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 _SSE_FIELDS = (b"data:", b":", b"event:", b"id:", b"retry:")
 
 
