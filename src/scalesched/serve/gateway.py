@@ -76,6 +76,7 @@ from scalesched.serve.protocol import (
     wire_priority,
 )
 from scalesched.serve.site import (
+    LISTENING,
     add_openai_routes,
     bad_request,
     describe,
@@ -378,12 +379,15 @@ class Gateway:
             health=self._health,
             metrics=self._metrics,
         )
+        app[LISTENING] = [self._start_scraping]
         app.on_startup.append(self._start)
         app.on_cleanup.append(self._stop)
         return app
 
     async def _start(self, _app: web.Application) -> None:
         self._pools = [Pool(u, h) for u, h in zip(self._urls, self._headers, strict=True)]
+
+    def _start_scraping(self) -> None:
         self._scraper = asyncio.get_running_loop().create_task(self._scrape_loop())
 
     async def _stop(self, _app: web.Application) -> None:

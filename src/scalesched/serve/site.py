@@ -45,6 +45,11 @@ from scalesched.serve.protocol import BadRequest, error_body, error_type
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
+LISTENING = web.AppKey("listening", list[Callable[[], None]])
+"""Callbacks :func:`start_site` runs once the app's port is bound (the gateway's scrapes
+start there: a port that cannot be bound is then the one line a command prints, with no
+scrape's log line before it)."""
+
 MAX_BODY_BYTES = 1 << 20
 """Largest request body either server reads (1 MiB, aiohttp's default, made explicit so the
 documented figure is the code's): past it, 413. A prompt of 1 MiB is about 260k tokens by
@@ -272,6 +277,8 @@ async def start_site(app: web.Application, host: str, port: int) -> tuple[web.Ap
         why = os.strerror(exc.errno) if exc.errno and exc.errno > 0 else exc.strerror
         message = f"cannot listen on {url_host(host)}:{port}: {(why or describe(exc)).lower()}"
         raise InputError(option, option.lstrip("-"), message) from None
+    for listening in app.get(LISTENING, ()):
+        listening()
     server = site._server
     sockets = getattr(server, "sockets", None) or []
     return runner, int(sockets[0].getsockname()[1]) if sockets else port
