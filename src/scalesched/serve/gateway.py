@@ -32,8 +32,9 @@ queue in the simulator; here it reaches a backend only where ``forward_priority`
 (:func:`~scalesched.serve.protocol.wire_priority`), which vLLM honours under
 ``--scheduling-policy priority``. Elsewhere the body goes upstream as the client sent it.
 
-Library: aiohttp (server and pooled client in one asyncio package, see
-:mod:`scalesched.serve.engine`), prometheus-client for ``/metrics``.
+Library: aiohttp's server (see :mod:`scalesched.serve.engine`); the backends are called
+through :mod:`scalesched.serve.upstream` (keep-alive connections per backend, why
+hand-written there); prometheus-client for ``/metrics``.
 """
 
 from __future__ import annotations

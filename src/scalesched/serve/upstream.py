@@ -4,18 +4,19 @@ and reads the answer with a small incremental parser (status line, headers, a bo
 by ``Content-Length``, chunked transfer coding, or the connection's end).
 
 Why hand-written rather than aiohttp's pooled client (what the gateway used before): a
-gateway is one server and one client per call, and the client was the larger share of its
-CPU. Measured under ``benchmarks/bench_serve.py``'s load (py-spy, uvloop, 5 December
-2026), aiohttp's ``ClientSession`` spent about 110 us a call in Python above the socket
-(request and response objects, a timer per timeout, its ``StreamReader``, a task per
-request body write), against a bare keep-alive socket's 15-20 us
-(``benchmarks/bench_gateway_steps.py``); the gateway's CPU per call is in docs/serve.md
-("Gateway overhead"). What a gateway's client needs is narrow: POST a body it already has
+gateway is one server and one client per call, and aiohttp's client was the largest share
+of its CPU. ``benchmarks/bench_gateway_steps.py`` (5 December 2026, uvloop, one process,
+best of 5): an aiohttp server with aiohttp's client costs 106 us a call, with this client
+50 us, with a bare keep-alive socket 40 us; so aiohttp's client spends about 66 us a call
+above the socket (request and response objects, timers per timeout, its ``StreamReader``,
+a task per request body), this one about 10. Under ``benchmarks/bench_serve.py``'s load the
+gateway's CPU per call fell from 0.73-0.76 ms to 0.56-0.57 (docs/serve.md, "Gateway
+overhead"). What a gateway's client needs is narrow: POST a body it already has
 as bytes, to a few known backends, over HTTP/1.1, and either take the whole answer or
 relay its bytes as they come. So each backend gets a :class:`Pool` whose request heads are
 built once per path, and a call costs one ``write``, one or two ``data_received`` and, for
 an answer taken whole, one wake-up of the caller once the body is complete. httptools and
-h11 were not used: httptools is not a dependency here (aiohttp bundles its own llhttp,
+h11 were not measured: httptools is not installed here (aiohttp bundles its own llhttp,
 privately), and h11 is pure Python with an event object per part, the churn this module
 avoids.
 
@@ -26,8 +27,9 @@ connection that broke, an answer that is not HTTP), or ``OSError`` from connecti
 
 A pooled connection the backend closed while idle is dropped from the pool when its end
 arrives; a call on a reused connection that ends before a byte of the answer (the backend
-closed it as the request went out) is sent again once on a new connection, as HTTP/1.1
-clients do: a keep-alive race is not the backend's failure. Answers are not decompressed:
+closed it as the request went out) is sent again on the next pooled connection or a new
+one, as HTTP/1.1 clients do (a new connection's failure is final): a keep-alive race is not
+the backend's failure. Answers are not decompressed:
 no ``Accept-Encoding`` is sent, so a backend answers in identity coding.
 """
 
