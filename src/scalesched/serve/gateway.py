@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import json
 import math
@@ -49,9 +50,9 @@ import re
 import time
 import uuid
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -66,10 +67,12 @@ from scalesched.decision.cycle import drive
 from scalesched.decision.features import Decision, TaskRequest
 from scalesched.decision.scheduler import Scheduler
 from scalesched.errors import InputError
+from scalesched.serve.front import FrontRequest
 from scalesched.serve.protocol import (
     PRIORITY_FIELD,
     BadRequest,
     CompletionRequest,
+    TaskSignals,
     error_body,
     parse_request,
     sse,
@@ -77,6 +80,7 @@ from scalesched.serve.protocol import (
     wire_priority,
 )
 from scalesched.serve.site import (
+    FRONT,
     LISTENING,
     add_openai_routes,
     bad_request,
@@ -374,13 +378,14 @@ class Gateway:
         app = new_app()
         add_openai_routes(
             app,
-            chat=self._chat,
-            completions=self._completions,
+            chat=functools.partial(self._complete, path="/chat/completions", chat=True),
+            completions=functools.partial(self._complete, path="/completions", chat=False),
             models=self._models,
             health=self._health,
             metrics=self._metrics,
         )
         app[LISTENING] = [self._start_scraping]
+        app[FRONT] = self.quick
         app.on_startup.append(self._start)
         app.on_cleanup.append(self._stop)
         return app
@@ -420,12 +425,6 @@ class Gateway:
             headers={"Content-Type": "text/plain; version=0.0.4"},
         )
 
-    async def _chat(self, request: web.Request) -> web.StreamResponse:
-        return await self._complete(request, "/chat/completions", chat=True)
-
-    async def _completions(self, request: web.Request) -> web.StreamResponse:
-        return await self._complete(request, "/completions", chat=False)
-
     async def _complete(self, request: web.Request, path: str, chat: bool) -> web.StreamResponse:
         try:
             raw, body = await read_json(request)
@@ -449,14 +448,44 @@ class Gateway:
                 429,
                 headers={"Retry-After": "1"},
             )
-        workflow = (
-            request.headers.get("x-workflow-id")
-            or _user(body)
-            or f"{self._anonymous}{next(self._calls)}"
-        )
-        session = request.headers.get("x-session-id") or workflow
         self.in_flight += 1
+        return await self._run(request, body, raw, path, req, signals)
+
+    def quick(
+        self, request: FrontRequest, raw: bytes, headers: dict[str, str], path: str, chat: bool
+    ) -> Coroutine[Any, Any, web.StreamResponse] | None:
+        """The fast path's call (:mod:`scalesched.serve.front`): a coroutine answering a
+        well-formed non-streamed call to a known model, or None: aiohttp's path then
+        serves it, where every refusal is made and logged."""
         try:
+            body = json.loads(raw)
+            req = parse_request(body, chat)
+            signals = task_signals(headers)
+        except (ValueError, RecursionError):  # a BadRequest is a ValueError too
+            return None
+        if req.stream or req.model not in self.state.serving or self.in_flight >= self.max_pending:
+            return None
+        self.in_flight += 1  # here, so that no other call passes the check before it runs
+        upstream = "/chat/completions" if chat else "/completions"
+        return self._run(cast(web.BaseRequest, request), body, raw, upstream, req, signals)
+
+    async def _run(
+        self,
+        request: web.BaseRequest,
+        body: dict[str, Any],
+        raw: bytes,
+        path: str,
+        req: CompletionRequest,
+        signals: TaskSignals,
+    ) -> web.StreamResponse:
+        """An admitted call (``in_flight`` counts it until this returns)."""
+        try:
+            workflow = (
+                request.headers.get("x-workflow-id")
+                or _user(body)
+                or f"{self._anonymous}{next(self._calls)}"
+            )
+            session = request.headers.get("x-session-id") or workflow
             task = self.state.task(req, workflow, session, signals)
             return await self._attempts(request, body, raw, path, req, task, workflow)
         except Exception as exc:  # a bug: one log line and an OpenAI 500, not a traceback
@@ -466,7 +495,7 @@ class Gateway:
 
     async def _attempts(
         self,
-        request: web.Request,
+        request: web.BaseRequest,
         body: dict[str, Any],
         raw: bytes,
         path: str,
@@ -541,7 +570,7 @@ class Gateway:
 
     async def _forward(
         self,
-        request: web.Request,
+        request: web.BaseRequest,
         payload: bytes,
         path: str,
         req: CompletionRequest,
@@ -611,7 +640,7 @@ class Gateway:
         return response, OK if status == 200 else "rejected"
 
     async def _stream(
-        self, request: web.Request, upstream: Connection, server: int, t0: float
+        self, request: web.BaseRequest, upstream: Connection, server: int, t0: float
     ) -> tuple[web.StreamResponse, str] | str:
         """Pass the upstream's events on as they arrive. If the upstream breaks before its
         first byte, or its first bytes are not server-sent events, the attempt failed
