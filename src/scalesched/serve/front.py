@@ -100,6 +100,7 @@ class Front(asyncio.Protocol):
         self.loop = asyncio.get_running_loop()
         self._buf = bytearray()
         self._busy = False
+        self._paused = False
         self._closed = False
         self._active = 0.0
         self._idle: asyncio.TimerHandle | None = None
@@ -121,6 +122,9 @@ class Front(asyncio.Protocol):
         self._buf += data
         if not self._busy:
             self._next()
+        elif len(self._buf) > self.max_body + MAX_LINE and not self._paused:
+            self._paused = True  # pipelined bytes pile up behind a call: read no more now
+            self.transport.pause_reading()
 
     def eof_received(self) -> bool | None:
         if self._buf or self._busy:
@@ -174,6 +178,9 @@ class Front(asyncio.Protocol):
         if self._closed:
             return
         self.transport.write(_wire(response))
+        if self._paused:
+            self._paused = False
+            self.transport.resume_reading()
         if self._buf:
             self._next()
 
