@@ -32,9 +32,10 @@ queue in the simulator; here it reaches a backend only where ``forward_priority`
 (:func:`~scalesched.serve.protocol.wire_priority`), which vLLM honours under
 ``--scheduling-policy priority``. Elsewhere the body goes upstream as the client sent it.
 
-Library: aiohttp's server (see :mod:`scalesched.serve.engine`); the backends are called
-through :mod:`scalesched.serve.upstream` (keep-alive connections per backend, why
-hand-written there); prometheus-client for ``/metrics``.
+Library: aiohttp's server (see :mod:`scalesched.serve.engine`), with a plain non-streamed
+call read and answered in front of it (:mod:`scalesched.serve.front`, :meth:`Gateway.quick`);
+the backends are called through :mod:`scalesched.serve.upstream` (keep-alive connections
+per backend); each module says why it is hand-written. prometheus-client for ``/metrics``.
 """
 
 from __future__ import annotations

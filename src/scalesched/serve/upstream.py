@@ -10,9 +10,9 @@ best of 5): an aiohttp server with aiohttp's client costs 106 us a call, with th
 50 us, with a bare keep-alive socket 40 us; so aiohttp's client spends about 66 us a call
 above the socket (request and response objects, timers per timeout, its ``StreamReader``,
 a task per request body), this one about 10. Under ``benchmarks/bench_serve.py``'s load the
-gateway's CPU per call fell from 0.73-0.76 ms to 0.56-0.57 (docs/serve.md, "Gateway
-overhead"). What a gateway's client needs is narrow: POST a body it already has
-as bytes, to a few known backends, over HTTP/1.1, and either take the whole answer or
+gateway's CPU per call fell from 0.73-0.76 ms to 0.56-0.57 with it
+(docs/history/serve.md). What a gateway's client needs is narrow: POST a body it already
+has as bytes, to a few known backends, over HTTP/1.1, and either take the whole answer or
 relay its bytes as they come. So each backend gets a :class:`Pool` whose request heads are
 built once per path, and a call costs one ``write``, one or two ``data_received`` and, for
 an answer taken whole, one wake-up of the caller once the body is complete. httptools and
