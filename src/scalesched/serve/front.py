@@ -26,6 +26,7 @@ closes its own.
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import time
 from collections.abc import Callable, Coroutine
@@ -33,6 +34,8 @@ from email.utils import formatdate
 from typing import Any
 
 from aiohttp import web
+
+log = logging.getLogger("scalesched.serve")
 
 MAX_LINE = 8190
 """Longest header line taken here (aiohttp's own limit; longer ones go to aiohttp)."""
@@ -174,7 +177,12 @@ class Front(asyncio.Protocol):
         self.loop.create_task(self._serve(answer))
 
     async def _serve(self, answer: Coroutine[Any, Any, web.StreamResponse]) -> None:
-        response = await answer
+        try:
+            response = await answer
+        except Exception:  # the gateway answers its own errors; this is a last resort
+            log.exception("the fast path failed; the connection is closed")
+            self.transport.abort()
+            return
         self._busy = False
         self._active = self.loop.time()
         if self._closed:
