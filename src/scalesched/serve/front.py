@@ -41,10 +41,10 @@ MAX_LINE = 8190
 """Longest header line taken here (aiohttp's own limit; longer ones go to aiohttp)."""
 KEEPALIVE_S = 75.0
 """An idle connection is closed after this long (aiohttp's default keep-alive timeout)."""
-PATHS = {b"/v1/chat/completions": True, b"/v1/completions": False}
+PATHS = {"/v1/chat/completions": True, "/v1/completions": False}
 """The routes served here, and whether each is chat."""
-_REFUSED = (b"transfer-encoding", b"content-encoding", b"expect", b"upgrade")
-_TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_REFUSED = ("transfer-encoding", "content-encoding", "expect", "upgrade")
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 """A header name as HTTP allows it (RFC 9110 token)."""
 
 Quick = Callable[
@@ -212,37 +212,32 @@ class Front(asyncio.Protocol):
 def _parse_head(head: bytes, max_body: int) -> tuple[str, bool, dict[str, str], int] | None:
     """The path, whether chat, the headers (lower-case names) and the body's length of a
     request the fast path takes; None for any other."""
-    lines = head.split(b"\r\n")
-    parts = lines[0].split(b" ")
-    if len(parts) != 3 or parts[0] != b"POST" or parts[2] != b"HTTP/1.1":
+    text = head.decode("latin-1")
+    if not text.isascii() or not text.replace("\r\n", "").isprintable():
+        return None  # a control character (a tab too) or a byte past ASCII: aiohttp decides
+    lines = text.split("\r\n")
+    parts = lines[0].split(" ")
+    if len(parts) != 3 or parts[0] != "POST" or parts[2] != "HTTP/1.1":
         return None
     chat = PATHS.get(parts[1])
     if chat is None:
         return None
     headers: dict[str, str] = {}
     for line in lines[1:]:
-        name, colon, value = line.partition(b":")
-        if not colon or len(line) > MAX_LINE:
-            return None
-        text = line.decode("latin-1")
-        if not text.isascii() or not text.isprintable():
-            return None
-        if not _TOKEN.fullmatch(name):
+        name, colon, value = line.partition(":")
+        if not colon or len(line) > MAX_LINE or not _TOKEN.fullmatch(name):
             return None  # also a space before the colon, which aiohttp refuses
         key = name.lower()
-        if key in _REFUSED:
-            return None
-        k = key.decode("latin-1")
-        if k in headers:
-            return None  # a repeated header: aiohttp's rules decide
-        headers[k] = value.strip().decode("latin-1")
+        if key in _REFUSED or key in headers:
+            return None  # a repeated header too: aiohttp's rules decide
+        headers[key] = value.strip()
     length = headers.get("content-length")
     if length is None or not length.isdigit() or int(length) > max_body:
         return None
     connection = headers.get("connection")
     if connection is not None and connection.lower() != "keep-alive":
         return None
-    return parts[1].decode(), chat, headers, int(length)
+    return parts[1], chat, headers, int(length)
 
 
 _date = ["", 0]

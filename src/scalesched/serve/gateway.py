@@ -286,6 +286,8 @@ class Gateway:
         self._pools: list[Pool] = []
         """Per backend, its keep-alive connections (made when the app starts)."""
         self._scraper: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        """The loop the app runs on (set at its start; looked up once, not per call)."""
         n = len(self.backends)
         # A backend is open (``state.healthy``) when it is up and not held: up is what its
         # /metrics says (and a broken connection until the next scrape); held is the
@@ -357,7 +359,8 @@ class Gateway:
         self.metrics.fallbacks.labels(self.policy_name, reason).inc()
 
     async def _place(self, served: str, task: TaskRequest, excluded: tuple[int, ...]) -> Placement:
-        w = WaitingRequest(served, task, excluded, asyncio.get_running_loop().create_future())
+        assert self._loop is not None
+        w = WaitingRequest(served, task, excluded, self._loop.create_future())
         self.pending.append(w)
         self._drive()
         return await w.placed
@@ -392,6 +395,7 @@ class Gateway:
         return app
 
     async def _start(self, _app: web.Application) -> None:
+        self._loop = asyncio.get_running_loop()
         self._pools = [Pool(u, h) for u, h in zip(self._urls, self._headers, strict=True)]
 
     def _start_scraping(self) -> None:
@@ -458,8 +462,8 @@ class Gateway:
         """The fast path's call (:mod:`scalesched.serve.front`): a coroutine answering a
         well-formed non-streamed call to a known model, or None: aiohttp's path then
         serves it, where every refusal is made and logged."""
-        try:
-            body = json.loads(raw)
+        try:  # UTF-8 (every client's) read directly; other encodings take aiohttp's path
+            body = json.loads(raw.decode())
             req = parse_request(body, chat)
             signals = task_signals(headers)
         except (ValueError, RecursionError):  # a BadRequest is a ValueError too

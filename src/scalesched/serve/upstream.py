@@ -94,6 +94,7 @@ class Pool:
         self._heads: dict[tuple[str, str], bytes] = {}
         self._idle: list[Connection] = []
         self.closed = False
+        self.loop = asyncio.get_running_loop()  # made in its loop; looked up once, not per call
 
     def _head(self, method: str, path: str) -> bytes:
         """The request's head up to its ``Content-Length`` value (built once a path)."""
@@ -117,7 +118,7 @@ class Pool:
         come (``stream`` False) or its status line and headers (``stream`` True: the body
         is read with :meth:`Connection.read_chunk`). The caller ends every call with
         :meth:`Connection.release`. ``idle_s``: a streamed call's idle timeout."""
-        loop = asyncio.get_running_loop()
+        loop = self.loop
         deadline = loop.time() + total_s
         request = self._head(method, path) + b"%d\r\n\r\n" % len(body) + body
         while True:
@@ -185,7 +186,7 @@ class Connection(asyncio.Protocol):
 
     def __init__(self, pool: Pool) -> None:
         self.pool = pool
-        self.loop = asyncio.get_running_loop()
+        self.loop = pool.loop
         self.state = _IDLE
         self.status = 0
         self.headers: dict[str, str] = {}
