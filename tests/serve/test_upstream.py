@@ -219,3 +219,56 @@ def test_connecting_to_nothing_is_an_os_error():
                 await Pool(f"http://127.0.0.1:{port}/v1", {}).call("GET", "/metrics", b"", 2.0)
 
     asyncio.run(main())
+
+
+def test_uvicorn_answers_are_read_and_its_idle_close_is_no_failure():
+    """vLLM serves through uvicorn (h11): a whole answer, a streamed one, and a call after
+    uvicorn closed the idle keep-alive connection (its ``timeout_keep_alive``)."""
+    uvicorn = pytest.importorskip("uvicorn")
+
+    async def app(scope, receive, send):  # type: ignore[no-untyped-def]
+        if scope["type"] != "http":
+            return
+        await receive()
+        if scope["path"] == "/stream":
+            head = [(b"content-type", b"text/event-stream")]
+            await send({"type": "http.response.start", "status": 200, "headers": head})
+            for part in (b"data: 1\n\n", b"data: 2\n\n"):
+                await send({"type": "http.response.body", "body": part, "more_body": True})
+            await send({"type": "http.response.body", "body": b""})
+        else:
+            head = [(b"content-type", b"application/json")]
+            await send({"type": "http.response.start", "status": 200, "headers": head})
+            await send({"type": "http.response.body", "body": OK})
+
+    async def main() -> None:
+        config = uvicorn.Config(app, host="127.0.0.1", port=0, timeout_keep_alive=0.2)
+        config.log_level = "warning"
+        server = uvicorn.Server(config)
+        task = asyncio.create_task(server.serve())
+        while not server.started:
+            await asyncio.sleep(0.01)
+        port = server.servers[0].sockets[0].getsockname()[1]
+        pool = Pool(f"http://127.0.0.1:{port}/v1", {})
+        try:
+            conn = await pool.call("POST", "/v1/chat/completions", b"{}", 5.0)
+            assert conn.status == 200 and conn.body() == OK
+            conn.release()
+            conn = await pool.call("POST", "/stream", b"{}", 5.0, 1.0, stream=True)
+            got = b""
+            while chunk := await conn.read_chunk():
+                got += chunk
+            conn.release()
+            assert got == b"data: 1\n\ndata: 2\n\n"
+            assert len(pool._idle) == 1
+            await asyncio.sleep(0.6)  # uvicorn closes the idle connection: the pool drops it
+            assert not pool._idle
+            conn = await pool.call("POST", "/v1/chat/completions", b"{}", 5.0)
+            assert conn.status == 200 and conn.body() == OK
+            conn.release()
+        finally:
+            pool.close()
+            server.should_exit = True
+            await asyncio.wait_for(task, 10)
+
+    asyncio.run(main())
