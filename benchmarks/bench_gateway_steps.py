@@ -13,10 +13,11 @@ other jobs on a shared machine inflate them less than wall-clock latencies:
 - ``scrape_parse_us``: reading one backend's load off its ``/metrics`` text (an emulated
   engine serving every catalog model that fits an h100-80g-x4), done for each backend
   every ``--scrape-s``;
-- ``aiohttp_us_per_call`` and ``raw_socket_us_per_call``: an aiohttp server answering a
-  fixed body to aiohttp's pooled client, against the same server and a bare keep-alive
-  socket client: the HTTP libraries' share of a forwarded call (a gateway is one server
-  and one client per call).
+- ``aiohttp_us_per_call``, ``lean_client_us_per_call`` and ``raw_socket_us_per_call``: an
+  aiohttp server answering a fixed body to aiohttp's pooled client, to the gateway's own
+  upstream client (:class:`scalesched.serve.upstream.Pool`) and to a bare keep-alive socket
+  client: the HTTP libraries' share of a forwarded call (a gateway is one server and one
+  client per call).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from scalesched.serve.engine import EngineServer, backends_yaml, fleet_servers, 
 from scalesched.serve.gateway import Gateway, WaitingRequest, load_by_model
 from scalesched.serve.loop import new_event_loop
 from scalesched.serve.protocol import parse_request, task_signals
+from scalesched.serve.upstream import Pool
 
 BODY = json.dumps(
     {
@@ -76,7 +78,7 @@ def own_us_per_call(n: int = 3000) -> float:
         waiting = WaitingRequest(req.model, task, (), loop.create_future())
         gw.pending.append(waiting)
         gw._drive()
-        server, est = waiting.placed.result()
+        server, est, _priority = waiting.placed.result()
         gw._ok[server].inc()
         gw._latency[server].observe(0.001)
         gw._ended(task, server, est)
@@ -104,7 +106,7 @@ def scrape_parse_us(n: int = 2000) -> float:
     return _best_us(lambda _i: load_by_model(text, backend, catalog), n)
 
 
-async def _http_us_per_call(n: int) -> tuple[float, float]:
+async def _http_us_per_call(n: int) -> tuple[float, float, float]:
     async def answer(request: web.Request) -> web.Response:
         await request.read()
         return web.Response(body=ANSWER, content_type="application/json")
@@ -131,6 +133,13 @@ async def _http_us_per_call(n: int) -> tuple[float, float]:
         async with session.post(url, data=BODY, headers=headers, timeout=timeout) as r:
             await r.read()
 
+    pool = Pool(f"http://127.0.0.1:{port}/v1", headers)
+
+    async def with_pool() -> None:
+        conn = await pool.call("POST", "/v1/chat/completions", BODY, 60.0)
+        conn.body()
+        conn.release()
+
     async def with_socket() -> None:
         writer.write(raw)
         head = await reader.readuntil(b"\r\n\r\n")
@@ -138,7 +147,7 @@ async def _http_us_per_call(n: int) -> tuple[float, float]:
         await reader.readexactly(length)
 
     out = []
-    for call in (with_aiohttp, with_socket):
+    for call in (with_aiohttp, with_pool, with_socket):
         best = float("inf")
         for _ in range(3):
             t0 = time.process_time()
@@ -147,21 +156,23 @@ async def _http_us_per_call(n: int) -> tuple[float, float]:
             best = min(best, (time.process_time() - t0) / n)
         out.append(best * 1e6)
     writer.close()
+    pool.close()
     await session.close()
     await runner.cleanup()
-    return out[0], out[1]
+    return out[0], out[1], out[2]
 
 
 def main() -> None:
     loop = new_event_loop()
     try:
-        aiohttp_us, socket_us = loop.run_until_complete(_http_us_per_call(2000))
+        aiohttp_us, pool_us, socket_us = loop.run_until_complete(_http_us_per_call(2000))
     finally:
         loop.close()
     result = {
         "own_us_per_call": round(own_us_per_call(), 1),
         "scrape_parse_us": round(scrape_parse_us(), 1),
         "aiohttp_us_per_call": round(aiohttp_us, 1),
+        "lean_client_us_per_call": round(pool_us, 1),
         "raw_socket_us_per_call": round(socket_us, 1),
     }
     print(json.dumps(result, indent=1))

@@ -11,10 +11,12 @@ sharing each step. Model seconds are multiplied by ``time_scale`` to wall second
 against). It always generates exactly ``max_tokens`` tokens, and exposes vLLM-named
 Prometheus gauges so that a gateway reads it as it reads vLLM.
 
-Library: aiohttp, for the engine, the gateway and the load generator alike. One
-well-kept asyncio package gives server, streaming responses and an HTTP client with
-connection pooling; a Starlette/uvicorn stack would need a second library (httpx) for the
-client side and an ASGI server process model that fits many engines in one process worse.
+Library: aiohttp, for the engine's and the gateway's servers and the load generator's
+client. One well-kept asyncio package gives server, streaming responses and an HTTP client
+with connection pooling; a Starlette/uvicorn stack would need a second library (httpx) for
+the client side and an ASGI server process model that fits many engines in one process
+worse. (The gateway's own calls to its backends, and its plain calls' reading, are
+hand-written for CPU per call: :mod:`scalesched.serve.upstream`, :mod:`scalesched.serve.front`.)
 """
 
 from __future__ import annotations

@@ -32,14 +32,18 @@ queue in the simulator; here it reaches a backend only where ``forward_priority`
 (:func:`~scalesched.serve.protocol.wire_priority`), which vLLM honours under
 ``--scheduling-policy priority``. Elsewhere the body goes upstream as the client sent it.
 
-Library: aiohttp (server and pooled client in one asyncio package, see
-:mod:`scalesched.serve.engine`), prometheus-client for ``/metrics``.
+Library: aiohttp's server (see :mod:`scalesched.serve.engine`), with a plain non-streamed
+call read and answered in front of it (:mod:`scalesched.serve.front`, :meth:`Gateway.quick`);
+the backends are called through :mod:`scalesched.serve.upstream` (keep-alive connections
+per backend); each module says why it is hand-written. prometheus-client for ``/metrics``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import itertools
 import json
 import math
 import os
@@ -47,15 +51,15 @@ import re
 import time
 import uuid
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
+from urllib.parse import urlsplit
 
 import aiohttp
 import numpy as np
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from yarl import URL
 
 from scalesched.cluster.deployment import Deployment
 from scalesched.cluster.endpoints import BackendEntry
@@ -64,10 +68,12 @@ from scalesched.decision.cycle import drive
 from scalesched.decision.features import Decision, TaskRequest
 from scalesched.decision.scheduler import Scheduler
 from scalesched.errors import InputError
+from scalesched.serve.front import FrontRequest
 from scalesched.serve.protocol import (
     PRIORITY_FIELD,
     BadRequest,
     CompletionRequest,
+    TaskSignals,
     error_body,
     parse_request,
     sse,
@@ -75,6 +81,8 @@ from scalesched.serve.protocol import (
     wire_priority,
 )
 from scalesched.serve.site import (
+    FRONT,
+    LISTENING,
     add_openai_routes,
     bad_request,
     describe,
@@ -85,6 +93,7 @@ from scalesched.serve.site import (
     refusal,
 )
 from scalesched.serve.state import GatewayState
+from scalesched.serve.upstream import Connection, Deadline, IdleTimeout, Pool, UpstreamError
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 DECISION_BUCKETS = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1)
@@ -270,8 +279,15 @@ class Gateway:
         self.deferred: list[WaitingRequest] = []
         self._current: tuple[WaitingRequest, Decision] | None = None
         self.in_flight = 0
-        self._session: aiohttp.ClientSession | None = None
+        # A call that names no workflow is one of its own: this process's random prefix and
+        # a count (a uuid4 per call cost more than the rest of the id handling).
+        self._anonymous = f"call-{uuid.uuid4().hex[:16]}-"
+        self._calls = itertools.count()
+        self._pools: list[Pool] = []
+        """Per backend, its keep-alive connections (made when the app starts)."""
         self._scraper: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        """The loop the app runs on (set at its start; looked up once, not per call)."""
         n = len(self.backends)
         # A backend is open (``state.healthy``) when it is up and not held: up is what its
         # /metrics says (and a broken connection until the next scrape); held is the
@@ -285,20 +301,15 @@ class Gateway:
         self._held_until = [0.0] * n
         self._timers: list[asyncio.TimerHandle | None] = [None] * n
         self._urls = [b.endpoint.base_url.rstrip("/") for b in self.backends]
-        self._roots = [u[: -len("/v1")] if u.endswith("/v1") else u for u in self._urls]
-        # Each backend's two endpoints, parsed once (aiohttp parses a str URL per request).
-        self._targets = [
-            {path: URL(u + path) for path in ("/chat/completions", "/completions")}
-            for u in self._urls
+        # Each backend's request paths (its base URL's path, then the endpoint's).
+        bases = [urlsplit(u).path for u in self._urls]
+        self._paths = [
+            {path: base + path for path in ("/chat/completions", "/completions")} for base in bases
+        ]
+        self._metrics_paths = [
+            (base[: -len("/v1")] if base.endswith("/v1") else base) + "/metrics" for base in bases
         ]
         self._headers = [{"Content-Type": "application/json", **_auth(b)} for b in self.backends]
-        # Built once per backend: the total deadline, and for streamed calls the idle
-        # timeout too (seconds without a byte from the backend, headers included).
-        self._timeouts = [aiohttp.ClientTimeout(total=b.endpoint.timeout_s) for b in self.backends]
-        self._stream_timeouts = [
-            aiohttp.ClientTimeout(total=b.endpoint.timeout_s, sock_read=b.endpoint.idle_timeout_s)
-            for b in self.backends
-        ]
         # The per-request series, labelled once: a ``labels()`` lookup costs a few
         # microseconds on every request otherwise.
         m = self.metrics
@@ -348,7 +359,8 @@ class Gateway:
         self.metrics.fallbacks.labels(self.policy_name, reason).inc()
 
     async def _place(self, served: str, task: TaskRequest, excluded: tuple[int, ...]) -> Placement:
-        w = WaitingRequest(served, task, excluded, asyncio.get_running_loop().create_future())
+        assert self._loop is not None
+        w = WaitingRequest(served, task, excluded, self._loop.create_future())
         self.pending.append(w)
         self._drive()
         return await w.placed
@@ -370,22 +382,23 @@ class Gateway:
         app = new_app()
         add_openai_routes(
             app,
-            chat=self._chat,
-            completions=self._completions,
+            chat=functools.partial(self._complete, path="/chat/completions", chat=True),
+            completions=functools.partial(self._complete, path="/completions", chat=False),
             models=self._models,
             health=self._health,
             metrics=self._metrics,
         )
+        app[LISTENING] = [self._start_scraping]
+        app[FRONT] = self.quick
         app.on_startup.append(self._start)
         app.on_cleanup.append(self._stop)
         return app
 
     async def _start(self, _app: web.Application) -> None:
-        connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
-        # No cookie jar: a backend's cookies must not reach other clients' calls.
-        self._session = aiohttp.ClientSession(
-            connector=connector, auto_decompress=False, cookie_jar=aiohttp.DummyCookieJar()
-        )
+        self._loop = asyncio.get_running_loop()
+        self._pools = [Pool(u, h) for u, h in zip(self._urls, self._headers, strict=True)]
+
+    def _start_scraping(self) -> None:
         self._scraper = asyncio.get_running_loop().create_task(self._scrape_loop())
 
     async def _stop(self, _app: web.Application) -> None:
@@ -394,8 +407,8 @@ class Gateway:
         for timer in self._timers:
             if timer is not None:
                 timer.cancel()
-        if self._session is not None:
-            await self._session.close()
+        for pool in self._pools:
+            pool.close()
 
     async def _health(self, _request: web.Request) -> web.Response:
         open_ = int(self.state.healthy.sum())
@@ -416,12 +429,6 @@ class Gateway:
             body=generate_latest(self.metrics.registry),
             headers={"Content-Type": "text/plain; version=0.0.4"},
         )
-
-    async def _chat(self, request: web.Request) -> web.StreamResponse:
-        return await self._complete(request, "/chat/completions", chat=True)
-
-    async def _completions(self, request: web.Request) -> web.StreamResponse:
-        return await self._complete(request, "/completions", chat=False)
 
     async def _complete(self, request: web.Request, path: str, chat: bool) -> web.StreamResponse:
         try:
@@ -446,10 +453,44 @@ class Gateway:
                 429,
                 headers={"Retry-After": "1"},
             )
-        workflow = request.headers.get("x-workflow-id") or _user(body) or uuid.uuid4().hex
-        session = request.headers.get("x-session-id") or workflow
         self.in_flight += 1
+        return await self._run(request, body, raw, path, req, signals)
+
+    def quick(
+        self, request: FrontRequest, raw: bytes, headers: dict[str, str], path: str, chat: bool
+    ) -> Coroutine[Any, Any, web.StreamResponse] | None:
+        """The fast path's call (:mod:`scalesched.serve.front`): a coroutine answering a
+        well-formed non-streamed call to a known model, or None: aiohttp's path then
+        serves it, where every refusal is made and logged."""
+        try:  # UTF-8 (every client's) read directly; other encodings take aiohttp's path
+            body = json.loads(raw.decode())
+            req = parse_request(body, chat)
+            signals = task_signals(headers)
+        except (ValueError, RecursionError):  # a BadRequest is a ValueError too
+            return None
+        if req.stream or req.model not in self.state.serving or self.in_flight >= self.max_pending:
+            return None
+        self.in_flight += 1  # here, so that no other call passes the check before it runs
+        upstream = "/chat/completions" if chat else "/completions"
+        return self._run(cast(web.BaseRequest, request), body, raw, upstream, req, signals)
+
+    async def _run(
+        self,
+        request: web.BaseRequest,
+        body: dict[str, Any],
+        raw: bytes,
+        path: str,
+        req: CompletionRequest,
+        signals: TaskSignals,
+    ) -> web.StreamResponse:
+        """An admitted call (``in_flight`` counts it until this returns)."""
         try:
+            workflow = (
+                request.headers.get("x-workflow-id")
+                or _user(body)
+                or f"{self._anonymous}{next(self._calls)}"
+            )
+            session = request.headers.get("x-session-id") or workflow
             task = self.state.task(req, workflow, session, signals)
             return await self._attempts(request, body, raw, path, req, task, workflow)
         except Exception as exc:  # a bug: one log line and an OpenAI 500, not a traceback
@@ -459,7 +500,7 @@ class Gateway:
 
     async def _attempts(
         self,
-        request: web.Request,
+        request: web.BaseRequest,
         body: dict[str, Any],
         raw: bytes,
         path: str,
@@ -534,7 +575,7 @@ class Gateway:
 
     async def _forward(
         self,
-        request: web.Request,
+        request: web.BaseRequest,
         payload: bytes,
         path: str,
         req: CompletionRequest,
@@ -545,74 +586,78 @@ class Gateway:
         (a ``requests_total`` label), or why it failed before anything was sent (the
         caller retries elsewhere)."""
         name = self.backends[server].name
-        assert self._session is not None
-        timeout = self._stream_timeouts[server] if req.stream else self._timeouts[server]
+        endpoint = self.backends[server].endpoint
+        stream = req.stream
         try:
-            upstream = await self._session.post(
-                self._targets[server][path],
-                data=payload,
-                headers=self._headers[server],
-                timeout=timeout,
+            upstream = await self._pools[server].call(
+                "POST",
+                self._paths[server][path],
+                payload,
+                endpoint.timeout_s,
+                endpoint.idle_timeout_s if stream else None,
+                stream,
             )
-        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+        except (UpstreamError, OSError) as exc:
             self._mask(server)
-            return f"{name} {self._broke(server, exc, 'unreachable')}"
-        async with upstream:
-            if upstream.status >= 500:
-                return f"{name} answered {upstream.status}"
-            if upstream.status != 200 or not req.stream:
+            what = "broke off its answer" if getattr(exc, "answered", False) else "unreachable"
+            return f"{name} {self._broke(server, exc, what)}"
+        try:
+            status = upstream.status
+            if status >= 500:
+                return f"{name} answered {status}"
+            if status != 200 or not stream:
                 return await self._whole(upstream, server)
-            if not upstream.headers.get("Content-Type", "").startswith("text/event-stream"):
-                kind = upstream.headers.get("Content-Type") or "no content type"
-                return f"{name} answered a streamed call with {kind}, not an event stream"
+            kind = upstream.headers.get("content-type", "")
+            if not kind.startswith("text/event-stream"):
+                return f"{name} answered a streamed call with {kind or 'no content type'}, " + (
+                    "not an event stream"
+                )
             return await self._stream(request, upstream, server, t0)
+        finally:
+            upstream.release()
 
     def _broke(self, server: int, exc: BaseException, what: str) -> str:
         """Why a connection to ``server`` failed, in words (the timeouts named by their
         backends-file fields)."""
         endpoint = self.backends[server].endpoint
-        if isinstance(exc, aiohttp.SocketTimeoutError):
+        if isinstance(exc, IdleTimeout):
             return f"sent nothing for {endpoint.idle_timeout_s:g} s (idle_timeout_s)"
-        if isinstance(exc, TimeoutError) and not isinstance(exc, aiohttp.ServerTimeoutError):
+        if isinstance(exc, Deadline):
             return f"did not finish within {endpoint.timeout_s:g} s (timeout_s)"
         return f"{what}: {describe(exc)}"
 
     async def _whole(
-        self, upstream: aiohttp.ClientResponse, server: int
+        self, upstream: Connection, server: int
     ) -> tuple[web.StreamResponse, str] | str:
         """The upstream's whole answer, checked to be JSON (a 4xx is the client's: passed
         on as it is, counted ``rejected``)."""
         name = self.backends[server].name
         try:
-            raw = await upstream.read()
+            raw = await upstream.read_all()
             json.loads(raw)
-        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+        except UpstreamError as exc:
             self._mask(server)
             return f"{name} {self._broke(server, exc, 'broke off its answer')}"
         except (ValueError, RecursionError):
             return f"{name} answered malformed JSON"
-        response = web.Response(body=raw, status=upstream.status, content_type="application/json")
-        return response, OK if upstream.status == 200 else "rejected"
+        status = upstream.status
+        response = web.Response(body=raw, status=status, content_type="application/json")
+        return response, OK if status == 200 else "rejected"
 
     async def _stream(
-        self, request: web.Request, upstream: aiohttp.ClientResponse, server: int, t0: float
+        self, request: web.BaseRequest, upstream: Connection, server: int, t0: float
     ) -> tuple[web.StreamResponse, str] | str:
         """Pass the upstream's events on as they arrive. If the upstream breaks before its
         first byte, or its first bytes are not server-sent events, the attempt failed
         (retried elsewhere); after it, the stream ends with an OpenAI-shaped error event,
         since the client has already been answered."""
         name = self.backends[server].name
-        response = web.StreamResponse(
-            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
-        )
-        chunks = upstream.content.iter_any()
+        response = web.StreamResponse(headers=_EVENT_HEADERS)
         first = boundary = True
         while True:
             try:
-                chunk = await chunks.__anext__()
-            except StopAsyncIteration:
-                break
-            except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+                chunk = await upstream.read_chunk()
+            except UpstreamError as exc:
                 self._mask(server)
                 why = self._broke(server, exc, "stream broke")
                 if first:
@@ -625,6 +670,8 @@ class Gateway:
                 with contextlib.suppress(ConnectionError, aiohttp.ClientError):
                     await response.write(cut + sse(event) + sse("[DONE]"))
                 return response, "broken_stream"
+            if not chunk:
+                break
             try:
                 if first:
                     if not _looks_like_events(chunk):
@@ -704,20 +751,18 @@ class Gateway:
     async def _scrape(self, server: int) -> None:
         """Read a backend's vLLM gauges: its load, and whether it is up (any answer
         below 500 is up; a refused connection, a timeout or a 5xx masks it)."""
-        assert self._session is not None
         backend = self.backends[server]
         try:
-            async with self._session.get(
-                self._roots[server] + "/metrics",
-                headers=self._headers[server],
-                timeout=aiohttp.ClientTimeout(total=2.0),
-            ) as r:
+            r = await self._pools[server].call("GET", self._metrics_paths[server], b"", 2.0)
+            try:
                 if r.status >= 500:
-                    raise aiohttp.ClientError(f"status {r.status}")
+                    raise UpstreamError(f"status {r.status}")
                 # An engine without /metrics (404) is up, it only reports no load; bytes
                 # that are not UTF-8 are read as far as they go.
-                text = (await r.read()).decode("utf-8", "replace") if r.status == 200 else ""
-        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+                text = r.body().decode("utf-8", "replace") if r.status == 200 else ""
+            finally:
+                r.release()
+        except (UpstreamError, OSError) as exc:
             if self._up[server]:
                 log.warning(
                     "backend %s masked: its /metrics failed: %s", backend.name, describe(exc)
@@ -738,6 +783,7 @@ def _looks_like_events(chunk: bytes) -> bool:
     return any(f.startswith(head) or head.startswith(f) for f in _SSE_FIELDS)
 
 
+_EVENT_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 _SSE_FIELDS = (b"data:", b":", b"event:", b"id:", b"retry:")
 
 

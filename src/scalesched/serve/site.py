@@ -40,10 +40,19 @@ from aiohttp.http_exceptions import HttpProcessingError
 
 from scalesched.errors import InputError, one_line
 from scalesched.serve.fleet import base_url, url_host
+from scalesched.serve.front import FrontSite
 from scalesched.serve.loop import run as run_loop
 from scalesched.serve.protocol import BadRequest, error_body, error_type
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+FRONT = web.AppKey("front", object)
+"""An app's fast path for well-formed calls (:mod:`scalesched.serve.front`), if it has one:
+its site then starts each connection there, aiohttp's handler behind it."""
+LISTENING = web.AppKey("listening", list[Callable[[], None]])
+"""Callbacks :func:`start_site` runs once the app's port is bound (the gateway's scrapes
+start there: a port that cannot be bound is then the one line a command prints, with no
+scrape's log line before it)."""
 
 MAX_BODY_BYTES = 1 << 20
 """Largest request body either server reads (1 MiB, aiohttp's default, made explicit so the
@@ -262,7 +271,12 @@ async def start_site(app: web.Application, host: str, port: int) -> tuple[web.Ap
     InputError naming ``--port`` and the address (the runner is cleaned up first)."""
     runner = web.AppRunner(app, access_log=None, logger=http_log)
     await runner.setup()
-    site = web.TCPSite(runner, host, port)
+    quick = app.get(FRONT)
+    site = (
+        web.TCPSite(runner, host, port)
+        if quick is None
+        else FrontSite(runner, host, port, quick, MAX_BODY_BYTES)  # type: ignore[arg-type]
+    )
     try:
         await site.start()
     except OSError as exc:  # in use, not permitted, or not an address of this machine
@@ -272,6 +286,8 @@ async def start_site(app: web.Application, host: str, port: int) -> tuple[web.Ap
         why = os.strerror(exc.errno) if exc.errno and exc.errno > 0 else exc.strerror
         message = f"cannot listen on {url_host(host)}:{port}: {(why or describe(exc)).lower()}"
         raise InputError(option, option.lstrip("-"), message) from None
+    for listening in app.get(LISTENING, ()):
+        listening()
     server = site._server
     sockets = getattr(server, "sockets", None) or []
     return runner, int(sockets[0].getsockname()[1]) if sockets else port
