@@ -35,10 +35,11 @@ def _lengths(n_servers: int, cap: int, span_responses: float | None = None) -> l
 
 
 def test_lengths_double_from_a_size_dependent_start_to_the_cap() -> None:
-    assert _lengths(16, cap=20_000) == [2000, 4000, 8000, 16000, 20000]
+    assert _lengths(16, cap=20_000) == [2000, 4000, 8000, 20000]  # not 16,000 then 20,000
+    assert _lengths(16, cap=32_000) == [2000, 4000, 8000, 16000, 32000]
     assert start_workflows(1024) == 16 * 1024  # arrivals must span several responses
     assert _lengths(16, cap=1000) == [1000]
-    assert _lengths(16, cap=20_000, span_responses=40.0) == [2000, 4000, 8000, 16000, 20000]
+    assert _lengths(16, cap=20_000, span_responses=40.0) == [2000, 4000, 8000, 20000]
 
 
 def test_a_window_spanning_few_responses_jumps_to_a_length_that_spans_enough() -> None:
@@ -51,6 +52,8 @@ def test_a_window_spanning_few_responses_jumps_to_a_length_that_spans_enough() -
     _, tried = grow(attempt, 48, 0.01, cap=64_000)
     assert [a.workflows for a in tried][:2] == [2000, 20_000]
     assert next_length(Attempt(3000, 30.0, 1.0, steady=True, span_responses=15.0), 5000) == 5000
+    # the demo's case: 2000 workflows at N = 48 want 15,000; the cap of 16,000 is taken
+    assert next_length(Attempt(2000, 1.0, 0.01, steady=False, span_responses=2.2), 16_000) == 16_000
 
 
 def test_grow_stops_at_the_first_precise_steady_length() -> None:

@@ -115,14 +115,15 @@ def span_in_responses(metrics: Mapping[str, Any]) -> float | None:
 
 def next_length(attempt: Attempt, top: int) -> int:
     """The length after ``attempt``: double it, or more where its window spans fewer than
-    ``MIN_SPAN_RESPONSES`` responses (scaled to span them, rounded up to a thousand); at
-    most ``top``."""
+    ``MIN_SPAN_RESPONSES`` responses (scaled to span them, rounded up to a thousand); the
+    cap ``top`` where that would come within 1.5x of it (a last step of 15,000 to 16,000
+    workflows costs a whole round and tells little more)."""
     n = 2 * attempt.workflows
     span = attempt.span_responses
     if span is not None and 0 < span < MIN_SPAN_RESPONSES:
         wanted = attempt.workflows * MIN_SPAN_RESPONSES / span
         n = max(n, 1000 * math.ceil(wanted / 1000))
-    return min(n, top)
+    return top if 1.5 * n > top else n
 
 
 @dataclass(frozen=True)
