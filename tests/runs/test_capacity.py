@@ -452,3 +452,13 @@ def test_ignoring_the_shipped_table_measures_a_shipped_cluster_again(
     assert cap.shipped_entry(key) == shipped
     # the figure found without the table is not remembered past the block
     assert cap.capacity_found(spec, "agentic-mix").source != "memory"
+
+
+def test_a_probe_that_completes_nothing_steps_down_instead_of_to_zero() -> None:
+    """A collapsed probe (no completion in its window) reads as far past saturation: its
+    figure is 0, and the next offer a share of this one, never a rate of 0 that no probe
+    can run."""
+    assert cap.next_estimate(8.0, 0.0) == 0.0
+    assert 0 < cap._next_offer(8.0, 0.0) == pytest.approx(cap.COLLAPSED_STEP * 8.0)
+    assert cap._next_offer(8.0, 3.0) == pytest.approx(cap.OVERLOAD * 3.0)
+    assert cap._next_offer(8.0, 8.0) == pytest.approx(cap.OVERLOAD * 8.0)

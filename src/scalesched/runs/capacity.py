@@ -553,9 +553,23 @@ class _Prober:
         return delivered
 
 
+COLLAPSED_STEP = 0.25
+"""A probe that completed nothing in its window (a collapse: on one-fast-16 tool-heavy
+with models loaded on demand, every policy's first probe at 1.25x the analytic estimate
+thrashes the one H100 server) says only that the offer is far past saturation; the next
+offer is at most this share of it, never a rate of 0 that no probe can run. The figure of
+such a probe stays 0 (it ranks last)."""
+
+
 def next_estimate(offered: float, delivered: float) -> float:
     """The fixed point's step: the offer if the run kept up, else what it delivered."""
     return offered if delivered >= KEPT_UP * offered else delivered
+
+
+def _next_offer_from(offered: float, delivered: float) -> float:
+    """OVERLOAD x the fixed point's estimate, or a share of the offer after a collapse."""
+    estimate = next_estimate(offered, delivered)
+    return OVERLOAD * estimate if estimate > 0 else COLLAPSED_STEP * offered
 
 
 def _full_search(prober: _Prober, policies: tuple[str, ...]) -> tuple[dict[str, float], str]:
@@ -563,10 +577,12 @@ def _full_search(prober: _Prober, policies: tuple[str, ...]) -> tuple[dict[str, 
     for policy in policies:
         # Fixed point of "offer 25% more than the estimate, take what is delivered": it
         # settles at the throughput the policy delivers just past saturation.
-        estimate = prober.nominal
-        for _ in range(FIXED_POINT_STEPS):
-            offered = OVERLOAD * estimate
-            estimate = next_estimate(offered, prober(policy, offered))
+        offered = OVERLOAD * prober.nominal
+        for step in range(FIXED_POINT_STEPS):
+            delivered = prober(policy, offered)
+            estimate = next_estimate(offered, delivered)
+            if step + 1 < FIXED_POINT_STEPS:
+                offered = _next_offer_from(offered, delivered)
         per_policy[policy] = estimate
     return per_policy, max(per_policy, key=lambda p: per_policy[p])
 
@@ -630,8 +646,9 @@ def _settle(prober: _Prober, policy: str, offered: float, delivered: float) -> _
 
 
 def _next_offer(offered: float, delivered: float) -> float:
-    """The full method's next offer after a probe: OVERLOAD x its estimate."""
-    return OVERLOAD * next_estimate(offered, delivered)
+    """The full method's next offer after a probe: OVERLOAD x its estimate (a share of the
+    offer after a collapse, ``COLLAPSED_STEP``)."""
+    return _next_offer_from(offered, delivered)
 
 
 def _fast_search(prober: _Prober, policies: tuple[str, ...]) -> tuple[dict[str, float], str]:
