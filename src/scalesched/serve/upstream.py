@@ -238,12 +238,6 @@ class Connection(asyncio.Protocol):
             self._fail(Broken(f"the connection closed before the answer was complete{why}"))
         self._keep_alive = False
 
-    def pause_writing(self) -> None:  # a request body larger than the socket buffer
-        pass
-
-    def resume_writing(self) -> None:
-        pass
-
     # -- a call ----------------------------------------------------------------------------
     def start(self, request: bytes, deadline: float, idle_s: float | None, stream: bool) -> None:
         self.state, self.status, self.headers = _HEAD, 0, {}
