@@ -103,6 +103,7 @@ from scalesched.stats import (  # noqa: E402
     mser5_cut,
     paired_batch_ratio,
     trend_p_value,
+    warmup_cut,
 )
 
 
@@ -131,6 +132,23 @@ def test_mser5_cuts_a_known_transient_and_leaves_a_flat_series_alone() -> None:
 def test_mser5_on_a_series_still_falling_cuts_in_its_second_half() -> None:
     y = 100.0 - np.arange(3000) / 30.0 + np.random.default_rng(0).normal(0, 1, 3000)
     assert mser5_cut(y) > 1500
+
+
+def test_warmup_cut_finds_a_slow_rise_in_noisy_responses_that_mser5_misses() -> None:
+    """A deployment filling up: responses spread as widely as their mean (exponential),
+    rising by 8 s over the first 6000 of 20,000 workflows. MSER-5 sees no transient; the
+    coarse pass cuts most of it, and a flat series loses little."""
+    found, fine, flat = [], [], []
+    for seed in range(20):
+        rng = np.random.default_rng(seed)
+        noise = rng.exponential(30.0, 20_000)
+        rise = 8.0 * np.minimum(np.arange(20_000) / 6000.0, 1.0)
+        fine.append(mser5_cut(noise + rise))
+        found.append(warmup_cut(noise + rise))
+        flat.append(warmup_cut(noise))
+    assert max(fine) < 100
+    assert min(found) >= 1000 and np.median(found) >= 2500
+    assert max(flat) <= 1000 and np.median(flat) < 100
 
 
 def test_batch_means_covers_the_mean_of_an_ar1_series() -> None:

@@ -131,3 +131,16 @@ def test_an_empty_cluster_filling_up_is_not_a_shortfall() -> None:
     w = measurement_window(arrivals, rt, warmup=None, cooldown=150)
     assert w.cut < 500 and w.throughput < 0.95 * w.offered_rate  # the plain count trails
     assert w.steady, w.reasons
+
+
+def test_a_rise_the_cluster_keeps_up_with_is_not_called_an_overload() -> None:
+    """Responses drifting up by a few seconds while every arrival is served on time (a
+    swing in the load, not a queue that grows): not steady, and the reason says the cluster
+    keeps up and a longer run is the fix, not a lower load."""
+    rng = np.random.default_rng(2)
+    arrivals = np.cumsum(rng.exponential(1 / 8.0, 4000))
+    rt = 24.0 + rng.exponential(2.0, arrivals.size) + np.linspace(0.0, 3.0, arrivals.size)
+    w = measurement_window(arrivals, rt, warmup=None, cooldown=400)
+    assert not w.steady and not w.overloaded
+    assert "keeps up with the arrivals" in w.reasons[0]
+    assert not any("above what this policy sustains" in r for r in w.reasons)
