@@ -182,7 +182,7 @@ WarmupOpt = Annotated[
     int | None,
     typer.Option(
         help="First workflows (in arrival order) run but left out of the metrics "
-        "[default: found from the run's responses by MSER-5]."
+        "[default: found from the run's responses by MSER]."
     ),
 ]
 CooldownOpt = Annotated[

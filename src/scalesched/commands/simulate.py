@@ -80,7 +80,7 @@ def simulate_run(
             record_trace=gantt is not None,  # the chart needs every record; a trace does not
             trace_path=recording.trace if gantt is None else None,
             on_workflow_done=tick,
-            warmup=None  # found from the responses (MSER-5)
+            warmup=None  # found from the responses (MSER)
             if recording.warmup is None
             else window_size(recording.warmup, n_jobs, "--warmup", lambda n: 0),
             cooldown=window_size(recording.cooldown, n_jobs, "--cooldown", default_cooldown),
