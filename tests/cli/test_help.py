@@ -94,7 +94,7 @@ def test_the_checks_catch_what_they_look_for() -> None:
 def test_help_keeps_square_brackets_and_names_types() -> None:
     out = runner.invoke(app, ["simulate", "--help"], env={"COLUMNS": "200"}).stdout
     flat = " ".join(out.split())
-    assert "[default: found from the run's responses by MSER-5]" in flat  # was eaten as markup
+    assert "[default: found from the run's responses by MSER]" in flat  # was eaten as markup
     assert re.search(r"--workflows\s+TEXT", out) and re.search(r"--load\s+FLOAT", out)
     assert re.search(r"--seed\s+INTEGER\s+Seed of every random choice", out)
     train = runner.invoke(app, ["train", "--help"], env={"COLUMNS": "200"}).stdout
