@@ -155,8 +155,10 @@ class Front(asyncio.Protocol):
         """Serve the buffered request if it is complete and fits the fast path."""
         buf = self._buf
         end = buf.find(b"\r\n\r\n")
-        if end < 0:
-            if len(buf) > MAX_LINE:
+        if end < 0:  # a head split across reads (a whole one skips these checks)
+            if len(buf) > MAX_LINE or not _may_take(buf) or b"\n\n" in buf:
+                # aiohttp answers a malformed start, or lines ended by LF alone, now: the
+                # blank line this path waits for may never come
                 self._hand_over()
             return
         parsed = _parse_head(bytes(buf[:end]), self.max_body)
@@ -210,6 +212,19 @@ class Front(asyncio.Protocol):
             handler.data_received(data)
         result: bool | None = handler.eof_received() if eof else None
         return result
+
+
+_STARTS = tuple(f"POST {path} ".encode() for path in PATHS)
+"""How every request the fast path takes begins."""
+
+
+def _may_take(buf: bytearray) -> bool:
+    """Whether a head not yet whole may still be one the fast path takes: its first bytes
+    begin one of :data:`_STARTS` (at most 26 bytes compared, only while a head is split
+    across reads). Any other start is aiohttp's at once: bytes that are not HTTP (a TLS
+    handshake, a garbage line) get its 400 without waiting for a blank line that may
+    never come."""
+    return any(buf[: len(start)] == start[: len(buf)] for start in _STARTS)
 
 
 def _parse_head(head: bytes, max_body: int) -> tuple[str, bool, dict[str, str], int] | None:
