@@ -358,7 +358,8 @@ class Fakes:
                 body = await r.readexactly(length)
                 if not path.endswith("/completions"):
                     text = b'{"object":"list","data":[]}' if path.endswith("/models") else b""
-                    w.write(_head(200, "text/plain", len(text)) + text)
+                    status = {"metrics500": 500, "metrics404": 404}.get(mode, 200)
+                    w.write(_head(status, "text/plain", len(text)) + text)
                     continue
                 stream = bool(json.loads(body).get("stream"))
                 if not await self._answer(mode, stream, r, w):
@@ -374,7 +375,9 @@ class Fakes:
         """Answer one call by ``mode``; False when the connection is to end."""
         if mode == "continue":  # an interim 100 first, then a good answer
             w.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-        if mode in ("good", "continue") or (mode == "slow" and not await _sleep(1.5)):
+        if mode in ("good", "continue", "metrics404", "metrics500") or (
+            mode == "slow" and not await _sleep(1.5)
+        ):
             if stream:
                 w.write(_head(200, "text/event-stream") + _chunk(EVENT * 3))
                 w.write(_chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
@@ -975,7 +978,7 @@ UPSTREAM = [  # (case, the fake's mode, streamed, what the client gets: 502, 503
     ("e400", "e400", False, "400"),
     ("e400-stream", "e400", True, "400"),
 ]
-ANSWERED = ("eof", "continue")
+ANSWERED = ("eof", "continue", "metrics404")
 """Modes of well-formed answers in less usual framing: answered in full."""
 RETRIED = ("e500", "html", "break-first", "mid-headers", "not-http", "stall-first")
 """Modes a call is retried past, onto a good backend of the same model."""
@@ -1012,6 +1015,7 @@ def fault_backends(fakes: Fakes) -> tuple[str, dict[str, int]]:
         ("fk-down-b", "m-down", "refuse"),
         ("fk-slow-stream", "m-slow-stream", "slow-stream"),
         ("fk-leave-stall", "m-leave-stall", "stall-first"),
+        ("fk-metrics500", "m-metrics500", "metrics500"),
     ):
         ports[name] = fakes.add(mode)
         entries.append(backend_entry(name, model, ports[name]))
@@ -1101,6 +1105,13 @@ def hold_check(gw: Target) -> Callable[[], None]:
             raise Wrong("the 503 has no Retry-After")
         for a in got:
             a.error()
+        time.sleep(1.2)  # the hold (1 s) ends: the next call is a trial; it fails
+        trial, held = call(gw.port, doc), call(gw.port, doc)
+        if (trial.status, held.status, held.headers.get("retry-after")) != (502, 503, "2"):
+            raise Wrong(
+                f"after the hold: {trial.status}, then {held.status} Retry-After "
+                f"{held.headers.get('retry-after')!r}; want 502, then 503 Retry-After 2"
+            )
 
     return check
 
@@ -1439,6 +1450,36 @@ def loadgen_cases(r: Replay, tmp: Path, g1: Target, g3: Target) -> None:
     r.case("loadgen/all-failed-json-null", allowed(none, True))
 
 
+def burst_check(g4: Target, clients: int = 16, calls: int = 12) -> Callable[[], None]:
+    """Plain calls on the fast path, kept alive, several connections at once, two pipelined
+    at a time: every call answered 200, and the gateway counts each once, ok."""
+
+    def check() -> None:
+        before = sum(v for (_, o), v in metrics(g4.port).items() if o == "ok")
+        statuses: list[int | None] = []
+
+        def client() -> None:
+            with Conn(g4.port) as c:
+                for _ in range(calls // 2):
+                    c.send(post("/v1/chat/completions", CHAT) * 2)
+                    statuses.extend([c.answer(30).status, c.answer(30).status])
+
+        threads = [threading.Thread(target=client, daemon=True) for _ in range(clients)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        after = sum(v for (_, o), v in metrics(g4.port).items() if o == "ok")
+        want = clients * (calls // 2) * 2
+        if statuses.count(200) != want or after - before != want:
+            raise Lost(
+                f"{statuses.count(200)} of {want} answered 200 ({set(statuses)}), "
+                f"gateway counted {after - before:g} ok"
+            )
+
+    return check
+
+
 def lost_check(tmp: Path, g4: Target) -> Callable[[], None]:
     """A short load through serve to a fleet: loadgen's counts are the gateway's."""
 
@@ -1576,6 +1617,7 @@ def run_cases(r: Replay, tmp: Path, fakes: Fakes, s: dict[str, Any]) -> None:
                 retry_check(g2, f"ok-{mode}", stream),
             )
     r.case("faults/held-out-after-3", hold_check(g2))
+    r.case("faults/metrics-500-masks", upstream_check(g2, "metrics500", False, "503"))
     r.case("faults/all-down-503", upstream_check(g2, "down", False, "503"))
     r.case("faults/all-down-503-stream", upstream_check(g2, "down", True, "503"))
     r.case(
@@ -1590,6 +1632,7 @@ def run_cases(r: Replay, tmp: Path, fakes: Fakes, s: dict[str, Any]) -> None:
     r.case("overload/client-leaves-front", leaver_check(g3, ()))
     r.case("overload/client-leaves-aiohttp", leaver_check(g3, ("Connection: close",)))
     r.case("lost/loadgen-vs-metrics", lost_check(tmp, g4))
+    r.case("lost/fast-path-burst", burst_check(g4))
     loadgen_cases(r, tmp, g1, g3)
     backends_cases(r, tmp)
     port_cases(r, tmp, s["b1"])
