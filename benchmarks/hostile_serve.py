@@ -538,6 +538,8 @@ def check_log(proc: Proc, mark: int, count: int | None, needle: str = "") -> lis
     lines = proc.since(mark)
     if any("Traceback" in line for line in lines):
         raise TracebackSeen(f"{proc.name}: {' | '.join(lines)[:300]}")
+    if any(len(line) > 1000 for line in lines):
+        raise Wrong(f"{proc.name} logged a line of {max(map(len, lines))} characters")
     if count is not None and len(lines) != count:
         raise Wrong(f"{proc.name} logged {len(lines)} lines, want {count}: {lines!r}"[:300])
     if count and needle not in lines[0]:
@@ -654,6 +656,16 @@ def body_cases() -> list[tuple[str, str, Any, tuple[str, ...], int, Any, bool]]:
         ("no-model", chat_path, {"messages": msgs}, (), 400, "model", False),
         ("model-number", chat_path, chat(model=7), (), 400, "model", False),
         ("unknown-model", chat_path, chat(model="gpt-9"), (), 404, "model", False),
+        (
+            "model-control-chars",
+            chat_path,
+            chat(model="a\nb\x1b[2J\u2028c"),
+            (),
+            404,
+            "model",
+            False,
+        ),
+        ("model-900k-chars", chat_path, chat(model="m" * 900_000), (), 404, "model", False),
         ("prompt-number", prompt_path, {"model": MODEL, "prompt": 5}, (), 400, "prompt", False),
         ("stream-string", chat_path, chat(stream="yes"), (), 400, "stream", False),
         ("not-json", chat_path, b"{nope", (), 400, None, False),
@@ -978,6 +990,11 @@ UPSTREAM = [  # (case, the fake's mode, streamed, what the client gets: 502, 503
     ("e400", "e400", False, "400"),
     ("e400-stream", "e400", True, "400"),
 ]
+UPSTREAM += [  # the same faults on aiohttp's path (Connection: close), not the fast path
+    (f"{case}-aiohttp", mode, stream, expect)
+    for case, mode, stream, expect in UPSTREAM
+    if case in ("e500", "not-json", "break-mid", "break-mid-stream", "stall-first", "e400")
+]
 ANSWERED = ("eof", "continue", "metrics404")
 """Modes of well-formed answers in less usual framing: answered in full."""
 RETRIED = ("e500", "html", "break-first", "mid-headers", "not-http", "stall-first")
@@ -1034,7 +1051,9 @@ def upstream_check(gw: Target, case: str, stream: bool, expect: str) -> Callable
     def check() -> None:
         mark = gw.proc.mark()
         t0 = time.monotonic()
-        a = call(gw.port, post("/v1/chat/completions", {**CHAT, "model": model, "stream": stream}))
+        via = ("Connection: close",) if case.endswith("-aiohttp") else ()
+        doc = {**CHAT, "model": model, "stream": stream}
+        a = call(gw.port, post("/v1/chat/completions", doc, *via))
         took = time.monotonic() - t0
         if a.status is None:
             raise Lost("the connection closed without an answer")
@@ -1310,6 +1329,37 @@ def backends_cases(r: Replay, tmp: Path) -> None:
         path.write_text("backends:\n" + text)
         args = ["serve", "--backends", str(path), "--port", str(free_port())]
         r.case(f"backends/{case}", one_line_exit(args, tmp, 2, path.name, needle))
+    entry = "- name: a\n  server_type: h100-80g-x1\n  models: {x: MODEL}\n  endpoint: "
+    for case, text, needle in (
+        ("deep-200k", "[" * 200_000 + "]" * 200_000, "deep"),
+        ("not-utf8", "\udcff\udcfe backends", "(file)"),
+        ("empty-file", "", "(file)"),
+        ("no-backends", "backends: []\n", "backends"),
+        (
+            "name-twice",
+            "backends:\n"
+            + "".join(
+                entry.replace("MODEL", MODEL) + f"{{base_url: 'http://{HOST}:{p}/v1'}}\n"
+                for p in (1, 2)
+            ),
+            "backends[1].name",
+        ),
+        (
+            "unknown-model",
+            "backends:\n"
+            + entry.replace("MODEL", "gpt-9")
+            + f"{{base_url: 'http://{HOST}:1/v1'}}\n",
+            "gpt-9",
+        ),
+    ):
+        path = tmp / f"bad-{case}.yaml"
+        path.write_bytes(text.encode("utf-8", "surrogateescape"))
+        args = ["serve", "--backends", str(path), "--port", str(free_port())]
+        r.case(f"backends/{case}", one_line_exit(args, tmp, 2, path.name, needle))
+    r.case(
+        "backends/a-directory",
+        one_line_exit(["serve", "--backends", str(tmp)], tmp, 2, "regular file"),
+    )
     missing = tmp / "no-such-file.yaml"
     r.case(
         "backends/missing-file",
@@ -1410,6 +1460,7 @@ def loadgen_cases(r: Replay, tmp: Path, g1: Target, g3: Target) -> None:
         ("port-99999", f"http://{HOST}:99999/v1", "--url", 2.0),
         ("no-host", "http:///v1", "host", 2.0),
         ("without-v1", f"http://{HOST}:{g1.port}", "/v1", 2.0),
+        ("https-to-http", f"https://{HOST}:{g1.port}/v1", "--url", 2.0),
         ("silent-server", f"http://{HOST}:{quiet}/v1", "--url", 3.0),
     ):
         r.case(

@@ -79,6 +79,13 @@ CASES = [
     Case("a body that is not JSON", _post("/v1/chat/completions", b"{nope"), 400),
     Case("a prompt that is a number", _post("/v1/completions", _chat(prompt=5)), 400, "prompt"),
     Case("an unknown model", _post("/v1/chat/completions", _chat(model="gpt-9")), 404, "model"),
+    # Its log line was as long as the name (a megabyte); it is cut like every other.
+    Case(
+        "an unknown model of 900k characters",
+        _post("/v1/chat/completions", _chat(model="m" * 900_000)),
+        404,
+        "model",
+    ),
     Case("an unknown route", _get("/v2/chat"), 404),
     Case("a path traversal", _get("/v1/../../etc/passwd"), 404),
     Case("a path with an encoded line break", _get("/v1/%0Aevil"), 404),
@@ -218,6 +225,8 @@ def test_each_bad_request_gets_its_status_and_one_log_line(target, caplog):
                         problems.append(got)
                 if len(lines) != 1 or "\n" in lines[0] or "Traceback" in lines[0]:
                     problems.append(f"{case.name}: log {lines}")
+                elif len(lines[0]) > 1000:
+                    problems.append(f"{case.name}: a log line of {len(lines[0])} characters")
             # Still serving after all of them.
             async with aiohttp.ClientSession(timeout=DEADLINE) as s:
                 base = f"http://127.0.0.1:{port}"

@@ -156,7 +156,7 @@ def refusal(
     fault the operator should see; 429 is not logged: under overload it would flood the
     log, and ``/metrics`` counts it)."""
     if status != 429:
-        log.warning("%d %s: %s", status, _where(request), one_line(message))
+        log.warning("%d %s: %s", status, _where(request), _cut(message))  # a 1 MiB model name too
     return error_response(message, status, param=param, code=code, headers=headers)
 
 
