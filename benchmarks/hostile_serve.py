@@ -1685,6 +1685,10 @@ def run_cases(r: Replay, tmp: Path, fakes: Fakes, s: dict[str, Any]) -> None:
     r.case("lost/loadgen-vs-metrics", lost_check(tmp, g4))
     r.case("lost/fast-path-burst", burst_check(g4))
     loadgen_cases(r, tmp, g1, g3)
+    for mode, why in (("stall-first", "TimeoutError"), ("break-mid", "failed")):
+        url = f"http://{HOST}:{fakes.add(mode)}/v1"  # a server that answers /models only
+        args = ["loadgen", "--url", url, *LOAD[:-2], "--timeout-s", "1"]
+        r.case(f"loadgen/server-{mode}", one_line_exit(args, tmp, 1, why, within=15.0))
     backends_cases(r, tmp)
     port_cases(r, tmp, s["b1"])
 
