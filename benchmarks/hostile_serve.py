@@ -940,6 +940,22 @@ def pipelined_cases(r: Replay, target: Target) -> None:
                     raise Wrong(f"got {got}, want {status}")
 
     r.case(f"{target.name}/keep-alive/bad-then-good", bad_then_good)
+    if not target.front:
+        return  # aiohttp's path closes at a client's end of input, answered or not
+    for calls in (1, 2, 3):
+
+        def half_closed(calls: int = calls) -> None:
+            """Requests, then the client's side closed: each answered, then the end."""
+            with Conn(target.port) as c:
+                c.send(good * calls)
+                c.sock.shutdown(socket.SHUT_WR)
+                got = [c.answer(5).status for _ in range(calls)]
+                if got != [200] * calls:
+                    raise Wrong(f"answers {got}")
+                if c.answer(3).status is not None:
+                    raise Wrong("an answer more than asked")
+
+        r.case(f"{target.name}/half-closed/{calls}-calls", half_closed)
 
 
 def leaver_check(gw: Target, via: tuple[str, ...]) -> Callable[[], None]:

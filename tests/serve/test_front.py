@@ -224,3 +224,18 @@ def test_bytes_that_start_no_request_it_takes_get_aiohttps_400_at_once(loop, dat
         assert answer.split(b" ")[1] == b"400" and served == []
 
     _run(check, loop)
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+@pytest.mark.parametrize("calls", [1, 2])
+def test_a_client_that_closes_its_side_gets_its_answers_then_the_end(loop, calls):
+    """A client that half-closes after its requests (and reads to the end) was answered
+    here but held open until keep-alive's end."""
+
+    async def check(reader, writer, served, _gw) -> None:  # type: ignore[no-untyped-def]
+        writer.write(_request(CHAT) * calls)
+        writer.write_eof()
+        answer = await asyncio.wait_for(reader.read(), 5)
+        assert answer.count(b"HTTP/1.1 200 OK") == calls and served == [True] * calls
+
+    _run(check, loop)

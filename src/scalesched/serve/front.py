@@ -107,6 +107,8 @@ class Front(asyncio.Protocol):
         self._busy = False
         self._paused = False
         self._closed = False
+        self._eof = False
+        """The client closed its side: no request comes after those it sent."""
         self._active = 0.0
         self._idle: asyncio.TimerHandle | None = None
         self.remote: str | None = None
@@ -132,6 +134,7 @@ class Front(asyncio.Protocol):
             self.transport.pause_reading()
 
     def eof_received(self) -> bool | None:
+        self._eof = True
         if self._buf or self._busy:
             return self._hand_over(eof=True)
         return None
@@ -198,6 +201,15 @@ class Front(asyncio.Protocol):
             self.transport.resume_reading()
         if self._buf:
             self._next()
+        if self._eof and not self._busy and self in self.open:
+            self._last_answered()
+
+    def _last_answered(self) -> None:
+        """The client closed its side after its requests and the last was answered here:
+        close (it was held open until keep-alive's end); bytes of a request left unfinished
+        go to aiohttp with the end, as a request cut short does."""
+        if not self._buf or not self._hand_over(eof=True):
+            self.transport.close()
 
     def _hand_over(self, eof: bool = False) -> bool | None:
         """aiohttp serves this connection from now on, starting with the buffered bytes."""
