@@ -15,7 +15,7 @@ from conftest import Prefer, backend
 from scalesched.policies import get_policy
 from scalesched.serve import front
 from scalesched.serve.engine import EngineServer, server_of_type
-from scalesched.serve.front import _parse_head
+from scalesched.serve.front import _may_take, _parse_head
 from scalesched.serve.gateway import Gateway
 from scalesched.serve.site import MAX_BODY_BYTES, start_site
 
@@ -187,3 +187,55 @@ GOOD = b"POST /v1/chat/completions HTTP/1.1\r\nHost: t\r\nContent-Length: 2"
 def test_the_fast_path_takes_only_plain_requests(change, taken):
     head = GOOD.replace(*change)
     assert (_parse_head(head, MAX_BODY_BYTES) is not None) is taken
+
+
+@pytest.mark.parametrize(
+    ("start", "taken"),
+    [
+        (b"P", True),
+        (b"POST /v1/chat/comp", True),
+        (b"POST /v1/completions HTTP/1.1\r\nHost: t\r\nContent-Le", True),
+        (b"GET /metrics HTTP/1.1\r\n", False),
+        (b"POST /v1/models ", False),
+        (b"\x16\x03\x01\x02\x00", False),  # a TLS handshake
+        (b"GARBAGE", False),
+        (b"\r\nPOST /v1/chat/completions", False),
+    ],
+)
+def test_a_head_still_coming_stays_on_the_fast_path_only_while_it_may_be_one(start, taken):
+    assert _may_take(bytearray(start)) is taken
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + bytes(40),  # a TLS handshake
+        b"POST /v1/chat/completions HTTP/1.1\nHost: t\nContent-Length: 2\n\n{}",
+    ],
+)
+def test_bytes_that_start_no_request_it_takes_get_aiohttps_400_at_once(loop, data):
+    """Neither a TLS handshake nor lines ended by LF alone ever bring the blank line the
+    fast path waited for: they were held until keep-alive's end."""
+
+    async def check(reader, writer, served, _gw) -> None:  # type: ignore[no-untyped-def]
+        writer.write(data)
+        answer = await asyncio.wait_for(reader.read(), 5)
+        assert answer.split(b" ")[1] == b"400" and served == []
+
+    _run(check, loop)
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+@pytest.mark.parametrize("calls", [1, 2])
+def test_a_client_that_closes_its_side_gets_its_answers_then_the_end(loop, calls):
+    """A client that half-closes after its requests (and reads to the end) was answered
+    here but held open until keep-alive's end."""
+
+    async def check(reader, writer, served, _gw) -> None:  # type: ignore[no-untyped-def]
+        writer.write(_request(CHAT) * calls)
+        writer.write_eof()
+        answer = await asyncio.wait_for(reader.read(), 5)
+        assert answer.count(b"HTTP/1.1 200 OK") == calls and served == [True] * calls
+
+    _run(check, loop)

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gzip
 import json
 import logging
 import signal
 import time
+import zlib
 from dataclasses import dataclass
 
 import aiohttp
@@ -33,6 +35,12 @@ def _post(path: str, body: bytes, *headers: str) -> bytes:
     head = [f"POST {path} HTTP/1.1", "Host: t", "Connection: close", *headers]
     if not any(h.lower().startswith("content-length") for h in headers):
         head.append(f"Content-Length: {len(body)}")
+    return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
+
+
+def _keep_alive(path: str, body: bytes, *headers: str) -> bytes:
+    """A request the gateway's fast path reads first (no ``Connection: close``)."""
+    head = [f"POST {path} HTTP/1.1", "Host: t", *headers]
     return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
 
 
@@ -71,6 +79,13 @@ CASES = [
     Case("a body that is not JSON", _post("/v1/chat/completions", b"{nope"), 400),
     Case("a prompt that is a number", _post("/v1/completions", _chat(prompt=5)), 400, "prompt"),
     Case("an unknown model", _post("/v1/chat/completions", _chat(model="gpt-9")), 404, "model"),
+    # Its log line was as long as the name (a megabyte); it is cut like every other.
+    Case(
+        "an unknown model of 900k characters",
+        _post("/v1/chat/completions", _chat(model="m" * 900_000)),
+        404,
+        "model",
+    ),
     Case("an unknown route", _get("/v2/chat"), 404),
     Case("a path traversal", _get("/v1/../../etc/passwd"), 404),
     Case("a path with an encoded line break", _get("/v1/%0Aevil"), 404),
@@ -106,6 +121,38 @@ CASES = [
         PARSER,
         half_close=True,
     ),
+    # The fast path hands the cut body and the end of the connection to aiohttp at once:
+    # its handler then began reading a closed connection (a RuntimeError, logged as one).
+    Case(
+        "a body cut short on a keep-alive connection",
+        _keep_alive("/v1/chat/completions", b'{"model": "ll', "Content-Length: 100"),
+        400,
+        PARSER,
+        half_close=True,
+    ),
+    # aiohttp's parser found these at the message's end and answered in plain text.
+    Case(
+        "a deflate body that does not end",
+        _post("/v1/chat/completions", zlib.compress(_chat())[:-6], "Content-Encoding: deflate"),
+        400,
+    ),
+    Case(
+        "a body in a coding the servers do not read",
+        _post("/v1/chat/completions", b"abcd", "Content-Encoding: br"),
+        400,
+    ),
+    Case(
+        "a gzip body over 1 MiB once decoded",
+        _post(
+            "/v1/chat/completions",
+            gzip.compress(b" " * (2 * MAX_BODY_BYTES)),
+            "Content-Encoding: gzip",
+        ),
+        413,
+    ),
+    # aiohttp logs these at debug level only (a request that is not HTTP at all).
+    Case("a garbage request line", b"GARBAGE\r\n\r\n", 400, PARSER),
+    Case("a TLS handshake", b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc" + bytes(40), 400, PARSER),
 ]
 
 
@@ -178,6 +225,8 @@ def test_each_bad_request_gets_its_status_and_one_log_line(target, caplog):
                         problems.append(got)
                 if len(lines) != 1 or "\n" in lines[0] or "Traceback" in lines[0]:
                     problems.append(f"{case.name}: log {lines}")
+                elif len(lines[0]) > 1000:
+                    problems.append(f"{case.name}: a log line of {len(lines[0])} characters")
             # Still serving after all of them.
             async with aiohttp.ClientSession(timeout=DEADLINE) as s:
                 base = f"http://127.0.0.1:{port}"
@@ -189,6 +238,39 @@ def test_each_bad_request_gets_its_status_and_one_log_line(target, caplog):
         return problems
 
     assert asyncio.run(main()) == []
+
+
+@pytest.mark.parametrize("target", ["gateway", "engine"])
+@pytest.mark.parametrize(
+    ("coding", "encode"),
+    [
+        ("gzip", gzip.compress),
+        ("deflate", zlib.compress),
+        ("deflate", lambda b: zlib.compress(b)[2:-4]),  # without zlib's header, as sent too
+        ("identity", lambda b: b),
+    ],
+)
+def test_a_body_in_gzip_or_deflate_is_read(target, coding, encode):
+    """The servers decode bodies themselves (not aiohttp's parser): each coding still reads."""
+
+    async def main() -> int:
+        engine, url = await _engine()
+        runners = [engine]
+        port = int(url.rsplit(":", 1)[1].split("/")[0])
+        if target == "gateway":
+            gw = Gateway([backend("b0", url)], get_policy("eft"), get_policy("least_loaded"))
+            runner, port = await start_site(gw.app(), "127.0.0.1", 0)
+            runners.insert(0, runner)
+        try:
+            request = _post("/v1/chat/completions", encode(_chat()), f"Content-Encoding: {coding}")
+            status, _, body = await _raw(port, request, False)
+            assert b"choices" in body, body[:200]
+            return status or 0
+        finally:
+            for r in runners:
+                await r.cleanup()
+
+    assert asyncio.run(main()) == 200
 
 
 # -- upstream faults ------------------------------------------------------------------------

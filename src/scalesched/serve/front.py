@@ -107,6 +107,8 @@ class Front(asyncio.Protocol):
         self._busy = False
         self._paused = False
         self._closed = False
+        self._eof = False
+        """The client closed its side: no request comes after those it sent."""
         self._active = 0.0
         self._idle: asyncio.TimerHandle | None = None
         self.remote: str | None = None
@@ -132,6 +134,7 @@ class Front(asyncio.Protocol):
             self.transport.pause_reading()
 
     def eof_received(self) -> bool | None:
+        self._eof = True
         if self._buf or self._busy:
             return self._hand_over(eof=True)
         return None
@@ -155,8 +158,10 @@ class Front(asyncio.Protocol):
         """Serve the buffered request if it is complete and fits the fast path."""
         buf = self._buf
         end = buf.find(b"\r\n\r\n")
-        if end < 0:
-            if len(buf) > MAX_LINE:
+        if end < 0:  # a head split across reads (a whole one skips these checks)
+            if len(buf) > MAX_LINE or not _may_take(buf) or b"\n\n" in buf:
+                # aiohttp answers a malformed start, or lines ended by LF alone, now: the
+                # blank line this path waits for may never come
                 self._hand_over()
             return
         parsed = _parse_head(bytes(buf[:end]), self.max_body)
@@ -196,6 +201,15 @@ class Front(asyncio.Protocol):
             self.transport.resume_reading()
         if self._buf:
             self._next()
+        if self._eof and not self._busy and self in self.open:
+            self._last_answered()
+
+    def _last_answered(self) -> None:
+        """The client closed its side after its requests and the last was answered here:
+        close (it was held open until keep-alive's end); bytes of a request left unfinished
+        go to aiohttp with the end, as a request cut short does."""
+        if not self._buf or not self._hand_over(eof=True):
+            self.transport.close()
 
     def _hand_over(self, eof: bool = False) -> bool | None:
         """aiohttp serves this connection from now on, starting with the buffered bytes."""
@@ -210,6 +224,19 @@ class Front(asyncio.Protocol):
             handler.data_received(data)
         result: bool | None = handler.eof_received() if eof else None
         return result
+
+
+_STARTS = tuple(f"POST {path} ".encode() for path in PATHS)
+"""How every request the fast path takes begins."""
+
+
+def _may_take(buf: bytearray) -> bool:
+    """Whether a head not yet whole may still be one the fast path takes: its first bytes
+    begin one of :data:`_STARTS` (at most 26 bytes compared, only while a head is split
+    across reads). Any other start is aiohttp's at once: bytes that are not HTTP (a TLS
+    handshake, a garbage line) get its 400 without waiting for a blank line that may
+    never come."""
+    return any(buf[: len(start)] == start[: len(buf)] for start in _STARTS)
 
 
 def _parse_head(head: bytes, max_body: int) -> tuple[str, bool, dict[str, str], int] | None:

@@ -32,6 +32,7 @@ import re
 import signal
 import socket
 import traceback
+import zlib
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -74,10 +75,17 @@ class OneLine(logging.Filter):
     message, the exception's type and text (control characters escaped, cut to
     :data:`MAX_LOGGED_CHARS`), and, unless it is an HTTP parser's or a connection's error
     (the client's doing), the file and line that raised it. One record is dropped: aiohttp
-    re-raising, after the answer, a request body it cannot decode."""
+    re-raising, after the answer, a request body it cannot decode. One is raised to a
+    warning: aiohttp logs at debug level a first request that is not HTTP at all (a
+    garbage request line, a TLS handshake), which is a malformed request like any other;
+    :data:`http_log` lets debug records through for it, the others are dropped here."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         info = record.exc_info
+        if record.levelno < logging.WARNING and record.name == http_log.name:
+            if not (info and isinstance(info[1], HttpProcessingError)):
+                return False
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
         if info and info[1] is not None:
             exc = info[1]
             if isinstance(exc, web.RequestPayloadError) and record.name == http_log.name:
@@ -115,6 +123,7 @@ _ONE_LINE = OneLine()
 for _logger in (log, http_log):
     if _ONE_LINE not in _logger.filters:
         _logger.addFilter(_ONE_LINE)
+http_log.setLevel(logging.DEBUG)  # for the one debug record OneLine keeps (a non-HTTP request)
 
 
 def configure_logging() -> None:
@@ -147,7 +156,7 @@ def refusal(
     fault the operator should see; 429 is not logged: under overload it would flood the
     log, and ``/metrics`` counts it)."""
     if status != 429:
-        log.warning("%d %s: %s", status, _where(request), one_line(message))
+        log.warning("%d %s: %s", status, _where(request), _cut(message))  # a 1 MiB model name too
     return error_response(message, status, param=param, code=code, headers=headers)
 
 
@@ -187,17 +196,55 @@ async def read_json(request: web.Request) -> tuple[bytes, Any]:
         raise BadRequest(
             f"the request body is larger than {MAX_BODY_BYTES >> 20} MiB", status=413
         ) from None
-    except ConnectionError:
+    except (ConnectionError, RuntimeError):  # aiohttp's RuntimeError("Connection closed."):
+        # the client closed before its body came, and before the handler began reading it
         raise BadRequest("the request body was cut short (the connection closed)") from None
-    except (HttpProcessingError, web.RequestPayloadError) as exc:  # e.g. bytes that are not
-        why = _STATUS_PREFIX.sub("", str(exc))  # in their Content-Encoding
+    except (HttpProcessingError, web.RequestPayloadError) as exc:
+        why = _STATUS_PREFIX.sub("", str(exc))
         raise BadRequest(f"the request body cannot be read: {_cut(why)}") from None
+    coding = request.headers.get("Content-Encoding")
+    if coding is not None:
+        raw = _decode(raw, coding)
     try:
         return raw, json.loads(raw)
     except RecursionError:
         raise BadRequest("the request body is nested too deeply to read") from None
     except ValueError:  # also UnicodeDecodeError, and integers past 4300 digits
         raise BadRequest("the request body is not valid JSON") from None
+
+
+_WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
+"""The body codings the servers read (zlib's window bits of each)."""
+
+
+def _decode(raw: bytes, coding: str) -> bytes:
+    """A body decoded from its ``Content-Encoding`` (gzip or deflate; identity as it is),
+    at most :data:`MAX_BODY_BYTES` of it, or a :class:`BadRequest`. The servers decode
+    bodies here rather than in aiohttp's parser (``auto_decompress=False``): the parser
+    finds a deflate body that does not end only at the message's end, outside any handler,
+    and answers it in plain text; here every coding fault is an OpenAI error."""
+    name = coding.strip().lower()
+    if name in ("", "identity"):
+        return raw
+    wbits = _WBITS.get(name)
+    if wbits is None:
+        raise BadRequest(
+            f"the Content-Encoding {_cut(coding)!r} is not supported (gzip, deflate or none)"
+        )
+    if name == "deflate" and raw and raw[0] & 0x0F != 8:
+        wbits = -zlib.MAX_WBITS  # deflate without zlib's header, as clients also send it
+    decoder = zlib.decompressobj(wbits)
+    try:
+        data = decoder.decompress(raw, MAX_BODY_BYTES + 1)
+    except zlib.error as exc:
+        raise BadRequest(f"the request body is not {name} data: {_cut(str(exc))}") from None
+    if len(data) > MAX_BODY_BYTES:
+        raise BadRequest(
+            f"the request body is larger than {MAX_BODY_BYTES >> 20} MiB once decoded", status=413
+        )
+    if not decoder.eof:
+        raise BadRequest(f"the request body is not whole {name} data (it ends too early)")
+    return data
 
 
 _STATUS_PREFIX = re.compile(r"^\d+, message:\s*")
@@ -269,7 +316,8 @@ async def start_site(app: web.Application, host: str, port: int) -> tuple[web.Ap
     """Serve ``app`` on host:port (port 0: an ephemeral one); returns the runner (its
     ``cleanup`` stops it) and the bound port. A port that cannot be bound is an
     InputError naming ``--port`` and the address (the runner is cleaned up first)."""
-    runner = web.AppRunner(app, access_log=None, logger=http_log)
+    # Bodies are decoded by read_json (_decode), not by aiohttp's parser: see _decode.
+    runner = web.AppRunner(app, access_log=None, logger=http_log, auto_decompress=False)
     await runner.setup()
     quick = app.get(FRONT)
     site = (
