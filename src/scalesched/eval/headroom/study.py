@@ -301,7 +301,7 @@ def measure_headroom(
 ) -> Headroom:
     """Run ``policies`` then ``oracles`` (registered names) on ``setup`` (jobs realised up
     front: the decomposition reads every task's record) with ``caches``, measure every row
-    over one window (the largest warm-up MSER-5 found among the runs, then the run-out),
+    over one window (the largest warm-up MSER found among the runs, then the run-out),
     and compute the bounds over the measured workflows (counting
     what those caches could skip; the capacity-aware bound within ``bound_time_limit_s``
     wall seconds, else none). ``progress(label)`` gives the per-run callback of completed
