@@ -193,18 +193,25 @@ async def _engine(time_scale: float = 0.0) -> tuple[web.AppRunner, str]:
     return runner, f"http://127.0.0.1:{port}/v1"
 
 
+async def _target_site(target: str) -> tuple[list, int]:
+    """An engine, and with ``target`` "gateway" a gateway in front of it: the runners to
+    clean up (outermost first) and the port the test talks to."""
+    engine, url = await _engine()
+    runners = [engine]
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    if target == "gateway":
+        gw = Gateway([backend("b0", url)], get_policy("eft"), get_policy("least_loaded"))
+        runner, port = await start_site(gw.app(), "127.0.0.1", 0)
+        runners.insert(0, runner)
+    return runners, port
+
+
 @pytest.mark.parametrize("target", ["gateway", "engine"])
 def test_each_bad_request_gets_its_status_and_one_log_line(target, caplog):
     caplog.set_level(logging.WARNING)
 
     async def main() -> list[str]:
-        engine, url = await _engine()
-        runners = [engine]
-        port = int(url.rsplit(":", 1)[1].split("/")[0])
-        if target == "gateway":
-            gw = Gateway([backend("b0", url)], get_policy("eft"), get_policy("least_loaded"))
-            runner, port = await start_site(gw.app(), "127.0.0.1", 0)
-            runners.insert(0, runner)
+        runners, port = await _target_site(target)
         problems = []
         try:
             for case in CASES:
@@ -254,13 +261,7 @@ def test_a_body_in_gzip_or_deflate_is_read(target, coding, encode):
     """The servers decode bodies themselves (not aiohttp's parser): each coding still reads."""
 
     async def main() -> int:
-        engine, url = await _engine()
-        runners = [engine]
-        port = int(url.rsplit(":", 1)[1].split("/")[0])
-        if target == "gateway":
-            gw = Gateway([backend("b0", url)], get_policy("eft"), get_policy("least_loaded"))
-            runner, port = await start_site(gw.app(), "127.0.0.1", 0)
-            runners.insert(0, runner)
+        runners, port = await _target_site(target)
         try:
             request = _post("/v1/chat/completions", encode(_chat()), f"Content-Encoding: {coding}")
             status, _, body = await _raw(port, request, False)
