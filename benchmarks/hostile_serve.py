@@ -1,7 +1,7 @@
 """Replay hostile cases against live ``serve``, ``engine``, ``fleet`` and ``loadgen``
 processes and count tracebacks, wrong answers, hangs and lost requests.
 
-    SCALESCHED_DEV_SRC=1 PYTHONPATH=$PWD/src python benchmarks/hostile_serve.py [--only a,b]
+    python benchmarks/hostile_serve.py [--only a,b]
 
 What docs/serve-faults.md promises, checked case by case against real processes on
 127.0.0.1 (nothing else is reached): bad bodies and fields, unknown models, routes and
