@@ -2,7 +2,7 @@
 
 Each setting (``scalesched.eval.suite``) is a study of one cluster: the policies asked
 and every best-heuristic candidate run on the suite's evaluation seeds, at steady state
-under the measuring standard of ``eval`` (MSER-5 warm-up, the shared window, the run grown
+under the measuring standard of ``eval`` (MSER warm-up, the shared window, the run grown
 until the learned policy's paired ratio is within the precision, ``runs.length``). The
 best heuristic of a setting is ``policies.best_heuristic`` over the candidates' mean
 response times there (the one definition, through ``eval.report.summarise``). Reported per

@@ -32,7 +32,7 @@ class StudyConfig:
     load: float = 0.7
     workflows: int | None = 1500
     """Workflows per run (None: ``auto``, grown until the answer is precise, see
-    ``scalesched.runs.length``). The warm-up each run finds (MSER-5, the largest among the
+    ``scalesched.runs.length``). The warm-up each run finds (MSER, the largest among the
     policies of a seed) and the last 10% (the run-out) are run but not measured."""
     cluster_family: str = "hetero"
     """Clusters are ``<family>-<N>`` presets."""

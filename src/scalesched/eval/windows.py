@@ -1,6 +1,6 @@
 """One measured window for every policy compared on the same workflows.
 
-Each run finds its own warm-up (MSER-5, ``scalesched.kernel.metrics``), but policies that
+Each run finds its own warm-up (MSER, ``scalesched.kernel.metrics``), but policies that
 ran the same seed's workflows (common random numbers) are compared over the same ones: the
 largest cut among them, so that no policy's cold start is measured and every pair of runs
 covers the same workflows. The response figures of each run are recomputed over the shared

@@ -2,7 +2,7 @@
 so both report the same keys computed the same way.
 
 Steady state (docs/steady-state.md): the first workflows (in arrival order) meet an empty
-cluster; how many to leave out is found from the run's own responses by MSER-5 unless the
+cluster; how many to leave out is found from the run's own responses by MSER unless the
 caller fixes it. The last ``cooldown`` arrivals are a run-out: they keep the cluster loaded
 while the measured workflows finish, and are not measured. Response-time figures cover the
 measured workflows; the verdict (``measurement_window``) says whether they are a steady
@@ -158,7 +158,7 @@ class RunRecord:
     """Per workflow, in the order of ``response_times``; needed for the window metrics."""
     warmup: int | None = 0
     """Workflows (in arrival order) excluded from the metrics as warm-up; None: found from
-    the responses (MSER-5)."""
+    the responses (MSER)."""
     cooldown: int = 0
     """The last workflows (in arrival order) excluded as cool-down (arrivals stop)."""
     queue_delay_jobs: np.ndarray | None = None
@@ -194,7 +194,7 @@ MIN_MEASURED_FOR_VERDICT = 40
 """Fewer measured workflows than this are too few to judge steady state (verdict False)."""
 NOMINAL_WARMUP_FRACTION = 0.2
 """Where the executors' books (utilisation, workflows in the system) start measuring when
-the warm-up is found after the run (MSER-5): the cut is only known once every response is
+the warm-up is found after the run (MSER): the cut is only known once every response is
 in, the books must be read while the run goes."""
 TREND_ALPHA = 0.01
 """Two-sided level of the trend test on the kept batch means."""
@@ -229,7 +229,8 @@ class Window:
     cut_method: str = "fixed"
     """``mser-5`` (found from the responses) or ``fixed`` (given)."""
     mser_cut: int = 0
-    """MSER-5's cut over the candidate window (equal to ``cut`` when found)."""
+    """The warm-up search's cut (``stats.warmup_cut``) over the candidate window (equal to
+    ``cut`` when found)."""
     candidates: int = 0
     """Workflows before the run-out: what MSER searched."""
     trend_p: float = 1.0
@@ -263,7 +264,7 @@ def measurement_window(
 ) -> Window:
     """The window between warm-up and run-out, and whether the run was at steady state.
 
-    ``warmup`` None finds it: MSER-5's cut on the responses in arrival order, over the
+    ``warmup`` None finds it: ``stats.warmup_cut`` on the responses in arrival order, over the
     workflows before the run-out (the last ``cooldown`` arrivals, which keep the cluster
     loaded while the measured workflows finish). The verdict is steady only when all hold
     (docs/steady-state.md): MSER's cut falls in the first half of what it searched; the
@@ -400,8 +401,8 @@ def _quarter_trend(rt: np.ndarray) -> float:
 
 
 def _warmup_cut(series: np.ndarray, warmup: int | None) -> tuple[int, int, str]:
-    """MSER-5's cut over ``series`` (0 when a workflow never finished), the cut the window
-    uses (MSER's when ``warmup`` is None) and how it was chosen."""
+    """``stats.warmup_cut`` over ``series`` (0 when a workflow never finished), the cut the
+    window uses (MSER's when ``warmup`` is None) and how it was chosen."""
     from scalesched import stats
 
     finished = bool(np.isfinite(series).all())

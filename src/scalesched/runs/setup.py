@@ -147,7 +147,7 @@ def run(
 ) -> SimResult:
     """Simulate the setup's jobs under ``scheduler`` (an instance or a registered name),
     seeded with the scenario's seed. ``warmup`` None (the default) is found from the run's
-    responses by MSER-5; an int fixes it (0 measures from the first workflow). ``cooldown``
+    responses by MSER; an int fixes it (0 measures from the first workflow). ``cooldown``
     defaults to the run-out (``default_cooldown``: the last arrivals, not measured).
     ``trace_path`` writes the trace as the run goes (see ``scalesched.sim.run.simulate``);
     ``tool_cache``: repeated tool calls reuse results (``scalesched.sim.tool_cache``);

@@ -175,7 +175,7 @@ class Simulation(RunLedger):
     def _init_measurement(self, warmup: int | None, cooldown: int) -> None:
         """The workflows in the system and the measurement window. The window runs from the
         arrival of the first to that of the last measured job; busy areas and the in-system
-        integral are read at both ends. A warm-up found after the run (None, MSER-5) has
+        integral are read at both ends. A warm-up found after the run (None, MSER) has
         the books start at the nominal fraction (``kernel.metrics.nominal_warmup``)."""
         self.in_system = 0
         self.in_system_area = 0.0

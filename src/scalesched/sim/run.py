@@ -60,7 +60,7 @@ def simulate(
     logits_cache: bool | None = None,
 ) -> SimResult:
     """Simulate ``jobs`` on ``cluster`` with every ready task placed by ``scheduler``; the
-    first ``warmup`` (None: as many as MSER-5 finds) and last ``cooldown`` workflows (in
+    first ``warmup`` (None: as many as MSER finds) and last ``cooldown`` workflows (in
     arrival order) are run but left out of the metrics (see ``scalesched.kernel.metrics``).
 
     ``jobs`` given as ``StreamedJobs`` (``scalesched.sim.scenario.stream_jobs``) are realised
