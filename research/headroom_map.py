@@ -10,6 +10,10 @@ the best heuristic and, where asked, the oracles' gain over it, each from one
     python research/headroom_map.py --out results/oracle-plan.jsonl --plan oracle --seeds 5,6,7 \
         --jobs 16 [--todo]
 
+Every run is in the world ``--residency`` names (``planned``, the default: a deployment
+planned for the offered rate; or ``dynamic``) and as long as ``--workflows`` says (``auto``,
+the default: grown until the best heuristic's mean is within 2%, at most
+``--max-workflows``); lines written before the world was recorded are dynamic residency.
 Cells already in the output file are skipped, so an interrupted map resumes; a cell that
 failed is run again. ``--cells`` runs the named cells in the order given
 (``WORKLOAD:CLUSTER:LOAD[:ARRIVALS[:CACHES]]``, arrivals ``poisson`` and caches ``none`` by
@@ -63,6 +67,9 @@ class Cell(NamedTuple):
     caches: str = "none"
     """``none``, ``kv`` (``--kv-policy lru``) or ``kv+tools`` (also ``--tool-repeat 0.3
     --tool-cache on``: a third of tool calls repeat an earlier one and may reuse it)."""
+    residency: str = "planned"
+    """The run's world (``--residency``): ``planned`` (a deployment planned for the
+    offered rate, the default) or ``dynamic`` (models loaded on demand)."""
 
 
 CACHE_ARGS = {
@@ -120,17 +127,18 @@ def clusters(folder: Path) -> dict[str, str]:
 
 def cell_of(row: dict) -> Cell:
     """The cell a result line belongs to (lines written before arrivals were a setting
-    are Poisson)."""
+    are Poisson; before the world was, dynamic residency, then the only world)."""
     return Cell(
         row["workload"],
         row["cluster"],
         row["load"],
         row.get("arrivals", "poisson"),
         row.get("caches", "none"),
+        row.get("residency", "dynamic"),
     )
 
 
-def parse_cells(text: str) -> list[Cell]:
+def parse_cells(text: str, residency: str = "planned") -> list[Cell]:
     """``WORKLOAD:CLUSTER:LOAD[:ARRIVALS[:CACHES]],...``; the workload may hold colons of
     its own (``wfcommons:montage:100``): it runs up to the first known cluster name."""
     cells = []
@@ -143,7 +151,7 @@ def parse_cells(text: str) -> list[Cell]:
                 f"--cells: {item!r} is not WORKLOAD:CLUSTER:LOAD[:ARRIVALS[:CACHES]] "
                 f"(clusters: {', '.join(CLUSTERS)}; caches: {', '.join(CACHE_ARGS)})"
             )
-        cells.append(Cell(workload, rest[0], float(rest[1]), *rest[2:]))
+        cells.append(Cell(workload, rest[0], float(rest[1]), *rest[2:], residency=residency))
     return cells
 
 
@@ -153,7 +161,8 @@ class Job(NamedTuple):
     cell: Cell
     seed: int
     oracles: tuple[str, ...]
-    workflows: int
+    workflows: str
+    """Workflows per run, or ``auto`` (grown to the precision ``headroom`` asks for)."""
 
 
 def job_of(row: dict) -> Job:
@@ -162,13 +171,14 @@ def job_of(row: dict) -> Job:
     result = row.get("result", {})
     oracles = row.get("oracles", sorted(result.get("oracle", {})))
     workflows = row.get("workflows", result.get("setting", {}).get("workflows", 0))
-    return Job(cell_of(row), row["seed"], tuple(oracles), int(workflows))
+    return Job(cell_of(row), row["seed"], tuple(oracles), str(workflows))
 
 
-def run_cell(job: Job, where: str, extra: tuple[str, ...]) -> dict:
+def run_cell(job: Job, where: str, extra: tuple[str, ...], max_workflows: int) -> dict:
     cell = job.cell
     cmd = [sys.executable, "-m", "scalesched", "headroom", "--cluster", where]
     cmd += ["--workload", cell.workload, "--load", str(cell.load), "--arrivals", cell.arrivals]
+    cmd += ["--residency", cell.residency, "--max-workflows", str(max_workflows)]
     cmd += ["--workflows", str(job.workflows), "--seed", str(job.seed), "--json"]
     cmd += ["--no-progress", "--no-split", *CACHE_ARGS[cell.caches]]  # the map's own runs only
     oracles = job.oracles
@@ -218,10 +228,10 @@ ORDERING = ("plas", "shortest_remaining", "fcfs_workflow")
 
 def summarise(path: Path) -> None:
     print(
-        "| workload | cluster | load | arrivals | caches | seeds | best heuristic | "
+        "| world | workload | cluster | load | arrivals | caches | seeds | best heuristic | "
         f"its gap to the bound | best ordering / best | {LEARNED} / best | all steady |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for cell, by_seed in read_cells(path).items():
         best = cell_best(by_seed)
         gap = [r["policies"][best]["gap"] for r in by_seed.values()]
@@ -239,8 +249,8 @@ def summarise(path: Path) -> None:
         if any(r["capacity_bound"]["mean_s"] is None for r in by_seed.values()):
             gap_text += " (cf)"  # some seed has no capacity-aware bound: contention-free
         print(
-            f"| {cell.workload} | {cell.cluster} | {cell.load} | {cell.arrivals} | "
-            f"{cell.caches} | {len(by_seed)} | {best} | {gap_text}{mark} | "
+            f"| {cell.residency} | {cell.workload} | {cell.cluster} | {cell.load} | "
+            f"{cell.arrivals} | {cell.caches} | {len(by_seed)} | {best} | {gap_text}{mark} | "
             f"{_ordering(by_seed, of_best)} | {_ratio(learned, of_best)} | "
             f"{'yes' if steady else 'no'} |"
         )
@@ -276,18 +286,18 @@ def summarise_oracles(path: Path) -> None:
             base = {s: r["policies"][r["oracle"][name]["base"]]["mean_s"] for s, r in runs.items()}
             steady = all(r["policies"][name]["steady"] for r in runs.values())
             rows.append(
-                f"| {cell.workload} | {cell.cluster} | {cell.load} | {cell.arrivals} | "
-                f"{cell.caches} | {name} | "
+                f"| {cell.residency} | {cell.workload} | {cell.cluster} | {cell.load} | "
+                f"{cell.arrivals} | {cell.caches} | {name} | "
                 f"{len(runs)} | {best} | {_ratio(mean, {s: of_best[s] for s in runs})} | "
                 f"{_ratio(mean, base)} | {'yes' if steady else 'no'} |"
             )
     if rows:
         print()
         print(
-            "| workload | cluster | load | arrivals | caches | oracle | seeds | best heuristic | "
-            "oracle / best | oracle / its base | steady |"
+            "| world | workload | cluster | load | arrivals | caches | oracle | seeds | "
+            "best heuristic | oracle / best | oracle / its base | steady |"
         )
-        print("|---|---|---|---|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
         print("\n".join(rows))
 
 
@@ -295,12 +305,15 @@ def planned(args: argparse.Namespace, seeds: list[int]) -> list[Job]:
     """Every job the command names: the plan's, or ``--cells`` (else every cell of
     ``WORKLOADS`` x the clusters x ``LOADS``) with ``--oracles`` and ``--workflows``."""
     if args.plan == "oracle":
-        groups = [(parse_cells(c), (o,), n) for c, o, n in ORACLE_PLAN]
+        groups = [(parse_cells(c, args.residency), (o,), str(n)) for c, o, n in ORACLE_PLAN]
     else:
         cells = (
-            parse_cells(args.cells)
+            parse_cells(args.cells, args.residency)
             if args.cells
-            else [Cell(w, c, x) for w, c, x in itertools.product(WORKLOADS, CLUSTERS, LOADS)]
+            else [
+                Cell(w, c, x, residency=args.residency)
+                for w, c, x in itertools.product(WORKLOADS, CLUSTERS, LOADS)
+            ]
         )
         groups = [(cells, split_policy_list(args.oracles), args.workflows)]
     return [Job(c, s, o, n) for cells, o, n in groups for c in cells for s in seeds]
@@ -309,7 +322,9 @@ def planned(args: argparse.Namespace, seeds: list[int]) -> list[Job]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--workflows", type=int, default=1500)
+    ap.add_argument("--workflows", default="auto", help="per run, or auto (default)")
+    ap.add_argument("--max-workflows", type=int, default=8000, help="the longest auto run")
+    ap.add_argument("--residency", choices=("planned", "dynamic"), default="planned")
     ap.add_argument("--seeds", default="5", help="comma-separated seeds (default 5)")
     ap.add_argument("--cells", default=None, help="WORKLOAD:CLUSTER:LOAD[:ARRIVALS[:CACHES]],...")
     ap.add_argument("--oracles", default="", help="oracle rows, e.g. rollout_oracle,rollout")
@@ -345,7 +360,13 @@ def run_jobs(todo: list[Job], args: argparse.Namespace) -> None:
     extra = split_policy_list(args.extra_policies)
     with ThreadPoolExecutor(args.jobs) as pool, args.out.open("a") as out:
         running = [
-            pool.submit(run_cell, job, where.get(job.cell.cluster, job.cell.cluster), extra)
+            pool.submit(
+                run_cell,
+                job,
+                where.get(job.cell.cluster, job.cell.cluster),
+                extra,
+                args.max_workflows,
+            )
             for job in todo
         ]
         for finished in as_completed(running):
