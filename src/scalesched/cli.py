@@ -601,7 +601,8 @@ EvalPoliciesOpt = Annotated[
 EvalSeedsOpt = Annotated[
     str | None,
     typer.Option(
-        help="Number of seeds (0..K-1) or a comma list [default: 5]; with --suite, how "
+        help="Number of seeds (0..K-1) or a comma list ('7,' is seed 7 alone) [default: 5]; "
+        "with --suite, how "
         "many of the suite's evaluation seeds (the first K) [default: all]."
     ),
 ]

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from scalesched.cli import app
-from scalesched.eval.study import StudyConfig, mean_ci, run_study
+from scalesched.eval.study import StudyConfig, mean_ci, run_study, seeds_from
 
 runner = CliRunner()
 
@@ -154,6 +154,15 @@ def test_fixed_size_policy_is_reported_unsupported_not_faked(tmp_path: Path) -> 
     by_n = {r["n_servers"]: r for r in rows}
     assert by_n[8]["status"] == "unsupported" and "avg_response_time_s" not in by_n[8]
     assert by_n[16]["status"] == "ok"
+
+
+@pytest.mark.parametrize(
+    ("text", "seeds"), [("3", (0, 1, 2)), ("3,7,9", (3, 7, 9)), ("7,", (7,)), ("0,1", (0, 1))]
+)
+def test_seeds_are_a_count_or_a_list_and_a_trailing_comma_names_one(
+    text: str, seeds: tuple[int, ...]
+) -> None:
+    assert seeds_from(text) == seeds
 
 
 def test_mean_ci() -> None:

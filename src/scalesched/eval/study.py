@@ -281,10 +281,11 @@ def parse_int_list(text: str, option: str) -> tuple[int, ...]:
 
 
 def seeds_from(count_or_list: str) -> tuple[int, ...]:
-    """``5`` means seeds 0..4; ``3,7,9`` lists them."""
+    """``5`` means seeds 0..4; ``3,7,9`` lists them, and ``7,`` is seed 7 alone (a lone
+    number is a count)."""
     try:
         if "," in count_or_list:
-            seeds = tuple(int(x) for x in count_or_list.split(","))
+            seeds = tuple(int(x) for x in count_or_list.split(",") if x.strip())
         else:
             seeds = tuple(range(min(int(count_or_list), MAX_SEEDS + 1)))
     except ValueError:
