@@ -51,7 +51,7 @@ def test_run_gives_the_figures_of_the_explicit_chain() -> None:
 def test_default_window_is_found_and_keeps_the_run_out() -> None:
     setup = prepare(TABLES, Scenario(workflows=200, rate=0.5, seed=1))
     m = run(setup, get_policy("least_loaded")).metrics
-    assert m["warmup_method"] == "mser-5" and m["cooldown_workflows"] == 20
+    assert m["warmup_method"] == "mser" and m["cooldown_workflows"] == 20
     assert m["warmup_workflows"] % 5 == 0 and m["warmup_workflows"] < 90
     fixed = run(setup, get_policy("least_loaded"), warmup=40).metrics
     assert (fixed["warmup_method"], fixed["warmup_workflows"]) == ("fixed", 40)

@@ -227,7 +227,9 @@ class Window:
     cut: int = 0
     """Workflows (arrival order) left out as warm-up."""
     cut_method: str = "fixed"
-    """``mser-5`` (found from the responses) or ``fixed`` (given)."""
+    """``mser`` (found from the responses by ``stats.warmup_cut``: MSER-5 and a 200-batch
+    pass), ``nominal`` (some workflow never finished, so none could be searched: the
+    nominal fraction) or ``fixed`` (given)."""
     mser_cut: int = 0
     """The warm-up search's cut (``stats.warmup_cut``) over the candidate window (equal to
     ``cut`` when found)."""
@@ -409,7 +411,9 @@ def _warmup_cut(series: np.ndarray, warmup: int | None) -> tuple[int, int, str]:
     mser = stats.warmup_cut(series) if finished else 0
     if warmup is not None:
         return mser, warmup, "fixed"
-    return mser, (mser if finished else nominal_warmup(series.size, None)), "mser-5"
+    if not finished:
+        return mser, nominal_warmup(series.size, None), "nominal"
+    return mser, mser, "mser"
 
 
 def _verdict_reasons(
