@@ -21,7 +21,8 @@ default); without it, every cell of ``WORKLOADS`` x the clusters x ``LOADS``. Th
 (``--oracles``: ``rollout_oracle``, the clairvoyant rollout over each run's best heuristic;
 ``rollout``, the same on sampled futures) cost about 1 s of CPU per workflow each, so they
 are run on chosen cells only. ``--plan oracle`` is the oracle map to fill (``ORACLE_PLAN``:
-40 cells, each with the oracle and run length it needs); ``--todo`` lists what is left of
+40 cells, each with the oracle and, with models loaded on demand, the run length it needs;
+on deployments ``--workflows``); ``--todo`` lists what is left of
 a plan or a ``--cells`` list in the output file and stops.
 ``--summarise`` prints, per cell over its seeds, the best heuristic's gap to the bound with
 a 95% CI (``(cf)``: against the contention-free bound, where the capacity-aware one was not
@@ -305,7 +306,13 @@ def planned(args: argparse.Namespace, seeds: list[int]) -> list[Job]:
     """Every job the command names: the plan's, or ``--cells`` (else every cell of
     ``WORKLOADS`` x the clusters x ``LOADS``) with ``--oracles`` and ``--workflows``."""
     if args.plan == "oracle":
-        groups = [(parse_cells(c, args.residency), (o,), str(n)) for c, o, n in ORACLE_PLAN]
+        # The plan's lengths were set for dynamic residency; a deployment carries several
+        # times the traffic, so there its runs take --workflows (auto by default).
+        dynamic = args.residency == "dynamic"
+        groups = [
+            (parse_cells(c, args.residency), (o,), str(n) if dynamic else args.workflows)
+            for c, o, n in ORACLE_PLAN
+        ]
     else:
         cells = (
             parse_cells(args.cells, args.residency)
