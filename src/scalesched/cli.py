@@ -253,7 +253,7 @@ def simulate(
     workload: WorkloadOpt = "agentic-mix",
     policy: PolicyOpt = "tail",
     residency: ResidencyOpt = "planned",
-    workflows: AutoWorkflowsOpt = "1500",
+    workflows: AutoWorkflowsOpt = "auto",
     precision: PrecisionOpt = 0.01,
     max_workflows: MaxWorkflowsOpt = None,
     load: LoadOpt = 0.7,

@@ -274,3 +274,57 @@ def test_cluster_files_beside_a_config_are_found_from_any_directory(
     cfg = load_config(config)
     assert cfg.cluster == str(tmp_path / "mix.yaml")
     assert [x.cluster for x in cfg.more_settings] == [str(tmp_path / "mix.yaml"), "hetero-16"]
+
+
+def test_best_expert_is_each_settings_best_heuristic_and_selection_is_held_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``expert: best`` labels each training setting with its own best heuristic, and
+    ``selection_settings`` choose the checkpoint on settings never trained on, each
+    measured against its own best heuristic; every setting runs in its own world."""
+    import scalesched.train.dagger as dagger
+    from scalesched.nn.checkpoint import load_checkpoint
+    from scalesched.policies import BEST_HEURISTIC_CANDIDATES
+
+    seen: list[tuple[str, str, str]] = []
+    real = dagger.prepare
+
+    def recording(cluster: str, scenario: Scenario) -> object:
+        seen.append((cluster, scenario.workload, scenario.residency))
+        return real(cluster, scenario)
+
+    monkeypatch.setattr(dagger, "prepare", recording)
+    held_out = dagger.Setting("hetero-8", "agentic-mix", 0.5, residency="dynamic")
+    cfg = tiny(tmp_path, workflows=15, expert="best", expert_workflows=15,
+               selection_settings=[held_out])  # fmt: skip
+    train(cfg)
+    payload = load_checkpoint(tmp_path / "best.pt")["metadata"]
+    assert payload["experts"][0] in BEST_HEURISTIC_CANDIDATES
+    assert payload["yardsticks"][0] in BEST_HEURISTIC_CANDIDATES
+    # one run picks the expert, one episode on the training setting (planned) ...
+    assert seen[:2] == [("hetero-16", "agentic-mix", "planned")] * 2
+    # ... and validation runs only on the held-out setting, in its own world
+    assert set(seen[2:]) == {("hetero-8", "agentic-mix", "dynamic")}
+
+
+@pytest.mark.parametrize(
+    ("fields", "where"),
+    [
+        ({"expert": "best", "order_by_expert": True}, "order_by_expert"),
+        (
+            {"selection_settings": [
+                {"cluster": "hetero-16", "workload": "agentic-mix", "load": 0.7,
+                 "residency": "static"}]},
+            "selection_settings",
+        ),
+        ({"iterations": 300, "episodes": 4}, "iterations"),
+    ],
+)  # fmt: skip
+def test_config_refuses_inconsistent_fields_naming_them(
+    fields: dict[str, object], where: str
+) -> None:
+    from scalesched.errors import InputError
+    from scalesched.train.dagger import load_config
+
+    with pytest.raises(InputError, match=where):
+        load_config(None, set_fields=fields)

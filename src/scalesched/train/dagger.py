@@ -40,7 +40,6 @@ a mix with one fast server the order is worth more than the placement (docs/trai
 from __future__ import annotations
 
 import copy
-import itertools
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -61,7 +60,7 @@ from scalesched.nn.checkpoint import load_checkpoint, save_checkpoint
 from scalesched.nn.common import obs_to_tensors
 from scalesched.nn.observation import OBSERVED_TOKENS
 from scalesched.nn.scheduler import NetworkScheduler, network_from_checkpoint
-from scalesched.policies import get_policy
+from scalesched.policies import BEST_HEURISTIC_CANDIDATES, best_heuristic, get_policy
 from scalesched.policies.trained import checkpoint_path
 from scalesched.runs.setup import RunSetup, Scenario, prepare, run
 from scalesched.sim.scenario import check_arrivals
@@ -70,6 +69,13 @@ from scalesched.train.config_file import read_mapping, validated
 TRAIN_SEED_BASE = 100_000
 """Workload seeds of training episodes start here: disjoint from evaluation (0-99) and
 validation (1000+)."""
+BEST = "best"
+"""``expert: best``: each training setting's expert is its best heuristic
+(:func:`scalesched.policies.best_heuristic` over the candidates, run on that setting), and
+validation's yardstick is each validation setting's best heuristic on the same runs."""
+SEEDS_PER_RUN = 1000
+"""Training seeds of one config seed: episodes count up from ``TRAIN_SEED_BASE + 1000 x
+seed``; the runs that pick each setting's best heuristic count down from the top."""
 
 
 @dataclass
@@ -82,6 +88,8 @@ class Setting:
     workload: str
     load: float
     arrivals: str = "poisson"
+    residency: str | None = None
+    """``planned`` or ``dynamic``; None: the config's ``residency``."""
 
 
 @dataclass
@@ -111,7 +119,14 @@ class DaggerConfig:
     workflows: int = 300
     """Workflows per training episode."""
     expert: str = "rollout_oracle"
-    """Registered policy whose answers are the labels."""
+    """Registered policy whose answers are the labels, or ``best``: in each setting its best
+    heuristic, picked on one run of ``expert_workflows`` on a training seed."""
+    expert_workflows: int = 1000
+    """With ``expert: best``: workflows of the run that picks each setting's expert."""
+    selection_settings: list[Setting] = field(default_factory=list)
+    """Settings validation runs on instead of the training ones, so that the checkpoint is
+    chosen on settings never trained on (keep their clusters at the training size); empty:
+    validation runs on the training settings."""
     observed_tokens: str = "estimate"
     """Output length the network's decisions are costed at: ``estimate`` (the role's static
     one, as eft) or ``p90`` (the shipped predictor's, as tail); the checkpoint records it."""
@@ -166,19 +181,39 @@ class DaggerConfig:
             "load": self.load > 0,
             "validation_seeds": bool(self.validation_seeds),
             "validation_workflows": self.validation_workflows >= 1,
+            "expert_workflows": self.expert_workflows >= 1,
         }
         for name, ok in checks.items():
             if not ok:
                 raise InputError(source, name, f"out of range: {getattr(self, name)!r}")
-        if any(not x.load > 0 for x in self.more_settings):
-            raise InputError(source, "more_settings", "every load must be > 0")
+        listed = [("more_settings", x) for x in self.more_settings] + [
+            ("selection_settings", x) for x in self.selection_settings
+        ]
+        for where, x in listed:
+            if not x.load > 0:
+                raise InputError(source, where, "every load must be > 0")
+            if x.residency not in (None, "planned", "dynamic"):
+                raise InputError(
+                    source, where, f"residency must be planned or dynamic, got {x.residency!r}"
+                )
         for where, arrivals in [("arrivals", self.arrivals)] + [
-            ("more_settings", x.arrivals) for x in self.more_settings
+            (where, x.arrivals) for where, x in listed
         ]:
             try:  # a replay must hold the longest run's times: an episode or a validation
                 check_arrivals(arrivals, max(self.workflows, self.validation_workflows))
             except InputError as exc:
                 raise InputError(source, where, exc.message) from None
+        if self.iterations * self.episodes + len(self.more_settings) + 1 > SEEDS_PER_RUN:
+            raise InputError(
+                source,
+                "iterations",
+                f"iterations x episodes plus the settings must stay within {SEEDS_PER_RUN} "
+                "training seeds",
+            )
+        if self.order_by_expert and self.expert == BEST:
+            raise InputError(
+                source, "order_by_expert", "needs one named expert to take the order from"
+            )
         if self.residency not in ("planned", "dynamic"):
             raise InputError(
                 source, "residency", f"must be planned or dynamic, got {self.residency!r}"
@@ -376,7 +411,8 @@ def _clusters_beside(folder: Path, data: dict[str, Any]) -> None:
     """Cluster files a config names by a relative path that exists beside it are taken
     from there (a preset ships its cluster files in its folder, so it runs from any working
     directory); any other name is left as written (a preset, or a path from the CWD)."""
-    entries = [data, *(x for x in data.get("more_settings") or [] if isinstance(x, dict))]
+    listed = [*(data.get("more_settings") or []), *(data.get("selection_settings") or [])]
+    entries = [data, *(x for x in listed if isinstance(x, dict))]
     for entry in entries:
         name = entry.get("cluster")
         if isinstance(name, str) and not Path(name).is_absolute() and (folder / name).is_file():
@@ -384,42 +420,98 @@ def _clusters_beside(folder: Path, data: dict[str, Any]) -> None:
 
 
 def settings_of(cfg: DaggerConfig) -> list[Setting]:
-    """The run's settings: the main one, then ``more_settings``."""
-    return [Setting(cfg.cluster, cfg.workload, cfg.load, cfg.arrivals), *cfg.more_settings]
+    """The training settings: the main one, then ``more_settings``, each in its world."""
+    main = Setting(cfg.cluster, cfg.workload, cfg.load, cfg.arrivals)
+    return [_in_world(x, cfg) for x in (main, *cfg.more_settings)]
+
+
+def validation_settings(cfg: DaggerConfig) -> list[Setting]:
+    """Where the checkpoint is chosen: ``selection_settings``, else the training ones."""
+    if cfg.selection_settings:
+        return [_in_world(x, cfg) for x in cfg.selection_settings]
+    return settings_of(cfg)
+
+
+def _in_world(setting: Setting, cfg: DaggerConfig) -> Setting:
+    residency = setting.residency or cfg.residency
+    return Setting(setting.cluster, setting.workload, setting.load, setting.arrivals, residency)
+
+
+def _setup(setting: Setting, workflows: int, seed: int) -> RunSetup:
+    scenario = Scenario(
+        workload=setting.workload,
+        workflows=workflows,
+        load=setting.load,
+        seed=seed,
+        arrivals=setting.arrivals,
+        residency=setting.residency or "planned",
+    )
+    return prepare(setting.cluster, scenario)
+
+
+def _candidate_means(setup: RunSetup) -> dict[str, float]:
+    """Each best-heuristic candidate's mean response (steady window) on one run."""
+    return {
+        name: float(run(setup, name).metrics["avg_response_time_s"])
+        for name in BEST_HEURISTIC_CANDIDATES
+    }
+
+
+def experts_of(cfg: DaggerConfig, say: Callable[[str], None]) -> list[str]:
+    """The expert of each training setting: ``cfg.expert``, or with ``expert: best`` the
+    best heuristic of the setting on one run of ``expert_workflows`` (a training seed,
+    counted down from the top of the config seed's range)."""
+    settings = settings_of(cfg)
+    if cfg.expert != BEST:
+        return [cfg.expert] * len(settings)
+    top = TRAIN_SEED_BASE + SEEDS_PER_RUN * (cfg.seed + 1) - 1
+    experts = []
+    for i, setting in enumerate(settings):
+        means = _candidate_means(_setup(setting, cfg.expert_workflows, top - i))
+        name = best_heuristic(means)
+        if name is None:
+            raise InputError("config", "expert", f"no candidate finished on {setting.cluster}")
+        say(f"setting {i} ({setting.cluster}, {setting.workload}): expert {name}")
+        experts.append(name)
+    return experts
 
 
 class Validation:
-    """The validation runs of every setting and seed, prepared and measured under the base
-    heuristic on first use: a base run is seeded by its scenario, so it gives the same
-    figure at every iteration and is run once, not once per iteration."""
+    """The validation runs of every validation setting and seed, prepared and measured
+    under the yardstick on first use: the base heuristic of the expert, or with ``expert:
+    best`` the best heuristic of each setting over its seeds. A yardstick run is seeded by
+    its scenario, so it gives the same figure at every iteration and is run once."""
 
-    def __init__(self, cfg: DaggerConfig, base: str) -> None:
-        self.cfg, self.base = cfg, base
+    def __init__(self, cfg: DaggerConfig) -> None:
+        self.cfg = cfg
         self._runs: list[tuple[RunSetup, float]] | None = None
+        self.yardsticks: list[str] = []
+        """The heuristic each validation setting is measured against."""
 
     def runs(self) -> list[tuple[RunSetup, float]]:
-        """(setup, the base's mean response) per setting and validation seed."""
+        """(setup, the yardstick's mean response) per validation setting and seed."""
         if self._runs is None:
             self._runs = []
             cfg = self.cfg
-            for setting, seed in itertools.product(settings_of(cfg), cfg.validation_seeds):
-                scenario = Scenario(
-                    workload=setting.workload,
-                    workflows=cfg.validation_workflows,
-                    load=setting.load,
-                    seed=seed,
-                    arrivals=setting.arrivals,
-                    residency=cfg.residency,
-                )
-                setup = prepare(setting.cluster, scenario)
-                base = float(run(setup, self.base).metrics["avg_response_time_s"])
-                self._runs.append((setup, base))
+            for setting in validation_settings(cfg):
+                n = cfg.validation_workflows
+                setups = [_setup(setting, n, seed) for seed in cfg.validation_seeds]
+                if cfg.expert == BEST:
+                    per_seed = [_candidate_means(setup) for setup in setups]
+                    by_policy = {n: [m[n] for m in per_seed] for n in BEST_HEURISTIC_CANDIDATES}
+                    name = best_heuristic(by_policy) or "tail"
+                    means = by_policy[name]
+                else:
+                    name = base_of(cfg.expert)
+                    means = [float(run(x, name).metrics["avg_response_time_s"]) for x in setups]
+                self.yardsticks.append(name)
+                self._runs += list(zip(setups, means, strict=True))
         return self._runs
 
     def ratio(self, net: PolicyNetwork) -> float:
         """Mean over the runs of the network's mean response (steady window), acting as it
-        is shipped (sampling from its distribution, seeded), divided by the base
-        heuristic's on the same run: below 1 the network beats it."""
+        is shipped (sampling from its distribution, seeded), divided by the yardstick's on
+        the same run: below 1 the network beats it."""
         ratios = []
         for setup, theirs in self.runs():
             student = NetworkScheduler(
@@ -445,30 +537,23 @@ def train(
     net, saved = load_student(cfg.init)
     optimizer = torch.optim.Adam(net.parameters(), lr=cfg.lr)
     shuffle = torch.Generator().manual_seed(cfg.seed)
-    validation = Validation(cfg, base_of(cfg.expert))
+    validation = Validation(cfg)
     data = Dataset()
     rows: list[dict[str, float]] = []
     best = math.inf
     out = Path(cfg.out)
     settings = settings_of(cfg)
+    experts = experts_of(cfg, say)
     for it in range(cfg.iterations):
         beta = cfg.beta0 * cfg.beta_decay**it
         for ep in range(cfg.episodes):
             k = cfg.episodes * it + ep
-            seed = TRAIN_SEED_BASE + 1000 * cfg.seed + k
-            setting = settings[k % len(settings)]
+            seed = TRAIN_SEED_BASE + SEEDS_PER_RUN * cfg.seed + k
             student = NetworkScheduler(net, name="dagger", observed_tokens=cfg.observed_tokens)
-            expert = get_policy(cfg.expert)
+            expert = get_policy(experts[k % len(settings)])
             labeller = Labeller(student, expert, beta, data, seed, cfg.order_by_expert)
-            scenario = Scenario(
-                workload=setting.workload,
-                workflows=cfg.workflows,
-                load=setting.load,
-                seed=seed,
-                arrivals=setting.arrivals,
-                residency=cfg.residency,
-            )
-            run(prepare(setting.cluster, scenario), labeller, warmup=0, cooldown=0)
+            setup = _setup(settings[k % len(settings)], cfg.workflows, seed)
+            run(setup, labeller, warmup=0, cooldown=0)
             say(f"iteration {it} episode {ep}: {labeller.labelled} labels, beta {beta:.2f}")
         figures = fit(net, data, cfg, optimizer, shuffle)
         ratio = validation.ratio(net)
@@ -476,7 +561,7 @@ def train(
         row["validation_ratio"] = ratio
         rows.append(row)
         say(", ".join(f"{k} {v:.4g}" for k, v in row.items()))
-        payload = _payload(net, saved, cfg, row)
+        payload = _payload(net, saved, cfg, row, experts, validation.yardsticks)
         save_checkpoint(out / "last.pt", payload)
         if ratio < best:
             best = ratio
@@ -486,15 +571,22 @@ def train(
 
 
 def _payload(
-    net: nn.Module, saved: dict[str, Any], cfg: DaggerConfig, row: dict[str, float]
+    net: nn.Module,
+    saved: dict[str, Any],
+    cfg: DaggerConfig,
+    row: dict[str, float],
+    experts: list[str],
+    yardsticks: list[str],
 ) -> dict[str, Any]:
+    worlds = sorted({x.residency or cfg.residency for x in settings_of(cfg)})
+    metadata = {"name": "dagger", "algorithm": "dagger", "residency": "+".join(worlds), **row}
     return {
         "network": saved["network"],
         "network_config": saved["network_config"],
         "state_dict": net.state_dict(),
         "config": asdict(cfg),
         "observed_tokens": cfg.observed_tokens,
-        "metadata": {"name": "dagger", "algorithm": "dagger", "residency": cfg.residency, **row},
+        "metadata": {**metadata, "experts": experts, "yardsticks": yardsticks},
     }
 
 
