@@ -619,6 +619,15 @@ SuiteSettingsOpt = Annotated[
     str | None,
     typer.Option(help="With --suite: comma-separated setting names to run [default: all]."),
 ]
+SelectionOpt = Annotated[
+    bool,
+    typer.Option(
+        "--selection",
+        help="With --suite: run the suite's selection settings on its selection seeds, to "
+        "choose a checkpoint or a margin on settings never evaluated (--seeds then counts "
+        "selection seeds).",
+    ),
+]
 NodesOpt = Annotated[str, typer.Option(help="Comma-separated cluster sizes N (hetero-N).")]
 ClustersOpt = Annotated[
     str | None,
@@ -638,6 +647,7 @@ def evaluate(
     seeds: EvalSeedsOpt = None,
     suite: SuiteOpt = None,
     settings: SuiteSettingsOpt = None,
+    selection: SelectionOpt = False,
     workload: WorkloadOpt = "agentic-mix",
     load: Annotated[float, typer.Option(help="Arrival rate as a fraction of capacity.")] = 0.7,
     workflows: AutoWorkflowsOpt = "auto",
@@ -683,10 +693,13 @@ def evaluate(
     if suite is not None:
         _suite_refuses(clusters=clusters, deployment=deployment)
         _suite(suite, settings, policies, seeds, out, jobs, as_json, force, precision,
-               max_workflows)  # fmt: skip
+               max_workflows, selection)  # fmt: skip
         return
-    if settings is not None:
-        raise InputError("--settings", "settings", "names settings of a suite: give --suite")
+    if settings is not None or selection:
+        flag, key = (
+            ("--settings", "settings") if settings is not None else ("--selection", "selection")
+        )
+        raise InputError(flag, key, "names settings of a suite: give --suite")
     sizes, names = _study_clusters(nodes, clusters, deployment)
     cfg = StudyConfig(
         policies=split_policy_list(policies or DEFAULT_EVAL_POLICIES),
@@ -731,8 +744,11 @@ def _suite(
     force: bool,
     precision: float,
     max_workflows: int | None,
+    selection: bool = False,
 ) -> None:
-    """``eval --suite``: each chosen setting of the suite in turn (``eval.robustness``)."""
+    """``eval --suite``: each chosen setting of the suite in turn (``eval.robustness``): its
+    evaluation settings on its evaluation seeds, or with ``selection`` its selection
+    settings on its selection seeds."""
     from scalesched.eval.robustness import run_suite
     from scalesched.eval.study import check_policies
     from scalesched.eval.suite import load_suite
@@ -741,7 +757,8 @@ def _suite(
     from scalesched.sim.scenario import MAX_WORKFLOWS
 
     loaded = load_suite(name)
-    chosen = loaded.pick(settings)
+    which = "selection" if selection else "evaluation"
+    chosen = loaded.pick(settings, which)
     asked = split_policy_list(policies) if policies else loaded.policies
     check_policies(asked)
     check_precision(precision)
@@ -753,11 +770,11 @@ def _suite(
         )
     if jobs is not None and not 1 <= jobs <= 1024:
         raise InputError("--jobs", "jobs", f"must be in [1, 1024], got {jobs}")
-    all_seeds = loaded.evaluation_seeds
+    all_seeds = loaded.selection_seeds if selection else loaded.evaluation_seeds
     if seeds is not None and not (seeds.isdigit() and 1 <= int(seeds) <= len(all_seeds)):
         raise InputError(
             "--seeds", "seeds", f"with --suite, a count from 1 to {len(all_seeds)} (the first K "
-            f"of the suite's evaluation seeds {', '.join(map(str, all_seeds))}), got {seeds!r}"
+            f"of the suite's {which} seeds {', '.join(map(str, all_seeds))}), got {seeds!r}"
         )  # fmt: skip
     used = all_seeds[: int(seeds)] if seeds is not None else all_seeds
     summary = run_suite(

@@ -122,10 +122,17 @@ def test_settings_are_picked_by_name_and_training_ones_refused() -> None:
     suite = load_suite("robustness")
     names = [s.name for s in suite.pick("examplelab-mix-p07-planned,hetero16-mix-p07-planned")]
     assert names == ["hetero16-mix-p07-planned", "examplelab-mix-p07-planned"]  # suite order
-    with pytest.raises(InputError, match="a training setting, never evaluated"):
+    with pytest.raises(InputError, match="a training setting, not in this set"):
         suite.pick(suite.training[0].name)
     with pytest.raises(InputError, match="--settings"):
         suite.pick("no-such-setting")
+
+
+def test_selection_settings_are_picked_apart_from_the_evaluation_ones() -> None:
+    suite = load_suite("robustness")
+    assert suite.pick(None, "selection") == suite.selection
+    with pytest.raises(InputError, match="an evaluation setting, not in this set"):
+        suite.pick(suite.evaluation[0].name, "selection")
 
 
 @pytest.mark.parametrize(
@@ -133,6 +140,11 @@ def test_settings_are_picked_by_name_and_training_ones_refused() -> None:
     [
         (["--settings", "hetero16-mix-p07-planned"], "--settings: names settings of a suite"),
         (["--suite", "robustness", "--seeds", "5"], "--seeds: with --suite, a count from 1 to 3"),
+        (["--selection"], "--selection: names settings of a suite"),
+        (
+            ["--suite", "robustness", "--selection", "--seeds", "4"],
+            "of the suite's selection seeds 1000, 1001, 1002",
+        ),
         (["--suite", "robustness", "--clusters", "hetero-16"], "--clusters: not with --suite"),
         (["--suite", "nosuch"], "--suite: 'nosuch': no such suite"),
     ],

@@ -109,25 +109,27 @@ class Suite:
         sets = {"evaluation": self.evaluation, "training": self.training}
         return sets[which] if which in sets else {"selection": self.selection}[which]
 
-    def pick(self, names: str | None) -> tuple[SuiteSetting, ...]:
-        """The evaluation settings named in ``names`` (comma-separated; None: all), in the
-        suite's order; an unknown name is an ``InputError`` on ``--settings``."""
+    def pick(self, names: str | None, which: str = "evaluation") -> tuple[SuiteSetting, ...]:
+        """The settings of set ``which`` named in ``names`` (comma-separated; None: all),
+        in the suite's order; an unknown name is an ``InputError`` on ``--settings``."""
+        pool = self.settings(which)
         if names is None:
-            return self.evaluation
+            return pool
         wanted = [n.strip() for n in names.split(",") if n.strip()]
-        known = {s.name: s for s in self.evaluation}
+        known = {s.name: s for s in pool}
         for n in wanted:
             if n not in known:
-                other = next((w for w in ("training", "selection") if n in _names(self, w)), None)
-                why = f"a {other} setting, never evaluated" if other else "unknown setting"
+                other = next((w for w in SET_NAMES if w != which and n in _names(self, w)), None)
+                article = "an" if other and other[0] in "aeiou" else "a"
+                why = f"{article} {other} setting, not in this set" if other else "unknown setting"
                 raise InputError(
                     "--settings",
                     "settings",
-                    f"{n!r}: {why}; evaluation settings: " + ", ".join(known),
+                    f"{n!r}: {why}; {which} settings: " + ", ".join(known),
                 )
         if not wanted:
             raise InputError("--settings", "settings", "name at least one setting")
-        return tuple(s for s in self.evaluation if s.name in wanted)
+        return tuple(s for s in pool if s.name in wanted)
 
 
 def _names(suite: Suite, which: str) -> set[str]:
