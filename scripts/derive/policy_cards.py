@@ -4,10 +4,11 @@
 
 Each card's ``trained`` entry is read from the policy's checkpoint
 (``scalesched.policies.trained.training_facts``), so it says what the file was trained on;
-``measured`` is the headline figure from docs/model-card.md, with its date, kept from the
-current file (a new policy gets an empty one to fill in). ``scalesched policies`` prints one
-line per policy from its card; tests/policies/test_trained_cards.py fails when a card no
-longer matches its checkpoint.
+``measured`` is the headline figure from docs/model-card.md, with its date, and
+``acting`` how the policy acts unless told otherwise (``{"margin": 0.1}``), both kept from
+the current file (a new policy gets an empty headline to fill in). ``scalesched policies``
+prints one line per policy from its card; tests/policies/test_trained_cards.py fails when
+a card no longer matches its checkpoint.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ def main() -> None:
         name: {
             "trained": training_facts(load_checkpoint(path)),
             "measured": old.get(name, {}).get("measured", ""),
+            **({"acting": old[name]["acting"]} if old.get(name, {}).get("acting") else {}),
         }
         for name, path in sorted(shipped_policies().items())
     }

@@ -53,10 +53,15 @@ def test_the_policies_listing_prints_each_card() -> None:
 
 @pytest.mark.parametrize("name", sorted(shipped_policies()))
 def test_a_shipped_checkpoint_names_the_world_it_was_trained_in(name: str) -> None:
-    """Every shipped policy was trained with dynamic residency, and its file says so."""
+    """Every shipped policy says the worlds it was trained in, in its file and its line:
+    dynamic residency, or both worlds where its settings name theirs (``scale-safe``)."""
     saved = load_checkpoint(shipped_policies()[name])
-    assert saved["config"]["residency"] == saved["metadata"]["residency"] == "dynamic"
-    assert describe(name).split(". Measured")[0].endswith("(dynamic residency)")
+    worlds = training_facts(saved)["residency"]
+    assert saved["metadata"]["residency"] == worlds
+    assert worlds == ("dynamic+planned" if name == "scale-safe" else "dynamic")
+    words = {"dynamic": "(dynamic residency)",
+             "dynamic+planned": "(planned deployments and dynamic residency)"}  # fmt: skip
+    assert words[worlds] in describe(name)
 
 
 def test_a_checkpoint_from_before_the_field_was_trained_with_dynamic_residency() -> None:
@@ -65,3 +70,24 @@ def test_a_checkpoint_from_before_the_field_was_trained_with_dynamic_residency()
     )
     planned = training_facts({"config": {"cluster": "c", "workload": "w", "residency": "planned"}})
     assert planned["residency"] == "planned"
+
+
+def test_a_policy_shipped_bounded_acts_bounded_unless_told_otherwise() -> None:
+    """``scale-safe``'s card ships it with margin 0.1: the plain name acts exactly as its
+    checkpoint with ``:margin=0.1``, and an option given overrides the card's."""
+    from scalesched.policies import get_policy
+    from scalesched.policies.trained import shipped_acting, shipped_policies
+    from scalesched.runs.setup import Scenario, prepare, run
+
+    assert shipped_acting("scale-safe") == {"margin": 0.1}
+    assert shipped_acting("scale-dagger") == {} and shipped_acting("no-such") == {}
+    path = shipped_policies()["scale-safe"]
+    setup = prepare("hetero-8", Scenario(workload="agentic-mix", workflows=40, load=0.9, seed=3))
+
+    def mean(policy: str) -> float:
+        return float(run(setup, policy, warmup=0, cooldown=0).metrics["avg_response_time_s"])
+
+    assert mean("scale-safe") == mean(f"{path}:margin=0.1")
+    assert mean("scale-safe:margin=0.5") == mean(f"{path}:margin=0.5")
+    assert get_policy("scale-safe").name == "scale-safe"
+    assert get_policy("scale-safe:margin=0.5").name == "scale-safe:margin=0.5"

@@ -44,8 +44,9 @@ def training_facts(checkpoint: Mapping[str, Any]) -> dict[str, Any]:
     records about its training, as plain data: the algorithm, for expert iteration the
     expert and the starting policy, the network, SRR, the output lengths it was shown, and
     each training setting as ``[cluster, workload, load]`` (a PPO run's loads as the range
-    its episodes draw from), and the world it was trained in (``residency``; a checkpoint
-    from before the field was trained with dynamic residency)."""
+    its episodes draw from), and the worlds it was trained in (``residency``, joined by
+    ``+`` where settings differ; a checkpoint from before the field was trained with
+    dynamic residency)."""
     config = checkpoint.get("config") or {}
     network = checkpoint.get("network_config") or {}
     dagger = (checkpoint.get("metadata") or {}).get("algorithm") == "dagger"
@@ -65,7 +66,11 @@ def training_facts(checkpoint: Mapping[str, Any]) -> dict[str, Any]:
             [Path(str(s["cluster"])).stem, s["workload"], str(s["load"]) if dagger else ppo_loads]
             for s in settings
         ],
-        "residency": str(config.get("residency") or "dynamic"),
+        "residency": "+".join(
+            sorted(
+                {str(s.get("residency") or config.get("residency") or "dynamic") for s in settings}
+            )
+        ),
     }
 
 
@@ -77,6 +82,14 @@ def cards() -> dict[str, dict[str, Any]]:
     return dict(json.loads(text)["policies"])
 
 
+def shipped_acting(name: str) -> dict[str, Any]:
+    """How a shipped policy acts unless its options say otherwise (its card's ``acting``,
+    e.g. ``{"margin": 0.1}`` for a policy shipped bounded); empty for any other name."""
+    if name not in shipped_policies():
+        return {}
+    return dict(cards().get(name, {}).get("acting") or {})
+
+
 def describe(name: str) -> str:
     """One line for a shipped policy: how and on what it was trained, and its measured
     headline; a generic line for a policy without a card."""
@@ -85,7 +98,8 @@ def describe(name: str) -> str:
         return "shipped trained policy (see docs/model-card.md)"
     t = card["trained"]
     if t["algorithm"] == "expert iteration":
-        how = f"expert iteration towards {t['expert']} from {t['init']}"
+        expert = "each setting's best heuristic" if t["expert"] == "best" else t["expert"]
+        how = f"expert iteration towards {expert} from {t['init']}"
     else:
         how = "PPO with SRR" if t["srr"] else "PPO without SRR"
     if t["network"] == "mlp16":
@@ -105,8 +119,15 @@ def describe(name: str) -> str:
         )
         for cluster, workloads in loads.items()
     )
-    world = {"dynamic": "dynamic residency", "planned": "planned deployments"}
+    world = {
+        "dynamic": "dynamic residency",
+        "planned": "planned deployments",
+        "dynamic+planned": "planned deployments and dynamic residency",
+    }
     where += f" ({world.get(t.get('residency', 'dynamic'), t.get('residency'))})"
+    acting = card.get("acting") or {}
+    if "margin" in acting:
+        where += f"; acts within margin {acting['margin']:g} of tail's best unless told otherwise"
     return f"{how}, on {where}. Measured: {card['measured']}"
 
 
@@ -145,7 +166,7 @@ def load_trained(spec: str) -> Scheduler | None:
         return None
     given = parse_options(name, ActingOptions, options) if options else {}
     try:
-        acting = ActingOptions(**given)
+        acting = ActingOptions(**{**shipped_acting(name), **given})
     except ValueError as exc:
         raise InputError("--policy", name, str(exc)) from None
     from scalesched.nn.scheduler import load_scheduler
