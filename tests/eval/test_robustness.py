@@ -110,3 +110,23 @@ def test_the_p99_ratio_pairs_seeds() -> None:
         {"policy": "x", "seed": 3, "status": "ok", "p99_response_time_s": 99.0},
     ]
     assert p99_ratio(rows, "x", "tail") == pytest.approx((1.5 + 0.5) / 2)
+
+
+def test_a_setting_with_shaped_arrivals_is_never_counted_steady(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """azure-conv stretches a recorded hour over the run: there is no steady state to
+    reach, so the row is left out of the summary even where each run's verdict passed."""
+    import scalesched.eval.robustness as robustness
+
+    monkeypatch.setattr(robustness, "_steady", lambda rows, policy: True)  # every run passed
+    data = json.loads(json.dumps(TINY))
+    data["evaluation"][0].update(arrivals="azure-conv", workflows=60)
+    path = tmp_path / "shaped.yaml"
+    path.write_text(yaml.safe_dump(data))
+    suite = load_suite(str(path))
+    summary = run_suite(suite, suite.evaluation, ["tail"], [90], tmp_path / "out", jobs=1)
+    (setting,) = summary["settings"]
+    assert setting["best_heuristic_steady"] is False
+    assert setting["policies"]["tail"]["steady"] is False
+    assert summary["summary"]["tail"]["left_out"] == ["tiny-mix"]
