@@ -695,11 +695,7 @@ def evaluate(
         _suite(suite, settings, policies, seeds, out, jobs, as_json, force, precision,
                max_workflows, selection)  # fmt: skip
         return
-    if settings is not None or selection:
-        flag, key = (
-            ("--settings", "settings") if settings is not None else ("--selection", "selection")
-        )
-        raise InputError(flag, key, "names settings of a suite: give --suite")
+    _suite_only(settings=settings, selection=selection or None)
     sizes, names = _study_clusters(nodes, clusters, deployment)
     cfg = StudyConfig(
         policies=split_policy_list(policies or DEFAULT_EVAL_POLICIES),
@@ -723,6 +719,13 @@ def evaluate(
     title = "scalesched evaluation"
     _study(cfg, out, jobs, as_json, progress, title, executor, ray_address, slo, force,
            precision=precision, max_workflows=max_workflows)  # fmt: skip
+
+
+def _suite_only(**given: object) -> None:
+    """The options that name a suite's settings, refused without ``--suite``."""
+    for key, value in given.items():
+        if value is not None:
+            raise InputError("--" + key, key, "names settings of a suite: give --suite")
 
 
 def _suite_refuses(**given: object) -> None:
