@@ -51,10 +51,10 @@ def train_dagger(
 def header(cfg: DaggerConfig) -> str:
     """What the run trains on, labels from and selects on, in one line."""
     from scalesched.train.config_file import world_line
-    from scalesched.train.dagger import BEST, settings_of, validation_settings
+    from scalesched.train.dagger import BEST, settings_of, validation_settings, worlds_of
 
     settings = settings_of(cfg)
-    worlds = sorted({x.residency or cfg.residency for x in settings})
+    worlds = worlds_of(cfg)
     where = (
         f"{cfg.cluster} ({cfg.workload}, load {cfg.load})"
         if len(settings) == 1

@@ -425,6 +425,11 @@ def settings_of(cfg: DaggerConfig) -> list[Setting]:
     return [_in_world(x, cfg) for x in (main, *cfg.more_settings)]
 
 
+def worlds_of(cfg: DaggerConfig) -> list[str]:
+    """The worlds the training settings run in, sorted (one for most configs)."""
+    return sorted({x.residency or cfg.residency for x in settings_of(cfg)})
+
+
 def validation_settings(cfg: DaggerConfig) -> list[Setting]:
     """Where the checkpoint is chosen: ``selection_settings``, else the training ones."""
     if cfg.selection_settings:
@@ -494,11 +499,11 @@ class Validation:
             self._runs = []
             cfg = self.cfg
             for setting in validation_settings(cfg):
-                n = cfg.validation_workflows
-                setups = [_setup(setting, n, seed) for seed in cfg.validation_seeds]
+                length = cfg.validation_workflows
+                setups = [_setup(setting, length, seed) for seed in cfg.validation_seeds]
                 if cfg.expert == BEST:
                     per_seed = [_candidate_means(setup) for setup in setups]
-                    by_policy = {n: [m[n] for m in per_seed] for n in BEST_HEURISTIC_CANDIDATES}
+                    by_policy = {p: [m[p] for m in per_seed] for p in BEST_HEURISTIC_CANDIDATES}
                     name = best_heuristic(by_policy) or "tail"
                     means = by_policy[name]
                 else:
@@ -578,8 +583,8 @@ def _payload(
     experts: list[str],
     yardsticks: list[str],
 ) -> dict[str, Any]:
-    worlds = sorted({x.residency or cfg.residency for x in settings_of(cfg)})
-    metadata = {"name": "dagger", "algorithm": "dagger", "residency": "+".join(worlds), **row}
+    worlds = "+".join(worlds_of(cfg))
+    metadata = {"name": "dagger", "algorithm": "dagger", "residency": worlds, **row}
     return {
         "network": saved["network"],
         "network_config": saved["network_config"],

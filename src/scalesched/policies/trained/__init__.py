@@ -85,8 +85,6 @@ def cards() -> dict[str, dict[str, Any]]:
 def shipped_acting(name: str) -> dict[str, Any]:
     """How a shipped policy acts unless its options say otherwise (its card's ``acting``,
     e.g. ``{"margin": 0.1}`` for a policy shipped bounded); empty for any other name."""
-    if name not in shipped_policies():
-        return {}
     return dict(cards().get(name, {}).get("acting") or {})
 
 
