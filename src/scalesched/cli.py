@@ -490,8 +490,12 @@ def train(
         ),
     ] = None,
     out: Annotated[
-        Path, typer.Option(help="Run folder: checkpoints, CSV and TensorBoard logs.")
-    ] = Path("runs/scale"),
+        Path | None,
+        typer.Option(
+            help="Run folder: checkpoints, CSV and TensorBoard logs [default: a dagger "
+            "config's `out`, else runs/scale]."
+        ),
+    ] = None,
     steps: Annotated[
         int | None, typer.Option(help="Total environment steps (overrides the config).")
     ] = None,
@@ -515,13 +519,14 @@ def train(
     from scalesched.train.config_file import algorithm_of, world_line
     from scalesched.train.ppo import Trainer, load_config, parse_overrides
 
-    config = _training_config(config, preset, out)
+    config = _training_config(config, preset, out or DEFAULT_TRAIN_OUT)
     if algorithm_of(config) == "dagger":
         from scalesched.commands.dagger import train_dagger
 
         train_dagger(config, out, seed=seed, overrides=set_ or [], steps=steps, resume=resume)
         return
     cfg = load_config(config, set_fields=parse_overrides(set_ or []), total_steps=steps, seed=seed)
+    out = out or DEFAULT_TRAIN_OUT
     if out.exists() and (out / "last.pt").exists() and not resume:
         raise InputError(str(out), "--out", "holds a run already; pass --resume or a new folder")
     err_console.print(f"world: {world_line(cfg.residency)}", markup=False, highlight=False)
@@ -538,6 +543,8 @@ def train(
     )
 
 
+DEFAULT_TRAIN_OUT = Path("runs/scale")
+"""A PPO run's folder when ``--out`` is not given."""
 TRAIN_PRESETS = Path(__file__).resolve().parent / "train" / "presets"
 """The shipped training configs, installed with the package (a source checkout's
 configs/train links to them)."""

@@ -122,19 +122,21 @@ def test_targets_spread_over_servers_the_expert_ties() -> None:
     assert bool((targets.max(1).values == 1.0).any())
 
 
-def test_cli_trains_a_dagger_config_and_refuses_ppo_only_options(tmp_path: Path) -> None:
+def test_cli_trains_a_dagger_config_into_its_out_and_refuses_ppo_only_options(
+    tmp_path: Path,
+) -> None:
     from typer.testing import CliRunner
 
     from scalesched.cli import app
 
     config = tmp_path / "d.yaml"
+    out = tmp_path / "run"
     config.write_text(
         "algorithm: dagger\nexpert: tail\nworkflows: 20\niterations: 1\nepochs: 1\n"
-        "load: 0.7\nvalidation_seeds: [1000]\nvalidation_workflows: 20\n"
+        f"load: 0.7\nvalidation_seeds: [1000]\nvalidation_workflows: 20\nout: {out}\n"
     )
     runner = CliRunner()
-    out = tmp_path / "run"
-    done = runner.invoke(app, ["train", "--config", str(config), "--out", str(out)])
+    done = runner.invoke(app, ["train", "--config", str(config)])  # the config's own out
     assert done.exit_code == 0, done.output
     assert (out / "best.pt").is_file() and "best validation ratio" in done.stdout
     again = runner.invoke(app, ["train", "--config", str(config), "--out", str(out)])

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 import scalesched
 from scalesched.cluster import get_cluster
 from scalesched.cluster.model import ClusterSpec
 from scalesched.eval.suite import SuiteSetting, load_suite, mix_of
 from scalesched.train.dagger import Setting, load_config, settings_of, validation_settings
 
-PRESET = Path(scalesched.__file__).parent / "train" / "presets" / "dagger-robust-n16.yaml"
+PRESETS = Path(scalesched.__file__).parent / "train" / "presets"
 
 
 def _key(cluster: ClusterSpec, x: Setting | SuiteSetting) -> str:
@@ -21,9 +23,10 @@ def _key(cluster: ClusterSpec, x: Setting | SuiteSetting) -> str:
     )
 
 
-def test_the_preset_holds_the_suites_training_and_selection_settings() -> None:
+@pytest.mark.parametrize("preset", ["dagger-robust-n16", "dagger-robust-order-n16"])
+def test_the_preset_holds_the_suites_training_and_selection_settings(preset: str) -> None:
     suite = load_suite("robustness")
-    cfg = load_config(PRESET)
+    cfg = load_config(PRESETS / f"{preset}.yaml")
     for mine, theirs in ((settings_of(cfg), "training"), (validation_settings(cfg), "selection")):
         got = sorted(_key(get_cluster(x.cluster), x) for x in mine)
         want = sorted(_key(suite.clusters[x.cluster], x) for x in suite.settings(theirs))

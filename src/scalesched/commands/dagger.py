@@ -16,14 +16,15 @@ if TYPE_CHECKING:
 
 def train_dagger(
     config: Path,
-    out: Path,
+    out: Path | None,
     *,
     seed: int | None,
     overrides: list[str],
     steps: int | None,
     resume: bool,
 ) -> None:
-    """Run expert iteration from ``config`` into ``out`` (refusing PPO-only options)."""
+    """Run expert iteration from ``config`` into ``out`` (None: the config's own ``out``),
+    refusing PPO-only options."""
     from scalesched.train.config_file import parse_overrides
     from scalesched.train.dagger import BEST, DaggerConfig, load_config, train
 
@@ -31,10 +32,12 @@ def train_dagger(
         raise InputError("--steps", "steps", "applies to PPO; a dagger config sets iterations")
     if resume:
         raise InputError("--resume", "resume", "expert iteration cannot resume; start a new --out")
+    known = [f.name for f in dataclasses.fields(DaggerConfig)]
+    given = None if out is None else str(out)
+    cfg = load_config(config, set_fields=parse_overrides(overrides, known), seed=seed, out=given)
+    out = Path(cfg.out)
     if (out / "last.pt").exists():
         raise InputError(str(out), "--out", "holds a run already; pass a new folder")
-    known = [f.name for f in dataclasses.fields(DaggerConfig)]
-    cfg = load_config(config, set_fields=parse_overrides(overrides, known), seed=seed, out=str(out))
     err_console.print(header(cfg), markup=False)
     rows = train(cfg, progress=lambda line: err_console.print(line, markup=False))
     best = min(rows, key=lambda r: r["validation_ratio"])

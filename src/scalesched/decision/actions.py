@@ -28,9 +28,12 @@ planned run to another deployment, its groups loaded, drained and unloaded, or r
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 from scalesched.decision.redeploy import Redeploy
+
+if TYPE_CHECKING:
+    from scalesched.decision.features import Decision
 
 REPLICA_IDLE_S = 60.0
 """Default idle time before a replica is unloaded (Knative's stable window)."""
@@ -86,3 +89,10 @@ def as_action(answer: int | Action) -> Action:
     if isinstance(answer, Place | Hedge | Defer):
         return answer
     return Place(int(answer))
+
+
+def workflow_order(decision: Decision) -> float:
+    """The ``Place.priority`` of workflow order (lower first): the arrival time of the
+    decision's workflow, so calls of older workflows are admitted first whatever order they
+    arrive in (``fcfs_workflow``; a learned policy's ordering head)."""
+    return decision.now - decision.task.workflow_age

@@ -29,6 +29,10 @@ class PolicyOutput(NamedTuple):
     """(B,) state-value estimate of the critic."""
     attn_feature: Tensor
     """(B, d) the representation the actor reads; SRR regularises its batch statistics."""
+    order_logit: Tensor | None = None
+    """(B,) a network with an ordering head: the logit of admitting the task in its
+    workflow's arrival order (``fcfs_workflow``'s priority) rather than its own; None
+    without one."""
 
 
 def real_server_mask(n_servers: Tensor, width: int) -> Tensor:

@@ -178,6 +178,12 @@ class FastScaleActor:
             else np.float32(net.prior_log_weight.detach().exp().item())
         )
         self._prior_feature = cfg.prior_feature
+        # Ordering head: MLP([f, mean_i h_i]); the mean embedding is mean(basis) bw + bb.
+        self._order: tuple[Array, ...] | None = None
+        if net.order_head is not None:
+            w1, b1 = _linear(net.order_head[0])
+            w2, b2 = _linear(net.order_head[2])
+            self._order = tuple(a.astype(f32) for a in (bw, bb, w1, b1, w2, b2))
 
     def logits(self, task: Array, servers: Array, mask: Array) -> Array:
         """(N,) float32 logits for one task: ``task`` (task_dim,), ``servers`` (N, server_dim)
@@ -188,6 +194,21 @@ class FastScaleActor:
         """(B, N) float32 logits for B tasks on the same N servers: ``task`` (B, task_dim),
         ``servers`` (B, N, server_dim), ``mask`` (B, N) bool. Masked servers get
         ``MASKED_LOGIT``."""
+        return self.act_batch(task, servers, mask)[0]
+
+    @property
+    def orders(self) -> bool:
+        """Whether the network has an ordering head."""
+        return self._order is not None
+
+    def act(self, task: Array, servers: Array, mask: Array) -> tuple[Array, float | None]:
+        """One task's (N,) logits and its ordering head's logit (None without the head)."""
+        logits, order = self.act_batch(task[None], servers[None], mask[None])
+        return logits[0], None if order is None else float(order[0])
+
+    def act_batch(self, task: Array, servers: Array, mask: Array) -> tuple[Array, Array | None]:
+        """``logits_batch``'s (B, N) logits and the ordering head's (B,) logits (None
+        without the head)."""
         batch, n, width = servers.shape
         if task.shape != (batch, self.task_dim) or width != self.server_dim:
             raise ValueError(
@@ -226,4 +247,10 @@ class FastScaleActor:
             if not np.isfinite(prior).all():  # as the network: NaN -> 0, +-inf -> +-max
                 prior = np.nan_to_num(prior.astype(np.float32), nan=0.0)
             logits -= self._prior_weight * prior
-        return np.where(mask, logits, np.float32(MASKED_LOGIT))
+        logits = np.where(mask, logits, np.float32(MASKED_LOGIT))
+        if self._order is None:
+            return logits, None
+        bw, bb, w1, b1, w2, b2 = self._order
+        pooled = _add(basis, axis=1) * np.float32(1.0 / n) @ bw + bb  # (B, d): mean of h
+        hidden = np.tanh(np.concatenate([feature, pooled], axis=1) @ w1 + b1)
+        return logits, (hidden @ w2 + b2)[:, 0]

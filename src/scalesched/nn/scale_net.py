@@ -13,10 +13,16 @@ Layout (d = ``d_model``)::
     f = LayerNorm(t + W_o MHA(t; h))                     attention feature (B,d), SRR acts here
     logits_i = (W_p f) . (W_r h_i) / sqrt(d)             pointer head, masked to feasible servers
     value = MLP([f, mean_{i < n} h_i])                   critic (``critic_encoder``: shared)
+    order = MLP([f, mean_{i < n} h_i], detached)         ordering head (``ordering_head``)
 
 Every reduction over servers (attention, pooled mean) runs over the *real* servers (index <
 ``n_servers``), not only the feasible ones: an infeasible server is still part of the cluster
 state the critic should see. Padding is zeroed before encoding, so its content never leaks.
+
+The optional ordering head chooses the admission order of the placed call: its workflow's
+arrival order (``fcfs_workflow``'s priority) when its logit is positive, the call's own
+arrival order otherwise. It reads the placement's representation detached, so learning the
+order never moves the placement a checkpoint was validated with.
 
 The feasibility bit of each server is appended to its features: feasibility depends on the task
 (memory, model), and without it the critic could not tell how constrained the decision is.
@@ -45,6 +51,8 @@ _REFERENCE_N = 16
 """Cluster size at which scalable softmax starts as plain softmax (s * log(16) = 1)."""
 
 CRITIC_ENCODERS = ("shared", "detached", "own")
+ORDER_HIDDEN = 32
+"""Hidden width of the ordering head."""
 
 
 @dataclass(frozen=True)
@@ -80,6 +88,11 @@ class ScaleNetConfig:
     mean: a DeepSets critic). Measured on steady-state episodes the value gradient is 30-60x
     the policy gradient, so with a shared encoder the critic, not the policy loss, moves
     the actor's embeddings (docs/training.md, "Why fine-tuning drifted")."""
+
+    ordering_head: bool = False
+    """Add the ordering head (see the module doc): a second output choosing between the
+    call's own arrival order and its workflow's, trained by ``dagger`` with
+    ``learn_order``."""
 
     def __post_init__(self) -> None:
         if self.task_dim < 1 or self.server_dim < 1:
@@ -222,6 +235,13 @@ class ScaleNet(nn.Module):
                 nn.Tanh(),
                 layer_init(nn.Linear(d, d)),
             )
+        self.order_head: nn.Sequential | None = None
+        if cfg.ordering_head:
+            self.order_head = nn.Sequential(
+                layer_init(nn.Linear(2 * d, ORDER_HIDDEN)),
+                nn.Tanh(),
+                layer_init(nn.Linear(ORDER_HIDDEN, 1), gain=0.01),
+            )
         self.critic = nn.Sequential(
             layer_init(nn.Linear(2 * d, cfg.critic_hidden)),
             nn.Tanh(),
@@ -289,13 +309,15 @@ class ScaleNet(nn.Module):
             prior = servers[..., self.cfg.prior_feature]
             scores = scores - self.prior_log_weight.exp() * prior.nan_to_num(0.0)
         logits = scores.masked_fill(~(mask & real), MASKED_LOGIT)
+        order = None
+        if self.order_head is not None:
+            order = self.order_head(_pooled_input(feature.detach(), h.detach(), real))[:, 0]
 
         if not need_value:  # acting only: skip the critic
-            return PolicyOutput(
-                logits=logits, value=logits.new_zeros(logits.shape[0]), attn_feature=feature
-            )
+            value = logits.new_zeros(logits.shape[0])
+            return PolicyOutput(logits, value, attn_feature=feature, order_logit=order)
         value = self.critic(self._critic_input(task, servers, mask, feature, h, real))
-        return PolicyOutput(logits=logits, value=value.squeeze(-1), attn_feature=feature)
+        return PolicyOutput(logits, value.squeeze(-1), attn_feature=feature, order_logit=order)
 
     def critic_parameters(self) -> list[nn.Parameter]:
         """Parameters only the value loss trains (all of the critic's unless it is shared)."""
@@ -314,6 +336,12 @@ class ScaleNet(nn.Module):
             feature = self.critic_task_encoder(task)
         elif self.cfg.critic_encoder == "detached":
             feature, h = feature.detach(), h.detach()
-        count = real.sum(dim=1).clamp(min=1).to(h.dtype)[:, None]
-        pooled = h.sum(dim=1) / count  # h is zero on padding, so this is the real-server mean
-        return torch.cat([feature, pooled], dim=-1)
+        return _pooled_input(feature, h, real)
+
+
+def _pooled_input(feature: Tensor, h: Tensor, real: Tensor) -> Tensor:
+    """[feature, mean over real servers of their embeddings]: what the critic and the
+    ordering head read."""
+    count = real.sum(dim=1).clamp(min=1).to(h.dtype)[:, None]
+    pooled = h.sum(dim=1) / count  # h is zero on padding, so this is the real-server mean
+    return torch.cat([feature, pooled], dim=-1)

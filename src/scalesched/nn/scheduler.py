@@ -18,6 +18,7 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
+from scalesched.decision.actions import Place, workflow_order
 from scalesched.decision.features import Decision
 from scalesched.decision.scheduler import BaseScheduler
 from scalesched.errors import InputError
@@ -121,17 +122,29 @@ class NetworkScheduler(BaseScheduler):
         return observed(decision, self._lengths)
 
     @torch.inference_mode()
-    def select(self, decision: Decision) -> int:
+    def select(self, decision: Decision) -> int | Place:
         if self.actor is not None:
             seen = self.observe(decision)
-            logits = self.actor.logits(
+            logits, order = self.actor.act(
                 seen.task_features, seen.server_features[:, : self.server_dim], seen.mask
             )
-            return self._choose(self._bounded(logits, decision))
+            return self._ordered(self._choose(self._bounded(logits, decision)), order, decision)
         out = self.forward(decision)  # observes the decision itself
         if self.record_features:
             self.features[decision.n_servers].append(out.attn_feature[0].numpy().copy())
-        return self._choose(self._bounded(out.logits[0], decision))
+        order = None if out.order_logit is None else float(out.order_logit[0])
+        return self._ordered(self._choose(self._bounded(out.logits[0], decision)), order, decision)
+
+    @staticmethod
+    def _ordered(server: int, order: float | None, decision: Decision) -> int | Place:
+        """The placement, with a network that has an ordering head, admitted in its
+        workflow's arrival order (``fcfs_workflow``'s priority) where the head's logit is
+        positive, else in its own arrival order (priority: now). Both are times on one
+        clock, so calls ordered either way queue fairly against each other; the call's own
+        order as no priority at all would put it behind every prioritised call for good."""
+        if order is None:
+            return server
+        return Place(server, priority=workflow_order(decision) if order > 0 else decision.now)
 
     def _bounded(
         self, logits: torch.Tensor | np.ndarray, decision: Decision
@@ -208,17 +221,18 @@ class BatchedNetworkScheduler(NetworkScheduler):
     """
 
     @torch.inference_mode()
-    def select_batch(self, decisions: list[Decision]) -> list[int]:
+    def select_batch(self, decisions: list[Decision]) -> list[int | Place]:
         if self.actor is None or len(decisions) == 1:
             return [self.select(d) for d in decisions]
         seen = [self.observe(d) for d in decisions]
-        logits = self.actor.logits_batch(
+        logits, order = self.actor.act_batch(
             np.stack([d.task_features for d in seen]),
             np.stack([d.server_features[:, : self.server_dim] for d in seen]),
             np.stack([d.mask for d in seen]),
         )
-        pairs = zip(logits, decisions, strict=True)
-        return [self._choose(self._bounded(row, d)) for row, d in pairs]
+        orders = [None] * len(decisions) if order is None else [float(x) for x in order]
+        triples = zip(logits, orders, decisions, strict=True)
+        return [self._ordered(self._choose(self._bounded(row, d)), o, d) for row, o, d in triples]
 
 
 def network_from_checkpoint(data: dict[str, Any], source: str = "checkpoint") -> PolicyNetwork:

@@ -24,7 +24,7 @@ from abc import abstractmethod
 
 import numpy as np
 
-from scalesched.decision.actions import Place
+from scalesched.decision.actions import Place, workflow_order
 from scalesched.decision.features import Decision
 from scalesched.decision.scheduler import BaseScheduler, Scheduler
 from scalesched.policies.eft import EftScheduler
@@ -125,4 +125,4 @@ class FcfsWorkflowScheduler(OrderedTail):
     name = "fcfs_workflow"
 
     def priority(self, decision: Decision) -> float:
-        return decision.now - decision.task.workflow_age  # the workflow's arrival time
+        return workflow_order(decision)

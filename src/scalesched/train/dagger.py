@@ -51,11 +51,11 @@ import torch
 from pydantic import ConfigDict
 from torch import nn
 
-from scalesched.decision.actions import Action, Place, as_action
+from scalesched.decision.actions import Action, Place, as_action, workflow_order
 from scalesched.decision.features import Decision
 from scalesched.decision.scheduler import BaseScheduler, Scheduler
 from scalesched.errors import InputError
-from scalesched.nn import PolicyNetwork, SrrConfig, srr_losses
+from scalesched.nn import PolicyNetwork, SrrConfig, build_network, srr_losses
 from scalesched.nn.checkpoint import load_checkpoint, save_checkpoint
 from scalesched.nn.common import obs_to_tensors
 from scalesched.nn.observation import OBSERVED_TOKENS
@@ -133,6 +133,13 @@ class DaggerConfig:
     order_by_expert: bool = False
     """Admit the network's placements in the expert's order (its ``Place.priority``) in the
     episodes and in validation; use the result as ``<expert>:placement=<checkpoint>``."""
+    learn_order: bool = False
+    """Train the network's ordering head (added to the init if it has none) on the expert's
+    admission order: workflow order where the expert gives ``fcfs_workflow``'s priority,
+    the call's own where it gives none. The network then orders as well as places."""
+    fit_placement: bool = True
+    """Fit the placement too; False (with ``learn_order``): the ordering head alone, the
+    placement kept exactly as the init's."""
     init: str = "scale"
     """Starting weights: a shipped policy's name or a checkpoint path."""
     iterations: int = 4
@@ -210,6 +217,12 @@ class DaggerConfig:
                 f"iterations x episodes plus the settings must stay within {SEEDS_PER_RUN} "
                 "training seeds",
             )
+        if self.learn_order and self.order_by_expert:
+            raise InputError(
+                source, "learn_order", "the network orders itself: drop order_by_expert"
+            )
+        if not self.fit_placement and not self.learn_order:
+            raise InputError(source, "fit_placement", "false needs learn_order: nothing to fit")
         if self.order_by_expert and self.expert == BEST:
             raise InputError(
                 source, "order_by_expert", "needs one named expert to take the order from"
@@ -253,19 +266,23 @@ class Dataset:
     target: list[np.ndarray] = field(default_factory=list)
     """Per decision, (N,) probabilities: uniform over the servers the expert rates as good
     as its answer (identical servers tie; a one-hot label would teach an arbitrary index)."""
+    order: list[float] = field(default_factory=list)
+    """Per decision, 1.0 where the expert admits the call in workflow order, else 0.0."""
 
-    def add(self, obs: dict[str, np.ndarray], target: np.ndarray) -> None:
+    def add(self, obs: dict[str, np.ndarray], target: np.ndarray, order: float = 0.0) -> None:
         self.task.append(obs["task"])
         self.servers.append(obs["servers"])
         self.mask.append(obs["mask"])
         self.n_servers.append(obs["n_servers"])
         self.target.append(target)
+        self.order.append(order)
 
     def __len__(self) -> int:
         return len(self.target)
 
     def tensors(self) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
-        """The network's inputs and the (B, N) target distributions, stacked."""
+        """The network's inputs and the (B, N) target distributions, stacked (the order
+        labels: ``order_targets``)."""
         stacked = {
             "task": np.stack(self.task),
             "servers": np.stack(self.servers),
@@ -273,6 +290,10 @@ class Dataset:
             "n_servers": np.concatenate(self.n_servers),
         }
         return obs_to_tensors(stacked), torch.as_tensor(np.stack(self.target))
+
+    def order_targets(self) -> torch.Tensor:
+        """(B,) the order labels, float."""
+        return torch.as_tensor(self.order, dtype=torch.float32)
 
 
 TIE_RTOL = 1e-9
@@ -332,17 +353,18 @@ class Labeller(BaseScheduler):
         action = as_action(answer)
         expert_acts = bool(self._rng.random() < self.beta)
         server = getattr(action, "server", None)
+        priority = getattr(action, "priority", None)
         if self.data is not None and server is not None and not getattr(action, "loads", ()):
             self.data.add(
                 self.student.observation(decision),
                 expert_target(self.expert, decision, int(server)),
+                order_label(self.expert, decision, priority),
             )
             self.labelled += 1
         if expert_acts or server is None:
             self.expert_acted += 1
             return answer
         mine = self.student.select(decision)
-        priority = getattr(action, "priority", None)
         if not self.in_expert_order or priority is None:
             return mine
         place = as_action(mine)
@@ -351,12 +373,37 @@ class Labeller(BaseScheduler):
         return Place(place.server, place.loads, priority)
 
 
-def load_student(init: str) -> tuple[PolicyNetwork, dict[str, Any]]:
+def order_label(expert: Scheduler, decision: Decision, priority: float | None) -> float:
+    """1.0 where the expert admits the call in workflow order (``fcfs_workflow``'s
+    priority), 0.0 where it gives no priority; an expert ordering by anything else cannot
+    teach the ordering head, and says so."""
+    if priority is None:
+        return 0.0
+    if priority == workflow_order(decision):
+        return 1.0
+    raise InputError(
+        "config",
+        "learn_order",
+        f"expert {expert.name} orders by another priority than workflow order",
+    )
+
+
+def load_student(init: str, ordering_head: bool = False) -> tuple[PolicyNetwork, dict[str, Any]]:
     """The network to train (a shipped policy's weights or a checkpoint's) and the
-    checkpoint it came from."""
+    checkpoint it came from; with ``ordering_head``, a SCALE network gains a fresh ordering
+    head where it has none (its ``network_config`` in the returned checkpoint says so)."""
     path = checkpoint_path(init)
     data = load_checkpoint(path)
-    return network_from_checkpoint(data, str(path)), data
+    net = network_from_checkpoint(data, str(path))
+    if not ordering_head or data["network_config"].get("ordering_head"):
+        return net, data
+    if data["network"] != "scale":
+        raise InputError(str(path), "network", "only a scale network takes an ordering head")
+    config = {**data["network_config"], "ordering_head": True}
+    grown = build_network("scale", **config)
+    missing, unexpected = grown.load_state_dict(net.state_dict(), strict=False)
+    assert not unexpected and all(k.startswith("order_head.") for k in missing)
+    return grown, {**data, "network_config": config}
 
 
 def base_of(expert: str) -> str:
@@ -373,9 +420,12 @@ def fit(
     optimizer: torch.optim.Optimizer,
     rng: torch.Generator,
 ) -> dict[str, float]:
-    """``cfg.epochs`` passes of cross-entropy to the labels plus SRR over ``data``; the
-    last epoch's mean loss terms and the share of decisions whose argmax is a label."""
+    """``cfg.epochs`` passes of cross-entropy to the labels plus SRR over ``data`` (with
+    ``learn_order``, plus the ordering head's binary cross-entropy to the order labels;
+    without ``fit_placement``, that alone); the last epoch's mean loss terms, the share of
+    decisions whose argmax is a label and, with ``learn_order``, whose order is."""
     inputs, targets = data.tensors()
+    orders = data.order_targets()
     srr_cfg = SrrConfig(
         enabled=cfg.srr_decorrelation > 0 or cfg.srr_kl > 0,
         decorrelation_weight=cfg.srr_decorrelation,
@@ -384,27 +434,39 @@ def fit(
     net.train()
     sums: dict[str, float] = {}
     for _ in range(cfg.epochs):
-        sums = {"ce": 0.0, "srr": 0.0, "steps": 0.0}
-        order = torch.randperm(len(targets), generator=rng)
+        sums = {"ce": 0.0, "srr": 0.0, "order": 0.0, "steps": 0.0}
+        shuffled = torch.randperm(len(targets), generator=rng)
         for start in range(0, len(targets), cfg.minibatch):
-            mb = order[start : start + cfg.minibatch]
+            mb = shuffled[start : start + cfg.minibatch]
             out = net(*(x[mb] for x in inputs), need_value=False)
-            ce = nn.functional.cross_entropy(out.logits, targets[mb])
-            srr = srr_losses(out.attn_feature, srr_cfg).total
+            terms = {"ce": out.logits.new_zeros(()), "srr": out.logits.new_zeros(())}
+            if cfg.fit_placement:
+                terms["ce"] = nn.functional.cross_entropy(out.logits, targets[mb])
+                terms["srr"] = srr_losses(out.attn_feature, srr_cfg).total
+            if cfg.learn_order:
+                assert out.order_logit is not None  # load_student added the head
+                terms["order"] = nn.functional.binary_cross_entropy_with_logits(
+                    out.order_logit, orders[mb]
+                )
             optimizer.zero_grad()
-            (ce + srr).backward()
+            sum(terms.values()).backward()  # type: ignore[union-attr]
             nn.utils.clip_grad_norm_(net.parameters(), cfg.max_grad_norm)
             optimizer.step()
-            sums["ce"] += float(ce.item())
-            sums["srr"] += float(srr.item())
+            for name, term in terms.items():
+                sums[name] += float(term.item())
             sums["steps"] += 1
     net.eval()
     with torch.no_grad():
-        picks = net(*inputs, need_value=False).logits.argmax(dim=1)
-        hits = targets.gather(1, picks[:, None]) > 0  # the greedy pick is one of the tied best
-        accuracy = float(hits.float().mean().item())
-    steps = max(1.0, sums["steps"])
-    return {"ce": sums["ce"] / steps, "srr": sums["srr"] / steps, "accuracy": accuracy}
+        out = net(*inputs, need_value=False)
+        hits = targets.gather(1, out.logits.argmax(dim=1)[:, None]) > 0  # one of the tied best
+        figures = {"accuracy": float(hits.float().mean().item())}
+        if cfg.learn_order and out.order_logit is not None:
+            agree = (out.order_logit > 0).float() == orders
+            figures["order_accuracy"] = float(agree.float().mean().item())
+    steps = max(1.0, sums.pop("steps"))
+    if not cfg.learn_order:
+        sums.pop("order")
+    return {**{name: total / steps for name, total in sums.items()}, **figures}
 
 
 def _clusters_beside(folder: Path, data: dict[str, Any]) -> None:
@@ -539,8 +601,9 @@ def train(
     say = progress or (lambda _line: None)
     torch.set_num_threads(1)  # the same sums in the same order on any machine: same seed, same run
     torch.manual_seed(cfg.seed)
-    net, saved = load_student(cfg.init)
-    optimizer = torch.optim.Adam(net.parameters(), lr=cfg.lr)
+    net, saved = load_student(cfg.init, ordering_head=cfg.learn_order)
+    trained = net.parameters() if cfg.fit_placement else _order_head(net).parameters()
+    optimizer = torch.optim.Adam(trained, lr=cfg.lr)
     shuffle = torch.Generator().manual_seed(cfg.seed)
     validation = Validation(cfg)
     data = Dataset()
@@ -573,6 +636,14 @@ def train(
             save_checkpoint(out / "best.pt", payload)
     _write_csv(out / "dagger.csv", rows)
     return rows
+
+
+def _order_head(net: nn.Module) -> nn.Module:
+    """The ordering head of a network that has one."""
+    head = getattr(net, "order_head", None)
+    if not isinstance(head, nn.Module):
+        raise TypeError(f"{type(net).__name__} has no ordering head")
+    return head
 
 
 def _payload(
