@@ -310,7 +310,7 @@ def markdown_table(lines: list[str]) -> Table:
 
 NOT_STEADY_MARK = "  (not steady)"
 """Beside each figure of a run off steady state that describes the policy."""
-STEADY_DEPENDENT = ("response_time", "slowdown", "lower_bound_ratio", "queue_delay", "in_system")
+STEADY_DEPENDENT = ("response_time", "slowdown", "bound_ratio", "queue_delay", "in_system")
 """Metric names (substrings) whose value means nothing for the policy off steady state."""
 
 
