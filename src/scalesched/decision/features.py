@@ -164,6 +164,7 @@ class Decision:
     left to happen: a deferred task is then offered for the last time)."""
     _task_features: np.ndarray | None = None
     _server_features: np.ndarray | None = None
+    _at_tokens: dict[int, Decision] | None = None
 
     @property
     def n_servers(self) -> int:
@@ -183,11 +184,22 @@ class Decision:
         """The cost model's decision on the same task, state and mask, for an LLM call
         asked about at another output length (tail's quantile, hedging's spread). Its
         arrays are those ``make_decision`` builds for that length, bit for bit; the
-        transfer times (which do not depend on it) are shared."""
-        task = dataclasses.replace(self.task, output_tokens_est=tokens)
-        again = make_decision(self._tables, self._view, task, transfer=self.transfer_s)
+        transfer times (which do not depend on it) are shared. Built once per length: a
+        bounded network asks at the p90 for itself and for ``tail``'s scores, and the
+        state does not change while a decision is open."""
+        memo = self._at_tokens
+        if memo is None:
+            memo = self._at_tokens = {}
+        again = memo.get(tokens)
+        if again is None:
+            task = dataclasses.replace(self.task, output_tokens_est=tokens)
+            again = memo[tokens] = self._built_again(task)
         again.mask = self.mask
         return again
+
+    def _built_again(self, task: TaskRequest) -> Decision:
+        """``make_decision`` for ``task`` on this decision's state."""
+        return make_decision(self._tables, self._view, task, transfer=self.transfer_s)
 
     @property
     def task_features(self) -> np.ndarray:

@@ -158,11 +158,8 @@ class CompiledDecision(Decision):
     ``at_output_tokens`` (tail's quantile, hedging's spread) builds on the compiled core
     too."""
 
-    def at_output_tokens(self, tokens: int) -> Decision:
-        task = dataclasses.replace(self.task, output_tokens_est=tokens)
-        again = make_decision_compiled(self._tables, self._view, task, transfer=self.transfer_s)
-        again.mask = self.mask
-        return again
+    def _built_again(self, task: TaskRequest) -> Decision:
+        return make_decision_compiled(self._tables, self._view, task, transfer=self.transfer_s)
 
 
 def eft_choice_compiled(decision: Decision) -> int | None:
