@@ -1,4 +1,4 @@
-"""Policies on a dagger config's validation runs (docs/robustness.md): each policy's mean
+"""Policies on a dagger config's validation runs (docs/robust-training.md): each policy's mean
 response over the steady window divided by the yardstick's on the same run (with ``expert:
 best``, each validation setting's best heuristic), run by run and on average, exactly as
 ``scalesched train`` validates its own network, so a trained checkpoint, a margin or a
