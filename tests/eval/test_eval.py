@@ -9,7 +9,7 @@ import matplotlib.image
 import pytest
 from typer.testing import CliRunner
 
-from scalesched.cli import app
+from scalesched.cli import DEMO_LEARNED, app
 from scalesched.eval.study import StudyConfig, mean_ci, run_study, seeds_from
 
 runner = CliRunner()
@@ -193,7 +193,7 @@ def test_demo_code_path_with_a_reduced_budget(tmp_path: Path) -> None:
     flat = " ".join(result.stdout.split())
     verdict = flat[flat.index("Verdict:") :]
     assert flat.index("Verdict:") > flat.index("results:") and flat.count("Verdict:") == 1
-    assert verdict.startswith("Verdict: none for scale-dagger at N = 16, 32, 48")
+    assert verdict.startswith(f"Verdict: none for {DEMO_LEARNED[0]} at N = 16, 32, 48")
 
 
 def test_eval_over_ray_gives_the_same_rows(tmp_path: Path) -> None:
