@@ -163,13 +163,17 @@ def test_a_run_is_identical_through_either_path(greedy: bool) -> None:
     assert runs[0].metrics["avg_response_time_s"] == runs[1].metrics["avg_response_time_s"]
 
 
-def test_batched_scoring_answers_as_one_at_a_time_on_the_same_state() -> None:
-    net = trained_like(1, heuristic_prior=1.0)
-    decisions = real_decisions(16, 30)
+def assert_batched_answers_as_one_at_a_time(net: ScaleNet, count: int) -> None:
+    """The batched scheduler's answers on ``count`` real decisions equal one-at-a-time's."""
+    decisions = real_decisions(16, count)
     one, batched = NetworkScheduler(net), BatchedNetworkScheduler(net)
     one.reset(4)
     batched.reset(4)
     assert batched.select_batch(decisions) == [one.select(d) for d in decisions]
+
+
+def test_batched_scoring_answers_as_one_at_a_time_on_the_same_state() -> None:
+    assert_batched_answers_as_one_at_a_time(trained_like(1, heuristic_prior=1.0), 30)
 
 
 def test_batched_scheduler_runs_through_the_simulator() -> None:

@@ -15,8 +15,13 @@ from scalesched.decision.actions import Place, workflow_order
 from scalesched.decision.features import BASE_SERVER_FEATURES, TASK_FEATURES
 from scalesched.nn import ScaleNet, build_network
 from scalesched.nn.fast import FastScaleActor
-from scalesched.nn.scheduler import BatchedNetworkScheduler, NetworkScheduler
-from tests.nn.test_nn_fast import assert_same_logits, real_decisions, trained_like
+from scalesched.nn.scheduler import NetworkScheduler
+from tests.nn.test_nn_fast import (
+    assert_batched_answers_as_one_at_a_time,
+    assert_same_logits,
+    real_decisions,
+    trained_like,
+)
 
 torch.set_num_threads(1)
 
@@ -93,12 +98,7 @@ def test_a_positive_logit_admits_in_workflow_order_a_negative_one_in_the_calls(
 
 
 def test_batched_answers_carry_the_same_orders() -> None:
-    net = _with_order_bias(1.0)
-    decisions = real_decisions(16, 10)
-    one, batched = NetworkScheduler(net), BatchedNetworkScheduler(net)
-    one.reset(4)
-    batched.reset(4)
-    assert batched.select_batch(decisions) == [one.select(d) for d in decisions]
+    assert_batched_answers_as_one_at_a_time(_with_order_bias(1.0), 10)
 
 
 def test_the_head_reads_the_placement_detached() -> None:
