@@ -519,14 +519,15 @@ def train(
     from scalesched.train.config_file import algorithm_of, world_line
     from scalesched.train.ppo import Trainer, load_config, parse_overrides
 
-    config = _training_config(config, preset, out or DEFAULT_TRAIN_OUT)
-    if algorithm_of(config) == "dagger":
+    ppo_out = out or DEFAULT_TRAIN_OUT
+    config = _training_config(config, preset, ppo_out)
+    if algorithm_of(config) == "dagger":  # its config's own out unless --out is given
         from scalesched.commands.dagger import train_dagger
 
         train_dagger(config, out, seed=seed, overrides=set_ or [], steps=steps, resume=resume)
         return
     cfg = load_config(config, set_fields=parse_overrides(set_ or []), total_steps=steps, seed=seed)
-    out = out or DEFAULT_TRAIN_OUT
+    out = ppo_out
     if out.exists() and (out / "last.pt").exists() and not resume:
         raise InputError(str(out), "--out", "holds a run already; pass --resume or a new folder")
     err_console.print(f"world: {world_line(cfg.residency)}", markup=False, highlight=False)

@@ -449,7 +449,7 @@ def fit(
                     out.order_logit, orders[mb]
                 )
             optimizer.zero_grad()
-            sum(terms.values()).backward()  # type: ignore[union-attr]
+            sum(terms.values(), out.logits.new_zeros(())).backward()
             nn.utils.clip_grad_norm_(net.parameters(), cfg.max_grad_norm)
             optimizer.step()
             for name, term in terms.items():
