@@ -30,7 +30,8 @@ from scalesched.decision.cycle import Watched, drive
 from scalesched.decision.features import Decision, make_decision
 from scalesched.policies import get_policy
 from scalesched.runs.setup import Scenario, build_jobs, prepare, run
-from scalesched.sim import core
+from scalesched.sim import compiled_run, core
+from scalesched.sim import run as sim_run
 from scalesched.sim.engine import Simulation
 
 needs_extension = pytest.mark.skipif(
@@ -173,8 +174,8 @@ def run_both(
     **options: Any,
 ) -> None:
     """The same run on both cores (chosen the way users choose: the environment); traces
-    and metrics must be identical, and the compiled run must have built its decisions on the
-    compiled core."""
+    and metrics must be identical, and the compiled run must have run whole in C++
+    (``sim.compiled_run``) or built its decisions on the compiled core."""
     setup = prepare(cluster, scenario, stream=stream)
     results = {}
     built = [0]
@@ -185,10 +186,19 @@ def run_both(
         return real(*args, **kwargs)
 
     monkeypatch.setattr(core, "make_decision_compiled", counted)
+    whole = []
+    real_run = compiled_run.run_compiled
+
+    def spied(*args: Any) -> bool:
+        whole.append(real_run(*args))
+        return whole[-1]
+
+    monkeypatch.setattr(sim_run, "run_compiled", spied)
     for name in ("python", "compiled"):
         monkeypatch.setenv(core.CORE_ENV, name)
         results[name] = run(setup, policy, warmup=0, record_trace=True, **options)
-    assert built[0] >= results["compiled"].metrics["decisions"] > 0
+    assert results["compiled"].metrics["decisions"] > 0
+    assert whole[-1] or built[0] >= results["compiled"].metrics["decisions"]
     assert trace_rows(results["python"]) == trace_rows(results["compiled"])
     same_metrics(results["python"].metrics, results["compiled"].metrics)
 

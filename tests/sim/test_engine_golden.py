@@ -128,9 +128,11 @@ def _load() -> dict[str, Any]:
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_engine_matches_golden(name: str, core: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Both cores (``scalesched.sim.core``) give the goldens bit for bit; the compiled one
-    is chosen as users choose it (``SCALESCHED_CORE``) and must really build the run's
-    decisions."""
+    is chosen as users choose it (``SCALESCHED_CORE``) and must really run there: whole in
+    C++ (``sim.compiled_run``) where it covers the run, else every decision built there."""
+    from scalesched.sim import compiled_run
     from scalesched.sim import core as cores
+    from scalesched.sim import run as sim_run
 
     if core == "compiled":
         if not cores.compiled_available():
@@ -143,11 +145,25 @@ def test_engine_matches_golden(name: str, core: str, monkeypatch: pytest.MonkeyP
             return real(*args, **kwargs)
 
         monkeypatch.setattr(cores, "make_decision_compiled", counted)
+        whole = []
+        real_run = compiled_run.run_compiled
+
+        def spied(*args: Any) -> bool:
+            whole.append(real_run(*args))
+            return whole[-1]
+
+        monkeypatch.setattr(sim_run, "run_compiled", spied)
     monkeypatch.setenv(cores.CORE_ENV, core)
     golden = _load()[name]
     got = run_case(CASES[name])
     if core == "compiled":
-        assert built[0] >= got["metrics"]["decisions"] > 0
+        assert got["metrics"]["decisions"] > 0
+        # eft and least_loaded without caches run whole in C++ (sim.compiled_run); the rest
+        # builds every decision on the compiled core
+        case = CASES[name]
+        plain = not case.get("kv") and not case.get("tool_cache")
+        assert whole == [case["policy"] in ("eft", "least_loaded") and plain]
+        assert whole[0] or built[0] >= got["metrics"]["decisions"]
     assert got["trace_rows"] == golden["trace_rows"]
     assert got["trace"] == golden["trace"], "a trace row changed"
     want = {k: v for k, v in golden["metrics"].items() if k not in VERDICT_FIELDS}

@@ -671,7 +671,7 @@ class RunLedger:
         if self.stream is not None:
             return None
         ok = ~np.isnan(np.array(self.started_at))
-        return np.asarray(self.tasks.job_of)[ok]
+        return np.asarray(self.tasks.job_of, dtype=np.int64)[ok]
 
     def run_record(
         self,

@@ -75,9 +75,8 @@ class VisibleRanks:
         self._workflows: dict[int, WorkflowInstance] = dict(enumerate(workflows))
         self._ranks: dict[int, list[float] | None] = dict.fromkeys(self._workflows)
         self._costs: dict[int, list[float] | None] = dict.fromkeys(self._workflows)
-        self._deciders: dict[int, frozenset[int]] = {
-            job: deciders(wf) for job, wf in self._workflows.items()
-        }
+        self._deciders: dict[int, frozenset[int]] = {}
+        """Per job, found at its first finished task (most runs never ask for ranks)."""
 
     def rank(self, job: int, task: int) -> float:
         ranks = self._ranks[job]
@@ -96,7 +95,10 @@ class VisibleRanks:
         return [self._workflows, self._ranks, self._costs, self._deciders]
 
     def task_finished(self, job: int, task: int) -> None:
-        if task in self._deciders[job]:
+        found = self._deciders.get(job)
+        if found is None:
+            found = self._deciders[job] = deciders(self._workflows[job])
+        if task in found:
             self._ranks[job] = None
 
     def workflow_finished(self, job: int) -> None:

@@ -29,6 +29,8 @@ def eft_choice(decision: Decision) -> int:
 
 class EftScheduler(BaseScheduler):
     name = "eft"
+    compiled_policy = "eft"
+    """The compiled core runs whole runs of it itself (``sim.compiled_run``)."""
 
     def select(self, decision: Decision) -> int:
         return eft_choice(decision)

@@ -10,6 +10,8 @@ from scalesched.decision.scheduler import BaseScheduler
 
 class LeastLoadedScheduler(BaseScheduler):
     name = "least_loaded"
+    compiled_policy = "least_loaded"
+    """The compiled core runs whole runs of it itself (``sim.compiled_run``)."""
 
     def select(self, decision: Decision) -> int:
         return int(np.argmin(np.where(decision.mask, decision.est_work, np.inf)))

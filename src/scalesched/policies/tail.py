@@ -38,9 +38,10 @@ from scalesched.decision.actions import REPLICA_IDLE_S, LoadReplica, Place
 from scalesched.decision.features import ENGINE_ABSENT, ENGINE_LOADING, Decision
 from scalesched.decision.scheduler import BaseScheduler
 from scalesched.predict.features import duration_inputs, finish_baseline
-from scalesched.predict.lengths import OutputLengths, token_quantiles
+from scalesched.predict.lengths import OutputLengths, token_quantiles, workflow_tokens
 from scalesched.predict.metrics import predicted_mean
 from scalesched.predict.model import QUANTILES, QuantilePredictor, default_predictor
+from scalesched.workload.instance import WorkflowInstance
 
 TAIL_LEVEL = 0.9
 SCALE_OUT_LEVEL = 0.99
@@ -83,6 +84,14 @@ class TailScheduler(BaseScheduler):
     def reset(self, seed: int) -> None:
         self.exec_scale = None  # a new run starts from the cost model as is
 
+    @property
+    def compiled_policy(self) -> str | None:
+        """``tail`` as the compiled core runs whole runs of it (``sim.compiled_run``): the
+        cost model's finish at the remembered output length, nothing added (None: a
+        configuration it does not mirror)."""
+        plain = self.via == "tokens" and not self.scale_out and self.exec_scale is None
+        return "tail" if plain else None
+
     def __deepcopy__(self, memo: dict[int, Any]) -> TailScheduler:
         """A copy that shares the (immutable) predictor and the token memo and copies the
         rest: ``rollout`` copies its base at every fork, and copying the predictor's
@@ -103,6 +112,11 @@ class TailScheduler(BaseScheduler):
         """The output length the cost model is asked about for an LLM task (remembered per
         task signal: the same call is asked about again in every fork of a rollout)."""
         return self.lengths.tokens(decision.task)
+
+    def workflow_lengths(self, wf: WorkflowInstance) -> list[int]:
+        """``output_tokens`` of each LLM call of ``wf`` (0 for a tool), asked once per
+        workflow by the compiled core's whole runs (``sim.compiled_run``)."""
+        return workflow_tokens(self.lengths, wf)
 
     def _token_quantiles(self, decision: Decision) -> np.ndarray:
         """(1, Q) predicted output-token quantiles of the decision's (LLM) task."""

@@ -13,10 +13,13 @@ from typing import Any
 
 import numpy as np
 
+from scalesched.cluster.tables import MODEL_INDEX
 from scalesched.decision.features import TaskRequest
+from scalesched.kernel.requests import task_request
 from scalesched.predict.features import token_baseline, token_inputs
 from scalesched.predict.metrics import predicted_mean
 from scalesched.predict.model import QUANTILES, QuantilePredictor, default_predictor
+from scalesched.workload.instance import WorkflowInstance
 
 TOKEN_MEMO_SIZE = 1 << 16
 """Output-token answers remembered before starting afresh (a bound on memory over a long
@@ -67,3 +70,35 @@ class OutputLengths:
             value = predicted_mean(q) if self.level is None else q[:, QUANTILES.index(self.level)]
             tokens = self.memo[key] = max(1, int(round(float(value[0]))))
         return tokens
+
+
+def workflow_tokens(lengths: OutputLengths, wf: WorkflowInstance) -> list[int]:
+    """``lengths.tokens`` of each LLM call of ``wf`` (0 for a tool), for the compiled
+    core's whole runs (``sim.compiled_run``), which ask once per workflow. The memo is
+    looked up with the call's ``task_signal`` read off the task and workflow, without
+    building its ``TaskRequest``; a miss builds the request, checks that its signal is the
+    one read, and asks ``tokens``."""
+    out = []
+    for i, task in enumerate(wf.tasks):
+        if task.kind != "llm":
+            out.append(0)
+            continue
+        key = (
+            task.kind,
+            MODEL_INDEX[task.model or ""],
+            task.role,
+            wf.pattern,
+            task.prompt_tokens,
+            task.output_tokens_est,
+            task.difficulty_hint,
+            task.cpu_work,
+            task.ext_latency_est,
+        )
+        got = lengths.memo.get(key)
+        if got is None:
+            request = task_request(wf, i, [-1] * len(wf.parents[i]), 0.0, 0.0)
+            if task_signal(request) != key:
+                raise AssertionError("workflow_tokens: task_signal reads other fields now")
+            got = lengths.tokens(request)
+        out.append(got)
+    return out

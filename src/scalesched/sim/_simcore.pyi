@@ -1,7 +1,7 @@
 """Type stubs of the compiled simulation core (``sim/_core/module.cpp``; built optionally,
 see ``scalesched.sim.core``)."""
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -74,3 +74,53 @@ class RequestBuilder:
     def request(
         self, tasks: object, gid: int, servers: object, now: float, attained: np.ndarray
     ) -> TaskRequest: ...
+
+class EventRun:
+    """A whole run in C++ over one ``Simulation``'s tables, books and jobs
+    (``sim.compiled_run``; ``sim/_core/event_core.hpp``)."""
+
+    def __init__(
+        self,
+        decision_core: DecisionCore,
+        task_costs: TaskCosts,
+        classes: Sequence[tuple[tuple[object, bool, Sequence[float], int, float, float], int, int]],
+        decode_lin: np.ndarray,
+        decode_attn: np.ndarray,
+        model_classes: Sequence[Sequence[int]],
+        n_models: int,
+        tp: Sequence[float],
+        engine_class: Sequence[int],
+        load_s: Sequence[float],
+        resident: Sequence[tuple[int, int, float]],
+        cores: Sequence[int],
+        speed: Sequence[float],
+        gpus_total: float,
+        books: Sequence[np.ndarray],
+        engine_state: np.ndarray,
+        engine_books: Sequence[np.ndarray],
+        job_books: Sequence[np.ndarray],
+        free_list: Sequence[float],
+        arrivals: Sequence[float],
+        window_first: int,
+        window_last: int,
+        streamed: bool,
+        record_trace: bool,
+        job_at: Callable[[int], object],
+        on_done: Callable[[int], None] | None,
+        on_trace: Callable[..., None],
+        held_sum: Callable[[list[float]], float],
+        model_index: dict[str, int],
+    ) -> None: ...
+    def run(self, policy: int, tokens_of: Callable[[object], list[int]] | None) -> None: ...
+    def counters(self) -> dict[str, float | int]: ...
+    def server_books(
+        self,
+    ) -> tuple[
+        list[int], list[float], list[float], list[float], list[float], list[float], list[float]
+    ]: ...
+    def window_marks(self) -> tuple[list[tuple[list[float], list[float]]], list[float]]: ...
+    def held_log(self) -> list[tuple[float, float]]: ...
+    def job_end(self) -> list[float]: ...
+    def job_left(self) -> list[int]: ...
+    def queue_delays(self) -> list[float]: ...
+    def per_id(self, field: int) -> list[float]: ...

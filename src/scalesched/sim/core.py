@@ -3,10 +3,14 @@ specification) or the compiled core (opt-in: ``SCALESCHED_CORE=compiled`` in the
 environment, or ``Simulation(core="compiled")``).
 
 The compiled core is C++ built by the package's own build (``CMakeLists.txt``,
-``src/scalesched/sim/_core``, nanobind). It is being moved into C++ piece by piece (issue "A
-compiled simulation core"); each piece must give the Python engine's traces bit for bit,
-so switching the core on changes speed, never results. Compiled so far:
+``src/scalesched/sim/_core``, nanobind). Each compiled piece must give the Python engine's
+traces bit for bit, so switching the core on changes speed, never results. Compiled:
 
+* whole runs (``sim.compiled_run``, ``_core/event_core.hpp``): the event loop, the
+  execution model and the books in C++, with ``eft``, ``tail`` or ``least_loaded``
+  answering every decision there, for a fresh run without the caches, hedges or replica
+  actions (the common case: what ``simulate``, ``eval`` and the studies run);
+* for every other run, the pieces below, called from the Python event loop:
 * the decision build: ``make_decision`` and ``transfer_times`` (``decision.features``),
   every per-server array of a ``Decision`` computed in one C++ loop instead of some forty
   numpy calls (``make_decision_compiled``);
@@ -20,9 +24,9 @@ so switching the core on changes speed, never results. Compiled so far:
 * eft's choice: ``policies.eft.eft_choice`` on a compiled decision, numpy's argmin rules
   in C++ (``eft_choice_compiled``).
 
-Still Python: the event loop and its handlers (the LLM engines' batches and decode clock,
-tools, transfers, the ledger's books), the upward ranks (dict lookups either way: no faster
-through the C API), the other policies' choices and tail's predictor.
+Still Python: the event loop of runs the whole-run path does not cover (the other
+policies, caches, hedges, forks), the upward ranks and tail's predictor (asked once per
+workflow by a whole run).
 
 Why opt-in: the pure-Python engine stays the reference the compiled pieces are tested
 against (``tests/sim/test_compiled_core.py``), and an install without a C++ compiler has no
@@ -152,6 +156,15 @@ def check_bindable(tables: ClusterTables) -> None:
     assert len(tables._model_cols) == len(MODEL_NAMES)
 
 
+def decision_core(tables: ClusterTables) -> DecisionCore:
+    """The compiled tables of ``tables`` (bound on first use)."""
+    core = _BOUND.get(tables)
+    if core is None:
+        check_bindable(tables)
+        core = _bind(tables)
+    return core
+
+
 @dataclasses.dataclass(slots=True, eq=False, repr=False)
 class CompiledDecision(Decision):
     """A ``Decision`` built by the compiled core: the same fields, bit for bit; its
@@ -187,10 +200,7 @@ def make_decision_compiled(
     numpy's operations, order and types; ``sim/_core/decision.hpp``). The shared arrays
     (the model's mask, the tables' zeros, the view's batch column) are the same objects the
     Python build returns."""
-    core = _BOUND.get(tables)
-    if core is None:
-        check_bindable(tables)
-        core = _bind(tables)
+    core = decision_core(tables)
     if task.kind == "llm":
         return _llm_decision(core, tables, view, task, transfer)
     return _tool_decision(core, tables, view, task, transfer)

@@ -9,6 +9,7 @@
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
+#include <nanobind/stl/unique_ptr.h>
 
 #include <cstdint>
 #include <optional>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "decision.hpp"
+#include "event_core.hpp"
 #include "requests.hpp"
 #include "task_costs.hpp"
 
@@ -155,6 +157,9 @@ class DecisionCore {
                       transfer_in(servers_, bytes_, transfer, o), o);
     }
 
+    const StaticTables& statics() const { return t_; }
+    const std::vector<ModelColumns>& columns() const { return cols_; }
+
   private:
     // The transfer times a decision reads: the caller's (at_output_tokens shares them), or
     // computed into out's row 0.
@@ -292,6 +297,90 @@ std::int64_t eft_choice(AnyRO mask, AnyRO finish, AnyRO imposed) {
                       static_cast<const double*>(imposed.data()), imposed.stride(0));
 }
 
+// A whole run on the compiled core (event_core.hpp), bound to one Python Simulation: its
+// live numpy books are written in place; the rest is read back by sim.compiled_run.
+using W1 = Arr<double, nb::ndim<1>, nb::c_contig>;
+using W2 = Arr<double, nb::ndim<2>, nb::c_contig>;
+using S2w = Arr<std::int8_t, nb::ndim<2>, nb::c_contig>;
+using Lin2 = Arr<const double, nb::ndim<2>, nb::c_contig>;
+using Resident = std::vector<std::tuple<std::int64_t, std::int64_t, double>>;
+
+class EventRun {
+  public:
+    // classes: per engine class (prefill spec, max_batch, kv capacity); model_classes: the
+    // classes serving each model; per (server, model), row-major: tp, engine class, load
+    // seconds; resident: the engines live before the run, per server in creation order.
+    EventRun(nb::object decision_core, nb::object task_costs,
+             std::vector<std::tuple<PrefillSpec, std::int64_t, std::int64_t>> classes,
+             Lin2 decode_lin, F1 decode_attn, std::vector<std::vector<std::int64_t>> model_classes,
+             std::int64_t n_models, std::vector<double> tp, std::vector<std::int64_t> engine_class,
+             std::vector<double> load_s, Resident resident, std::vector<std::int64_t> cores,
+             std::vector<double> speed, double gpus_total, std::vector<W1> books, S2w engine_state,
+             std::vector<W2> engine_books, std::vector<W1> job_books, std::vector<double> free_list,
+             std::vector<double> arrivals, std::int64_t window_first, std::int64_t window_last,
+             bool streamed, bool record_trace, nb::object job_at,
+             std::optional<nb::object> on_done, nb::object on_trace, nb::object held_sum,
+             nb::dict model_index)
+        : decision_core_(decision_core), task_costs_(task_costs), decode_lin_(decode_lin),
+          books_(books), engine_state_(engine_state), engine_books_(engine_books),
+          job_books_(job_books) {
+        const DecisionCore& dc = nb::cast<const DecisionCore&>(decision_core);
+        TaskCosts* costs = &nb::cast<TaskCosts&>(task_costs);
+        const StaticTables& t = dc.statics();
+        const std::int64_t n = t.n, n_classes = static_cast<std::int64_t>(classes.size());
+        if (books.size() != 7 || engine_books.size() != 3 || job_books.size() != 3)
+            throw std::invalid_argument("books: 7 per-server, 3 per-engine, 3 per-job arrays");
+        for (const W1& b : books) need_len(static_cast<std::int64_t>(b.shape(0)), n, "book");
+        for (const W1& b : job_books)
+            need_len(static_cast<std::int64_t>(b.shape(0)),
+                     static_cast<std::int64_t>(arrivals.size()), "per-job book");
+        auto check2 = [&](std::size_t rows, std::size_t cols, const char* what) {
+            need_len(static_cast<std::int64_t>(rows), n, what);
+            need_len(static_cast<std::int64_t>(cols), n_models, what);
+        };
+        check2(engine_state.shape(0), engine_state.shape(1), "engine_state");
+        for (const W2& b : engine_books) check2(b.shape(0), b.shape(1), "engine book");
+        for (auto* v : {&tp, &load_s})
+            need_len(static_cast<std::int64_t>(v->size()), n * n_models, "per-engine table");
+        need_len(static_cast<std::int64_t>(engine_class.size()), n * n_models, "engine_class");
+        need_len(static_cast<std::int64_t>(decode_lin.shape(0)), n_classes, "decode_lin");
+        need_len(static_cast<std::int64_t>(decode_attn.shape(0)), n_classes, "decode_attn");
+        std::vector<EngineClass> engine_classes;
+        std::vector<Prefill> prefills;
+        const std::int64_t width = static_cast<std::int64_t>(decode_lin.shape(1));
+        for (std::int64_t k = 0; k < n_classes; ++k) {
+            const auto& [spec, max_batch, kv_cap] = classes[static_cast<std::size_t>(k)];
+            const auto& [eng, plain, lin, max_n, slope, p2] = spec;
+            prefills.emplace_back(eng, plain, PlainPrefill{lin, max_n, slope, p2});
+            engine_classes.push_back(EngineClass{max_batch, kv_cap, decode_lin.data() + k * width,
+                                                 width - 1, decode_attn.data()[k]});
+        }
+        LedgerArrays a{books[0].data(),        books[1].data(),        books[2].data(),
+                       books[3].data(),        books[4].data(),        books[5].data(),
+                       books[6].data(),        engine_state.data(),    engine_books[0].data(),
+                       engine_books[1].data(), engine_books[2].data(), job_books[0].data(),
+                       job_books[1].data(),    job_books[2].data()};
+        core_ = std::make_unique<EventCore>(
+            t, dc.columns(), std::move(engine_classes), std::move(prefills),
+            std::move(model_classes), n_models, std::move(tp), std::move(engine_class),
+            std::move(load_s), resident, std::move(cores), std::move(speed), gpus_total, a,
+            std::move(free_list), std::move(arrivals), window_first, window_last, streamed,
+            record_trace, std::move(job_at), on_done ? *on_done : nb::none(), std::move(on_trace), costs,
+            std::move(held_sum), std::move(model_index));
+    }
+
+    EventCore& core() { return *core_; }
+
+  private:
+    nb::object decision_core_, task_costs_;
+    Lin2 decode_lin_;
+    std::vector<W1> books_;
+    S2w engine_state_;
+    std::vector<W2> engine_books_;
+    std::vector<W1> job_books_;
+    std::unique_ptr<EventCore> core_;
+};
+
 NB_MODULE(_simcore, m) {
     m.doc() = "scalesched's compiled simulation core (opt-in: SCALESCHED_CORE=compiled).";
     nb::class_<DecisionCore>(m, "DecisionCore")
@@ -312,6 +401,50 @@ NB_MODULE(_simcore, m) {
     nb::class_<RequestBuilder>(m, "RequestBuilder")
         .def(nb::init<nb::handle, nb::list, nb::dict, nb::dict>())
         .def("request", &RequestBuilder::request);
+    nb::class_<EventRun>(m, "EventRun")
+        .def(nb::init<nb::object, nb::object,
+                      std::vector<std::tuple<PrefillSpec, std::int64_t, std::int64_t>>, Lin2, F1,
+                      std::vector<std::vector<std::int64_t>>, std::int64_t, std::vector<double>,
+                      std::vector<std::int64_t>, std::vector<double>, Resident,
+                      std::vector<std::int64_t>, std::vector<double>, double, std::vector<W1>,
+                      S2w, std::vector<W2>, std::vector<W1>, std::vector<double>,
+                      std::vector<double>, std::int64_t, std::int64_t, bool, bool, nb::object,
+                      std::optional<nb::object>, nb::object, nb::object, nb::dict>())
+        .def("run", [](EventRun& r, std::int32_t policy, std::optional<nb::object> tokens_of) {
+            r.core().run(policy, tokens_of ? *tokens_of : nb::none());
+        })
+        .def("counters", [](EventRun& r) {
+            EventCore& c = r.core();
+            nb::dict d;
+            d["now"] = c.now();
+            d["events"] = c.events();
+            d["decisions"] = c.decisions();
+            d["model_loads"] = c.model_loads();
+            d["bytes_moved"] = c.bytes_moved();
+            d["tasks_completed"] = c.tasks_completed();
+            d["workflows_completed"] = c.workflows_completed();
+            d["decode_retimes"] = c.decode_retimes();
+            d["decode_skipped"] = c.decode_skipped();
+            d["in_system"] = c.in_system();
+            d["in_system_area"] = c.in_system_area();
+            d["seq"] = c.seq();
+            d["n_tasks"] = c.n_tasks();
+            return d;
+        })
+        .def("server_books", [](EventRun& r) {
+            EventCore& c = r.core();
+            return nb::make_tuple(c.busy_cores_list(), c.free_list(), c.busy_gpus(),
+                                  c.gpu_area(), c.cpu_area(), c.gpu_mark(), c.cpu_mark());
+        })
+        .def("window_marks", [](EventRun& r) {
+            EventCore& c = r.core();
+            return nb::make_tuple(c.window_marks(), c.window_in_system());
+        })
+        .def("held_log", [](EventRun& r) { return r.core().held_log(); })
+        .def("job_end", [](EventRun& r) { return r.core().job_end(); })
+        .def("job_left", [](EventRun& r) { return r.core().job_left(); })
+        .def("queue_delays", [](EventRun& r) { return r.core().queue_delays(); })
+        .def("per_id", [](EventRun& r, int field) { return r.core().per_id(field); });
     m.def("eft_choice", &eft_choice, nb::arg("mask").noconvert(), nb::arg("finish").noconvert(),
           nb::arg("imposed").noconvert());
 }

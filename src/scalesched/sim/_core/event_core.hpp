@@ -1,0 +1,951 @@
+// EventCore: a whole simulation run in C++, for the runs it covers (sim.compiled_run says
+// which): the event heap and loop, arrivals and the DAG's readiness, input transfers, the
+// tool servers' cores and queues, the LLM engines (admission, prefill, the fluid decode
+// clock with its lazy re-timing), model residency (loads, LRU evictions, GPU queues, or a
+// deployment's pinned engines), the ledger's books and the utilisation accounts, with a
+// built-in policy (eft) answering every decision through the same decision build
+// (decision.hpp) the Python engine's compiled decisions use.
+//
+// The Python engine (sim/engine.py and its parts) is the specification: every handler
+// here mirrors one there, statement for statement, with the same sequence numbers drawn
+// in the same order, so both give the same event order, the same doubles and the same
+// traces (tests/sim/test_compiled_run.py). Python's min/max keep their first argument on
+// ties and NaN (py_max, py_min below); ints meet doubles as a conversion, as Python's
+// int-float arithmetic does; the file is compiled with -ffp-contract=off.
+//
+// Python is called only once per workflow (its realisation and bounds, its completion
+// callback) and once per traced task (the trace row), never per event.
+#pragma once
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "decision.hpp"
+#include "task_costs.hpp"
+
+namespace scalesched {
+
+namespace nb = nanobind;
+
+// The Python builtins max(a, b) / min(a, b): the first argument unless the second is
+// strictly larger (smaller); NaN compares false, so it never replaces and is kept first.
+inline double py_max(double a, double b) { return b > a ? b : a; }
+inline double py_min(double a, double b) { return b < a ? b : a; }
+
+enum EventKind : std::int32_t {
+    EV_ARRIVE = 0,
+    EV_LAND = 1,
+    EV_CPU_DONE = 2,
+    EV_TASK_DONE = 3,
+    EV_PREFILL_DONE = 4,
+    EV_DECODE = 5,
+    EV_LOAD_DONE = 6,
+};
+
+// The built-in policies a compiled run answers with (sim.compiled_run.POLICIES).
+enum Policy : std::int32_t { POLICY_EFT = 0, POLICY_TAIL = 1, POLICY_LEAST_LOADED = 2 };
+
+enum EngineState : std::int8_t { ENG_ABSENT = 0, ENG_LOADING = 1, ENG_READY = 2 };
+
+constexpr double TOKEN_EPS = 1e-6;  // sim.llm_serving._TOKEN_EPS
+
+struct Event {
+    double time;
+    std::int64_t seq;
+    std::int32_t kind;
+    std::int64_t a, b;
+};
+
+// heapq's order on (time, seq, ...): seq is unique, so (time, seq) decides every pop.
+struct EventAfter {
+    bool operator()(const Event& x, const Event& y) const {
+        return x.time > y.time || (x.time == y.time && x.seq > y.seq);
+    }
+};
+
+struct Mark {
+    double at;
+    std::int64_t gid;
+};
+struct MarkAfter {
+    bool operator()(const Mark& x, const Mark& y) const {
+        return x.at > y.at || (x.at == y.at && x.gid > y.gid);
+    }
+};
+
+// One engine class (kernel.llm_engine.EngineBatch's static part).
+struct EngineClass {
+    std::int64_t max_batch;
+    std::int64_t kv_cap;
+    const double* lin;  // decode_lin[klass], row of the live table
+    std::int64_t top;   // len(lin) - 1
+    double attn;        // decode_attn[klass]
+};
+
+// sim.gpu_engine.SimEngine: one model on tp GPUs of a server.
+struct Engine {
+    std::int64_t server, model, klass;
+    double tp;
+    std::int8_t state = ENG_LOADING;
+    std::deque<std::int64_t> waiting;
+    std::vector<Mark> marks;  // a min-heap (MarkAfter)
+    double vclock = 0.0, last_update = 0.0, step = 0.0;
+    std::int64_t version = -1;
+    double due = INF;
+    std::int64_t due_seq = -1, due_version = -1, pending = -2;
+    double pending_at = INF;
+    double last_used = 0.0;
+    bool busy = false, idle = false;
+    std::int64_t n_active = 0, kv_used = 0, n_decoding = 0, ctx_sum = 0;
+    const EngineClass* cls;
+
+    std::int64_t n_requests() const { return n_active + static_cast<std::int64_t>(waiting.size()); }
+    bool fits(std::int64_t prompt, std::int64_t output) const {
+        return n_active < cls->max_batch && (n_active == 0 || kv_used + prompt + output <= cls->kv_cap);
+    }
+    double step_s() const {
+        const std::int64_t n = n_decoding;
+        return cls->lin[n < cls->top ? n : cls->top] + cls->attn * static_cast<double>(ctx_sum);
+    }
+};
+
+// One task of a job in flight: what the run reads of its TaskInstance, and its state.
+struct Task {
+    bool llm;
+    std::int64_t model;  // -1 for a tool
+    std::int64_t prompt, output, out_est;
+    std::int64_t choice_tokens = 0;  // tail: the output length it ranks servers at
+    double cpu_work, ext_latency, ext_est;
+    std::int64_t parents_at, n_parents, children_at, n_children;
+    // per-id state (the ledger's lists)
+    std::int64_t server = -1;
+    std::int64_t missing = 0;
+    bool done = false;
+    double ready = NAN, landed = NAN, started = NAN, ended = NAN, loaded = NAN, est = 0.0;
+};
+
+struct Job {
+    nb::object job;  // the Python Job (for its trace rows and callbacks)
+    std::int64_t offset;
+    std::int64_t left;
+    std::vector<Task> tasks;
+    std::vector<std::int64_t> parents;  // flattened, per task
+    std::vector<double> parent_bytes;   // edge_bytes.get((p, i), 0.0), aligned with parents
+    std::vector<std::int64_t> children;
+};
+
+// The live per-server arrays of the ledger (numpy, written in place: a decision built in
+// Python afterwards reads the same state).
+struct LedgerArrays {
+    double* est_work;
+    double* n_assigned;
+    double* busy_cores;
+    double* cpu_backlog;
+    double* tools_in_flight;
+    double* free_gpus;
+    double* idle_gpus;
+    std::int8_t* engine_state;  // (n, models)
+    double* engine_ready_at;
+    double* engine_batch;
+    double* engine_ctx;
+    double* attained;  // (n_jobs,)
+    double* lower_bounds;
+    double* any_bounds;
+};
+
+class EventCore {
+  public:
+    // Per-class and per-server static figures; state: the Python books' starting values.
+    EventCore(const StaticTables& t, const std::vector<ModelColumns>& cols,
+              std::vector<EngineClass> classes, std::vector<Prefill> prefills,
+              std::vector<std::vector<std::int64_t>> model_classes, std::int64_t n_models,
+              std::vector<double> tp, std::vector<std::int64_t> engine_class,
+              std::vector<double> load_s,
+              const std::vector<std::tuple<std::int64_t, std::int64_t, double>>& resident_engines,
+              std::vector<std::int64_t> cores, std::vector<double> speed, double gpus_total,
+              LedgerArrays arrays, std::vector<double> free_gpus, std::vector<double> arrivals,
+              std::int64_t window_first, std::int64_t window_last, bool streamed,
+              bool record_trace, nb::object job_at, nb::object on_done, nb::object on_trace,
+              TaskCosts* costs, nb::object held_sum, nb::dict model_index)
+        : t_(t), cols_(cols), classes_(std::move(classes)), prefills_(std::move(prefills)),
+          model_classes_(std::move(model_classes)), n_models_(n_models), tp_(std::move(tp)),
+          engine_class_(std::move(engine_class)), load_s_(std::move(load_s)),
+          cores_(std::move(cores)), speed_(std::move(speed)), gpus_total_(gpus_total), a_(arrays),
+          free_(std::move(free_gpus)), arrivals_(std::move(arrivals)),
+          window_first_(window_first), window_last_(window_last), streamed_(streamed),
+          record_trace_(record_trace), job_at_(std::move(job_at)), on_done_(std::move(on_done)),
+          on_trace_(std::move(on_trace)), costs_(costs), held_sum_(std::move(held_sum)),
+          model_index_(std::move(model_index)) {
+        const std::int64_t n = t_.n;
+        n_jobs_ = static_cast<std::int64_t>(arrivals_.size());
+        engines_.resize(static_cast<std::size_t>(n * n_models_));
+        order_.resize(static_cast<std::size_t>(n));
+        gpu_wait_.resize(static_cast<std::size_t>(n));
+        cpu_queue_.resize(static_cast<std::size_t>(n));
+        busy_cores_.assign(static_cast<std::size_t>(n), 0);
+        busy_gpus_.assign(static_cast<std::size_t>(n), 0.0);
+        gpu_area_.assign(static_cast<std::size_t>(n), 0.0);
+        cpu_area_.assign(static_cast<std::size_t>(n), 0.0);
+        gpu_mark_.assign(static_cast<std::size_t>(n), 0.0);
+        cpu_mark_.assign(static_cast<std::size_t>(n), 0.0);
+        jobs_.resize(static_cast<std::size_t>(n_jobs_));
+        offset_.assign(static_cast<std::size_t>(n_jobs_), -1);
+        job_end_.assign(static_cast<std::size_t>(n_jobs_), NAN);
+        prefill_row_.assign(static_cast<std::size_t>(std::max<std::int64_t>(1, t_.n_classes)), 0.0);
+        for (const auto& [s, m, tp_sm] : resident_engines) resident(s, m, tp_sm);
+        zeros_mask_.assign(static_cast<std::size_t>(n), 1);
+        zeros_.assign(static_cast<std::size_t>(n), 0.0);
+        if (n_jobs_) push_arrival(0);
+    }
+
+    // Run to the end with ``policy`` answering every decision; tail asks ``tokens_of(job)``
+    // for the output length of each of a job's LLM calls, once at its arrival.
+    void run(std::int32_t policy, nb::object tokens_of) {
+        if (policy < POLICY_EFT || policy > POLICY_LEAST_LOADED)
+            throw std::invalid_argument("compiled run: unknown policy");
+        if (policy == POLICY_TAIL && tokens_of.is_none())
+            throw std::invalid_argument("compiled run: tail needs its output lengths");
+        policy_ = policy;
+        tokens_of_ = std::move(tokens_of);
+        std::int64_t ticks = 0;
+        std::vector<double> out(static_cast<std::size_t>(14 * t_.n));
+        while (true) {
+            if (!pending_.empty() && (heap_.empty() || heap_.front().time > now_)) {
+                const std::int64_t gid = pending_.front();
+                pending_.pop_front();
+                place(gid, out);
+                continue;
+            }
+            if (heap_.empty()) break;
+            std::pop_heap(heap_.begin(), heap_.end(), EventAfter{});
+            const Event ev = heap_.back();
+            heap_.pop_back();
+            if (ev.kind == EV_DECODE && !decode_live(ev.a, ev.b)) continue;
+            if (ev.time > now_) {
+                in_system_area_ += static_cast<double>(in_system_) * (ev.time - now_);
+                now_ = ev.time;
+            }
+            ++events_;
+            dispatch(ev);
+            if ((++ticks & 0xFFF) == 0 && PyErr_CheckSignals() != 0) throw nb::python_error();
+        }
+    }
+
+    // -- results, read once the run has ended ------------------------------------------
+    double now() const { return now_; }
+    std::int64_t events() const { return events_; }
+    std::int64_t decisions() const { return decisions_; }
+    std::int64_t model_loads() const { return model_loads_; }
+    double bytes_moved() const { return bytes_moved_; }
+    std::int64_t tasks_completed() const { return tasks_completed_; }
+    std::int64_t workflows_completed() const { return workflows_completed_; }
+    std::int64_t decode_retimes() const { return decode_retimes_; }
+    std::int64_t decode_skipped() const { return decode_skipped_; }
+    std::int64_t in_system() const { return in_system_; }
+    double in_system_area() const { return in_system_area_; }
+    std::int64_t seq() const { return seq_; }
+    std::int64_t n_tasks() const { return n_tasks_; }
+    const std::vector<double>& job_end() const { return job_end_; }
+    const std::vector<double>& queue_delays() const { return queue_delays_; }
+    const std::vector<std::int64_t>& busy_cores_list() const { return busy_cores_; }
+    const std::vector<double>& free_list() const { return free_; }
+    const std::vector<double>& busy_gpus() const { return busy_gpus_; }
+    const std::vector<double>& gpu_area() const { return gpu_area_; }
+    const std::vector<double>& cpu_area() const { return cpu_area_; }
+    const std::vector<double>& gpu_mark() const { return gpu_mark_; }
+    const std::vector<double>& cpu_mark() const { return cpu_mark_; }
+    // (gpu areas, cpu areas, in-system area) at the window's first and last arrival.
+    const std::vector<std::pair<std::vector<double>, std::vector<double>>>& window_marks() const {
+        return marks_;
+    }
+    const std::vector<double>& window_in_system() const { return marks_in_system_; }
+    const std::vector<std::pair<double, double>>& held_log() const { return held_log_; }
+
+    // Per id, in id order, of a run kept up front (field: 0 server, 1 ready, 2 landed,
+    // 3 started, 4 ended, 5 loaded, 6 est, 7 missing, 8 done).
+    std::vector<double> per_id(int field) const {
+        std::vector<double> out;
+        out.reserve(static_cast<std::size_t>(n_tasks_));
+        for (const auto& job : jobs_) {
+            if (!job) continue;
+            for (const Task& k : job->tasks) {
+                switch (field) {
+                    case 0: out.push_back(static_cast<double>(k.server)); break;
+                    case 1: out.push_back(k.ready); break;
+                    case 2: out.push_back(k.landed); break;
+                    case 3: out.push_back(k.started); break;
+                    case 4: out.push_back(k.ended); break;
+                    case 5: out.push_back(k.loaded); break;
+                    case 6: out.push_back(k.est); break;
+                    case 7: out.push_back(static_cast<double>(k.missing)); break;
+                    default: out.push_back(k.done ? 1.0 : 0.0); break;
+                }
+            }
+        }
+        return out;
+    }
+    std::vector<std::int64_t> job_left() const {
+        std::vector<std::int64_t> out;
+        for (const auto& job : jobs_) out.push_back(job ? job->left : 0);
+        return out;
+    }
+
+  private:
+    // -- the heap ------------------------------------------------------------------------
+    void push(double time, std::int32_t kind, std::int64_t a, std::int64_t b) {
+        heap_.push_back(Event{time, seq_++, kind, a, b});
+        std::push_heap(heap_.begin(), heap_.end(), EventAfter{});
+    }
+    void push_seq(double time, std::int64_t seq, std::int32_t kind, std::int64_t a,
+                  std::int64_t b) {
+        heap_.push_back(Event{time, seq, kind, a, b});
+        std::push_heap(heap_.begin(), heap_.end(), EventAfter{});
+    }
+    void push_arrival(std::int64_t ji) {
+        push_seq(arrivals_[static_cast<std::size_t>(ji)], ji - n_jobs_, EV_ARRIVE, ji, 0);
+    }
+
+    void dispatch(const Event& ev) {
+        switch (ev.kind) {
+            case EV_ARRIVE: on_arrive(ev.a); break;
+            case EV_LAND: on_land(ev.a); break;
+            case EV_CPU_DONE: on_cpu_done(ev.a); break;
+            case EV_TASK_DONE: finish_task(ev.a); break;
+            case EV_PREFILL_DONE: on_prefill_done(ev.a); break;
+            case EV_DECODE: on_decode(ev.a); break;
+            case EV_LOAD_DONE: on_load_done(ev.a, ev.b); break;
+            default: throw std::logic_error("compiled run: unknown event kind");
+        }
+    }
+
+    // -- ids ------------------------------------------------------------------------------
+    Job& job_of(std::int64_t gid) { return *jobs_[static_cast<std::size_t>(job_index_[static_cast<std::size_t>(gid)])]; }
+    Task& task(std::int64_t gid) {
+        Job& j = job_of(gid);
+        return j.tasks[static_cast<std::size_t>(gid - j.offset)];
+    }
+    Engine* engine(std::int64_t s, std::int64_t m) {
+        return engines_[static_cast<std::size_t>(s * n_models_ + m)].get();
+    }
+    std::size_t sm(std::int64_t s, std::int64_t m) const {
+        return static_cast<std::size_t>(s * n_models_ + m);
+    }
+
+    // -- arrivals (Simulation._on_arrive, RunLedger.arrive) ----------------------------------
+    void on_arrive(std::int64_t ji) {
+        if (ji + 1 < n_jobs_) push_arrival(ji + 1);
+        if (ji == window_first_ || ji == window_last_) mark_window();
+        ++in_system_;
+        admit_job(ji);
+        Job& j = *jobs_[static_cast<std::size_t>(ji)];
+        const auto bounds = costs_->bounds(j.job.attr(names_.workflow));
+        a_.lower_bounds[ji] = bounds.first;
+        a_.any_bounds[ji] = bounds.second;
+        for (std::size_t i = 0; i < j.tasks.size(); ++i) {
+            Task& k = j.tasks[i];
+            k.missing = k.n_parents;
+            if (!k.n_parents) make_ready(j.offset + static_cast<std::int64_t>(i));
+        }
+    }
+
+    // The job's tasks, read off its Python objects once.
+    void admit_job(std::int64_t ji) {
+        nb::object pyjob = job_at_(ji);
+        auto j = std::make_unique<Job>();
+        j->job = pyjob;
+        nb::object wf = pyjob.attr(names_.workflow);
+        nb::object tasks = wf.attr(names_.tasks), parents = wf.attr(names_.parents);
+        nb::object children = wf.attr(names_.children);
+        nb::object get = wf.attr(names_.edge_bytes).attr(names_.get);
+        const std::int64_t n = static_cast<std::int64_t>(nb::len(tasks));
+        j->offset = n_tasks_;
+        j->left = n;
+        j->tasks.reserve(static_cast<std::size_t>(n));
+        nb::object zero = nb::float_(0.0);
+        for (std::int64_t i = 0; i < n; ++i) {
+            nb::object tk = tasks[i];
+            Task k{};
+            k.llm = tk.attr(names_.kind).equal(llm_);
+            k.model = -1;
+            if (k.llm) {  // MODEL_INDEX[task.model or ""]
+                nb::object name = tk.attr(names_.model);
+                nb::handle key = name.is_none() ? nb::handle(empty_) : nb::handle(name);
+                if (!model_index_.contains(key))
+                    throw std::invalid_argument("compiled run: unknown model of a task");
+                k.model = nb::cast<std::int64_t>(model_index_[key]);
+            }
+            k.prompt = nb::cast<std::int64_t>(tk.attr(names_.prompt_tokens));
+            k.output = nb::cast<std::int64_t>(tk.attr(names_.output_tokens));
+            k.out_est = nb::cast<std::int64_t>(tk.attr(names_.output_tokens_est));
+            k.cpu_work = nb::cast<double>(tk.attr(names_.cpu_work));
+            k.ext_latency = nb::cast<double>(tk.attr(names_.ext_latency));
+            k.ext_est = nb::cast<double>(tk.attr(names_.ext_latency_est));
+            nb::object ps = parents[i];
+            k.parents_at = static_cast<std::int64_t>(j->parents.size());
+            for (nb::handle p : ps) {
+                const std::int64_t pi = nb::cast<std::int64_t>(p);
+                j->parents.push_back(pi);
+                nb::object key = nb::make_tuple(pi, i);
+                j->parent_bytes.push_back(nb::cast<double>(get(key, zero)));
+            }
+            k.n_parents = static_cast<std::int64_t>(j->parents.size()) - k.parents_at;
+            nb::object cs = children[i];
+            k.children_at = static_cast<std::int64_t>(j->children.size());
+            for (nb::handle c : cs) j->children.push_back(nb::cast<std::int64_t>(c));
+            k.n_children = static_cast<std::int64_t>(j->children.size()) - k.children_at;
+            j->tasks.push_back(k);
+        }
+        if (policy_ == POLICY_TAIL) {
+            nb::object tokens = tokens_of_(pyjob);
+            if (static_cast<std::int64_t>(nb::len(tokens)) != n)
+                throw std::invalid_argument("compiled run: one output length per task");
+            for (std::int64_t i = 0; i < n; ++i)
+                j->tasks[static_cast<std::size_t>(i)].choice_tokens =
+                    nb::cast<std::int64_t>(tokens[i]);
+        }
+        offset_[static_cast<std::size_t>(ji)] = n_tasks_;
+        for (std::int64_t i = 0; i < n; ++i) job_index_.push_back(ji);
+        n_tasks_ += n;
+        jobs_[static_cast<std::size_t>(ji)] = std::move(j);
+    }
+
+    void make_ready(std::int64_t gid) {
+        task(gid).ready = now_;
+        pending_.push_back(gid);
+    }
+
+    // -- decisions: the decision build and eft's choice, then Simulation.apply -------------
+    void place(std::int64_t gid, std::vector<double>& out) {
+        Job& j = job_of(gid);
+        Task& k = j.tasks[static_cast<std::size_t>(gid - j.offset)];
+        const std::int64_t n = t_.n;
+        double* transfer = out.data();
+        Outputs o{transfer,         transfer + n,     transfer + 2 * n, transfer + 3 * n,
+                  transfer + 4 * n, transfer + 5 * n, transfer + 6 * n};
+        parent_servers_.clear();
+        for (std::int64_t p = 0; p < k.n_parents; ++p) {
+            const std::int64_t pi = j.parents[static_cast<std::size_t>(k.parents_at + p)];
+            parent_servers_.push_back(j.tasks[static_cast<std::size_t>(pi)].server);
+        }
+        transfer_times(t_, parent_servers_.data(), j.parent_bytes.data() + k.parents_at,
+                       k.n_parents, transfer);
+        std::int64_t at;
+        if (k.llm) {
+            const ModelColumns& c = cols_[static_cast<std::size_t>(k.model)];
+            const std::int64_t m = k.model, w = n_models_;
+            LlmState v{{a_.engine_state + m, w}, {a_.engine_batch + m, w}, {a_.engine_ctx + m, w},
+                       {a_.engine_ready_at + m, w}, a_.free_gpus, a_.idle_gpus, a_.est_work,
+                       a_.n_assigned, now_};
+            const double* prefill = prefill_by_class(m, k.prompt);
+            llm_decision(t_, c, v, k.prompt, k.out_est, prefill, transfer, o);
+            if (policy_ == POLICY_TAIL) {  // the same decision at its p90 output length
+                double* p = transfer + 7 * n;
+                Outputs q{transfer, p + n, p + 2 * n, p + 3 * n, p + 4 * n, p + 5 * n, p + 6 * n};
+                llm_decision(t_, c, v, k.prompt, k.choice_tokens, prefill, transfer, q);
+                at = eft_argmin(n, c.mask, 1, q.finish, 1, q.imposed, 1);
+            } else if (policy_ == POLICY_LEAST_LOADED) {
+                at = eft_argmin(n, c.mask, 1, a_.est_work, 1, zeros_.data(), 1);
+            } else {
+                at = eft_argmin(n, c.mask, 1, o.finish, 1, o.imposed, 1);
+            }
+            if (!c.mask[at])
+                throw std::runtime_error("eft: no server can run an LLM call of model " +
+                                         std::to_string(m));
+        } else {
+            tool_decision(t_, k.cpu_work, k.ext_est, a_.tools_in_flight, a_.cpu_backlog,
+                          transfer, o);
+            const double* score = policy_ == POLICY_LEAST_LOADED ? a_.est_work : o.finish;
+            at = eft_argmin(n, zeros_mask_.data(), 1, score, 1, zeros_.data(), 1);
+        }
+        ++decisions_;
+        launch(gid, at, o.exec[at]);
+    }
+
+    // ClusterTables.prefill_by_class(m, prompt): per class, 0 where it does not serve m.
+    const double* prefill_by_class(std::int64_t m, std::int64_t prompt) {
+        std::fill(prefill_row_.begin(), prefill_row_.end(), 0.0);
+        for (std::int64_t k : model_classes_[static_cast<std::size_t>(m)])
+            prefill_row_[static_cast<std::size_t>(k)] = prefills_[static_cast<std::size_t>(k)](prompt);
+        return prefill_row_.data();
+    }
+
+    // -- transfers (sim.transfers) and the ledger's book ------------------------------------
+    void launch(std::int64_t gid, std::int64_t server, double est) {
+        Job& j = job_of(gid);
+        const std::int64_t i = gid - j.offset;
+        Task& k = j.tasks[static_cast<std::size_t>(i)];
+        k.est = est;
+        k.server = server;
+        a_.est_work[server] += est;
+        a_.n_assigned[server] += 1;
+        if (!k.llm) {
+            a_.cpu_backlog[server] += k.cpu_work / speed_[static_cast<std::size_t>(server)];
+            a_.tools_in_flight[server] += 1;
+        } else {
+            a_.engine_batch[sm(server, k.model)] += 1;
+            a_.engine_ctx[sm(server, k.model)] +=
+                static_cast<double>(k.prompt + floor_div(k.out_est, 2));
+        }
+        double delay = 0.0;
+        for (std::int64_t p = 0; p < k.n_parents; ++p) {
+            const std::size_t e = static_cast<std::size_t>(k.parents_at + p);
+            const std::int64_t src = j.tasks[static_cast<std::size_t>(j.parents[e])].server;
+            const double nbytes = j.parent_bytes[e];
+            if (src == server || nbytes <= 0) continue;
+            const double bw = py_min(t_.nic[src], t_.nic[server]);
+            bytes_moved_ += nbytes;
+            const double x = t_.latency_s + nbytes / bw;
+            if (x > delay) delay = x;
+        }
+        if (delay > 0) {
+            push(now_ + delay, EV_LAND, gid, 0);
+        } else {
+            on_land(gid);
+        }
+    }
+
+    void on_land(std::int64_t gid) {
+        Task& k = task(gid);
+        k.landed = now_;
+        const std::int64_t s = k.server;
+        const std::size_t su = static_cast<std::size_t>(s);
+        if (k.llm) {
+            llm_arrive(gid, s, k);
+        } else if (k.cpu_work <= 0) {
+            k.started = now_;
+            after_cpu(gid, k);
+        } else if (busy_cores_[su] < cores_[su]) {
+            start_tool(gid, s, k);
+        } else {
+            cpu_queue_[su].push_back(gid);
+        }
+    }
+
+    // -- tools (sim.tools) ----------------------------------------------------------------
+    void cpu_account(std::int64_t s) {
+        const std::size_t su = static_cast<std::size_t>(s);
+        cpu_area_[su] += static_cast<double>(busy_cores_[su]) * (now_ - cpu_mark_[su]);
+        cpu_mark_[su] = now_;
+    }
+
+    void start_tool(std::int64_t gid, std::int64_t s, Task& k) {
+        cpu_account(s);
+        busy_cores_[static_cast<std::size_t>(s)] += 1;
+        a_.busy_cores[s] += 1;
+        k.started = now_;
+        push(now_ + k.cpu_work / speed_[static_cast<std::size_t>(s)], EV_CPU_DONE, gid, 0);
+    }
+
+    void on_cpu_done(std::int64_t gid) {
+        Task& k = task(gid);
+        const std::int64_t s = k.server;
+        cpu_account(s);
+        busy_cores_[static_cast<std::size_t>(s)] -= 1;
+        a_.busy_cores[s] -= 1;
+        a_.cpu_backlog[s] =
+            py_max(0.0, a_.cpu_backlog[s] - k.cpu_work / speed_[static_cast<std::size_t>(s)]);
+        auto& queue = cpu_queue_[static_cast<std::size_t>(s)];
+        if (!queue.empty()) {
+            const std::int64_t nxt = queue.front();
+            queue.pop_front();
+            start_tool(nxt, s, task(nxt));
+        }
+        after_cpu(gid, task(gid));
+    }
+
+    void after_cpu(std::int64_t gid, Task& k) {
+        a_.tools_in_flight[k.server] -= 1;
+        if (k.ext_latency > 0) {
+            push(now_ + k.ext_latency, EV_TASK_DONE, gid, 0);
+        } else {
+            finish_task(gid);
+        }
+    }
+
+    // -- LLM serving (sim.llm_serving) ---------------------------------------------------
+    Engine* new_engine(std::int64_t s, std::int64_t m, double tp) {
+        auto eng = std::make_unique<Engine>();
+        eng->server = s;
+        eng->model = m;
+        eng->tp = tp;
+        eng->klass = engine_class_[sm(s, m)];
+        if (eng->klass < 0 || eng->klass >= static_cast<std::int64_t>(classes_.size()))
+            throw std::out_of_range("compiled run: engine class out of range");
+        eng->cls = &classes_[static_cast<std::size_t>(eng->klass)];
+        Engine* raw = eng.get();
+        engines_[sm(s, m)] = std::move(eng);
+        order_[static_cast<std::size_t>(s)].push_back(raw);
+        return raw;
+    }
+
+    // An engine the Python simulation made resident before the run (a deployment's, pinned
+    // at time 0: its GPUs and state are in the books already).
+    void resident(std::int64_t s, std::int64_t m, double tp) {
+        Engine* eng = new_engine(s, m, tp);
+        eng->state = ENG_READY;
+    }
+
+    void llm_arrive(std::int64_t gid, std::int64_t s, Task& k) {
+        const std::int64_t m = k.model;
+        Engine* eng = engine(s, m);
+        if (eng == nullptr) {
+            eng = new_engine(s, m, std::trunc(tp_[sm(s, m)]));  // int(t.tp[s, m])
+            a_.engine_state[sm(s, m)] = ENG_LOADING;
+            request_gpus(eng);
+        }
+        eng->waiting.push_back(gid);
+        eng->last_used = now_;
+        set_idle(eng);
+        if (eng->state == ENG_READY) admit(eng);
+    }
+
+    void admit(Engine* eng) {
+        while (!eng->waiting.empty()) {
+            const std::int64_t gid = eng->waiting.front();
+            Task& k = task(gid);
+            if (!eng->fits(k.prompt, k.output)) break;
+            eng->waiting.pop_front();
+            eng->n_active += 1;
+            eng->kv_used += k.prompt + k.output;
+            k.started = now_;
+            push(now_ + prefills_[static_cast<std::size_t>(eng->klass)](k.prompt), EV_PREFILL_DONE,
+                 gid, 0);
+        }
+        refresh_busy(eng);
+    }
+
+    void on_prefill_done(std::int64_t gid) {
+        Task& k = task(gid);
+        Engine* eng = engine(k.server, k.model);
+        advance(eng);
+        eng->n_decoding += 1;
+        eng->ctx_sum += k.prompt + floor_div(k.output, 2);
+        const std::int64_t steps = k.output > 1 ? k.output : 1;
+        eng->marks.push_back(Mark{eng->vclock + static_cast<double>(steps), gid});
+        std::push_heap(eng->marks.begin(), eng->marks.end(), MarkAfter{});
+        reschedule(eng);
+    }
+
+    void advance(Engine* eng) {
+        if (eng->n_decoding) eng->vclock += (now_ - eng->last_update) / eng->step;
+        eng->last_update = now_;
+    }
+
+    void reschedule(Engine* eng) {
+        const std::int64_t version = eng->version = seq_++;
+        if (!eng->n_decoding) {
+            if (!eng->marks.empty()) throw std::logic_error("compiled run: a mark without decoding");
+            return;
+        }
+        eng->step = eng->step_s();
+        const double left = py_max(0.0, eng->marks.front().at - eng->vclock);
+        const double due = now_ + left * eng->step;
+        const std::int64_t seq = seq_++;
+        eng->due = due;
+        eng->due_seq = seq;
+        eng->due_version = version;
+        if (eng->pending < 0 || due < eng->pending_at) {
+            push_seq(due, seq, EV_DECODE, eng->server * n_models_ + eng->model, version);
+            eng->pending = version;
+            eng->pending_at = due;
+        } else {
+            ++decode_retimes_;
+        }
+    }
+
+    bool decode_live(std::int64_t key, std::int64_t version) {
+        Engine* eng = engines_[static_cast<std::size_t>(key)].get();
+        if (eng != nullptr && version == eng->version) return true;
+        ++decode_skipped_;
+        if (eng == nullptr || version != eng->pending) return false;
+        if (eng->due_version == eng->version) {
+            push_seq(eng->due, eng->due_seq, EV_DECODE, key, eng->version);
+            eng->pending = eng->version;
+            eng->pending_at = eng->due;
+        } else {
+            eng->pending = -2;
+        }
+        return false;
+    }
+
+    void on_decode(std::int64_t key) {
+        Engine* eng = engines_[static_cast<std::size_t>(key)].get();
+        const std::int64_t s = eng->server, m = eng->model;
+        eng->pending = -2;
+        advance(eng);
+        auto& marks = eng->marks;
+        if (!marks.empty()) eng->vclock = py_max(eng->vclock, marks.front().at);
+        finished_.clear();
+        while (!marks.empty() && marks.front().at <= eng->vclock + TOKEN_EPS) {
+            std::pop_heap(marks.begin(), marks.end(), MarkAfter{});
+            finished_.push_back(marks.back().gid);
+            marks.pop_back();
+        }
+        for (std::int64_t gid : finished_) {
+            const Task& k = task(gid);
+            eng->n_decoding -= 1;
+            eng->ctx_sum -= k.prompt + floor_div(k.output, 2);
+            eng->n_active -= 1;
+            eng->kv_used -= k.prompt + k.output;
+            eng->last_used = now_;
+            a_.engine_batch[sm(s, m)] -= 1;
+            a_.engine_ctx[sm(s, m)] -= static_cast<double>(k.prompt + floor_div(k.out_est, 2));
+        }
+        admit(eng);
+        reschedule(eng);
+        refresh_busy(eng);
+        set_idle(eng);
+        const std::vector<std::int64_t> done(finished_);
+        for (std::int64_t gid : done) finish_task(gid);
+        if (eng->idle && !gpu_wait_[static_cast<std::size_t>(s)].empty()) serve_gpu_wait(s);
+    }
+
+    void refresh_busy(Engine* eng) {
+        const bool busy = eng->state == ENG_LOADING || eng->n_active > 0;
+        if (busy == eng->busy) return;
+        const std::size_t su = static_cast<std::size_t>(eng->server);
+        gpu_area_[su] += busy_gpus_[su] * (now_ - gpu_mark_[su]);
+        gpu_mark_[su] = now_;
+        busy_gpus_[su] += busy ? eng->tp : -eng->tp;
+        eng->busy = busy;
+    }
+
+    void set_idle(Engine* eng) {
+        const bool idle = eng->state == ENG_READY && eng->n_requests() == 0;
+        if (idle != eng->idle) {
+            eng->idle = idle;
+            a_.idle_gpus[eng->server] += idle ? eng->tp : -eng->tp;
+        }
+    }
+
+    // -- residency (sim.residency) --------------------------------------------------------
+    void request_gpus(Engine* eng) {
+        const std::int64_t s = eng->server;
+        const std::size_t su = static_cast<std::size_t>(s);
+        if (free_[su] < eng->tp) evict_for(s, eng->tp);
+        if (free_[su] >= eng->tp) {
+            start_load(eng);
+        } else {
+            gpu_wait_[su].push_back(eng);
+            const double guess = a_.est_work[s] / py_max(1.0, a_.n_assigned[s]);
+            a_.engine_ready_at[sm(s, eng->model)] = now_ + load_s_[sm(s, eng->model)] + guess;
+        }
+    }
+
+    // kernel.llm_engine.lru_evictions over the server's idle engines in the order they
+    // were created (a dict's order), then sorted stably by last use.
+    void evict_for(std::int64_t s, double need) {
+        std::vector<Engine*> idle;
+        for (Engine* e : order_[static_cast<std::size_t>(s)])
+            if (e->idle) idle.push_back(e);
+        std::stable_sort(idle.begin(), idle.end(),
+                         [](const Engine* x, const Engine* y) { return x->last_used < y->last_used; });
+        double free = free_[static_cast<std::size_t>(s)];
+        // ``free + sum(e.tp for e in order) < need``: the sum first, then the free GPUs
+        double tps = 0.0;
+        for (const Engine* e : idle) tps += e->tp;
+        if (free + tps < need) return;
+        std::vector<Engine*> victims;
+        for (Engine* e : idle) {
+            if (free >= need) break;
+            victims.push_back(e);
+            free += e->tp;
+        }
+        for (Engine* e : victims) unload(e);
+    }
+
+    void unload(Engine* e) {
+        const std::int64_t s = e->server, m = e->model;
+        const std::size_t su = static_cast<std::size_t>(s);
+        e->idle = false;
+        a_.idle_gpus[s] -= e->tp;
+        auto& order = order_[su];
+        order.erase(std::find(order.begin(), order.end(), e));
+        const double tp = e->tp;
+        engines_[sm(s, m)].reset();
+        free_[su] += tp;
+        a_.free_gpus[s] += tp;
+        a_.engine_state[sm(s, m)] = ENG_ABSENT;
+        note_held();
+    }
+
+    void start_load(Engine* eng) {
+        const std::int64_t s = eng->server, m = eng->model;
+        free_[static_cast<std::size_t>(s)] -= eng->tp;
+        a_.free_gpus[s] -= eng->tp;
+        eng->state = ENG_LOADING;
+        ++model_loads_;
+        const double ready_at = now_ + load_s_[sm(s, m)];
+        a_.engine_ready_at[sm(s, m)] = ready_at;
+        refresh_busy(eng);
+        push(ready_at, EV_LOAD_DONE, s, m);
+        note_held();
+    }
+
+    void on_load_done(std::int64_t s, std::int64_t m) {
+        Engine* eng = engine(s, m);
+        eng->state = ENG_READY;
+        eng->last_update = now_;
+        a_.engine_state[sm(s, m)] = ENG_READY;
+        for (std::int64_t gid : eng->waiting) task(gid).loaded = now_;
+        admit(eng);
+        refresh_busy(eng);
+        set_idle(eng);
+        if (eng->idle && !gpu_wait_[static_cast<std::size_t>(s)].empty()) serve_gpu_wait(s);
+    }
+
+    void serve_gpu_wait(std::int64_t s) {
+        auto& wait = gpu_wait_[static_cast<std::size_t>(s)];
+        while (!wait.empty()) {
+            Engine* eng = wait.front();
+            if (free_[static_cast<std::size_t>(s)] < eng->tp) evict_for(s, eng->tp);
+            if (free_[static_cast<std::size_t>(s)] < eng->tp) return;
+            wait.pop_front();
+            start_load(eng);
+        }
+    }
+
+    // sim.redeploy.Redeployments.note_held: the GPUs held, one log entry per instant; the
+    // sum of the free GPUs is Python's own builtin sum (its algorithm changed in 3.12).
+    void note_held() {
+        nb::list free;
+        for (double f : free_) free.append(nb::float_(f));
+        const double held = gpus_total_ - nb::cast<double>(held_sum_(free));
+        if (!held_log_.empty() && held_log_.back().first == now_) {
+            held_log_.back().second = held;
+        } else {
+            held_log_.emplace_back(now_, held);
+        }
+    }
+
+    // -- completion (Simulation._finish, RunLedger.finish and release_children) ----------
+    void finish_task(std::int64_t x) {
+        Job& j = job_of(x);
+        const std::int64_t ji = job_index_[static_cast<std::size_t>(x)];
+        const std::int64_t i = x - j.offset;
+        Task& k = j.tasks[static_cast<std::size_t>(i)];
+        k.ended = now_;
+        if (k.started == k.started) a_.attained[ji] += now_ - k.started;
+        k.done = true;
+        ++tasks_completed_;
+        if (record_trace_)
+            on_trace_(j.job, i, k.server, k.ready, k.landed, k.started, now_, k.loaded);
+        // unassign
+        const std::int64_t s = k.server;
+        a_.n_assigned[s] -= 1;
+        a_.est_work[s] = a_.n_assigned[s] > 0 ? a_.est_work[s] - k.est : 0.0;
+        // release_children
+        for (std::int64_t c = 0; c < k.n_children; ++c) {
+            const std::int64_t ci = j.children[static_cast<std::size_t>(k.children_at + c)];
+            Task& child = j.tasks[static_cast<std::size_t>(ci)];
+            child.missing -= 1;
+            if (child.missing == 0) {
+                child.ready = now_;
+                pending_.push_back(j.offset + ci);
+            }
+        }
+        j.left -= 1;
+        if (j.left) return;
+        job_end_[static_cast<std::size_t>(ji)] = now_;
+        ++workflows_completed_;
+        if (streamed_) retire(ji);
+        in_system_ -= 1;
+        if (!on_done_.is_none()) on_done_(workflows_completed_);
+    }
+
+    // A streamed run keeps the measured jobs' queue delays (tasks in id order) and drops
+    // the job (RunLedger._retire_job).
+    void retire(std::int64_t ji) {
+        if (window_first_ <= ji && ji <= window_last_) {
+            for (const Task& k : jobs_[static_cast<std::size_t>(ji)]->tasks)
+                if (k.started == k.started) queue_delays_.push_back(k.started - k.landed);
+        }
+        jobs_[static_cast<std::size_t>(ji)].reset();
+    }
+
+    // -- the accounts' window marks (sim.accounts) -------------------------------------------
+    void mark_window() {
+        for (std::int64_t s = 0; s < t_.n; ++s) {
+            const std::size_t su = static_cast<std::size_t>(s);
+            cpu_account(s);
+            gpu_area_[su] += busy_gpus_[su] * (now_ - gpu_mark_[su]);
+            gpu_mark_[su] = now_;
+        }
+        marks_.emplace_back(gpu_area_, cpu_area_);
+        marks_in_system_.push_back(in_system_area_);
+    }
+
+    const StaticTables& t_;
+    const std::vector<ModelColumns>& cols_;
+    std::vector<EngineClass> classes_;
+    std::vector<Prefill> prefills_;
+    std::vector<std::vector<std::int64_t>> model_classes_;
+    std::int64_t n_models_;
+    std::vector<double> tp_;
+    std::vector<std::int64_t> engine_class_;
+    std::vector<double> load_s_;
+    std::vector<std::int64_t> cores_;
+    std::vector<double> speed_;
+    double gpus_total_;
+    LedgerArrays a_;
+    std::vector<double> free_;
+    std::vector<double> arrivals_;
+    std::int64_t window_first_, window_last_;
+    bool streamed_, record_trace_;
+    nb::object job_at_, on_done_, on_trace_;
+    TaskCosts* costs_;
+    nb::object held_sum_;
+    nb::dict model_index_;
+    nb::str llm_ = nb::str("llm"), empty_ = nb::str("");
+    // The attribute names read off the jobs, made once (a read by a str object skips
+    // building one from a C string each time).
+    struct Names {
+        nb::str workflow{"workflow"}, tasks{"tasks"}, parents{"parents"}, children{"children"};
+        nb::str edge_bytes{"edge_bytes"}, get{"get"}, kind{"kind"}, model{"model"};
+        nb::str prompt_tokens{"prompt_tokens"}, output_tokens{"output_tokens"};
+        nb::str output_tokens_est{"output_tokens_est"}, cpu_work{"cpu_work"};
+        nb::str ext_latency{"ext_latency"}, ext_latency_est{"ext_latency_est"};
+    } names_;
+
+    std::int64_t n_jobs_ = 0, n_tasks_ = 0;
+    std::vector<Event> heap_;
+    std::int64_t seq_ = 0;
+    double now_ = 0.0;
+    std::deque<std::int64_t> pending_;
+    std::vector<std::unique_ptr<Job>> jobs_;
+    std::vector<std::int64_t> offset_, job_index_;
+    std::vector<std::unique_ptr<Engine>> engines_;
+    std::vector<std::vector<Engine*>> order_;
+    std::vector<std::deque<Engine*>> gpu_wait_;
+    std::vector<std::deque<std::int64_t>> cpu_queue_;
+    std::vector<std::int64_t> busy_cores_;
+    std::vector<double> busy_gpus_, gpu_area_, cpu_area_, gpu_mark_, cpu_mark_;
+    std::vector<double> job_end_, queue_delays_;
+    std::vector<std::pair<std::vector<double>, std::vector<double>>> marks_;
+    std::vector<double> marks_in_system_;
+    std::vector<std::pair<double, double>> held_log_;
+    std::vector<double> prefill_row_;
+    std::vector<std::int64_t> parent_servers_, finished_;
+    std::vector<std::uint8_t> zeros_mask_;  // a tool's mask: every server
+    std::vector<double> zeros_;             // a tool's imposed delay
+    std::int32_t policy_ = POLICY_EFT;
+    nb::object tokens_of_;
+    std::int64_t in_system_ = 0;
+    double in_system_area_ = 0.0;
+    std::int64_t events_ = 0, decisions_ = 0, model_loads_ = 0, tasks_completed_ = 0;
+    std::int64_t workflows_completed_ = 0, decode_retimes_ = 0, decode_skipped_ = 0;
+    double bytes_moved_ = 0.0;
+};
+
+}  // namespace scalesched

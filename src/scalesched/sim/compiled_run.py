@@ -1,0 +1,278 @@
+"""Whole runs on the compiled core: the event loop, the execution model and the books in
+C++ (``sim/_core/event_core.hpp``), with a built-in policy answering every decision there,
+so that a run calls Python once per workflow instead of some forty times per task.
+
+The run is the Python engine's, event for event: the C++ mirrors ``Simulation`` and its
+parts handler for handler, draws the same sequence numbers in the same order and keeps
+the same doubles, so traces and metrics are identical
+(``tests/sim/test_compiled_run.py``). When it ends, what it kept is written back into the
+``Simulation`` (counters, per-task and per-job books, the accounts' integrals and window
+marks, the held-GPU log), so that ``sim.run.summarise`` and everything after it read the
+run as if the Python loop had made it. The live per-server arrays the decisions read are
+the simulation's own numpy arrays, written in place as the run goes.
+
+What it covers (``unsupported`` names the first thing that stops it, and the run then
+goes through the ordinary decision cycle, on the compiled decision build):
+
+* a scheduler whose class declares ``compiled_policy`` next to its ``select``: ``eft``,
+  ``tail`` (and ``pred_mean``; not its scale-out or adapted forms), ``least_loaded``;
+* a fresh simulation on the compiled core, FIFO ready order, up front or streamed;
+* dynamic residency or a deployment's pinned engines, LLM and tool tasks;
+* not: KV reuse, the tool and logits caches, hedges, deferrals, priorities, replica loads
+  and re-deployments (no built-in policy asks for them), forks and sampled futures.
+
+Left as they were: the Python engine objects (``sim._engines``: a deployment's pinned
+engines keep their state of time 0) and the routes (``RunLedger.routes``), which only
+the decision cycle's policies read.
+"""
+
+from __future__ import annotations
+
+import builtins
+import itertools
+from array import array
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from scalesched.cluster.tables import MODEL_INDEX, MODEL_NAMES
+from scalesched.kernel.records import TaskRecord, check_feasible
+from scalesched.sim import core
+
+if TYPE_CHECKING:
+    from scalesched.decision.scheduler import Scheduler
+    from scalesched.sim.engine import Simulation
+    from scalesched.workload.instance import Job
+
+POLICIES = ("eft", "tail", "least_loaded")
+"""The policies the compiled core answers itself, in the C++ ``Policy`` order. ``tail``
+ranks servers at the output length its scheduler's ``lengths.tokens`` gives each LLM
+call (its predictor stays in Python, asked once per workflow)."""
+
+
+def compiled_policy(scheduler: Scheduler) -> str | None:
+    """The built-in policy ``scheduler`` is, or None: the class that defines its ``select``
+    must declare ``compiled_policy`` too (a subclass that changes ``select`` without
+    declaring it again is a policy of its own); the scheduler's value of it (a property
+    may say None for a configuration the core does not mirror) names the policy."""
+    for cls in type(scheduler).__mro__:
+        if "select" in vars(cls):
+            if "compiled_policy" not in vars(cls):
+                return None
+            name = getattr(scheduler, "compiled_policy", None)
+            return name if name in POLICIES else None
+    return None
+
+
+def unsupported(sim: Simulation, scheduler: Scheduler) -> str | None:
+    """Why ``sim`` cannot run whole on the compiled core under ``scheduler`` (None: it can)."""
+    if sim.core != "compiled" or not hasattr(core._EXTENSION, "EventRun"):
+        return "the simulation runs on the Python core"
+    if compiled_policy(scheduler) is None:
+        return f"policy {scheduler.name!r} has no compiled twin"
+    if sim.ready_order != "fifo":
+        return "ready order 'rank'"
+    if sim.events or sim.decisions or sim.now or sim.pending or sim._current is not None:
+        return "the simulation is already under way"
+    if sim._futures is not None:
+        return "a fork on sampled futures"
+    if sim._kv is not None or sim._tool_cache is not None or sim._rides is not None:
+        return "KV reuse or the tool or logits cache"
+    if sim._replicas.requests or sim._redeploy.requests:
+        return "replica loads or re-deployments"
+    return None
+
+
+def run_compiled(sim: Simulation, scheduler: Scheduler) -> bool:
+    """Run ``sim`` to its end on the compiled core with ``scheduler``'s built-in twin and
+    write the run back into ``sim``; False (nothing run) where ``unsupported`` says why."""
+    if unsupported(sim, scheduler) is not None:
+        return False
+    policy = compiled_policy(scheduler)
+    run = _bind(sim)
+    run.run(POLICIES.index(policy), _output_lengths(scheduler) if policy == "tail" else None)
+    _write_back(sim, run)
+    return True
+
+
+def _output_lengths(scheduler: Scheduler) -> Callable[[Job], list[int]]:
+    """tail's output length for each task of a job (0 for a tool): its scheduler's
+    ``workflow_lengths`` (``policies.tail``)."""
+    lengths = scheduler.workflow_lengths  # type: ignore[attr-defined]
+
+    def of(job: Job) -> list[int]:
+        return lengths(job.workflow)  # type: ignore[no-any-return]
+
+    return of
+
+
+def _bind(sim: Simulation) -> Any:
+    """The C++ run over ``sim``'s tables, books and jobs."""
+    t = sim.tables
+    ext: Any = core._EXTENSION
+    classes = [
+        (core._prefill_spec(perf), int(perf.max_batch), int(perf.kv_capacity_tokens))
+        for perf in t.engines
+    ]
+    resident = [
+        (s, m, float(eng.tp))
+        for s, engines in enumerate(sim._engines)
+        for m, eng in engines.items()
+    ]
+    return ext.EventRun(
+        core.decision_core(t),
+        core.task_costs(t, sim._anywhere),
+        classes,
+        np.ascontiguousarray(t.decode_lin, dtype=np.float64),
+        np.ascontiguousarray(t.decode_attn, dtype=np.float64),
+        [[k for k, _ in t._model_cols[m].classes] for m in range(len(MODEL_NAMES))],
+        len(MODEL_NAMES),
+        [float(x) for x in t.tp.ravel()],
+        [int(x) for x in t.engine_class.ravel()],
+        [float(x) for x in t.load_s.ravel()],
+        resident,
+        list(sim._cores),
+        list(sim._speed),
+        float(t.gpus.sum()),
+        [
+            sim.est_work,
+            sim.n_assigned,
+            sim.busy_cores,
+            sim.cpu_backlog,
+            sim.tools_in_flight,
+            sim.free_gpus,
+            sim.idle_gpus,
+        ],
+        sim.engine_state,
+        [sim.engine_ready_at, sim.engine_batch, sim.engine_ctx],
+        [sim.attained, sim.lower_bounds, sim.any_deployment_bounds],
+        list(sim._free_gpus),
+        sim.arrivals.tolist(),
+        sim.window[0],
+        sim.window[1],
+        sim.stream is not None,
+        sim.record_trace,
+        _job_source(sim),
+        sim.on_workflow_done,
+        _trace_row(sim),
+        builtins.sum,
+        MODEL_INDEX,
+    )
+
+
+def _job_source(sim: Simulation) -> Callable[[int], Job]:
+    """Job ``ji`` at its arrival: the list's, or realised from the stream (and checked, as
+    ``RunLedger._admit_job`` does)."""
+    stream = sim.stream
+    if stream is None:
+        return sim.jobs.__getitem__
+    tables = sim.tables
+
+    def realise(ji: int) -> Job:
+        job = stream.job(ji)
+        check_feasible(tables, [job])
+        return job
+
+    return realise
+
+
+def _trace_row(sim: Simulation) -> Callable[..., None]:
+    """The trace row of a finished task, as ``RunLedger.finish`` writes it."""
+    put = sim._trace_sink or sim.trace.append
+
+    def row(
+        job: Job,
+        i: int,
+        server: int,
+        ready: float,
+        landed: float,
+        start: float,
+        end: float,
+        loaded: float,
+    ) -> None:
+        task = job.workflow.tasks[i]
+        put(
+            TaskRecord(
+                workflow=job.workflow_id,
+                task=task.id,
+                kind=task.kind,
+                model=task.model,
+                server=server,
+                ready=ready,
+                landed=landed,
+                start=start,
+                end=end,
+                loaded=loaded,
+                skipped=0.0,
+            )
+        )
+
+    return row
+
+
+def _write_back(sim: Simulation, run: Any) -> None:
+    """What the C++ run kept, into ``sim``'s books (lists in place: the ledger's registry
+    and the ranks hold them)."""
+    counters = run.counters()
+    sim.now = counters["now"]
+    for name in (
+        "events",
+        "decisions",
+        "model_loads",
+        "bytes_moved",
+        "tasks_completed",
+        "workflows_completed",
+        "decode_retimes",
+        "decode_skipped",
+        "in_system",
+        "in_system_area",
+    ):
+        setattr(sim, name, counters[name])
+    sim._seq = itertools.count(counters["seq"])
+    busy_cores, free, busy_gpus, gpu_area, cpu_area, gpu_mark, cpu_mark = run.server_books()
+    sim._busy_cores[:] = busy_cores
+    sim._free_gpus[:] = free
+    sim._busy_gpus[:] = busy_gpus
+    sim._gpu_area[:] = gpu_area
+    sim._cpu_area[:] = cpu_area
+    sim._gpu_mark[:] = gpu_mark
+    sim._cpu_mark[:] = cpu_mark
+    marks, in_system = run.window_marks()
+    sim.accounts.marks = [
+        (np.array(g), np.array(c), area) for (g, c), area in zip(marks, in_system, strict=True)
+    ]
+    log = sim._redeploy.log
+    for when, held in run.held_log():  # note_held's rule: one entry per instant
+        if log and log[-1][0] == when:
+            log[-1] = (when, held)
+        else:
+            log.append((when, held))
+    if sim.stream is not None:
+        sim.job_end[:] = run.job_end()
+        sim._queue_delays = array("d", run.queue_delays())
+        sim.n_tasks = sim.tasks.n_tasks = counters["n_tasks"]
+        return
+    sim.job_end[:] = run.job_end()
+    sim.job_left[:] = run.job_left()  # type: ignore[index]
+    _per_id_back(sim, run)
+
+
+def _per_id_back(sim: Simulation, run: Any) -> None:
+    """A run kept up front: every per-id list, in place."""
+    ints = (("server", 0), ("missing", 7))
+    floats = (
+        ("ready_at", 1),
+        ("landed_at", 2),
+        ("started_at", 3),
+        ("ended_at", 4),
+        ("loaded_at", 5),
+        ("_est", 6),
+    )
+    for name, field in ints:
+        getattr(sim, name)[:] = [int(x) for x in run.per_id(field)]
+    for name, field in floats:
+        getattr(sim, name)[:] = run.per_id(field)
+    done = sim.tasks.done
+    assert isinstance(done, list)  # up front
+    done[:] = [x == 1.0 for x in run.per_id(8)]

@@ -1,0 +1,291 @@
+"""Whole runs on the compiled core (``scalesched.sim.compiled_run``) against the Python
+engine they must equal.
+
+Equivalence is identical runs: the same trace rows (every float exact), the same metrics,
+and the same books left in the ``Simulation`` afterwards (per-task and per-job state, the
+live per-server arrays, the accounts' integrals and window marks, the held-GPU log and the
+counters), over random small scenarios of both worlds, every workload kind, streamed or
+not. The golden runs (``test_engine_golden.py``) pin the same runs against recorded values.
+Each compiled run is checked to have really run whole in C++.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_compiled_core import same_metrics, trace_rows
+
+from scalesched.policies import get_policy
+from scalesched.policies.eft import EftScheduler
+from scalesched.runs.setup import Scenario, prepare, run
+from scalesched.sim import compiled_run, core
+from scalesched.sim import run as sim_run
+from scalesched.sim.engine import Simulation
+
+pytestmark = pytest.mark.skipif(
+    not core.compiled_available(), reason="the compiled core is not built in this install"
+)
+
+LABS = Path(__file__).parents[2] / "configs" / "clusters"
+
+
+@pytest.fixture
+def whole_runs(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Whether each run since went whole through the compiled core."""
+    seen: list[bool] = []
+    real = compiled_run.run_compiled
+
+    def spied(sim: Simulation, scheduler: Any) -> bool:
+        seen.append(real(sim, scheduler))
+        return seen[-1]
+
+    monkeypatch.setattr(sim_run, "run_compiled", spied)
+    return seen
+
+
+def run_on(
+    monkeypatch: pytest.MonkeyPatch, name: str, setup: Any, policy: str = "eft", **options: Any
+) -> Any:
+    monkeypatch.setenv(core.CORE_ENV, name)
+    return run(setup, policy, record_trace=True, **options)
+
+
+SCENARIOS = st.fixed_dictionaries(
+    {
+        "cluster": st.sampled_from(
+            ["hetero-4", "hetero-8", "hetero-16", "homogeneous-6", str(LABS / "edge-l4-cpu.yaml")]
+        ),
+        "workload": st.sampled_from(
+            [
+                "agentic-mix",
+                "tool-heavy",
+                "agent-mix",
+                "coordinator",
+                "test-time-scaling",
+                "self-consistency",
+            ]
+        ),
+        "load": st.floats(0.2, 1.3),
+        "workflows": st.integers(1, 40),
+        "seed": st.integers(0, 10_000),
+        "residency": st.sampled_from(["dynamic", "planned"]),
+        "policy": st.sampled_from(["eft", "tail", "least_loaded", "pred_mean"]),
+        "stream": st.booleans(),
+        "warmup": st.sampled_from([0, 3, None]),
+        "cooldown": st.sampled_from([0, 2]),
+    }
+)
+
+
+@settings(
+    max_examples=30,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(case=SCENARIOS)
+def test_random_scenarios_run_whole_and_identically(
+    monkeypatch: pytest.MonkeyPatch, whole_runs: list[bool], case: dict[str, Any]
+) -> None:
+    scenario = Scenario(
+        workload=case["workload"],
+        workflows=case["workflows"],
+        load=case["load"],
+        seed=case["seed"],
+        residency=case["residency"],
+    )
+    setup = prepare(case["cluster"], scenario, stream=case["stream"])
+    whole_runs.clear()
+    results = {
+        name: run_on(
+            monkeypatch,
+            name,
+            setup,
+            case["policy"],
+            warmup=case["warmup"],
+            cooldown=case["cooldown"],
+        )
+        for name in ("python", "compiled")
+    }
+    assert whole_runs == [False, True]
+    assert trace_rows(results["python"]) == trace_rows(results["compiled"])
+    same_metrics(results["python"].metrics, results["compiled"].metrics)
+    for field in ("series", "series_lower_bounds", "gpu_utilisation", "cpu_utilisation"):
+        a, b = getattr(results["python"], field), getattr(results["compiled"], field)
+        assert a.tobytes() == b.tobytes(), field
+
+
+def _books(sim: Simulation) -> dict[str, Any]:
+    """Everything a finished simulation holds that the run wrote, comparable exactly."""
+
+    def exact(values: Any) -> list[str]:
+        return [float(x).hex() for x in values]
+
+    books: dict[str, Any] = {
+        name: getattr(sim, name)
+        for name in (
+            "events",
+            "decisions",
+            "model_loads",
+            "tasks_completed",
+            "workflows_completed",
+            "decode_retimes",
+            "decode_skipped",
+            "in_system",
+            "server",
+            "missing",
+            "job_left",
+            "_busy_cores",
+        )
+    }
+    books["done"] = list(sim.tasks.done)  # type: ignore[arg-type]
+    books["seq"] = next(sim._seq)
+    for name in ("now", "bytes_moved", "in_system_area"):
+        books[name] = float(getattr(sim, name)).hex()
+    for name in (
+        "ready_at",
+        "landed_at",
+        "started_at",
+        "ended_at",
+        "loaded_at",
+        "_est",
+        "job_end",
+        "_free_gpus",
+        "_busy_gpus",
+        "_gpu_area",
+        "_cpu_area",
+        "_gpu_mark",
+        "_cpu_mark",
+    ):
+        books[name] = exact(getattr(sim, name))
+    for name in (
+        "est_work",
+        "n_assigned",
+        "busy_cores",
+        "cpu_backlog",
+        "tools_in_flight",
+        "free_gpus",
+        "idle_gpus",
+        "engine_state",
+        "engine_ready_at",
+        "engine_batch",
+        "engine_ctx",
+        "attained",
+        "lower_bounds",
+        "any_deployment_bounds",
+    ):
+        books[name] = getattr(sim, name).tobytes()
+    books["marks"] = [(g.tobytes(), c.tobytes(), float(a).hex()) for g, c, a in sim.accounts.marks]
+    books["held"] = [(float(t).hex(), float(h).hex()) for t, h in sim._redeploy.log]
+    return books
+
+
+@pytest.mark.parametrize(
+    ("residency", "workload", "policy"),
+    [
+        ("dynamic", "agentic-mix", "eft"),
+        ("planned", "agentic-mix", "tail"),
+        ("dynamic", "tool-heavy", "tail"),
+        ("planned", "tool-heavy", "least_loaded"),
+    ],
+)
+def test_the_books_left_behind_are_the_python_engines(
+    whole_runs: list[bool], residency: str, workload: str, policy: str
+) -> None:
+    scenario = Scenario(workload=workload, workflows=60, load=0.9, seed=5, residency=residency)
+    setup = prepare("hetero-8", scenario, stream=False)
+    whole_runs.clear()  # preparing may measure the capacity
+    books = {}
+    for name in ("python", "compiled"):
+        sim = Simulation(setup.cluster, setup.jobs, tables=setup.tables, warmup=6, core=name)
+        sim_run.drive_simulation(sim, get_policy(policy), seed=0)
+        books[name] = _books(sim)
+    assert whole_runs == [False, True]
+    assert books["python"].keys() == books["compiled"].keys()
+    for key in books["python"]:
+        assert books["python"][key] == books["compiled"][key], key
+    assert books["compiled"]["model_loads"] > 0 or residency == "planned"
+
+
+def test_the_progress_callback_and_a_written_trace_are_the_same(
+    monkeypatch: pytest.MonkeyPatch, whole_runs: list[bool], tmp_path: Path
+) -> None:
+    setup = prepare("hetero-8", Scenario(workflows=25, load=0.7, seed=2), stream=True)
+    whole_runs.clear()  # preparing may measure the capacity
+    calls: dict[str, list[int]] = {}
+    for name in ("python", "compiled"):
+        calls[name] = []
+        monkeypatch.setenv(core.CORE_ENV, name)
+        run(
+            setup,
+            "eft",
+            on_workflow_done=calls[name].append,
+            trace_path=tmp_path / f"{name}.csv",
+        )
+    assert whole_runs == [False, True]
+    assert calls["python"] == calls["compiled"] == list(range(1, 26))
+    written = {name: (tmp_path / f"{name}.csv").read_bytes() for name in calls}
+    assert written["python"] == written["compiled"] and written["python"].count(b"\n") > 25
+
+
+class _NotEft(EftScheduler):
+    """eft's class with a choice of its own: not eft, whatever it inherits."""
+
+    name = "not-eft"
+
+    def select(self, decision: Any) -> int:
+        return int(np.flatnonzero(decision.mask)[-1])
+
+
+def test_only_the_policies_it_has_run_whole() -> None:
+    for name in ("eft", "tail", "least_loaded"):
+        assert compiled_run.compiled_policy(get_policy(name)) == name
+    assert compiled_run.compiled_policy(get_policy("pred_mean")) == "tail"  # at its mean
+    for name in ("tail_scaleout", "kv_aware", "fcfs_workflow", "soft_eft"):
+        assert compiled_run.compiled_policy(get_policy(name)) is None, name
+    assert compiled_run.compiled_policy(_NotEft()) is None
+    adapted = get_policy("tail")
+    adapted.exec_scale = np.ones(4)  # type: ignore[attr-defined]
+    assert compiled_run.compiled_policy(adapted) is None
+
+
+def test_what_it_does_not_cover_runs_through_the_decision_cycle(
+    monkeypatch: pytest.MonkeyPatch, whole_runs: list[bool]
+) -> None:
+    setup = prepare("hetero-8", Scenario(workflows=12, load=0.7, seed=1), stream=False)
+    whole_runs.clear()  # preparing may measure the capacity
+    monkeypatch.setenv(core.CORE_ENV, "compiled")
+    ours = run(setup, _NotEft(), record_trace=True)
+    kv = run(setup, "eft", kv_policy="lru")
+    assert whole_runs == [False, False]
+    assert ours.metrics["decisions"] > 0 and kv.metrics["decisions"] > 0
+
+    def fresh(**options: Any) -> Simulation:
+        return Simulation(setup.cluster, setup.jobs, tables=setup.tables, **options)
+
+    eft = get_policy("eft")
+    reasons = {
+        "python": compiled_run.unsupported(fresh(core="python"), eft),
+        "policy": compiled_run.unsupported(fresh(core="compiled"), get_policy("kv_aware")),
+        "rank": compiled_run.unsupported(fresh(core="compiled", ready_order="rank"), eft),
+        "kv": compiled_run.unsupported(fresh(core="compiled", kv_policy="lru"), eft),
+        "tools": compiled_run.unsupported(fresh(core="compiled", tool_cache=True), eft),
+    }
+    assert all(reasons.values()), reasons
+    assert compiled_run.unsupported(fresh(core="compiled"), eft) is None
+    started = fresh(core="compiled")
+    assert started.next_decision() is not None
+    assert compiled_run.unsupported(started, eft) == "the simulation is already under way"
+
+
+def test_a_run_with_no_workflows_ends_at_once(whole_runs: list[bool]) -> None:
+    setup = prepare("hetero-4", Scenario(workflows=3, load=0.5, seed=0), stream=False)
+    whole_runs.clear()  # preparing may measure the capacity
+    sim = Simulation(setup.cluster, [], tables=setup.tables, core="compiled")
+    sim_run.drive_simulation(sim, get_policy("eft"))
+    assert whole_runs == [True] and sim.events == 0 and sim.now == 0.0
