@@ -16,6 +16,7 @@ from typing import Any
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("SCALESCHED_CORE", "python")  # the Python engine's figures
 
 from scalesched.cluster import get_cluster  # noqa: E402
 from scalesched.cluster.tables import ClusterTables  # noqa: E402

@@ -51,7 +51,9 @@ from typing import Any
 import numpy as np
 import simpy
 
-from scalesched.cluster import get_cluster
+os.environ.setdefault("SCALESCHED_CORE", "python")  # the anchor is the Python engine's
+
+from scalesched.cluster import get_cluster  # noqa: E402
 from scalesched.cluster.tables import MODEL_INDEX, ClusterTables
 from scalesched.decision.cycle import Watched, drive
 from scalesched.kernel.ledger import RunLedger

@@ -108,10 +108,10 @@ def _main(
         str | None,
         typer.Option(
             help="The simulator's core for every run of the command (and its worker "
-            "processes): python, the reference engine, or compiled, the C++ pieces built at "
-            "install (the same results, faster; falls back to python with one warning where "
-            "the install has none). Default: $SCALESCHED_CORE, else python. Give it before "
-            "the command: scalesched --core compiled simulate ...",
+            "processes): compiled, the C++ core built at install (the same results, 2-16x "
+            "faster; falls back to python with one warning where the install has none), or "
+            "python, the reference engine. Default: $SCALESCHED_CORE, else compiled. Give "
+            "it before the command: scalesched --core python simulate ...",
         ),
     ] = None,
 ) -> None:

@@ -259,14 +259,33 @@ def test_compiled_simulation_forks_on_the_compiled_core() -> None:
     assert type(clone.next_decision()) is core.CompiledDecision
 
 
-def test_the_python_engine_is_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
+@needs_extension
+def test_the_compiled_core_is_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(core.CORE_ENV, raising=False)
-    assert core.resolve_core() == "python"
+    assert core.resolve_core() == "compiled"
     monkeypatch.setenv(core.CORE_ENV, "")
-    assert core.resolve_core() == "python"
+    assert core.resolve_core() == "compiled"
     spec = get_cluster("hetero-4")
     sim = Simulation(spec, [], tables=ClusterTables(spec))
+    assert sim.core == "compiled" and sim._make_decision is core.make_decision_compiled
+    monkeypatch.setenv(core.CORE_ENV, "python")
+    sim = Simulation(spec, [], tables=ClusterTables(spec))
     assert sim.core == "python" and sim._make_decision is make_decision
+
+
+def test_without_the_extension_the_default_is_python_with_one_warning(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(core, "_EXTENSION", None)
+    monkeypatch.setattr(core, "_warned", False)
+    monkeypatch.delenv(core.CORE_ENV, raising=False)
+    with pytest.warns(RuntimeWarning, match="not built in this install"):
+        assert core.resolve_core() == "python"
+    monkeypatch.setattr(core, "_warned", False)
+    monkeypatch.setenv(core.CORE_ENV, "python")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # asked for by name: no warning
+        assert core.resolve_core() == "python"
 
 
 def test_an_unknown_core_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:

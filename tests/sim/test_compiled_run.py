@@ -11,6 +11,7 @@ Each compiled run is checked to have really run whole in C++.
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +21,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_compiled_core import same_metrics, trace_rows
 
+from scalesched.decision.actions import Place
 from scalesched.policies import get_policy
 from scalesched.policies.eft import EftScheduler
+from scalesched.policies.rollout import RolloutScheduler
 from scalesched.runs.setup import Scenario, prepare, run
 from scalesched.sim import compiled_run, core
 from scalesched.sim import run as sim_run
@@ -70,11 +73,13 @@ SCENARIOS = st.fixed_dictionaries(
                 "self-consistency",
             ]
         ),
-        "load": st.floats(0.2, 1.3),
+        "rate": st.floats(0.1, 3.0),  # a rate, not a load: no capacity to measure first
         "workflows": st.integers(1, 40),
         "seed": st.integers(0, 10_000),
         "residency": st.sampled_from(["dynamic", "planned"]),
-        "policy": st.sampled_from(["eft", "tail", "least_loaded", "pred_mean"]),
+        "policy": st.sampled_from(
+            ["eft", "tail", "least_loaded", "pred_mean", "fcfs_workflow", "plas", "kv_aware"]
+        ),
         "stream": st.booleans(),
         "warmup": st.sampled_from([0, 3, None]),
         "cooldown": st.sampled_from([0, 2]),
@@ -95,7 +100,7 @@ def test_random_scenarios_run_whole_and_identically(
     scenario = Scenario(
         workload=case["workload"],
         workflows=case["workflows"],
-        load=case["load"],
+        rate=case["rate"],
         seed=case["seed"],
         residency=case["residency"],
     )
@@ -144,7 +149,7 @@ def _books(sim: Simulation) -> dict[str, Any]:
         )
     }
     books["done"] = list(sim.tasks.done)  # type: ignore[arg-type]
-    books["seq"] = next(sim._seq)
+    books["seq"] = next(copy.copy(sim._seq))  # peeked, not drawn
     for name in ("now", "bytes_moved", "in_system_area"):
         books[name] = float(getattr(sim, name)).hex()
     for name in (
@@ -161,6 +166,7 @@ def _books(sim: Simulation) -> dict[str, Any]:
         "_cpu_area",
         "_gpu_mark",
         "_cpu_mark",
+        "priority",
     ):
         books[name] = exact(getattr(sim, name))
     for name in (
@@ -192,12 +198,15 @@ def _books(sim: Simulation) -> dict[str, Any]:
         ("planned", "agentic-mix", "tail"),
         ("dynamic", "tool-heavy", "tail"),
         ("planned", "tool-heavy", "least_loaded"),
+        ("dynamic", "agentic-mix", "fcfs_workflow"),
+        ("planned", "agentic-mix", "plas"),
+        ("dynamic", "tool-heavy", "kv_aware"),
     ],
 )
 def test_the_books_left_behind_are_the_python_engines(
     whole_runs: list[bool], residency: str, workload: str, policy: str
 ) -> None:
-    scenario = Scenario(workload=workload, workflows=60, load=0.9, seed=5, residency=residency)
+    scenario = Scenario(workload=workload, workflows=60, rate=1.5, seed=5, residency=residency)
     setup = prepare("hetero-8", scenario, stream=False)
     whole_runs.clear()  # preparing may measure the capacity
     books = {}
@@ -215,7 +224,7 @@ def test_the_books_left_behind_are_the_python_engines(
 def test_the_progress_callback_and_a_written_trace_are_the_same(
     monkeypatch: pytest.MonkeyPatch, whole_runs: list[bool], tmp_path: Path
 ) -> None:
-    setup = prepare("hetero-8", Scenario(workflows=25, load=0.7, seed=2), stream=True)
+    setup = prepare("hetero-8", Scenario(workflows=25, rate=1.0, seed=2), stream=True)
     whole_runs.clear()  # preparing may measure the capacity
     calls: dict[str, list[int]] = {}
     for name in ("python", "compiled"):
@@ -243,10 +252,16 @@ class _NotEft(EftScheduler):
 
 
 def test_only_the_policies_it_has_run_whole() -> None:
-    for name in ("eft", "tail", "least_loaded"):
+    for name in ("eft", "tail", "least_loaded", "fcfs_workflow", "plas", "kv_aware"):
         assert compiled_run.compiled_policy(get_policy(name)) == name
     assert compiled_run.compiled_policy(get_policy("pred_mean")) == "tail"  # at its mean
-    for name in ("tail_scaleout", "kv_aware", "fcfs_workflow", "soft_eft"):
+    for name in (
+        "tail_scaleout",
+        "cache_aware",
+        "soft_eft",
+        "shortest_remaining",
+        "fcfs_workflow:placement=eft",
+    ):
         assert compiled_run.compiled_policy(get_policy(name)) is None, name
     assert compiled_run.compiled_policy(_NotEft()) is None
     adapted = get_policy("tail")
@@ -257,7 +272,7 @@ def test_only_the_policies_it_has_run_whole() -> None:
 def test_what_it_does_not_cover_runs_through_the_decision_cycle(
     monkeypatch: pytest.MonkeyPatch, whole_runs: list[bool]
 ) -> None:
-    setup = prepare("hetero-8", Scenario(workflows=12, load=0.7, seed=1), stream=False)
+    setup = prepare("hetero-8", Scenario(workflows=12, rate=1.0, seed=1), stream=False)
     whole_runs.clear()  # preparing may measure the capacity
     monkeypatch.setenv(core.CORE_ENV, "compiled")
     ours = run(setup, _NotEft(), record_trace=True)
@@ -271,7 +286,7 @@ def test_what_it_does_not_cover_runs_through_the_decision_cycle(
     eft = get_policy("eft")
     reasons = {
         "python": compiled_run.unsupported(fresh(core="python"), eft),
-        "policy": compiled_run.unsupported(fresh(core="compiled"), get_policy("kv_aware")),
+        "policy": compiled_run.unsupported(fresh(core="compiled"), get_policy("soft_eft")),
         "rank": compiled_run.unsupported(fresh(core="compiled", ready_order="rank"), eft),
         "kv": compiled_run.unsupported(fresh(core="compiled", kv_policy="lru"), eft),
         "tools": compiled_run.unsupported(fresh(core="compiled", tool_cache=True), eft),
@@ -284,8 +299,109 @@ def test_what_it_does_not_cover_runs_through_the_decision_cycle(
 
 
 def test_a_run_with_no_workflows_ends_at_once(whole_runs: list[bool]) -> None:
-    setup = prepare("hetero-4", Scenario(workflows=3, load=0.5, seed=0), stream=False)
+    setup = prepare("hetero-4", Scenario(workflows=3, rate=0.5, seed=0), stream=False)
     whole_runs.clear()  # preparing may measure the capacity
     sim = Simulation(setup.cluster, [], tables=setup.tables, core="compiled")
     sim_run.drive_simulation(sim, get_policy("eft"))
     assert whole_runs == [True] and sim.events == 0 and sim.now == 0.0
+
+
+@pytest.mark.parametrize("policy", ["eft", "least_loaded"])
+def test_a_network_of_cpus_only_schedules_identically(
+    monkeypatch: pytest.MonkeyPatch, whole_runs: list[bool], policy: str
+) -> None:
+    """A static problem's cluster has no GPU engines at all (its decode tables keep one
+    placeholder row): the compiled run takes it and gives the same schedule."""
+    from scalesched.static import static_schedule
+    from scalesched.static.io import load_network, load_task_graph
+
+    configs = LABS.parent
+    graph = load_task_graph(str(configs / "workflows" / "wfcommons-blast-small.json"))
+    network = load_network(configs / "networks" / "example-4.yaml")
+    schedules = {}
+    for name in ("python", "compiled"):
+        monkeypatch.setenv(core.CORE_ENV, name)
+        schedules[name] = static_schedule(graph, network, policy)
+    assert whole_runs == [False, True]
+    assert schedules["python"].mapping == schedules["compiled"].mapping
+    assert schedules["python"].info == schedules["compiled"].info
+
+
+TRIALS = st.fixed_dictionaries(
+    {
+        "cluster": st.sampled_from(["hetero-4", "hetero-8", "hetero-16"]),
+        "workload": st.sampled_from(["agentic-mix", "tool-heavy", "coordinator"]),
+        "base": st.sampled_from(["tail", "eft", "fcfs_workflow", "plas", "kv_aware"]),
+        "rate": st.floats(0.3, 4.0),
+        "workflows": st.integers(5, 60),
+        "seed": st.integers(0, 10_000),
+        "residency": st.sampled_from(["dynamic", "planned"]),
+        "stream": st.booleans(),
+        "skip": st.integers(0, 40),
+        "horizon": st.sampled_from([1.0, 10.0, 60.0, 1e9]),
+    }
+)
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(case=TRIALS)
+def test_rollout_trials_in_cpp_are_python_forks(case: dict[str, Any]) -> None:
+    """At an open decision part-way through a run, each candidate's trial in C++
+    (``compiled_trials``) gives rollout's four numbers exactly as a Python fork driven by a
+    copy of the base does, and leaves the simulation as it was."""
+    scenario = Scenario(
+        workload=case["workload"],
+        workflows=case["workflows"],
+        rate=case["rate"],
+        seed=case["seed"],
+        residency=case["residency"],
+    )
+    setup = prepare(case["cluster"], scenario, stream=case["stream"])
+    sim = Simulation(setup.cluster, setup.jobs, tables=setup.tables, core="compiled")
+    base = get_policy(case["base"])
+    base.reset(0)
+    rollout = RolloutScheduler(base_policy=base, horizon_s=case["horizon"])
+    for _ in range(case["skip"]):
+        decision = sim.next_decision()
+        if decision is None:
+            return
+        sim.apply(base.select(decision))
+    decision = sim.next_decision()
+    if decision is None:
+        return
+    answer = base.select(decision)
+    priority = answer.priority if isinstance(answer, Place) else None
+    trial = compiled_run.compiled_trials(sim, base)
+    assert trial is not None
+    before = _books(sim)
+    end = sim.now + case["horizon"]
+    for server in np.flatnonzero(decision.mask)[:4]:
+        want = rollout.trial(sim.fork, int(server), end, priority)
+        got = trial(int(server), end, priority)
+        assert [float(x).hex() for x in got] == [float(x).hex() for x in want], server
+    assert _books(sim) == before
+
+
+def test_rollout_runs_its_trials_in_cpp_with_the_same_answers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    setup = prepare("hetero-16", Scenario(workflows=40, rate=3.0, seed=3), stream=False)
+    stats, traces = {}, {}
+    for name in ("python", "compiled"):
+        monkeypatch.setenv(core.CORE_ENV, name)
+        policy = get_policy("rollout_oracle:horizon_s=30")
+        traces[name] = trace_rows(run(setup, policy, warmup=0, record_trace=True))
+        stats[name] = dict(policy.stats)  # type: ignore[attr-defined]
+    assert traces["python"] == traces["compiled"]
+    assert stats["python"]["changed"] == stats["compiled"]["changed"] > 0
+    assert stats["compiled"]["fork_s"] < stats["python"]["fork_s"] / 3  # loose: shared CI
+    sampled = get_policy("rollout:horizon_s=30")
+    sim = Simulation(setup.cluster, setup.jobs, tables=setup.tables, core="compiled")
+    decision = sim.next_decision()
+    assert decision is not None
+    assert sampled.compiled_trials(decision) is None  # type: ignore[attr-defined]

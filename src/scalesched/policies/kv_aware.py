@@ -20,6 +20,8 @@ from scalesched.decision.scheduler import BaseScheduler
 
 class KvAwareScheduler(BaseScheduler):
     name = "kv_aware"
+    compiled_policy = "kv_aware"
+    """The compiled core runs whole runs of it itself (``sim.compiled_run``)."""
 
     def select(self, decision: Decision) -> int:
         return int(np.argmin(np.where(decision.mask, kv_aware_scores(decision), np.inf)))

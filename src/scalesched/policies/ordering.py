@@ -35,6 +35,7 @@ from scalesched.policies.p2c import PowerOfTwoScheduler
 from scalesched.policies.soft_eft import SoftEftScheduler
 from scalesched.policies.tail import TailScheduler
 from scalesched.policies.trained import load_trained, shipped_policies
+from scalesched.workload.instance import WorkflowInstance
 
 PLACEMENTS: dict[str, type[BaseScheduler]] = {
     "tail": TailScheduler,
@@ -93,6 +94,23 @@ class OrderedTail(BaseScheduler):
     def priority(self, decision: Decision) -> float:
         """Admission priority of the decision's task (lower first)."""
 
+    @property
+    def compiled_policy(self) -> str | None:
+        """The order the compiled core runs whole runs of (``sim.compiled_run``): the
+        ``compiled_order`` declared next to the ``priority`` in use, on ``tail``'s plain
+        placement; None otherwise (another placement, or an order it does not mirror)."""
+        order = None
+        for cls in type(self).__mro__:
+            if "priority" in vars(cls):
+                order = vars(cls).get("compiled_order")
+                break
+        placer = getattr(self._placer, "compiled_policy", None)
+        return order if self.placement == "tail" and placer == "tail" else None
+
+    def workflow_lengths(self, wf: WorkflowInstance) -> list[int]:
+        """The placement's output lengths (``TailScheduler.workflow_lengths``)."""
+        return self._placer.workflow_lengths(wf)  # type: ignore[attr-defined,no-any-return]
+
     def scores(self, decision: Decision) -> np.ndarray:
         """The placement's estimate per server (a rollout over an ordering baseline ranks
         its candidates by it); a placement without one: the decision's finish estimate."""
@@ -109,6 +127,7 @@ class OrderedTail(BaseScheduler):
 
 class PlasScheduler(OrderedTail):
     name = "plas"
+    compiled_order = "plas"
 
     def priority(self, decision: Decision) -> float:
         return decision.task.attained_s
@@ -123,6 +142,7 @@ class ShortestRemainingScheduler(OrderedTail):
 
 class FcfsWorkflowScheduler(OrderedTail):
     name = "fcfs_workflow"
+    compiled_order = "fcfs_workflow"
 
     def priority(self, decision: Decision) -> float:
         return workflow_order(decision)

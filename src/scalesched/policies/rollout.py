@@ -63,6 +63,8 @@ from scalesched.policies.ordering import (
 )
 from scalesched.policies.tail import PredictedMeanScheduler
 from scalesched.predict.futures import PredictedFutures
+from scalesched.sim.compiled_run import Trial, compiled_trials
+from scalesched.sim.engine import Simulation
 from scalesched.sim.futures import FutureSampler
 
 BASES: dict[str, Callable[[], Scheduler]] = {
@@ -216,6 +218,7 @@ class RolloutScheduler(BaseScheduler):
         end = decision.view.now + self.horizon_s
         cost = np.zeros(len(servers))
         futures = self.futures(fork)
+        compiled = self.compiled_trials(decision)
         for future in futures:
             ends: list[tuple[float, float, int, float]] = []
             for server in servers:
@@ -223,7 +226,10 @@ class RolloutScheduler(BaseScheduler):
                     self.stats["capped"] += 1
                     self.stats["fork_s"] += perf_counter() - t0
                     return servers[0]
-                ends.append(self.trial(future, server, end, priority))
+                if compiled is not None:
+                    ends.append(compiled(server, end, priority))
+                else:
+                    ends.append(self.trial(future, server, end, priority))
             common = max(stop for _, stop, _, _ in ends)  # per future: one end for all
             cost += [
                 area + in_system * (common - stop) + self.terminal_weight * work
@@ -236,6 +242,17 @@ class RolloutScheduler(BaseScheduler):
         if cost[best] < cost[0] - self.min_gain_s:
             return servers[best]
         return servers[0]
+
+    def compiled_trials(self, decision: Decision) -> Trial | None:
+        """The trials in C++ (``sim.compiled_run.compiled_trials``: the same numbers as
+        ``trial``), where the view is a simulation on the compiled core, the future is
+        the true one and the base has a compiled twin; None otherwise."""
+        if type(self).futures is not RolloutScheduler.futures:
+            return None  # sampled futures: the forks redraw them in Python
+        view = decision.view
+        if not isinstance(view, Simulation):
+            return None
+        return compiled_trials(view, self.inner)
 
     def trial(
         self, fork: Callable[[], Any], server: int, end: float, priority: float | None = None

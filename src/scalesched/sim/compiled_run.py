@@ -15,11 +15,12 @@ What it covers (``unsupported`` names the first thing that stops it, and the run
 goes through the ordinary decision cycle, on the compiled decision build):
 
 * a scheduler whose class declares ``compiled_policy`` next to its ``select``: ``eft``,
-  ``tail`` (and ``pred_mean``; not its scale-out or adapted forms), ``least_loaded``;
+  ``tail`` (and ``pred_mean``; not its scale-out or adapted forms), ``least_loaded``,
+  ``kv_aware``, and the orders ``fcfs_workflow`` and ``plas`` on ``tail``'s placement;
 * a fresh simulation on the compiled core, FIFO ready order, up front or streamed;
 * dynamic residency or a deployment's pinned engines, LLM and tool tasks;
-* not: KV reuse, the tool and logits caches, hedges, deferrals, priorities, replica loads
-  and re-deployments (no built-in policy asks for them), forks and sampled futures.
+* not: KV reuse, the tool and logits caches, hedges, deferrals, replica loads and
+  re-deployments (no built-in policy asks for them), forks and sampled futures.
 
 Left as they were: the Python engine objects (``sim._engines``: a deployment's pinned
 engines keep their state of time 0) and the routes (``RunLedger.routes``), which only
@@ -29,7 +30,9 @@ the decision cycle's policies read.
 from __future__ import annotations
 
 import builtins
+import copy
 import itertools
+import math
 from array import array
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -45,10 +48,11 @@ if TYPE_CHECKING:
     from scalesched.sim.engine import Simulation
     from scalesched.workload.instance import Job
 
-POLICIES = ("eft", "tail", "least_loaded")
+POLICIES = ("eft", "tail", "least_loaded", "fcfs_workflow", "plas", "kv_aware")
 """The policies the compiled core answers itself, in the C++ ``Policy`` order. ``tail``
-ranks servers at the output length its scheduler's ``lengths.tokens`` gives each LLM
-call (its predictor stays in Python, asked once per workflow)."""
+ranks servers at the output length its scheduler's ``workflow_lengths`` gives each LLM
+call (its predictor stays in Python, asked once per workflow); ``fcfs_workflow`` and
+``plas`` place as ``tail`` and order each engine's queue (``Place.priority``)."""
 
 
 def compiled_policy(scheduler: Scheduler) -> str | None:
@@ -91,9 +95,67 @@ def run_compiled(sim: Simulation, scheduler: Scheduler) -> bool:
         return False
     policy = compiled_policy(scheduler)
     run = _bind(sim)
-    run.run(POLICIES.index(policy), _output_lengths(scheduler) if policy == "tail" else None)
+    lengths = None if policy in ("eft", "least_loaded", "kv_aware") else _output_lengths(scheduler)
+    run.run(POLICIES.index(policy), lengths)
     _write_back(sim, run)
     return True
+
+
+Trial = Callable[[int, float, "float | None"], tuple[float, float, int, float]]
+"""``trial(server, end, priority)``: rollout's measure of one candidate (``compiled_trials``)."""
+
+
+def trials_unsupported(sim: Simulation, base: Scheduler) -> str | None:
+    """Why rollout's trials at ``sim``'s open decision cannot run in C++ under ``base``
+    (None: they can)."""
+    if sim.core != "compiled" or not hasattr(core._EXTENSION, "EventRun"):
+        return "the simulation runs on the Python core"
+    if compiled_policy(base) is None:
+        return f"base {base.name!r} has no compiled twin"
+    if sim.ready_order != "fifo":
+        return "ready order 'rank'"
+    if sim._current is None or sim._current_decision is None:
+        return "no open decision"
+    if sim._futures is not None:
+        return "a fork on sampled futures"
+    if sim._kv is not None or sim._tool_cache is not None or sim._rides is not None:
+        return "KV reuse or the tool or logits cache"
+    if sim._replicas.requests or sim._redeploy.requests or sim._copies or sim.hedged_tasks:
+        return "replicas, re-deployments or hedges"
+    if sim.deferred or sim.must_place or sim.deferrals:
+        return "deferred tasks"
+    for engines in sim._engines:
+        for eng in engines.values():
+            if eng.kv is not None or eng.replica_at >= 0 or eng.draining or eng.grow_to >= 0:
+                return "an engine with a cache, a replica or a re-deployment"
+    return None
+
+
+def compiled_trials(sim: Simulation, base: Scheduler) -> Trial | None:
+    """rollout's trials at ``sim``'s open decision, in C++: the state is taken over once
+    (``EventRun.adopt``, nothing of ``sim`` changed), and each trial copies it in C++,
+    places the open task on the candidate and runs the cycle under ``base``'s compiled
+    twin until a decision comes up at ``end`` or later: the same numbers as a Python fork
+    driven by a copy of ``base`` (``RolloutScheduler.trial``). None where
+    ``trials_unsupported`` says why."""
+    if trials_unsupported(sim, base) is not None:
+        return None
+    policy = compiled_policy(base)
+    run = _bind(sim, resident=False)
+    lengths = None if policy in ("eft", "least_loaded", "kv_aware") else _output_lengths(base)
+    seq = next(copy.copy(sim._seq))  # the next number the run's counter gives
+    run.adopt(sim, seq, POLICIES.index(policy), lengths)
+    gid, decision, area0 = sim._current, sim._current_decision, sim.in_system_area
+    assert gid is not None and decision is not None
+
+    def trial(server: int, end: float, priority: float | None) -> tuple[float, float, int, float]:
+        est = float(decision.exec_s[server])
+        area, now, in_system, work = run.trial(
+            gid, server, est, math.nan if priority is None else priority, end
+        )
+        return float(area - area0), float(now), int(in_system), float(np.sum(np.array(work)))
+
+    return trial
 
 
 def _output_lengths(scheduler: Scheduler) -> Callable[[Job], list[int]]:
@@ -107,15 +169,16 @@ def _output_lengths(scheduler: Scheduler) -> Callable[[Job], list[int]]:
     return of
 
 
-def _bind(sim: Simulation) -> Any:
-    """The C++ run over ``sim``'s tables, books and jobs."""
+def _bind(sim: Simulation, *, resident: bool = True) -> Any:
+    """The C++ run over ``sim``'s tables, books and jobs (``resident``: with the engines
+    live now, a fresh run's pinned ones; False: none, for ``adopt`` to take over)."""
     t = sim.tables
     ext: Any = core._EXTENSION
     classes = [
         (core._prefill_spec(perf), int(perf.max_batch), int(perf.kv_capacity_tokens))
         for perf in t.engines
     ]
-    resident = [
+    live = [
         (s, m, float(eng.tp))
         for s, engines in enumerate(sim._engines)
         for m, eng in engines.items()
@@ -131,7 +194,7 @@ def _bind(sim: Simulation) -> Any:
         [float(x) for x in t.tp.ravel()],
         [int(x) for x in t.engine_class.ravel()],
         [float(x) for x in t.load_s.ravel()],
-        resident,
+        live if resident else [],
         list(sim._cores),
         list(sim._speed),
         float(t.gpus.sum()),
@@ -152,9 +215,9 @@ def _bind(sim: Simulation) -> Any:
         sim.window[0],
         sim.window[1],
         sim.stream is not None,
-        sim.record_trace,
+        sim.record_trace and resident,
         _job_source(sim),
-        sim.on_workflow_done,
+        sim.on_workflow_done if resident else None,
         _trace_row(sim),
         builtins.sum,
         MODEL_INDEX,
@@ -268,6 +331,7 @@ def _per_id_back(sim: Simulation, run: Any) -> None:
         ("ended_at", 4),
         ("loaded_at", 5),
         ("_est", 6),
+        ("priority", 9),
     )
     for name, field in ints:
         getattr(sim, name)[:] = [int(x) for x in run.per_id(field)]

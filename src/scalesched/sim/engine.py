@@ -102,7 +102,7 @@ class Simulation(RunLedger):
         core: str | None = None,
     ) -> None:
         """``core``: ``python`` or ``compiled`` (``sim.core``); None reads
-        ``$SCALESCHED_CORE`` (default ``python``). The same traces either way."""
+        ``$SCALESCHED_CORE`` (default ``compiled`` where built). The same traces either way."""
         super().__init__(
             tables if tables is not None else ClusterTables(cluster),
             jobs,

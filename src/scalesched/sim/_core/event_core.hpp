@@ -54,7 +54,16 @@ enum EventKind : std::int32_t {
 };
 
 // The built-in policies a compiled run answers with (sim.compiled_run.POLICIES).
-enum Policy : std::int32_t { POLICY_EFT = 0, POLICY_TAIL = 1, POLICY_LEAST_LOADED = 2 };
+// fcfs_workflow and plas place as tail and give each call an admission priority: its
+// workflow's arrival, or the service its workflow has had so far.
+enum Policy : std::int32_t {
+    POLICY_EFT = 0,
+    POLICY_TAIL = 1,
+    POLICY_LEAST_LOADED = 2,
+    POLICY_FCFS_WORKFLOW = 3,
+    POLICY_PLAS = 4,
+    POLICY_KV_AWARE = 5,
+};
 
 enum EngineState : std::int8_t { ENG_ABSENT = 0, ENG_LOADING = 1, ENG_READY = 2 };
 
@@ -108,15 +117,14 @@ struct Engine {
     double last_used = 0.0;
     bool busy = false, idle = false;
     std::int64_t n_active = 0, kv_used = 0, n_decoding = 0, ctx_sum = 0;
-    const EngineClass* cls;
 
     std::int64_t n_requests() const { return n_active + static_cast<std::int64_t>(waiting.size()); }
-    bool fits(std::int64_t prompt, std::int64_t output) const {
-        return n_active < cls->max_batch && (n_active == 0 || kv_used + prompt + output <= cls->kv_cap);
+    bool fits(const EngineClass& c, std::int64_t prompt, std::int64_t output) const {
+        return n_active < c.max_batch && (n_active == 0 || kv_used + prompt + output <= c.kv_cap);
     }
-    double step_s() const {
+    double step_s(const EngineClass& c) const {
         const std::int64_t n = n_decoding;
-        return cls->lin[n < cls->top ? n : cls->top] + cls->attn * static_cast<double>(ctx_sum);
+        return c.lin[n < c.top ? n : c.top] + c.attn * static_cast<double>(ctx_sum);
     }
 };
 
@@ -133,6 +141,7 @@ struct Task {
     std::int64_t missing = 0;
     bool done = false;
     double ready = NAN, landed = NAN, started = NAN, ended = NAN, loaded = NAN, est = 0.0;
+    double priority = INF;  // a Place's admission priority (inf: arrival order)
 };
 
 struct Job {
@@ -143,6 +152,18 @@ struct Job {
     std::vector<std::int64_t> parents;  // flattened, per task
     std::vector<double> parent_bytes;   // edge_bytes.get((p, i), 0.0), aligned with parents
     std::vector<std::int64_t> children;
+};
+
+// The jobs in flight, by job index (None before arrival and, streamed, after retirement). A
+// copy of the store copies every job (a fork changes its tasks' state).
+struct JobStore : std::vector<std::unique_ptr<Job>> {
+    JobStore() = default;
+    JobStore(JobStore&&) = default;
+    JobStore(const JobStore& other) : std::vector<std::unique_ptr<Job>>() {
+        reserve(other.size());
+        for (const auto& job : other) push_back(job ? std::make_unique<Job>(*job) : nullptr);
+    }
+    JobStore& operator=(const JobStore&) = delete;
 };
 
 // The live per-server arrays of the ledger (numpy, written in place: a decision built in
@@ -164,6 +185,54 @@ struct LedgerArrays {
     double* any_bounds;
 };
 
+// The run's LedgerArrays: the Python simulation's own, written in place, until ``detach``
+// copies them; a copy of the books (a fork's) always owns copies.
+struct Books {
+    LedgerArrays a{};
+    std::size_t n = 0, n_engines = 0, n_jobs = 0;
+    std::vector<double> owned;
+    std::vector<std::int8_t> owned_state;
+
+    Books(LedgerArrays arrays, std::size_t n_servers, std::size_t engines, std::size_t jobs)
+        : a(arrays), n(n_servers), n_engines(engines), n_jobs(jobs) {}
+    Books(const Books& other) : n(other.n), n_engines(other.n_engines), n_jobs(other.n_jobs) {
+        own(other.a);
+    }
+    Books& operator=(const Books&) = delete;
+
+    void detach() {
+        const LedgerArrays from = a;
+        own(from);
+    }
+
+  private:
+    void own(const LedgerArrays& from) {
+        owned.assign(7 * n + 3 * n_engines + 3 * n_jobs, 0.0);
+        owned_state.assign(from.engine_state, from.engine_state + n_engines);
+        double* at = owned.data();
+        auto take = [&at](const double* src, std::size_t len) {
+            std::copy(src, src + len, at);
+            double* got = at;
+            at += len;
+            return got;
+        };
+        a.est_work = take(from.est_work, n);
+        a.n_assigned = take(from.n_assigned, n);
+        a.busy_cores = take(from.busy_cores, n);
+        a.cpu_backlog = take(from.cpu_backlog, n);
+        a.tools_in_flight = take(from.tools_in_flight, n);
+        a.free_gpus = take(from.free_gpus, n);
+        a.idle_gpus = take(from.idle_gpus, n);
+        a.engine_state = owned_state.data();
+        a.engine_ready_at = take(from.engine_ready_at, n_engines);
+        a.engine_batch = take(from.engine_batch, n_engines);
+        a.engine_ctx = take(from.engine_ctx, n_engines);
+        a.attained = take(from.attained, n_jobs);
+        a.lower_bounds = take(from.lower_bounds, n_jobs);
+        a.any_bounds = take(from.any_bounds, n_jobs);
+    }
+};
+
 class EventCore {
   public:
     // Per-class and per-server static figures; state: the Python books' starting values.
@@ -181,7 +250,9 @@ class EventCore {
         : t_(t), cols_(cols), classes_(std::move(classes)), prefills_(std::move(prefills)),
           model_classes_(std::move(model_classes)), n_models_(n_models), tp_(std::move(tp)),
           engine_class_(std::move(engine_class)), load_s_(std::move(load_s)),
-          cores_(std::move(cores)), speed_(std::move(speed)), gpus_total_(gpus_total), a_(arrays),
+          cores_(std::move(cores)), speed_(std::move(speed)), gpus_total_(gpus_total),
+          b_(arrays, static_cast<std::size_t>(t.n), static_cast<std::size_t>(t.n * n_models),
+             arrivals.size()),
           free_(std::move(free_gpus)), arrivals_(std::move(arrivals)),
           window_first_(window_first), window_last_(window_last), streamed_(streamed),
           record_trace_(record_trace), job_at_(std::move(job_at)), on_done_(std::move(on_done)),
@@ -190,6 +261,7 @@ class EventCore {
         const std::int64_t n = t_.n;
         n_jobs_ = static_cast<std::int64_t>(arrivals_.size());
         engines_.resize(static_cast<std::size_t>(n * n_models_));
+        live_.assign(static_cast<std::size_t>(n * n_models_), 0);
         order_.resize(static_cast<std::size_t>(n));
         gpu_wait_.resize(static_cast<std::size_t>(n));
         cpu_queue_.resize(static_cast<std::size_t>(n));
@@ -212,16 +284,23 @@ class EventCore {
     // Run to the end with ``policy`` answering every decision; tail asks ``tokens_of(job)``
     // for the output length of each of a job's LLM calls, once at its arrival.
     void run(std::int32_t policy, nb::object tokens_of) {
-        if (policy < POLICY_EFT || policy > POLICY_LEAST_LOADED)
+        if (policy < POLICY_EFT || policy > POLICY_KV_AWARE)
             throw std::invalid_argument("compiled run: unknown policy");
-        if (policy == POLICY_TAIL && tokens_of.is_none())
-            throw std::invalid_argument("compiled run: tail needs its output lengths");
         policy_ = policy;
         tokens_of_ = std::move(tokens_of);
+        if (ranks_at_tail() && tokens_of_.is_none())
+            throw std::invalid_argument("compiled run: tail needs its output lengths");
+        loop(INF);
+    }
+
+    // The decision cycle: events until a ready task needs a server, the policy's answer,
+    // and so on, until the heap is empty or a decision comes up at or after ``end``.
+    void loop(double end) {
         std::int64_t ticks = 0;
         std::vector<double> out(static_cast<std::size_t>(14 * t_.n));
         while (true) {
             if (!pending_.empty() && (heap_.empty() || heap_.front().time > now_)) {
+                if (now_ >= end) break;
                 const std::int64_t gid = pending_.front();
                 pending_.pop_front();
                 place(gid, out);
@@ -240,6 +319,71 @@ class EventCore {
             dispatch(ev);
             if ((++ticks & 0xFFF) == 0 && PyErr_CheckSignals() != 0) throw nb::python_error();
         }
+    }
+
+    // -- a run under way (rollout's lookahead) --------------------------------------------
+    // Take over the state of the Python simulation ``sim`` at an open decision, in place of
+    // this core's fresh start: the event heap, the ready queue, every engine, the CPU queues,
+    // the books of the jobs in flight and the counters; ``seq`` is the next sequence number
+    // its counter would give. The ledger's arrays are copied, so nothing here changes
+    // ``sim``. The core must have been built over ``sim`` with no resident engines.
+    void adopt(nb::handle sim, std::int64_t seq, std::int32_t policy, nb::object tokens_of) {
+        policy_ = policy;
+        tokens_of_ = std::move(tokens_of);
+        b_.detach();
+        auto get = [&sim](const char* name) { return nb::borrow(sim.attr(name)); };
+        now_ = nb::cast<double>(get("now"));
+        seq_ = seq;
+        events_ = nb::cast<std::int64_t>(get("events"));
+        decisions_ = nb::cast<std::int64_t>(get("decisions"));
+        model_loads_ = nb::cast<std::int64_t>(get("model_loads"));
+        bytes_moved_ = nb::cast<double>(get("bytes_moved"));
+        tasks_completed_ = nb::cast<std::int64_t>(get("tasks_completed"));
+        workflows_completed_ = nb::cast<std::int64_t>(get("workflows_completed"));
+        decode_retimes_ = nb::cast<std::int64_t>(get("decode_retimes"));
+        decode_skipped_ = nb::cast<std::int64_t>(get("decode_skipped"));
+        in_system_ = nb::cast<std::int64_t>(get("in_system"));
+        in_system_area_ = nb::cast<double>(get("in_system_area"));
+        heap_.clear();
+        for (nb::handle ev : get("_heap")) {
+            nb::tuple e = nb::borrow<nb::tuple>(ev);
+            heap_.push_back(Event{nb::cast<double>(e[0]), nb::cast<std::int64_t>(e[1]),
+                                  nb::cast<std::int32_t>(e[2]), nb::cast<std::int64_t>(e[3]),
+                                  nb::cast<std::int64_t>(e[4])});
+        }
+        std::make_heap(heap_.begin(), heap_.end(), EventAfter{});
+        pending_.clear();
+        for (nb::handle g : get("pending")) pending_.push_back(nb::cast<std::int64_t>(g));
+        auto floats = [&get](const char* name) { return nb::cast<std::vector<double>>(get(name)); };
+        busy_cores_ = nb::cast<std::vector<std::int64_t>>(get("_busy_cores"));
+        free_ = floats("_free_gpus");
+        busy_gpus_ = floats("_busy_gpus");
+        gpu_area_ = floats("_gpu_area");
+        cpu_area_ = floats("_cpu_area");
+        gpu_mark_ = floats("_gpu_mark");
+        cpu_mark_ = floats("_cpu_mark");
+        std::size_t s = 0;
+        for (nb::handle queue : get("_cpu_queue")) {
+            cpu_queue_[s].clear();
+            for (nb::handle g : queue) cpu_queue_[s].push_back(nb::cast<std::int64_t>(g));
+            ++s;
+        }
+        adopt_jobs(sim);
+        adopt_engines(sim);
+    }
+
+    // Place the open decision's task ``gid`` on ``server`` (``est``: the decision's
+    // execution estimate there; ``priority`` NaN for none), as Simulation.apply does, then
+    // run the decision cycle with the core's policy until a decision comes up at or after
+    // ``end`` or the run ends. Returns what rollout scores a trial by.
+    std::tuple<double, double, std::int64_t, std::vector<double>> trial(
+        std::int64_t gid, std::int64_t server, double est, double priority, double end) {
+        if (!std::isnan(priority)) task(gid).priority = priority;
+        ++decisions_;
+        launch(gid, server, est);
+        loop(end);
+        return {in_system_area_, now_, in_system_,
+                std::vector<double>(b_.a.est_work, b_.a.est_work + t_.n)};
     }
 
     // -- results, read once the run has ended ------------------------------------------
@@ -273,7 +417,7 @@ class EventCore {
     const std::vector<std::pair<double, double>>& held_log() const { return held_log_; }
 
     // Per id, in id order, of a run kept up front (field: 0 server, 1 ready, 2 landed,
-    // 3 started, 4 ended, 5 loaded, 6 est, 7 missing, 8 done).
+    // 3 started, 4 ended, 5 loaded, 6 est, 7 missing, 8 done, 9 priority).
     std::vector<double> per_id(int field) const {
         std::vector<double> out;
         out.reserve(static_cast<std::size_t>(n_tasks_));
@@ -289,6 +433,7 @@ class EventCore {
                     case 5: out.push_back(k.loaded); break;
                     case 6: out.push_back(k.est); break;
                     case 7: out.push_back(static_cast<double>(k.missing)); break;
+                    case 9: out.push_back(k.priority); break;
                     default: out.push_back(k.done ? 1.0 : 0.0); break;
                 }
             }
@@ -336,7 +481,8 @@ class EventCore {
         return j.tasks[static_cast<std::size_t>(gid - j.offset)];
     }
     Engine* engine(std::int64_t s, std::int64_t m) {
-        return engines_[static_cast<std::size_t>(s * n_models_ + m)].get();
+        const std::size_t key = sm(s, m);
+        return live_[key] ? &engines_[key] : nullptr;
     }
     std::size_t sm(std::int64_t s, std::int64_t m) const {
         return static_cast<std::size_t>(s * n_models_ + m);
@@ -350,8 +496,8 @@ class EventCore {
         admit_job(ji);
         Job& j = *jobs_[static_cast<std::size_t>(ji)];
         const auto bounds = costs_->bounds(j.job.attr(names_.workflow));
-        a_.lower_bounds[ji] = bounds.first;
-        a_.any_bounds[ji] = bounds.second;
+        b_.a.lower_bounds[ji] = bounds.first;
+        b_.a.any_bounds[ji] = bounds.second;
         for (std::size_t i = 0; i < j.tasks.size(); ++i) {
             Task& k = j.tasks[i];
             k.missing = k.n_parents;
@@ -359,9 +505,14 @@ class EventCore {
         }
     }
 
-    // The job's tasks, read off its Python objects once.
+    // The job's tasks, read off its Python objects once, with the next ids.
     void admit_job(std::int64_t ji) {
-        nb::object pyjob = job_at_(ji);
+        Job& j = build_job(ji, job_at_(ji), n_tasks_);
+        n_tasks_ += static_cast<std::int64_t>(j.tasks.size());
+    }
+
+    // Job ``ji`` (``pyjob``) in the store, its tasks from id ``offset`` on.
+    Job& build_job(std::int64_t ji, nb::object pyjob, std::int64_t offset) {
         auto j = std::make_unique<Job>();
         j->job = pyjob;
         nb::object wf = pyjob.attr(names_.workflow);
@@ -369,7 +520,7 @@ class EventCore {
         nb::object children = wf.attr(names_.children);
         nb::object get = wf.attr(names_.edge_bytes).attr(names_.get);
         const std::int64_t n = static_cast<std::int64_t>(nb::len(tasks));
-        j->offset = n_tasks_;
+        j->offset = offset;
         j->left = n;
         j->tasks.reserve(static_cast<std::size_t>(n));
         nb::object zero = nb::float_(0.0);
@@ -406,7 +557,7 @@ class EventCore {
             k.n_children = static_cast<std::int64_t>(j->children.size()) - k.children_at;
             j->tasks.push_back(k);
         }
-        if (policy_ == POLICY_TAIL) {
+        if (ranks_at_tail()) {
             nb::object tokens = tokens_of_(pyjob);
             if (static_cast<std::int64_t>(nb::len(tokens)) != n)
                 throw std::invalid_argument("compiled run: one output length per task");
@@ -414,10 +565,102 @@ class EventCore {
                 j->tasks[static_cast<std::size_t>(i)].choice_tokens =
                     nb::cast<std::int64_t>(tokens[i]);
         }
-        offset_[static_cast<std::size_t>(ji)] = n_tasks_;
-        for (std::int64_t i = 0; i < n; ++i) job_index_.push_back(ji);
-        n_tasks_ += n;
+        offset_[static_cast<std::size_t>(ji)] = offset;
+        if (job_index_.size() < static_cast<std::size_t>(offset + n))
+            job_index_.resize(static_cast<std::size_t>(offset + n), -1);
+        for (std::int64_t i = 0; i < n; ++i)
+            job_index_[static_cast<std::size_t>(offset + i)] = ji;
         jobs_[static_cast<std::size_t>(ji)] = std::move(j);
+        return *jobs_[static_cast<std::size_t>(ji)];
+    }
+
+    // adopt: the jobs in flight (arrived, not finished) with their tasks' books.
+    void adopt_jobs(nb::handle sim) {
+        std::int64_t next = n_jobs_;  // the pending arrival's job (one at most)
+        for (const Event& e : heap_)
+            if (e.kind == EV_ARRIVE) next = e.a;
+        nb::object tasks = sim.attr("tasks"), offsets = tasks.attr("offset");
+        nb::object jobs = sim.attr("jobs"), job_left = sim.attr("job_left");
+        std::vector<std::int64_t> flight;
+        if (streamed_) {
+            for (nb::handle ji : sim.attr("_in_flight")) flight.push_back(nb::cast<std::int64_t>(ji));
+            n_tasks_ = nb::cast<std::int64_t>(tasks.attr("n_tasks"));
+        } else {
+            for (std::int64_t ji = 0; ji < next; ++ji)
+                if (nb::cast<std::int64_t>(job_left[nb::int_(ji)]) > 0) flight.push_back(ji);
+            n_tasks_ = next < n_jobs_ ? nb::cast<std::int64_t>(offsets[nb::int_(next)])
+                                      : nb::cast<std::int64_t>(tasks.attr("n_tasks"));
+        }
+        job_index_.assign(static_cast<std::size_t>(n_tasks_), -1);
+        nb::object server = sim.attr("server"), ready = sim.attr("ready_at");
+        nb::object landed = sim.attr("landed_at"), started = sim.attr("started_at");
+        nb::object ended = sim.attr("ended_at"), loaded = sim.attr("loaded_at");
+        nb::object est = sim.attr("_est"), missing = sim.attr("missing");
+        nb::object done = sim.attr("task_done"), priority = sim.attr("priority");
+        for (std::int64_t ji : flight) {
+            nb::int_ key(ji);
+            Job& j = build_job(ji, nb::borrow(jobs[key]), nb::cast<std::int64_t>(offsets[key]));
+            j.left = nb::cast<std::int64_t>(job_left[key]);
+            for (std::size_t i = 0; i < j.tasks.size(); ++i) {
+                nb::int_ g(j.offset + static_cast<std::int64_t>(i));
+                Task& k = j.tasks[i];
+                k.server = nb::cast<std::int64_t>(server[g]);
+                k.ready = nb::cast<double>(ready[g]);
+                k.landed = nb::cast<double>(landed[g]);
+                k.started = nb::cast<double>(started[g]);
+                k.ended = nb::cast<double>(ended[g]);
+                k.loaded = nb::cast<double>(loaded[g]);
+                k.est = nb::cast<double>(est[g]);
+                k.missing = nb::cast<std::int64_t>(missing[g]);
+                k.done = nb::cast<bool>(done[g]);
+                k.priority = nb::cast<double>(priority[g]);
+            }
+        }
+    }
+
+    // adopt: every engine, per server in creation order, and the GPU queues.
+    void adopt_engines(nb::handle sim) {
+        std::int64_t s = 0;
+        for (nb::handle per_server : sim.attr("_engines")) {
+            nb::dict engines = nb::borrow<nb::dict>(per_server);
+            for (auto [model, e] : engines) {
+                const std::int64_t m = nb::cast<std::int64_t>(model);
+                Engine* eng = new_engine(s, m, nb::cast<double>(e.attr("tp")));
+                if (nb::cast<std::int64_t>(e.attr("klass")) != eng->klass)
+                    throw std::logic_error("compiled run: an engine's class differs");
+                eng->state = nb::cast<std::int8_t>(e.attr("state"));
+                for (nb::handle g : e.attr("waiting")) eng->waiting.push_back(nb::cast<std::int64_t>(g));
+                for (nb::handle mark : e.attr("marks")) {
+                    nb::tuple t = nb::borrow<nb::tuple>(mark);
+                    eng->marks.push_back(Mark{nb::cast<double>(t[0]), nb::cast<std::int64_t>(t[1])});
+                }
+                std::make_heap(eng->marks.begin(), eng->marks.end(), MarkAfter{});
+                eng->vclock = nb::cast<double>(e.attr("vclock"));
+                eng->last_update = nb::cast<double>(e.attr("last_update"));
+                eng->step = nb::cast<double>(e.attr("step"));
+                eng->version = nb::cast<std::int64_t>(e.attr("version"));
+                eng->due = nb::cast<double>(e.attr("due"));
+                eng->due_seq = nb::cast<std::int64_t>(e.attr("due_seq"));
+                eng->due_version = nb::cast<std::int64_t>(e.attr("due_version"));
+                eng->pending = nb::cast<std::int64_t>(e.attr("pending"));
+                eng->pending_at = nb::cast<double>(e.attr("pending_at"));
+                eng->last_used = nb::cast<double>(e.attr("last_used"));
+                eng->busy = nb::cast<bool>(e.attr("busy"));
+                eng->idle = nb::cast<bool>(e.attr("idle"));
+                eng->n_active = nb::cast<std::int64_t>(e.attr("n_active"));
+                eng->kv_used = nb::cast<std::int64_t>(e.attr("kv_used"));
+                eng->n_decoding = nb::cast<std::int64_t>(e.attr("n_decoding"));
+                eng->ctx_sum = nb::cast<std::int64_t>(e.attr("ctx_sum"));
+            }
+            ++s;
+        }
+        s = 0;
+        for (nb::handle queue : sim.attr("_gpu_wait")) {
+            for (nb::handle e : queue)
+                gpu_wait_[static_cast<std::size_t>(s)].push_back(
+                    static_cast<std::int64_t>(sm(s, nb::cast<std::int64_t>(e.attr("model")))));
+            ++s;
+        }
     }
 
     void make_ready(std::int64_t gid) {
@@ -444,18 +687,22 @@ class EventCore {
         if (k.llm) {
             const ModelColumns& c = cols_[static_cast<std::size_t>(k.model)];
             const std::int64_t m = k.model, w = n_models_;
-            LlmState v{{a_.engine_state + m, w}, {a_.engine_batch + m, w}, {a_.engine_ctx + m, w},
-                       {a_.engine_ready_at + m, w}, a_.free_gpus, a_.idle_gpus, a_.est_work,
-                       a_.n_assigned, now_};
+            LlmState v{{b_.a.engine_state + m, w}, {b_.a.engine_batch + m, w}, {b_.a.engine_ctx + m, w},
+                       {b_.a.engine_ready_at + m, w}, b_.a.free_gpus, b_.a.idle_gpus, b_.a.est_work,
+                       b_.a.n_assigned, now_};
             const double* prefill = prefill_by_class(m, k.prompt);
             llm_decision(t_, c, v, k.prompt, k.out_est, prefill, transfer, o);
-            if (policy_ == POLICY_TAIL) {  // the same decision at its p90 output length
+            if (ranks_at_tail()) {  // the same decision at its p90 output length
                 double* p = transfer + 7 * n;
                 Outputs q{transfer, p + n, p + 2 * n, p + 3 * n, p + 4 * n, p + 5 * n, p + 6 * n};
                 llm_decision(t_, c, v, k.prompt, k.choice_tokens, prefill, transfer, q);
                 at = eft_argmin(n, c.mask, 1, q.finish, 1, q.imposed, 1);
             } else if (policy_ == POLICY_LEAST_LOADED) {
-                at = eft_argmin(n, c.mask, 1, a_.est_work, 1, zeros_.data(), 1);
+                at = eft_argmin(n, c.mask, 1, b_.a.est_work, 1, zeros_.data(), 1);
+            } else if (policy_ == POLICY_KV_AWARE) {
+                double* score = transfer + 7 * n;
+                kv_aware_llm(c, m, k, o, score);
+                at = eft_argmin(n, c.mask, 1, score, 1, zeros_.data(), 1);
             } else {
                 at = eft_argmin(n, c.mask, 1, o.finish, 1, o.imposed, 1);
             }
@@ -463,13 +710,64 @@ class EventCore {
                 throw std::runtime_error("eft: no server can run an LLM call of model " +
                                          std::to_string(m));
         } else {
-            tool_decision(t_, k.cpu_work, k.ext_est, a_.tools_in_flight, a_.cpu_backlog,
+            tool_decision(t_, k.cpu_work, k.ext_est, b_.a.tools_in_flight, b_.a.cpu_backlog,
                           transfer, o);
-            const double* score = policy_ == POLICY_LEAST_LOADED ? a_.est_work : o.finish;
+            const double* score = policy_ == POLICY_LEAST_LOADED ? b_.a.est_work : o.finish;
+            if (policy_ == POLICY_KV_AWARE) {  // fewest placed tools per core
+                double* fewest = transfer + 7 * n;
+                for (std::int64_t i = 0; i < n; ++i)
+                    fewest[i] = (b_.a.tools_in_flight[i] + 1.0) / t_.cores[i];
+                score = fewest;
+            }
             at = eft_argmin(n, zeros_mask_.data(), 1, score, 1, zeros_.data(), 1);
         }
         ++decisions_;
+        if (policy_ == POLICY_FCFS_WORKFLOW) {  // workflow_order: now - (now - arrival)
+            const double age = now_ - arrivals_[static_cast<std::size_t>(
+                                          job_index_[static_cast<std::size_t>(gid)])];
+            k.priority = now_ - age;
+        } else if (policy_ == POLICY_PLAS) {  // the workflow's attained service
+            k.priority = b_.a.attained[job_index_[static_cast<std::size_t>(gid)]];
+        }
         launch(gid, at, o.exec[at]);
+    }
+
+    // policies.kv_aware.kv_aware_scores of an LLM call, numpy's operations in order:
+    // queued + running + kv_use + cold per server.
+    void kv_aware_llm(const ModelColumns& c, std::int64_t m, const Task& k, const Outputs& o,
+                      double* score) const {
+        const std::int64_t n = t_.n;
+        const std::int64_t need_raw = k.prompt + k.out_est;
+        const std::int64_t need = need_raw > 1 ? need_raw : 1;
+        const double context = static_cast<double>(k.prompt + floor_div(k.out_est, 2));
+        bool first = true;
+        double exec_best = 0.0;  // np.min(exec_s[mask])
+        for (std::int64_t i = 0; i < n; ++i) {
+            if (!c.mask[i]) continue;
+            const double x = o.exec[i];
+            if (first || std::isnan(x) || x < exec_best) exec_best = std::isnan(exec_best) ? exec_best : x;
+            first = false;
+        }
+        const double denom = py_max(exec_best, 1e-3);
+        for (std::int64_t i = 0; i < n; ++i) {
+            const std::int64_t kk = c.kk[i];
+            std::int64_t q = floor_div(t_.kv_capacity[kk], need);
+            const std::int64_t m1 = q < t_.max_batch[kk] ? q : t_.max_batch[kk];
+            const double slots = static_cast<double>(m1 > 1 ? m1 : 1);
+            const double batch = b_.a.engine_batch[sm(i, m)];
+            const double queued = np_max(batch + 1.0 - slots, 0.0) / slots;
+            const double running =
+                np_min(batch + 1.0, slots) / static_cast<double>(t_.max_batch[kk]);
+            const double kv_use = np_min(
+                (b_.a.engine_ctx[sm(i, m)] + context) / static_cast<double>(t_.kv_capacity[kk]),
+                1.0);
+            const double cold = o.load[i] / denom;
+            score[i] = queued + running + kv_use + cold;
+        }
+    }
+
+    bool ranks_at_tail() const {
+        return policy_ == POLICY_TAIL || policy_ == POLICY_FCFS_WORKFLOW || policy_ == POLICY_PLAS;
     }
 
     // ClusterTables.prefill_by_class(m, prompt): per class, 0 where it does not serve m.
@@ -487,14 +785,14 @@ class EventCore {
         Task& k = j.tasks[static_cast<std::size_t>(i)];
         k.est = est;
         k.server = server;
-        a_.est_work[server] += est;
-        a_.n_assigned[server] += 1;
+        b_.a.est_work[server] += est;
+        b_.a.n_assigned[server] += 1;
         if (!k.llm) {
-            a_.cpu_backlog[server] += k.cpu_work / speed_[static_cast<std::size_t>(server)];
-            a_.tools_in_flight[server] += 1;
+            b_.a.cpu_backlog[server] += k.cpu_work / speed_[static_cast<std::size_t>(server)];
+            b_.a.tools_in_flight[server] += 1;
         } else {
-            a_.engine_batch[sm(server, k.model)] += 1;
-            a_.engine_ctx[sm(server, k.model)] +=
+            b_.a.engine_batch[sm(server, k.model)] += 1;
+            b_.a.engine_ctx[sm(server, k.model)] +=
                 static_cast<double>(k.prompt + floor_div(k.out_est, 2));
         }
         double delay = 0.0;
@@ -542,7 +840,7 @@ class EventCore {
     void start_tool(std::int64_t gid, std::int64_t s, Task& k) {
         cpu_account(s);
         busy_cores_[static_cast<std::size_t>(s)] += 1;
-        a_.busy_cores[s] += 1;
+        b_.a.busy_cores[s] += 1;
         k.started = now_;
         push(now_ + k.cpu_work / speed_[static_cast<std::size_t>(s)], EV_CPU_DONE, gid, 0);
     }
@@ -552,9 +850,9 @@ class EventCore {
         const std::int64_t s = k.server;
         cpu_account(s);
         busy_cores_[static_cast<std::size_t>(s)] -= 1;
-        a_.busy_cores[s] -= 1;
-        a_.cpu_backlog[s] =
-            py_max(0.0, a_.cpu_backlog[s] - k.cpu_work / speed_[static_cast<std::size_t>(s)]);
+        b_.a.busy_cores[s] -= 1;
+        b_.a.cpu_backlog[s] =
+            py_max(0.0, b_.a.cpu_backlog[s] - k.cpu_work / speed_[static_cast<std::size_t>(s)]);
         auto& queue = cpu_queue_[static_cast<std::size_t>(s)];
         if (!queue.empty()) {
             const std::int64_t nxt = queue.front();
@@ -565,7 +863,7 @@ class EventCore {
     }
 
     void after_cpu(std::int64_t gid, Task& k) {
-        a_.tools_in_flight[k.server] -= 1;
+        b_.a.tools_in_flight[k.server] -= 1;
         if (k.ext_latency > 0) {
             push(now_ + k.ext_latency, EV_TASK_DONE, gid, 0);
         } else {
@@ -575,18 +873,22 @@ class EventCore {
 
     // -- LLM serving (sim.llm_serving) ---------------------------------------------------
     Engine* new_engine(std::int64_t s, std::int64_t m, double tp) {
-        auto eng = std::make_unique<Engine>();
-        eng->server = s;
-        eng->model = m;
-        eng->tp = tp;
-        eng->klass = engine_class_[sm(s, m)];
-        if (eng->klass < 0 || eng->klass >= static_cast<std::int64_t>(classes_.size()))
+        const std::size_t key = sm(s, m);
+        Engine& eng = engines_[key];
+        eng = Engine{};
+        eng.server = s;
+        eng.model = m;
+        eng.tp = tp;
+        eng.klass = engine_class_[key];
+        if (eng.klass < 0 || eng.klass >= static_cast<std::int64_t>(classes_.size()))
             throw std::out_of_range("compiled run: engine class out of range");
-        eng->cls = &classes_[static_cast<std::size_t>(eng->klass)];
-        Engine* raw = eng.get();
-        engines_[sm(s, m)] = std::move(eng);
-        order_[static_cast<std::size_t>(s)].push_back(raw);
-        return raw;
+        live_[key] = 1;
+        order_[static_cast<std::size_t>(s)].push_back(static_cast<std::int64_t>(key));
+        return &eng;
+    }
+
+    const EngineClass& klass(const Engine* eng) const {
+        return classes_[static_cast<std::size_t>(eng->klass)];
     }
 
     // An engine the Python simulation made resident before the run (a deployment's, pinned
@@ -601,10 +903,17 @@ class EventCore {
         Engine* eng = engine(s, m);
         if (eng == nullptr) {
             eng = new_engine(s, m, std::trunc(tp_[sm(s, m)]));  // int(t.tp[s, m])
-            a_.engine_state[sm(s, m)] = ENG_LOADING;
+            b_.a.engine_state[sm(s, m)] = ENG_LOADING;
             request_gpus(eng);
         }
-        eng->waiting.push_back(gid);
+        if (k.priority == INF) {
+            eng->waiting.push_back(gid);
+        } else {  // kernel.llm_engine.queue_by_priority: behind equal or smaller ones
+            auto& waiting = eng->waiting;
+            auto at = waiting.begin();
+            while (at != waiting.end() && !(task(*at).priority > k.priority)) ++at;
+            waiting.insert(at, gid);
+        }
         eng->last_used = now_;
         set_idle(eng);
         if (eng->state == ENG_READY) admit(eng);
@@ -614,7 +923,7 @@ class EventCore {
         while (!eng->waiting.empty()) {
             const std::int64_t gid = eng->waiting.front();
             Task& k = task(gid);
-            if (!eng->fits(k.prompt, k.output)) break;
+            if (!eng->fits(klass(eng), k.prompt, k.output)) break;
             eng->waiting.pop_front();
             eng->n_active += 1;
             eng->kv_used += k.prompt + k.output;
@@ -648,7 +957,7 @@ class EventCore {
             if (!eng->marks.empty()) throw std::logic_error("compiled run: a mark without decoding");
             return;
         }
-        eng->step = eng->step_s();
+        eng->step = eng->step_s(klass(eng));
         const double left = py_max(0.0, eng->marks.front().at - eng->vclock);
         const double due = now_ + left * eng->step;
         const std::int64_t seq = seq_++;
@@ -665,7 +974,8 @@ class EventCore {
     }
 
     bool decode_live(std::int64_t key, std::int64_t version) {
-        Engine* eng = engines_[static_cast<std::size_t>(key)].get();
+        Engine* eng = live_[static_cast<std::size_t>(key)] ? &engines_[static_cast<std::size_t>(key)]
+                                                           : nullptr;
         if (eng != nullptr && version == eng->version) return true;
         ++decode_skipped_;
         if (eng == nullptr || version != eng->pending) return false;
@@ -680,7 +990,7 @@ class EventCore {
     }
 
     void on_decode(std::int64_t key) {
-        Engine* eng = engines_[static_cast<std::size_t>(key)].get();
+        Engine* eng = &engines_[static_cast<std::size_t>(key)];
         const std::int64_t s = eng->server, m = eng->model;
         eng->pending = -2;
         advance(eng);
@@ -699,8 +1009,8 @@ class EventCore {
             eng->n_active -= 1;
             eng->kv_used -= k.prompt + k.output;
             eng->last_used = now_;
-            a_.engine_batch[sm(s, m)] -= 1;
-            a_.engine_ctx[sm(s, m)] -= static_cast<double>(k.prompt + floor_div(k.out_est, 2));
+            b_.a.engine_batch[sm(s, m)] -= 1;
+            b_.a.engine_ctx[sm(s, m)] -= static_cast<double>(k.prompt + floor_div(k.out_est, 2));
         }
         admit(eng);
         reschedule(eng);
@@ -725,7 +1035,7 @@ class EventCore {
         const bool idle = eng->state == ENG_READY && eng->n_requests() == 0;
         if (idle != eng->idle) {
             eng->idle = idle;
-            a_.idle_gpus[eng->server] += idle ? eng->tp : -eng->tp;
+            b_.a.idle_gpus[eng->server] += idle ? eng->tp : -eng->tp;
         }
     }
 
@@ -737,9 +1047,9 @@ class EventCore {
         if (free_[su] >= eng->tp) {
             start_load(eng);
         } else {
-            gpu_wait_[su].push_back(eng);
-            const double guess = a_.est_work[s] / py_max(1.0, a_.n_assigned[s]);
-            a_.engine_ready_at[sm(s, eng->model)] = now_ + load_s_[sm(s, eng->model)] + guess;
+            gpu_wait_[su].push_back(static_cast<std::int64_t>(sm(s, eng->model)));
+            const double guess = b_.a.est_work[s] / py_max(1.0, b_.a.n_assigned[s]);
+            b_.a.engine_ready_at[sm(s, eng->model)] = now_ + load_s_[sm(s, eng->model)] + guess;
         }
     }
 
@@ -747,8 +1057,10 @@ class EventCore {
     // were created (a dict's order), then sorted stably by last use.
     void evict_for(std::int64_t s, double need) {
         std::vector<Engine*> idle;
-        for (Engine* e : order_[static_cast<std::size_t>(s)])
+        for (std::int64_t key : order_[static_cast<std::size_t>(s)]) {
+            Engine* e = &engines_[static_cast<std::size_t>(key)];
             if (e->idle) idle.push_back(e);
+        }
         std::stable_sort(idle.begin(), idle.end(),
                          [](const Engine* x, const Engine* y) { return x->last_used < y->last_used; });
         double free = free_[static_cast<std::size_t>(s)];
@@ -769,25 +1081,27 @@ class EventCore {
         const std::int64_t s = e->server, m = e->model;
         const std::size_t su = static_cast<std::size_t>(s);
         e->idle = false;
-        a_.idle_gpus[s] -= e->tp;
+        b_.a.idle_gpus[s] -= e->tp;
         auto& order = order_[su];
-        order.erase(std::find(order.begin(), order.end(), e));
+        const std::int64_t key = static_cast<std::int64_t>(sm(s, m));
+        order.erase(std::find(order.begin(), order.end(), key));
         const double tp = e->tp;
-        engines_[sm(s, m)].reset();
+        live_[sm(s, m)] = 0;
+        engines_[sm(s, m)] = Engine{};
         free_[su] += tp;
-        a_.free_gpus[s] += tp;
-        a_.engine_state[sm(s, m)] = ENG_ABSENT;
+        b_.a.free_gpus[s] += tp;
+        b_.a.engine_state[sm(s, m)] = ENG_ABSENT;
         note_held();
     }
 
     void start_load(Engine* eng) {
         const std::int64_t s = eng->server, m = eng->model;
         free_[static_cast<std::size_t>(s)] -= eng->tp;
-        a_.free_gpus[s] -= eng->tp;
+        b_.a.free_gpus[s] -= eng->tp;
         eng->state = ENG_LOADING;
         ++model_loads_;
         const double ready_at = now_ + load_s_[sm(s, m)];
-        a_.engine_ready_at[sm(s, m)] = ready_at;
+        b_.a.engine_ready_at[sm(s, m)] = ready_at;
         refresh_busy(eng);
         push(ready_at, EV_LOAD_DONE, s, m);
         note_held();
@@ -797,7 +1111,7 @@ class EventCore {
         Engine* eng = engine(s, m);
         eng->state = ENG_READY;
         eng->last_update = now_;
-        a_.engine_state[sm(s, m)] = ENG_READY;
+        b_.a.engine_state[sm(s, m)] = ENG_READY;
         for (std::int64_t gid : eng->waiting) task(gid).loaded = now_;
         admit(eng);
         refresh_busy(eng);
@@ -808,7 +1122,7 @@ class EventCore {
     void serve_gpu_wait(std::int64_t s) {
         auto& wait = gpu_wait_[static_cast<std::size_t>(s)];
         while (!wait.empty()) {
-            Engine* eng = wait.front();
+            Engine* eng = &engines_[static_cast<std::size_t>(wait.front())];
             if (free_[static_cast<std::size_t>(s)] < eng->tp) evict_for(s, eng->tp);
             if (free_[static_cast<std::size_t>(s)] < eng->tp) return;
             wait.pop_front();
@@ -836,15 +1150,15 @@ class EventCore {
         const std::int64_t i = x - j.offset;
         Task& k = j.tasks[static_cast<std::size_t>(i)];
         k.ended = now_;
-        if (k.started == k.started) a_.attained[ji] += now_ - k.started;
+        if (k.started == k.started) b_.a.attained[ji] += now_ - k.started;
         k.done = true;
         ++tasks_completed_;
         if (record_trace_)
             on_trace_(j.job, i, k.server, k.ready, k.landed, k.started, now_, k.loaded);
         // unassign
         const std::int64_t s = k.server;
-        a_.n_assigned[s] -= 1;
-        a_.est_work[s] = a_.n_assigned[s] > 0 ? a_.est_work[s] - k.est : 0.0;
+        b_.a.n_assigned[s] -= 1;
+        b_.a.est_work[s] = b_.a.n_assigned[s] > 0 ? b_.a.est_work[s] - k.est : 0.0;
         // release_children
         for (std::int64_t c = 0; c < k.n_children; ++c) {
             const std::int64_t ci = j.children[static_cast<std::size_t>(k.children_at + c)];
@@ -898,7 +1212,7 @@ class EventCore {
     std::vector<std::int64_t> cores_;
     std::vector<double> speed_;
     double gpus_total_;
-    LedgerArrays a_;
+    Books b_;
     std::vector<double> free_;
     std::vector<double> arrivals_;
     std::int64_t window_first_, window_last_;
@@ -923,11 +1237,12 @@ class EventCore {
     std::int64_t seq_ = 0;
     double now_ = 0.0;
     std::deque<std::int64_t> pending_;
-    std::vector<std::unique_ptr<Job>> jobs_;
+    JobStore jobs_;
     std::vector<std::int64_t> offset_, job_index_;
-    std::vector<std::unique_ptr<Engine>> engines_;
-    std::vector<std::vector<Engine*>> order_;
-    std::vector<std::deque<Engine*>> gpu_wait_;
+    std::vector<Engine> engines_;  // by server * models + model, live_ where resident
+    std::vector<std::uint8_t> live_;
+    std::vector<std::vector<std::int64_t>> order_;   // per server, in creation order
+    std::vector<std::deque<std::int64_t>> gpu_wait_;  // per server, engines waiting for GPUs
     std::vector<std::deque<std::int64_t>> cpu_queue_;
     std::vector<std::int64_t> busy_cores_;
     std::vector<double> busy_gpus_, gpu_area_, cpu_area_, gpu_mark_, cpu_mark_;

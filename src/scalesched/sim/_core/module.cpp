@@ -343,8 +343,10 @@ class EventRun {
         for (auto* v : {&tp, &load_s})
             need_len(static_cast<std::int64_t>(v->size()), n * n_models, "per-engine table");
         need_len(static_cast<std::int64_t>(engine_class.size()), n * n_models, "engine_class");
-        need_len(static_cast<std::int64_t>(decode_lin.shape(0)), n_classes, "decode_lin");
-        need_len(static_cast<std::int64_t>(decode_attn.shape(0)), n_classes, "decode_attn");
+        // (a cluster without engines keeps a placeholder row in its decode tables)
+        if (static_cast<std::int64_t>(decode_lin.shape(0)) < n_classes ||
+            static_cast<std::int64_t>(decode_attn.shape(0)) < n_classes)
+            throw std::invalid_argument("decode tables: a row per engine class");
         std::vector<EngineClass> engine_classes;
         std::vector<Prefill> prefills;
         const std::int64_t width = static_cast<std::int64_t>(decode_lin.shape(1));
@@ -382,7 +384,7 @@ class EventRun {
 };
 
 NB_MODULE(_simcore, m) {
-    m.doc() = "scalesched's compiled simulation core (opt-in: SCALESCHED_CORE=compiled).";
+    m.doc() = "scalesched's compiled simulation core (the default; SCALESCHED_CORE=python for the Python engine).";
     nb::class_<DecisionCore>(m, "DecisionCore")
         .def(nb::init<std::int64_t, F1, F1, F1, I1, I1, F1, double, F1, F1, std::vector<B1>,
                       std::vector<bool>, std::vector<I1>, std::vector<I1>, std::vector<F1>,
@@ -444,7 +446,17 @@ NB_MODULE(_simcore, m) {
         .def("job_end", [](EventRun& r) { return r.core().job_end(); })
         .def("job_left", [](EventRun& r) { return r.core().job_left(); })
         .def("queue_delays", [](EventRun& r) { return r.core().queue_delays(); })
-        .def("per_id", [](EventRun& r, int field) { return r.core().per_id(field); });
+        .def("per_id", [](EventRun& r, int field) { return r.core().per_id(field); })
+        .def("adopt",
+             [](EventRun& r, nb::handle sim, std::int64_t seq, std::int32_t policy,
+                std::optional<nb::object> tokens_of) {
+                 r.core().adopt(sim, seq, policy, tokens_of ? *tokens_of : nb::none());
+             })
+        .def("trial", [](EventRun& r, std::int64_t gid, std::int64_t server, double est,
+                         double priority, double end) {
+            EventCore fork(r.core());  // the adopted state stays as it was for the next trial
+            return fork.trial(gid, server, est, priority, end);
+        });
     m.def("eft_choice", &eft_choice, nb::arg("mask").noconvert(), nb::arg("finish").noconvert(),
           nb::arg("imposed").noconvert());
 }
