@@ -22,6 +22,11 @@ goes through the ordinary decision cycle, on the compiled decision build):
 * not: KV reuse, the tool and logits caches, hedges, deferrals, replica loads and
   re-deployments (no built-in policy asks for them), forks and sampled futures.
 
+rollout's trials (``compiled_trials``) use the same core the other way round: the
+Python simulation's state at an open decision is taken over (``EventRun.adopt``) and
+copied per candidate (``EventRun.fork``), each copy runs to the horizon under the base's
+compiled twin, and nothing of the Python simulation changes.
+
 Left as they were: the Python engine objects (``sim._engines``: a deployment's pinned
 engines keep their state of time 0) and the routes (``RunLedger.routes``), which only
 the decision cycle's policies read.

@@ -7,9 +7,11 @@ The compiled core is C++ built by the package's own build (``CMakeLists.txt``,
 traces bit for bit, so switching the core on changes speed, never results. Compiled:
 
 * whole runs (``sim.compiled_run``, ``_core/event_core.hpp``): the event loop, the
-  execution model and the books in C++, with ``eft``, ``tail`` or ``least_loaded``
-  answering every decision there, for a fresh run without the caches, hedges or replica
-  actions (the common case: what ``simulate``, ``eval`` and the studies run);
+  execution model and the books in C++, with ``eft``, ``tail``, ``least_loaded``,
+  ``kv_aware``, ``fcfs_workflow`` or ``plas`` answering every decision there, for a fresh
+  run without the caches, hedges or replica actions (the common case: what ``simulate``,
+  ``eval``, capacity and the studies run); and rollout's trials, from a run under way
+  taken over at an open decision and copied per candidate (``compiled_trials``);
 * for every other run, the pieces below, called from the Python event loop:
 * the decision build: ``make_decision`` and ``transfer_times`` (``decision.features``),
   every per-server array of a ``Decision`` computed in one C++ loop instead of some forty
@@ -25,8 +27,8 @@ traces bit for bit, so switching the core on changes speed, never results. Compi
   in C++ (``eft_choice_compiled``).
 
 Still Python: the event loop of runs the whole-run path does not cover (the other
-policies, caches, hedges, forks), the upward ranks and tail's predictor (asked once per
-workflow by a whole run).
+policies, caches, hedges, sampled futures, the Gym env), the upward ranks and tail's
+predictor (asked once per workflow by a whole run).
 
 Why both: the pure-Python engine stays the reference the compiled pieces are tested
 against (``tests/sim/test_compiled_core.py``, ``tests/sim/test_compiled_run.py``), and an

@@ -371,6 +371,15 @@ class EventRun {
             std::move(held_sum), std::move(model_index));
     }
 
+    // A fork: the same bindings over a copy of the run's state (its books owned).
+    EventRun(const EventRun& other)
+        : decision_core_(other.decision_core_), task_costs_(other.task_costs_),
+          decode_lin_(other.decode_lin_), books_(other.books_),
+          engine_state_(other.engine_state_), engine_books_(other.engine_books_),
+          job_books_(other.job_books_), core_(std::make_unique<EventCore>(*other.core_)) {}
+    EventRun(EventRun&&) = default;
+    EventRun& operator=(const EventRun&) = delete;
+
     EventCore& core() { return *core_; }
 
   private:
@@ -452,6 +461,7 @@ NB_MODULE(_simcore, m) {
                 std::optional<nb::object> tokens_of) {
                  r.core().adopt(sim, seq, policy, tokens_of ? *tokens_of : nb::none());
              })
+        .def("fork", [](const EventRun& r) { return EventRun(r); })
         .def("trial", [](EventRun& r, std::int64_t gid, std::int64_t server, double est,
                          double priority, double end) {
             EventCore fork(r.core());  // the adopted state stays as it was for the next trial
