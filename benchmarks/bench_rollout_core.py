@@ -52,9 +52,7 @@ def fork_cost(setup: Any, decisions: int) -> tuple[float, float]:
     while decision is not None and seen < decisions:
         if seen >= 50:  # past the start: jobs in flight
             t0 = time.process_time()
-            run_ = compiled_run._bind(sim, resident=False)
-            lengths = compiled_run._output_lengths(base)
-            run_.adopt(sim, 0, compiled_run.POLICIES.index("tail"), lengths)
+            run_ = compiled_run.adopted(sim, base)
             t1 = time.process_time()
             for _ in range(10):
                 run_.fork()

@@ -136,6 +136,19 @@ def trials_unsupported(sim: Simulation, base: Scheduler) -> str | None:
     return None
 
 
+def adopted(sim: Simulation, base: Scheduler) -> Any:
+    """The C++ run (``EventRun``) holding ``sim``'s state now, to go on under ``base``'s
+    compiled twin: ``fork()`` copies it, ``trial(...)`` runs a copy of it (the caller has
+    checked ``trials_unsupported``; nothing of ``sim`` changes)."""
+    policy = compiled_policy(base)
+    assert policy is not None
+    run = _bind(sim, resident=False)
+    lengths = None if policy in ("eft", "least_loaded", "kv_aware") else _output_lengths(base)
+    seq = next(copy.copy(sim._seq))  # the next number the run's counter gives
+    run.adopt(sim, seq, POLICIES.index(policy), lengths)
+    return run
+
+
 def compiled_trials(sim: Simulation, base: Scheduler) -> Trial | None:
     """rollout's trials at ``sim``'s open decision, in C++: the state is taken over once
     (``EventRun.adopt``, nothing of ``sim`` changed), and each trial copies it in C++,
@@ -145,11 +158,7 @@ def compiled_trials(sim: Simulation, base: Scheduler) -> Trial | None:
     ``trials_unsupported`` says why."""
     if trials_unsupported(sim, base) is not None:
         return None
-    policy = compiled_policy(base)
-    run = _bind(sim, resident=False)
-    lengths = None if policy in ("eft", "least_loaded", "kv_aware") else _output_lengths(base)
-    seq = next(copy.copy(sim._seq))  # the next number the run's counter gives
-    run.adopt(sim, seq, POLICIES.index(policy), lengths)
+    run = adopted(sim, base)
     gid, decision, area0 = sim._current, sim._current_decision, sim.in_system_area
     assert gid is not None and decision is not None
 
