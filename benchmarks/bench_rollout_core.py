@@ -1,7 +1,8 @@
 """``rollout_oracle`` on the compiled core against the Python engine: the same run (hetero-16,
 agentic-mix, models loaded on demand, load 0.9, seed 5), CPU seconds of each, the
 trials in C++ (``sim.compiled_run.compiled_trials``) on the compiled core and Python forks
-on the other; the two must give the same response times. Then the compiled core alone on
+on the other; the two must give the same response times. Then the same for ``rollout``
+(sampled futures: one Python fork per future taken over). Then the compiled core alone on
 the issue's run (``--workflows-compiled``, 1500 by default), and the cost of one C++ fork:
 taking the Python state over (``adopt``, once per rolled-out decision) and copying it
 (``fork``, once per candidate), timed at open decisions of a tail-driven run of the same
@@ -26,13 +27,14 @@ from scalesched.sim import compiled_run  # noqa: E402
 from scalesched.sim.core import CORE_ENV, compiled_available  # noqa: E402
 
 POLICY = "rollout_oracle:horizon_s=60"
+SAMPLED = "rollout:horizon_s=60"
 
 
-def timed(setup: Any, core: str) -> tuple[float, dict[str, float], Any]:
-    """(CPU seconds, the policy's stats, the result) of one run on ``core``."""
+def timed(setup: Any, core: str, name: str = POLICY) -> tuple[float, dict[str, float], Any]:
+    """(CPU seconds, the policy's stats, the result) of one run of ``name`` on ``core``."""
     os.environ[CORE_ENV] = core
     try:
-        policy = get_policy(POLICY)
+        policy = get_policy(name)
         t0 = time.process_time()
         result = run(setup, policy, warmup=0)
         return time.process_time() - t0, dict(policy.stats), result  # type: ignore[attr-defined]
@@ -86,6 +88,15 @@ def main() -> None:
         f"{int(cc_stats['changed'])} changed (python: {int(py_stats['changed'])}); per "
         f"rolled-out decision {1e3 * py_s / py_stats['rolled']:.1f} ms -> "
         f"{1e3 * cc_s / cc_stats['rolled']:.2f} ms"
+    )
+    py_s, py_stats, py = timed(setup, "python", SAMPLED)
+    cc_s, cc_stats, cc = timed(setup, "compiled", SAMPLED)
+    if py.response_times.tobytes() != cc.response_times.tobytes():
+        raise AssertionError("the cores gave different response times (sampled)")
+    print(
+        f"{SAMPLED}, {args.workflows} workflows: python {py_s:.1f} CPU s, compiled "
+        f"{cc_s:.2f} CPU s ({py_s / cc_s:.1f}x); per rolled-out decision "
+        f"{1e3 * py_s / py_stats['rolled']:.1f} ms -> {1e3 * cc_s / cc_stats['rolled']:.2f} ms"
     )
     big = prepare(
         "hetero-16",

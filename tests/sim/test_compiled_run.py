@@ -24,7 +24,7 @@ from test_compiled_core import same_metrics, trace_rows
 from scalesched.decision.actions import Place
 from scalesched.policies import get_policy
 from scalesched.policies.eft import EftScheduler
-from scalesched.policies.rollout import RolloutScheduler
+from scalesched.policies.rollout import RolloutScheduler, SampledRolloutScheduler
 from scalesched.runs.setup import Scenario, prepare, run
 from scalesched.sim import compiled_run, core
 from scalesched.sim import run as sim_run
@@ -339,6 +339,7 @@ TRIALS = st.fixed_dictionaries(
         "stream": st.booleans(),
         "skip": st.integers(0, 40),
         "horizon": st.sampled_from([1.0, 10.0, 60.0, 1e9]),
+        "sampled": st.booleans(),
     }
 )
 
@@ -353,7 +354,8 @@ TRIALS = st.fixed_dictionaries(
 def test_rollout_trials_in_cpp_are_python_forks(case: dict[str, Any]) -> None:
     """At an open decision part-way through a run, each candidate's trial in C++
     (``compiled_trials``) gives rollout's four numbers exactly as a Python fork driven by a
-    copy of the base does, and leaves the simulation as it was."""
+    copy of the base does, on the true future or a sampled one (taken over from one fork
+    on it), and leaves the simulation as it was."""
     scenario = Scenario(
         workload=case["workload"],
         workflows=case["workflows"],
@@ -365,7 +367,9 @@ def test_rollout_trials_in_cpp_are_python_forks(case: dict[str, Any]) -> None:
     sim = Simulation(setup.cluster, setup.jobs, tables=setup.tables, core="compiled")
     base = get_policy(case["base"])
     base.reset(0)
-    rollout = RolloutScheduler(base_policy=base, horizon_s=case["horizon"])
+    kind = SampledRolloutScheduler if case["sampled"] else RolloutScheduler
+    rollout = kind(base_policy=base, horizon_s=case["horizon"])
+    rollout.reset(case["seed"])
     for _ in range(case["skip"]):
         decision = sim.next_decision()
         if decision is None:
@@ -376,12 +380,17 @@ def test_rollout_trials_in_cpp_are_python_forks(case: dict[str, Any]) -> None:
         return
     answer = base.select(decision)
     priority = answer.priority if isinstance(answer, Place) else None
-    trial = compiled_run.compiled_trials(sim, base)
+    (future,) = rollout.futures(sim.fork)
+    made = future() if case["sampled"] else sim
+    trial = compiled_run.compiled_trials(made, base)
+    if case["sampled"] and case["stream"]:  # a sampled stream's jobs to come are unrealised
+        assert trial is None and compiled_run.trials_unsupported(made, base)
+        return
     assert trial is not None
     before = _books(sim)
     end = sim.now + case["horizon"]
     for server in np.flatnonzero(decision.mask)[:4]:
-        want = rollout.trial(sim.fork, int(server), end, priority)
+        want = rollout.trial(future, int(server), end, priority)
         got = trial(int(server), end, priority)
         assert [float(x).hex() for x in got] == [float(x).hex() for x in want], server
     assert _books(sim) == before
@@ -400,8 +409,10 @@ def test_rollout_runs_its_trials_in_cpp_with_the_same_answers(
     assert traces["python"] == traces["compiled"]
     assert stats["python"]["changed"] == stats["compiled"]["changed"] > 0
     assert stats["compiled"]["fork_s"] < stats["python"]["fork_s"] / 3  # loose: shared CI
-    sampled = get_policy("rollout:horizon_s=30")
-    sim = Simulation(setup.cluster, setup.jobs, tables=setup.tables, core="compiled")
-    decision = sim.next_decision()
-    assert decision is not None
-    assert sampled.compiled_trials(decision) is None  # type: ignore[attr-defined]
+    for name in ("python", "compiled"):  # sampled futures: one fork per future taken over
+        monkeypatch.setenv(core.CORE_ENV, name)
+        policy = get_policy("rollout:horizon_s=30")
+        traces[name] = trace_rows(run(setup, policy, warmup=0, record_trace=True))
+        stats[name] = dict(policy.stats)  # type: ignore[attr-defined]
+    assert traces["python"] == traces["compiled"]
+    assert stats["python"]["changed"] == stats["compiled"]["changed"] > 0

@@ -63,7 +63,7 @@ from scalesched.policies.ordering import (
 )
 from scalesched.policies.tail import PredictedMeanScheduler
 from scalesched.predict.futures import PredictedFutures
-from scalesched.sim.compiled_run import Trial, compiled_trials
+from scalesched.sim.compiled_run import Trial, compiled_trials, trials_unsupported
 from scalesched.sim.engine import Simulation
 from scalesched.sim.futures import FutureSampler
 
@@ -218,18 +218,15 @@ class RolloutScheduler(BaseScheduler):
         end = decision.view.now + self.horizon_s
         cost = np.zeros(len(servers))
         futures = self.futures(fork)
-        compiled = self.compiled_trials(decision)
         for future in futures:
+            trial = self.trials(decision, future)
             ends: list[tuple[float, float, int, float]] = []
             for server in servers:
                 if self.max_decision_s is not None and perf_counter() - t0 > self.max_decision_s:
                     self.stats["capped"] += 1
                     self.stats["fork_s"] += perf_counter() - t0
                     return servers[0]
-                if compiled is not None:
-                    ends.append(compiled(server, end, priority))
-                else:
-                    ends.append(self.trial(future, server, end, priority))
+                ends.append(trial(server, end, priority))
             common = max(stop for _, stop, _, _ in ends)  # per future: one end for all
             cost += [
                 area + in_system * (common - stop) + self.terminal_weight * work
@@ -243,16 +240,19 @@ class RolloutScheduler(BaseScheduler):
             return servers[best]
         return servers[0]
 
-    def compiled_trials(self, decision: Decision) -> Trial | None:
-        """The trials in C++ (``sim.compiled_run.compiled_trials``: the same numbers as
-        ``trial``), where the view is a simulation on the compiled core, the future is
-        the true one and the base has a compiled twin; None otherwise."""
-        if type(self).futures is not RolloutScheduler.futures:
-            return None  # sampled futures: the forks redraw them in Python
+    def trials(self, decision: Decision, future: Callable[[], Any]) -> Trial:
+        """Each candidate's trial in ``future`` (a fork maker): in C++ where the compiled
+        core covers it (``sim.compiled_run.compiled_trials``, the same numbers as
+        ``trial``): the state taken over once, the view's own for the true future, one
+        fork's for a sampled one; else a Python fork per candidate (``trial``)."""
         view = decision.view
-        if not isinstance(view, Simulation):
-            return None
-        return compiled_trials(view, self.inner)
+        if isinstance(view, Simulation) and trials_unsupported(view, self.inner) is None:
+            true_future = type(self).futures is RolloutScheduler.futures
+            if true_future or view.stream is None:  # a sampled stream cannot be taken over
+                compiled = compiled_trials(view if true_future else future(), self.inner)
+                if compiled is not None:
+                    return compiled
+        return lambda server, end, priority: self.trial(future, server, end, priority)
 
     def trial(
         self, fork: Callable[[], Any], server: int, end: float, priority: float | None = None

@@ -130,6 +130,7 @@ class EventRun:
         seq: int,
         policy: int,
         tokens_of: Callable[[object], list[int]] | None,
+        task_of: Callable[[int], object] | None,
     ) -> None: ...
     def fork(self) -> EventRun: ...
     def trial(

@@ -25,7 +25,8 @@ goes through the ordinary decision cycle, on the compiled decision build):
 rollout's trials (``compiled_trials``) use the same core the other way round: the
 Python simulation's state at an open decision is taken over (``EventRun.adopt``) and
 copied per candidate (``EventRun.fork``), each copy runs to the horizon under the base's
-compiled twin, and nothing of the Python simulation changes.
+compiled twin, and nothing of the Python simulation changes. On sampled futures the state
+taken over is one Python fork's per future (its redrawn tasks and arrivals).
 
 Left as they were: the Python engine objects (``sim._engines``: a deployment's pinned
 engines keep their state of time 0) and the routes (``RunLedger.routes``), which only
@@ -84,8 +85,8 @@ def unsupported(sim: Simulation, scheduler: Scheduler) -> str | None:
         return "ready order 'rank'"
     if sim.events or sim.decisions or sim.now or sim.pending or sim._current is not None:
         return "the simulation is already under way"
-    if sim._futures is not None:
-        return "a fork on sampled futures"
+    if sim._futures is not None and sim.stream is not None:
+        return "a streamed fork on sampled futures (its jobs to come are not realised)"
     if sim._kv is not None or sim._tool_cache is not None or sim._rides is not None:
         return "KV reuse or the tool or logits cache"
     if sim._replicas.requests or sim._redeploy.requests:
@@ -121,8 +122,8 @@ def trials_unsupported(sim: Simulation, base: Scheduler) -> str | None:
         return "ready order 'rank'"
     if sim._current is None or sim._current_decision is None:
         return "no open decision"
-    if sim._futures is not None:
-        return "a fork on sampled futures"
+    if sim._futures is not None and sim.stream is not None:
+        return "a streamed fork on sampled futures (its jobs to come are not realised)"
     if sim._kv is not None or sim._tool_cache is not None or sim._rides is not None:
         return "KV reuse or the tool or logits cache"
     if sim._replicas.requests or sim._redeploy.requests or sim._copies or sim.hedged_tasks:
@@ -139,13 +140,16 @@ def trials_unsupported(sim: Simulation, base: Scheduler) -> str | None:
 def adopted(sim: Simulation, base: Scheduler) -> Any:
     """The C++ run (``EventRun``) holding ``sim``'s state now, to go on under ``base``'s
     compiled twin: ``fork()`` copies it, ``trial(...)`` runs a copy of it (the caller has
-    checked ``trials_unsupported``; nothing of ``sim`` changes)."""
+    checked ``trials_unsupported``; nothing of ``sim`` changes). A fork on sampled futures
+    gives its tasks through its own lookup (``sim._task``): redrawn where they had not
+    started, each drawn once whatever order they are read in (``sim.futures``)."""
     policy = compiled_policy(base)
     assert policy is not None
     run = _bind(sim, resident=False)
     lengths = None if policy in ("eft", "least_loaded", "kv_aware") else _output_lengths(base)
     seq = next(copy.copy(sim._seq))  # the next number the run's counter gives
-    run.adopt(sim, seq, POLICIES.index(policy), lengths)
+    redrawn = sim._task if sim._futures is not None else None  # a fork's sampled tasks
+    run.adopt(sim, seq, POLICIES.index(policy), lengths, redrawn)
     return run
 
 

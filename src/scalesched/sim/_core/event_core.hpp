@@ -327,9 +327,13 @@ class EventCore {
     // the books of the jobs in flight and the counters; ``seq`` is the next sequence number
     // its counter would give. The ledger's arrays are copied, so nothing here changes
     // ``sim``. The core must have been built over ``sim`` with no resident engines.
-    void adopt(nb::handle sim, std::int64_t seq, std::int32_t policy, nb::object tokens_of) {
+    // ``task_of``: the simulation's task lookup where it is not the workflows' own (a fork
+    // on sampled futures: its redrawn tasks, by id), else None.
+    void adopt(nb::handle sim, std::int64_t seq, std::int32_t policy, nb::object tokens_of,
+               nb::object task_of) {
         policy_ = policy;
         tokens_of_ = std::move(tokens_of);
+        task_of_ = std::move(task_of);
         b_.detach();
         auto get = [&sim](const char* name) { return nb::borrow(sim.attr(name)); };
         now_ = nb::cast<double>(get("now"));
@@ -525,7 +529,7 @@ class EventCore {
         j->tasks.reserve(static_cast<std::size_t>(n));
         nb::object zero = nb::float_(0.0);
         for (std::int64_t i = 0; i < n; ++i) {
-            nb::object tk = tasks[i];
+            nb::object tk = task_of_.is_none() ? nb::object(tasks[i]) : task_of_(offset + i);
             Task k{};
             k.llm = tk.attr(names_.kind).equal(llm_);
             k.model = -1;
@@ -1256,6 +1260,7 @@ class EventCore {
     std::vector<double> zeros_;             // a tool's imposed delay
     std::int32_t policy_ = POLICY_EFT;
     nb::object tokens_of_;
+    nb::object task_of_ = nb::none();  // a redrawn task by id (adopt), or None
     std::int64_t in_system_ = 0;
     double in_system_area_ = 0.0;
     std::int64_t events_ = 0, decisions_ = 0, model_loads_ = 0, tasks_completed_ = 0;

@@ -458,8 +458,9 @@ NB_MODULE(_simcore, m) {
         .def("per_id", [](EventRun& r, int field) { return r.core().per_id(field); })
         .def("adopt",
              [](EventRun& r, nb::handle sim, std::int64_t seq, std::int32_t policy,
-                std::optional<nb::object> tokens_of) {
-                 r.core().adopt(sim, seq, policy, tokens_of ? *tokens_of : nb::none());
+                std::optional<nb::object> tokens_of, std::optional<nb::object> task_of) {
+                 r.core().adopt(sim, seq, policy, tokens_of ? *tokens_of : nb::none(),
+                                task_of ? *task_of : nb::none());
              })
         .def("fork", [](const EventRun& r) { return EventRun(r); })
         .def("trial", [](EventRun& r, std::int64_t gid, std::int64_t server, double est,
