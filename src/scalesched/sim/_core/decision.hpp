@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <stdexcept>
+#include <vector>
 
 namespace scalesched {
 
@@ -56,6 +57,11 @@ struct StaticTables {
     double latency_s;
     const double* cores;             // (n,)
     const double* core_speed;        // (n,)
+    // The distinct NIC bandwidths and each server's (optional: transfer_times then
+    // divides once per distinct bandwidth, not per server; the same doubles).
+    const std::int64_t* nic_kind = nullptr;  // (n,) index into nic_kinds
+    const double* nic_kinds = nullptr;
+    std::int64_t n_nic_kinds = 0;
 };
 
 // The dynamic per-server state (ClusterStateView) for model m.
@@ -93,9 +99,21 @@ inline void transfer_times(const StaticTables& t, const std::int64_t* parent_ser
         if (src < -t.n || src >= t.n) throw std::out_of_range("parent server out of range");
         const std::int64_t s = src < 0 ? src + t.n : src;
         const double nic_src = t.nic[s];
-        for (std::int64_t i = 0; i < t.n; ++i) {
-            double v = i == s ? 0.0 : t.latency_s + nbytes / np_min(t.nic[i], nic_src);
-            out[i] = any ? np_max(out[i], v) : v;
+        if (t.nic_kind != nullptr) {
+            thread_local std::vector<double> by_kind;
+            by_kind.resize(static_cast<std::size_t>(t.n_nic_kinds));
+            for (std::int64_t k = 0; k < t.n_nic_kinds; ++k)
+                by_kind[static_cast<std::size_t>(k)] =
+                    t.latency_s + nbytes / np_min(t.nic_kinds[k], nic_src);
+            for (std::int64_t i = 0; i < t.n; ++i) {
+                double v = i == s ? 0.0 : by_kind[static_cast<std::size_t>(t.nic_kind[i])];
+                out[i] = any ? np_max(out[i], v) : v;
+            }
+        } else {
+            for (std::int64_t i = 0; i < t.n; ++i) {
+                double v = i == s ? 0.0 : t.latency_s + nbytes / np_min(t.nic[i], nic_src);
+                out[i] = any ? np_max(out[i], v) : v;
+            }
         }
         any = true;
     }
@@ -112,14 +130,20 @@ inline void llm_decision(const StaticTables& t, const ModelColumns& c, const Llm
     const double context_d = static_cast<double>(context);
     const double out_d = static_cast<double>(out_est);
     const double half = out_d / 2.0;
-    for (std::int64_t i = 0; i < t.n; ++i) {
-        const std::int64_t k = c.kk[i];
-        if (k < 0 || k >= t.n_classes) throw std::out_of_range("engine class out of range");
-        // slots_by_class(need).take(kk): max(min(kv_capacity // need, max_batch), 1)
+    // slots_by_class(need): max(min(kv_capacity // need, max_batch), 1) per class, once
+    // (an integer division per class, not per server: the same integers)
+    thread_local std::vector<std::int64_t> by_class;
+    by_class.resize(static_cast<std::size_t>(t.n_classes));
+    for (std::int64_t k = 0; k < t.n_classes; ++k) {
         std::int64_t q = t.kv_capacity[k] / need;
         if ((t.kv_capacity[k] % need != 0) && ((t.kv_capacity[k] < 0) != (need < 0))) --q;
         const std::int64_t m1 = q < t.max_batch[k] ? q : t.max_batch[k];
-        const std::int64_t slots = m1 > 1 ? m1 : 1;
+        by_class[static_cast<std::size_t>(k)] = m1 > 1 ? m1 : 1;
+    }
+    for (std::int64_t i = 0; i < t.n; ++i) {
+        const std::int64_t k = c.kk[i];
+        if (k < 0 || k >= t.n_classes) throw std::out_of_range("engine class out of range");
+        const std::int64_t slots = by_class[static_cast<std::size_t>(k)];
         const double slots_d = static_cast<double>(slots);
         const double batch = v.batch[i];
         const double batch1 = batch + 1.0;

@@ -12,6 +12,7 @@
 #include <nanobind/stl/unique_ptr.h>
 
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -87,6 +88,25 @@ class DecisionCore {
                           latency_s,
                           cores.data(),
                           core_speed.data()};
+        // the distinct NIC bandwidths (bit patterns: NaN and -0.0 kept apart), in order seen;
+        // read once here (nothing changes them during a run, unlike the decode tables)
+        for (std::int64_t i = 0; i < n; ++i) {
+            const double bw = nic.data()[i];
+            std::int64_t k = 0;
+            const auto same = [bw](double x) {
+                return std::memcmp(&x, &bw, sizeof(double)) == 0;
+            };
+            while (k < static_cast<std::int64_t>(nic_kinds_.size()) &&
+                   !same(nic_kinds_[static_cast<std::size_t>(k)]))
+                ++k;
+            if (k == static_cast<std::int64_t>(nic_kinds_.size())) nic_kinds_.push_back(bw);
+            nic_kind_.push_back(k);
+        }
+        if (nic_kinds_.size() <= 64) {  // few kinds (server types): divide once per kind
+            t_.nic_kind = nic_kind_.data();
+            t_.nic_kinds = nic_kinds_.data();
+            t_.n_nic_kinds = static_cast<std::int64_t>(nic_kinds_.size());
+        }
         for (std::size_t m = 0; m < n_models; ++m) {
             need_len(static_cast<std::int64_t>(masks[m].shape(0)), n, "mask");
             need_len(static_cast<std::int64_t>(kk[m].shape(0)), n, "kk");
@@ -278,6 +298,8 @@ class DecisionCore {
     std::vector<nb::ndarray<>> tp_;
     StaticTables t_{};
     std::vector<ModelColumns> cols_;
+    std::vector<std::int64_t> nic_kind_;
+    std::vector<double> nic_kinds_;
 };
 
 // eft_argmin on a decision's arrays, read in place: -1 when they are not (n,) bool, float64
