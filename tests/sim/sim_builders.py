@@ -1,8 +1,34 @@
-"""Hand-built workflows, so simulator tests do not depend on the workload generators."""
+"""Hand-built workflows, so simulator tests do not depend on the workload generators; and
+the spies that tell where a run went (the compiled core's whole runs, its decisions)."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
+from scalesched.sim import compiled_run, core
+from scalesched.sim import run as sim_run
 from scalesched.workload.instance import Job, TaskInstance, WorkflowInstance
+
+
+def spy_compiled(monkeypatch: pytest.MonkeyPatch) -> tuple[list[int], list[bool]]:
+    """(decisions built on the compiled core so far, whether each run since went whole
+    through it: ``sim.compiled_run``), both kept up to date as runs go."""
+    built, whole = [0], []
+    real_build, real_run = core.make_decision_compiled, compiled_run.run_compiled
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        built[0] += 1
+        return real_build(*args, **kwargs)
+
+    def spied(*args: Any) -> bool:
+        whole.append(real_run(*args))
+        return whole[-1]
+
+    monkeypatch.setattr(core, "make_decision_compiled", counted)
+    monkeypatch.setattr(sim_run, "run_compiled", spied)
+    return built, whole
 
 
 def llm(

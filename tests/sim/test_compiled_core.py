@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sim_builders import spy_compiled
 
 from scalesched.cluster import get_cluster
 from scalesched.cluster.tables import ClusterTables
@@ -30,8 +31,7 @@ from scalesched.decision.cycle import Watched, drive
 from scalesched.decision.features import Decision, make_decision
 from scalesched.policies import get_policy
 from scalesched.runs.setup import Scenario, build_jobs, prepare, run
-from scalesched.sim import compiled_run, core
-from scalesched.sim import run as sim_run
+from scalesched.sim import core
 from scalesched.sim.engine import Simulation
 
 needs_extension = pytest.mark.skipif(
@@ -178,22 +178,7 @@ def run_both(
     (``sim.compiled_run``) or built its decisions on the compiled core."""
     setup = prepare(cluster, scenario, stream=stream)
     results = {}
-    built = [0]
-    real = core.make_decision_compiled
-
-    def counted(*args: Any, **kwargs: Any) -> Decision:
-        built[0] += 1
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(core, "make_decision_compiled", counted)
-    whole = []
-    real_run = compiled_run.run_compiled
-
-    def spied(*args: Any) -> bool:
-        whole.append(real_run(*args))
-        return whole[-1]
-
-    monkeypatch.setattr(sim_run, "run_compiled", spied)
+    built, whole = spy_compiled(monkeypatch)
     for name in ("python", "compiled"):
         monkeypatch.setenv(core.CORE_ENV, name)
         results[name] = run(setup, policy, warmup=0, record_trace=True, **options)

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sim_builders import spy_compiled
 from test_compiled_core import same_metrics, trace_rows
 
 from scalesched.decision.actions import Place
@@ -40,15 +41,18 @@ LABS = Path(__file__).parents[2] / "configs" / "clusters"
 @pytest.fixture
 def whole_runs(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     """Whether each run since went whole through the compiled core."""
-    seen: list[bool] = []
-    real = compiled_run.run_compiled
+    return spy_compiled(monkeypatch)[1]
 
-    def spied(sim: Simulation, scheduler: Any) -> bool:
-        seen.append(real(sim, scheduler))
-        return seen[-1]
 
-    monkeypatch.setattr(sim_run, "run_compiled", spied)
-    return seen
+def scenario_of(case: dict[str, Any]) -> Scenario:
+    """The scenario a hypothesis case names."""
+    return Scenario(
+        workload=case["workload"],
+        workflows=case["workflows"],
+        rate=case["rate"],
+        seed=case["seed"],
+        residency=case["residency"],
+    )
 
 
 def run_on(
@@ -97,14 +101,7 @@ SCENARIOS = st.fixed_dictionaries(
 def test_random_scenarios_run_whole_and_identically(
     monkeypatch: pytest.MonkeyPatch, whole_runs: list[bool], case: dict[str, Any]
 ) -> None:
-    scenario = Scenario(
-        workload=case["workload"],
-        workflows=case["workflows"],
-        rate=case["rate"],
-        seed=case["seed"],
-        residency=case["residency"],
-    )
-    setup = prepare(case["cluster"], scenario, stream=case["stream"])
+    setup = prepare(case["cluster"], scenario_of(case), stream=case["stream"])
     whole_runs.clear()
     results = {
         name: run_on(
@@ -356,14 +353,7 @@ def test_rollout_trials_in_cpp_are_python_forks(case: dict[str, Any]) -> None:
     (``compiled_trials``) gives rollout's four numbers exactly as a Python fork driven by a
     copy of the base does, on the true future or a sampled one (taken over from one fork
     on it), and leaves the simulation as it was."""
-    scenario = Scenario(
-        workload=case["workload"],
-        workflows=case["workflows"],
-        rate=case["rate"],
-        seed=case["seed"],
-        residency=case["residency"],
-    )
-    setup = prepare(case["cluster"], scenario, stream=case["stream"])
+    setup = prepare(case["cluster"], scenario_of(case), stream=case["stream"])
     sim = Simulation(setup.cluster, setup.jobs, tables=setup.tables, core="compiled")
     base = get_policy(case["base"])
     base.reset(0)

@@ -130,29 +130,14 @@ def test_engine_matches_golden(name: str, core: str, monkeypatch: pytest.MonkeyP
     """Both cores (``scalesched.sim.core``) give the goldens bit for bit; the compiled one
     is chosen as users choose it (``SCALESCHED_CORE``) and must really run there: whole in
     C++ (``sim.compiled_run``) where it covers the run, else every decision built there."""
-    from scalesched.sim import compiled_run
+    from sim_builders import spy_compiled
+
     from scalesched.sim import core as cores
-    from scalesched.sim import run as sim_run
 
     if core == "compiled":
         if not cores.compiled_available():
             pytest.skip("the compiled core is not built in this install")
-        built = [0]
-        real = cores.make_decision_compiled
-
-        def counted(*args: Any, **kwargs: Any) -> Any:
-            built[0] += 1
-            return real(*args, **kwargs)
-
-        monkeypatch.setattr(cores, "make_decision_compiled", counted)
-        whole = []
-        real_run = compiled_run.run_compiled
-
-        def spied(*args: Any) -> bool:
-            whole.append(real_run(*args))
-            return whole[-1]
-
-        monkeypatch.setattr(sim_run, "run_compiled", spied)
+        built, whole = spy_compiled(monkeypatch)
     monkeypatch.setenv(cores.CORE_ENV, core)
     golden = _load()[name]
     got = run_case(CASES[name])

@@ -77,20 +77,32 @@ def compiled_policy(scheduler: Scheduler) -> str | None:
 
 def unsupported(sim: Simulation, scheduler: Scheduler) -> str | None:
     """Why ``sim`` cannot run whole on the compiled core under ``scheduler`` (None: it can)."""
+    if sim.events or sim.decisions or sim.now or sim.pending or sim._current is not None:
+        return "the simulation is already under way"
+    return _uncovered(sim, scheduler)
+
+
+def _uncovered(sim: Simulation, scheduler: Scheduler) -> str | None:
+    """What the C++ core does not mirror, in a simulation and a policy (``unsupported``,
+    ``trials_unsupported``)."""
     if sim.core != "compiled" or not hasattr(core._EXTENSION, "EventRun"):
         return "the simulation runs on the Python core"
     if compiled_policy(scheduler) is None:
         return f"policy {scheduler.name!r} has no compiled twin"
     if sim.ready_order != "fifo":
         return "ready order 'rank'"
-    if sim.events or sim.decisions or sim.now or sim.pending or sim._current is not None:
-        return "the simulation is already under way"
     if sim._futures is not None and sim.stream is not None:
         return "a streamed fork on sampled futures (its jobs to come are not realised)"
     if sim._kv is not None or sim._tool_cache is not None or sim._rides is not None:
         return "KV reuse or the tool or logits cache"
-    if sim._replicas.requests or sim._redeploy.requests:
-        return "replica loads or re-deployments"
+    if sim._replicas.requests or sim._redeploy.requests or sim._copies or sim.hedged_tasks:
+        return "replicas, re-deployments or hedges"
+    if sim.deferred or sim.must_place or sim.deferrals:
+        return "deferred tasks"
+    for engines in sim._engines:
+        for eng in engines.values():
+            if eng.kv is not None or eng.replica_at >= 0 or eng.draining or eng.grow_to >= 0:
+                return "an engine with a cache, a replica or a re-deployment"
     return None
 
 
@@ -114,27 +126,9 @@ Trial = Callable[[int, float, "float | None"], tuple[float, float, int, float]]
 def trials_unsupported(sim: Simulation, base: Scheduler) -> str | None:
     """Why rollout's trials at ``sim``'s open decision cannot run in C++ under ``base``
     (None: they can)."""
-    if sim.core != "compiled" or not hasattr(core._EXTENSION, "EventRun"):
-        return "the simulation runs on the Python core"
-    if compiled_policy(base) is None:
-        return f"base {base.name!r} has no compiled twin"
-    if sim.ready_order != "fifo":
-        return "ready order 'rank'"
     if sim._current is None or sim._current_decision is None:
         return "no open decision"
-    if sim._futures is not None and sim.stream is not None:
-        return "a streamed fork on sampled futures (its jobs to come are not realised)"
-    if sim._kv is not None or sim._tool_cache is not None or sim._rides is not None:
-        return "KV reuse or the tool or logits cache"
-    if sim._replicas.requests or sim._redeploy.requests or sim._copies or sim.hedged_tasks:
-        return "replicas, re-deployments or hedges"
-    if sim.deferred or sim.must_place or sim.deferrals:
-        return "deferred tasks"
-    for engines in sim._engines:
-        for eng in engines.values():
-            if eng.kv is not None or eng.replica_at >= 0 or eng.draining or eng.grow_to >= 0:
-                return "an engine with a cache, a replica or a re-deployment"
-    return None
+    return _uncovered(sim, base)
 
 
 def adopted(sim: Simulation, base: Scheduler) -> Any:
