@@ -60,6 +60,9 @@ ranks servers at the output length its scheduler's ``workflow_lengths`` gives ea
 call (its predictor stays in Python, asked once per workflow); ``fcfs_workflow`` and
 ``plas`` place as ``tail`` and order each engine's queue (``Place.priority``)."""
 
+RANKED_AT_TAIL = frozenset({"tail", "fcfs_workflow", "plas"})
+"""The policies that rank servers at tail's output lengths (asked once per workflow)."""
+
 
 def compiled_policy(scheduler: Scheduler) -> str | None:
     """The built-in policy ``scheduler`` is, or None: the class that defines its ``select``
@@ -113,7 +116,7 @@ def run_compiled(sim: Simulation, scheduler: Scheduler) -> bool:
         return False
     policy = compiled_policy(scheduler)
     run = _bind(sim)
-    lengths = None if policy in ("eft", "least_loaded", "kv_aware") else _output_lengths(scheduler)
+    lengths = _output_lengths(scheduler) if policy in RANKED_AT_TAIL else None
     run.run(POLICIES.index(policy), lengths)
     _write_back(sim, run)
     return True
@@ -140,7 +143,7 @@ def adopted(sim: Simulation, base: Scheduler) -> Any:
     policy = compiled_policy(base)
     assert policy is not None
     run = _bind(sim, resident=False)
-    lengths = None if policy in ("eft", "least_loaded", "kv_aware") else _output_lengths(base)
+    lengths = _output_lengths(base) if policy in RANKED_AT_TAIL else None
     seq = next(copy.copy(sim._seq))  # the next number the run's counter gives
     redrawn = sim._task if sim._futures is not None else None  # a fork's sampled tasks
     run.adopt(sim, seq, POLICIES.index(policy), lengths, redrawn)

@@ -272,11 +272,10 @@ class EventCore {
         gpu_mark_.assign(static_cast<std::size_t>(n), 0.0);
         cpu_mark_.assign(static_cast<std::size_t>(n), 0.0);
         jobs_.resize(static_cast<std::size_t>(n_jobs_));
-        offset_.assign(static_cast<std::size_t>(n_jobs_), -1);
         job_end_.assign(static_cast<std::size_t>(n_jobs_), NAN);
         prefill_row_.assign(static_cast<std::size_t>(std::max<std::int64_t>(1, t_.n_classes)), 0.0);
         for (const auto& [s, m, tp_sm] : resident_engines) resident(s, m, tp_sm);
-        zeros_mask_.assign(static_cast<std::size_t>(n), 1);
+        every_server_.assign(static_cast<std::size_t>(n), 1);
         zeros_.assign(static_cast<std::size_t>(n), 0.0);
         if (n_jobs_) push_arrival(0);
     }
@@ -569,7 +568,6 @@ class EventCore {
                 j->tasks[static_cast<std::size_t>(i)].choice_tokens =
                     nb::cast<std::int64_t>(tokens[i]);
         }
-        offset_[static_cast<std::size_t>(ji)] = offset;
         if (job_index_.size() < static_cast<std::size_t>(offset + n))
             job_index_.resize(static_cast<std::size_t>(offset + n), -1);
         for (std::int64_t i = 0; i < n; ++i)
@@ -723,7 +721,7 @@ class EventCore {
                     fewest[i] = (b_.a.tools_in_flight[i] + 1.0) / t_.cores[i];
                 score = fewest;
             }
-            at = eft_argmin(n, zeros_mask_.data(), 1, score, 1, zeros_.data(), 1);
+            at = eft_argmin(n, every_server_.data(), 1, score, 1, zeros_.data(), 1);
         }
         ++decisions_;
         if (policy_ == POLICY_FCFS_WORKFLOW) {  // workflow_order: now - (now - arrival)
@@ -1242,7 +1240,7 @@ class EventCore {
     double now_ = 0.0;
     std::deque<std::int64_t> pending_;
     JobStore jobs_;
-    std::vector<std::int64_t> offset_, job_index_;
+    std::vector<std::int64_t> job_index_;
     std::vector<Engine> engines_;  // by server * models + model, live_ where resident
     std::vector<std::uint8_t> live_;
     std::vector<std::vector<std::int64_t>> order_;   // per server, in creation order
@@ -1256,7 +1254,7 @@ class EventCore {
     std::vector<std::pair<double, double>> held_log_;
     std::vector<double> prefill_row_;
     std::vector<std::int64_t> parent_servers_, finished_;
-    std::vector<std::uint8_t> zeros_mask_;  // a tool's mask: every server
+    std::vector<std::uint8_t> every_server_;  // a tool's mask: every server
     std::vector<double> zeros_;             // a tool's imposed delay
     std::int32_t policy_ = POLICY_EFT;
     nb::object tokens_of_;
