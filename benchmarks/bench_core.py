@@ -5,6 +5,8 @@ decision over a bare ``heapq`` push + pop ("heap operations per decision", 120 f
 N = 48 on 2026-12-04).
 
     taskset -c 1 nice -n 5 python benchmarks/bench_core.py --sizes 16,48 --pairs 5
+    taskset -c 1 nice -n 5 python benchmarks/bench_core.py --sizes 16,48 --policies scale-dagger
+    taskset -c 1 nice -n 5 python benchmarks/bench_core.py --env steady-100,cold-30 --pairs 3
 
 After one untimed run on each core (imports, caches), the two cores alternate (python
 first on even pairs, compiled first on odd ones) and each figure is the best of its runs,
@@ -13,7 +15,13 @@ printed too. The timed runs keep no trace (an output a user asks for, not the
 simulation); one untimed traced run on each core must give the same trace hash, and every
 run the same events, decisions and mean response: a speed-up that changes a result is a
 bug, not a speed-up. On the compiled core, eft and tail runs go whole through C++
-(``sim.compiled_run``).
+(``sim.compiled_run``); a policy in Python (``scale-dagger``, ``p2c``...) answers each
+decision while the events run in C++ (``sim.compiled_loop``).
+
+``--env`` times the Gymnasium environment instead (``bench_train.py``'s environment-only
+steps on hetero-16: eft's server from each decision, resets and warm-ups included), on each
+core in turn, paired the same way; the two cores' runs must cut the same episodes (their
+observations and rewards are equal by test: ``tests/env/test_env_compiled.py``).
 """
 
 from __future__ import annotations
@@ -87,6 +95,46 @@ def measure(n: int, policy: str, workflows: int, seed: int, pairs: int) -> dict[
     }
 
 
+def measure_env(setting: str, steps: int, seed: int, pairs: int) -> dict[str, Any]:
+    """Environment steps per CPU-second on each core, best of ``pairs`` alternating runs."""
+    from bench_train import SETTINGS, env_only
+
+    rates: dict[str, list[float]] = {c: [] for c in CORES}
+    episodes = set()
+    for i in range(pairs + 1):  # the first pair untimed: imports, plans, the binding
+        for core in CORES if i % 2 == 0 else CORES[::-1]:
+            os.environ[CORE_ENV] = core
+            try:
+                row = env_only(SETTINGS[setting], steps, seed)
+            finally:
+                del os.environ[CORE_ENV]
+            episodes.add(row["steps_per_episode"])
+            if i:
+                rates[core].append(row["env_steps_per_cpu_s"])
+    if len(episodes) != 1:
+        raise AssertionError(f"{setting}: the cores cut different episodes")
+    ratios = [c / p for p, c in zip(rates["python"], rates["compiled"], strict=True)]
+    return {
+        "setting": setting,
+        "best": {c: max(rates[c]) for c in CORES},
+        "ratio_median": statistics.median(ratios),
+        "ratio_range": (min(ratios), max(ratios)),
+    }
+
+
+def env_table(settings: str, steps: int, seed: int, pairs: int) -> None:
+    print("\n| setting | env steps/CPU-s python | compiled | speed-up (best) | paired (range) |")
+    print("|---|---|---|---|---|")
+    for name in settings.split(","):
+        r = measure_env(name, steps, seed, pairs)
+        py, cc = r["best"]["python"], r["best"]["compiled"]
+        lo, hi = r["ratio_range"]
+        print(
+            f"| {name} | {py:,.0f} | {cc:,.0f} | {cc / py:.2f}x "
+            f"| {r['ratio_median']:.2f}x ({lo:.2f}-{hi:.2f}) |"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", default="16,48")
@@ -94,9 +142,19 @@ def main() -> None:
     parser.add_argument("--workflows-per-server", type=int, default=25)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--pairs", type=int, default=5)
+    parser.add_argument(
+        "--env", default="", help="time the Gymnasium environment on these settings instead"
+    )
+    parser.add_argument("--env-steps", type=int, default=5000, help="environment steps per run")
     args = parser.parse_args()
     if not compiled_available():
         raise SystemExit("the compiled core is not built in this install (see docs/install.md)")
+    if args.env:
+        import torch
+
+        torch.set_num_threads(1)
+        env_table(args.env, args.env_steps, args.seed, args.pairs)
+        return
     rows = [
         measure(int(n), policy, max(200, args.workflows_per_server * int(n)), args.seed, args.pairs)
         for n in args.sizes.split(",")

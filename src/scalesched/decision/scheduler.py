@@ -74,3 +74,15 @@ class BaseScheduler(ABC):
     @abstractmethod
     def select(self, decision: Decision) -> int | Action:
         """Return a server index whose ``decision.mask`` entry is True, or an action."""
+
+
+def places_only(scheduler: Scheduler) -> bool:
+    """Whether ``scheduler`` answers every decision with a placement (a server index or a
+    ``Place`` without loads): the class that defines its ``select`` must declare
+    ``places_only`` (a subclass that changes ``select`` without declaring it again may
+    answer otherwise), and its value of it (a property may say False for a configuration
+    that defers, hedges or loads replicas) must be true."""
+    for cls in type(scheduler).__mro__:
+        if "select" in vars(cls):
+            return "places_only" in vars(cls) and bool(getattr(scheduler, "places_only", False))
+    return False

@@ -46,11 +46,13 @@ from scalesched.cluster.model import ClusterSpec
 from scalesched.cluster.tables import ClusterTables
 from scalesched.decision.cycle import drive
 from scalesched.decision.features import BASE_SERVER_FEATURES, SERVER_DIMS, TASK_FEATURES, Decision
+from scalesched.decision.scheduler import Scheduler
 from scalesched.env.settings import EnvSetting
 from scalesched.errors import InputError
 from scalesched.nn.observation import observation
 from scalesched.runs.setup import Scenario, build_jobs
 from scalesched.runs.world import RunWorld, check_residency, resolve_world
+from scalesched.sim.compiled_loop import CompiledLoop, loop_unsupported
 from scalesched.sim.engine import Simulation
 from scalesched.sim.run import summarise
 
@@ -180,6 +182,9 @@ class SchedulingEnv(gym.Env[Observation, int]):
         )
         self.action_space = spaces.Discrete(self.max_servers)  # type: ignore[assignment]
         self._sim: Simulation | None = None
+        self._exec: Simulation | CompiledLoop | None = None
+        """What the episode's decisions come from: the simulation's events run in C++
+        (``sim.compiled_loop``) where the core covers the episode, else the simulation."""
         self._decision: Decision | None = None
         self._area = 0.0
         self._scale = 1.0
@@ -262,13 +267,22 @@ class SchedulingEnv(gym.Env[Observation, int]):
             kv_policy=cfg.kv_policy,
         )
         self._sim = sim
+        heuristic = self._warmup_heuristic(episode_seed)
+        if loop_unsupported(sim, heuristic) is None:
+            self._exec = CompiledLoop(sim)
+        else:
+            self._exec = sim
         self._scale = cfg.reward_scale if cfg.reward_scale is not None else 1.0 / cfg.workflows
         self._warmup = warmup
         self._cutoff_s = sim.jobs[warmup + cfg.workflows].arrival if cfg.truncate else math.inf
         if warmup:
-            decision = self._warm_up(sim, sim.jobs[warmup].arrival, episode_seed)
+            until_s = sim.jobs[warmup].arrival
+            if isinstance(self._exec, CompiledLoop):
+                decision = self._exec.warm_up(heuristic, until_s)
+            else:
+                decision = drive(sim, heuristic, until=lambda: sim.now >= until_s)
         else:
-            decision = sim.next_decision()
+            decision = self._exec.next_decision()
         assert decision is not None, "the policy has at least one task to place"
         self._decision = decision
         self._start_s, self._start_area = sim.now, sim.in_system_area
@@ -304,17 +318,17 @@ class SchedulingEnv(gym.Env[Observation, int]):
             self._planned_tables[key] = ClusterTables(self.spec_cluster, deployment)
         return rate, self._planned_tables[key]
 
-    def _warm_up(self, sim: Simulation, until_s: float, seed: int) -> Decision | None:
-        """Let the warm-up heuristic place every decision before ``until_s``."""
+    def _warmup_heuristic(self, seed: int) -> Scheduler:
+        """The heuristic that places the warm-up's decisions, seeded for the episode."""
         from scalesched.policies import get_policy
 
         heuristic = get_policy(self.config.warmup_policy)
         heuristic.reset(seed)
-        return drive(sim, heuristic, until=lambda: sim.now >= until_s)
+        return heuristic
 
     def step(self, action: int) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
-        sim, decision = self._sim, self._decision
-        if sim is None or decision is None:
+        sim, decision, executor = self._sim, self._decision, self._exec
+        if sim is None or decision is None or executor is None:
             raise RuntimeError("step() before reset() or after the episode ended")
         info: dict[str, Any] = {}
         server = int(action)
@@ -323,9 +337,9 @@ class SchedulingEnv(gym.Env[Observation, int]):
             feasible = np.flatnonzero(decision.mask)
             server = int(feasible[self.np_random.integers(feasible.size)])
             info["invalid_action"] = True
-        sim.apply(server)
+        executor.apply(server)
         self._steps += 1
-        nxt = sim.next_decision()
+        nxt = executor.next_decision()
         reward = -(sim.in_system_area - self._area) * self._scale
         self._area = sim.in_system_area
         if nxt is None:

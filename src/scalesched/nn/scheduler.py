@@ -67,6 +67,8 @@ class NetworkScheduler(BaseScheduler):
     trained to give, and the servers outside the set are masked out of its choice.
     """
 
+    places_only = True  # sim.compiled_loop: a server, or a Place with its order
+
     def __init__(
         self,
         network: PolicyNetwork,

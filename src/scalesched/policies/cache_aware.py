@@ -76,6 +76,7 @@ class RouterTree:
 
 class CacheAwareScheduler(BaseScheduler):
     name = "cache_aware"
+    places_only = True  # sim.compiled_loop: answers with a server only
 
     def __init__(self) -> None:
         self._trees: dict[tuple[int, int], RouterTree] = {}

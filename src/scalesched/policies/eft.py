@@ -29,6 +29,7 @@ def eft_choice(decision: Decision) -> int:
 
 class EftScheduler(BaseScheduler):
     name = "eft"
+    places_only = True  # sim.compiled_loop: answers with a server only
     compiled_policy = "eft"
     """The compiled core runs whole runs of it itself (``sim.compiled_run``)."""
 

@@ -20,6 +20,7 @@ from scalesched.decision.scheduler import BaseScheduler
 
 class KvAwareScheduler(BaseScheduler):
     name = "kv_aware"
+    places_only = True  # sim.compiled_loop: answers with a server only
     compiled_policy = "kv_aware"
     """The compiled core runs whole runs of it itself (``sim.compiled_run``)."""
 

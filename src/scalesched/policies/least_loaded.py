@@ -10,6 +10,7 @@ from scalesched.decision.scheduler import BaseScheduler
 
 class LeastLoadedScheduler(BaseScheduler):
     name = "least_loaded"
+    places_only = True  # sim.compiled_loop: answers with a server only
     compiled_policy = "least_loaded"
     """The compiled core runs whole runs of it itself (``sim.compiled_run``)."""
 

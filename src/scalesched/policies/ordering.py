@@ -26,7 +26,7 @@ import numpy as np
 
 from scalesched.decision.actions import Place, workflow_order
 from scalesched.decision.features import Decision
-from scalesched.decision.scheduler import BaseScheduler, Scheduler
+from scalesched.decision.scheduler import BaseScheduler, Scheduler, places_only
 from scalesched.policies.eft import EftScheduler
 from scalesched.policies.heft_online import HeftOnlineScheduler
 from scalesched.policies.kv_aware import KvAwareScheduler
@@ -106,6 +106,11 @@ class OrderedTail(BaseScheduler):
                 break
         placer = getattr(self._placer, "compiled_policy", None)
         return order if self.placement == "tail" and placer == "tail" else None
+
+    @property
+    def places_only(self) -> bool:
+        """Whether every answer is a placement (``sim.compiled_loop``): the placement's."""
+        return places_only(self._placer)
 
     def workflow_lengths(self, wf: WorkflowInstance) -> list[int]:
         """The placement's output lengths (``TailScheduler.workflow_lengths``)."""

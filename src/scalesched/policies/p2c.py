@@ -15,6 +15,7 @@ from scalesched.decision.scheduler import BaseScheduler
 
 class PowerOfTwoScheduler(BaseScheduler):
     name = "p2c"
+    places_only = True  # sim.compiled_loop: answers with a server only
 
     def __init__(self) -> None:
         self._rng = np.random.default_rng(0)

@@ -10,6 +10,7 @@ from scalesched.decision.scheduler import BaseScheduler
 
 class RandomScheduler(BaseScheduler):
     name = "random"
+    places_only = True  # sim.compiled_loop: answers with a server only
 
     def __init__(self) -> None:
         self._rng = np.random.default_rng(0)

@@ -10,6 +10,7 @@ from scalesched.decision.scheduler import BaseScheduler
 
 class RoundRobinScheduler(BaseScheduler):
     name = "round_robin"
+    places_only = True  # sim.compiled_loop: answers with a server only
 
     def __init__(self) -> None:
         self._next = 0

@@ -10,6 +10,7 @@ from scalesched.decision.scheduler import BaseScheduler
 
 class ShortestQueueScheduler(BaseScheduler):
     name = "shortest_queue"
+    places_only = True  # sim.compiled_loop: answers with a server only
 
     def select(self, decision: Decision) -> int:
         return int(np.argmin(np.where(decision.mask, decision.n_assigned, np.inf)))

@@ -21,6 +21,7 @@ SHARPNESS = 5.0
 
 class SoftEftScheduler(BaseScheduler):
     name = "soft_eft"
+    places_only = True  # sim.compiled_loop: answers with a server only
 
     def __init__(self) -> None:
         self._rng = np.random.default_rng(0)

@@ -20,6 +20,7 @@ from scalesched.policies.tail import TailScheduler
 
 class SoftTailScheduler(BaseScheduler):
     name = "soft_tail"
+    places_only = True  # sim.compiled_loop: answers with a server only
 
     def __init__(self) -> None:
         self._tail = TailScheduler()

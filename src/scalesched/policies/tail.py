@@ -92,6 +92,12 @@ class TailScheduler(BaseScheduler):
         plain = self.via == "tokens" and not self.scale_out and self.exec_scale is None
         return "tail" if plain else None
 
+    @property
+    def places_only(self) -> bool:
+        """Whether every answer is a server (``sim.compiled_loop``): not with the scale-out
+        signal, whose answers may carry a replica load."""
+        return not self.scale_out
+
     def __deepcopy__(self, memo: dict[int, Any]) -> TailScheduler:
         """A copy that shares the (immutable) predictor and the token memo and copies the
         rest: ``rollout`` copies its base at every fork, and copying the predictor's

@@ -88,10 +88,16 @@ def unsupported(sim: Simulation, scheduler: Scheduler) -> str | None:
 def _uncovered(sim: Simulation, scheduler: Scheduler) -> str | None:
     """What the C++ core does not mirror, in a simulation and a policy (``unsupported``,
     ``trials_unsupported``)."""
+    if sim.core == "compiled" and compiled_policy(scheduler) is None:
+        return f"policy {scheduler.name!r} has no compiled twin"
+    return uncovered_state(sim)
+
+
+def uncovered_state(sim: Simulation) -> str | None:
+    """What the C++ core does not mirror in a simulation's set-up and state (also
+    ``compiled_loop``'s rule)."""
     if sim.core != "compiled" or not hasattr(core._EXTENSION, "EventRun"):
         return "the simulation runs on the Python core"
-    if compiled_policy(scheduler) is None:
-        return f"policy {scheduler.name!r} has no compiled twin"
     if sim.ready_order != "fifo":
         return "ready order 'rank'"
     if sim._futures is not None and sim.stream is not None:
@@ -184,9 +190,15 @@ def _output_lengths(scheduler: Scheduler) -> Callable[[Job], list[int]]:
     return of
 
 
-def _bind(sim: Simulation, *, resident: bool = True) -> Any:
+def _bind(
+    sim: Simulation,
+    *,
+    resident: bool = True,
+    job_source: Callable[[int], Job] | None = None,
+) -> Any:
     """The C++ run over ``sim``'s tables, books and jobs (``resident``: with the engines
-    live now, a fresh run's pinned ones; False: none, for ``adopt`` to take over)."""
+    live now, a fresh run's pinned ones; False: none, for ``adopt`` to take over;
+    ``job_source``: job ``ji`` at its arrival, where not ``_job_source``'s)."""
     t = sim.tables
     ext: Any = core._EXTENSION
     classes = [
@@ -231,7 +243,7 @@ def _bind(sim: Simulation, *, resident: bool = True) -> Any:
         sim.window[1],
         sim.stream is not None,
         sim.record_trace and resident,
-        _job_source(sim),
+        job_source or _job_source(sim),
         sim.on_workflow_done if resident else None,
         _trace_row(sim),
         builtins.sum,

@@ -16,6 +16,7 @@ from scalesched.decision.cycle import drive
 from scalesched.decision.scheduler import Scheduler
 from scalesched.kernel.metrics import run_metrics_and_window
 from scalesched.kernel.records import TaskRecord
+from scalesched.sim.compiled_loop import run_loop
 from scalesched.sim.compiled_run import run_compiled
 from scalesched.sim.engine import Simulation
 from scalesched.sim.trace import TraceWriter
@@ -97,9 +98,18 @@ def simulate(
 
 def _drive(sim: Simulation, scheduler: Scheduler, seed: int, wall: float) -> SimResult:
     scheduler.reset(seed)
-    if not run_compiled(sim, scheduler):  # a whole run in C++ where the core covers it
-        drive(sim, scheduler)
+    run_to_end(sim, scheduler)
     return summarise(sim, policy=scheduler.name, wall_s=time.perf_counter() - wall)
+
+
+def run_to_end(sim: Simulation, scheduler: Scheduler) -> None:
+    """Run ``sim`` to its end with ``scheduler`` placing every task, as fast as the core
+    allows: a whole run in C++ where the core has the policy's twin
+    (``sim.compiled_run``); else the events in C++ and the policy in Python where the core
+    covers the run (``sim.compiled_loop``); else the Python engine's loop. The same run
+    each way."""
+    if not run_compiled(sim, scheduler) and not run_loop(sim, scheduler):
+        drive(sim, scheduler)
 
 
 def summarise(sim: Simulation, *, policy: str, wall_s: float) -> SimResult:

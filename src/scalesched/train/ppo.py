@@ -29,7 +29,6 @@ import torch
 from pydantic import ConfigDict
 from torch import nn
 
-from scalesched.decision.cycle import drive
 from scalesched.decision.features import BASE_SERVER_FEATURES, SERVER_FEATURES, TASK_FEATURES
 from scalesched.env.scheduling_env import EnvConfig, SchedulingEnv
 from scalesched.errors import InputError
@@ -1155,10 +1154,11 @@ def run_all(
     Driven here rather than through ``sim.run.simulate`` so the slice taken by validation
     does not depend on which workflows that function's metrics window keeps."""
     from scalesched.sim.engine import Simulation
+    from scalesched.sim.run import run_to_end
 
     sim = Simulation(spec, jobs, ready_order=policy.ready_order, tables=tables, kv_policy=kv_policy)
     policy.reset(seed)
-    drive(sim, policy)
+    run_to_end(sim, policy)
     return sim.response_times
 
 

@@ -283,29 +283,53 @@ class EventCore {
     // Run to the end with ``policy`` answering every decision; tail asks ``tokens_of(job)``
     // for the output length of each of a job's LLM calls, once at its arrival.
     void run(std::int32_t policy, nb::object tokens_of) {
+        use_policy(policy, std::move(tokens_of));
+        loop(INF);
+    }
+
+    // The same until a decision comes up at or after ``end``, left on the ready queue for
+    // the caller (an environment's warm-up: its policy takes over there); the built-in
+    // policy is then dropped (no more output lengths asked at arrivals). Returns every
+    // placement made, (task, server) in order, for the caller's books.
+    std::vector<std::pair<std::int64_t, std::int64_t>> run_until(std::int32_t policy,
+                                                                 nb::object tokens_of, double end) {
+        use_policy(policy, std::move(tokens_of));
+        placed_log_ = true;
+        loop(end);
+        placed_log_ = false;
+        policy_ = POLICY_EFT;
+        tokens_of_ = nb::none();
+        return std::move(placed_);
+    }
+
+    void use_policy(std::int32_t policy, nb::object tokens_of) {
         if (policy < POLICY_EFT || policy > POLICY_KV_AWARE)
             throw std::invalid_argument("compiled run: unknown policy");
         policy_ = policy;
         tokens_of_ = std::move(tokens_of);
         if (ranks_at_tail() && tokens_of_.is_none())
             throw std::invalid_argument("compiled run: tail needs its output lengths");
-        loop(INF);
     }
 
     // The decision cycle: events until a ready task needs a server, the policy's answer,
     // and so on, until the heap is empty or a decision comes up at or after ``end``.
     void loop(double end) {
-        std::int64_t ticks = 0;
         std::vector<double> out(static_cast<std::size_t>(14 * t_.n));
+        for (std::int64_t gid = next_ready(end); gid >= 0; gid = next_ready(end)) place(gid, out);
+    }
+
+    // Simulation.next_decision without the decision: run events until a ready task needs a
+    // server and take it off the ready queue; -1 when the heap is empty or the decision
+    // would come up at or after ``end``.
+    std::int64_t next_ready(double end) {
         while (true) {
             if (!pending_.empty() && (heap_.empty() || heap_.front().time > now_)) {
-                if (now_ >= end) break;
+                if (now_ >= end) return -1;
                 const std::int64_t gid = pending_.front();
                 pending_.pop_front();
-                place(gid, out);
-                continue;
+                return gid;
             }
-            if (heap_.empty()) break;
+            if (heap_.empty()) return -1;
             std::pop_heap(heap_.begin(), heap_.end(), EventAfter{});
             const Event ev = heap_.back();
             heap_.pop_back();
@@ -316,9 +340,30 @@ class EventCore {
             }
             ++events_;
             dispatch(ev);
-            if ((++ticks & 0xFFF) == 0 && PyErr_CheckSignals() != 0) throw nb::python_error();
+            if ((++ticks_ & 0xFFF) == 0 && PyErr_CheckSignals() != 0) throw nb::python_error();
         }
     }
+
+    // -- a Python policy answering (sim.compiled_loop) ---------------------------------------
+    // The rest of the ready queue, taken off it: the other decisions of this instant
+    // (Simulation.next_decisions).
+    std::vector<std::int64_t> take_ready() {
+        std::vector<std::int64_t> out(pending_.begin(), pending_.end());
+        pending_.clear();
+        return out;
+    }
+
+    // Simulation.apply of a placement the caller has checked: ``server`` with ``est``
+    // seconds of estimated execution and the admission ``priority`` (NaN: none given).
+    void apply(std::int64_t gid, std::int64_t server, double est, double priority) {
+        if (!std::isnan(priority)) task(gid).priority = priority;
+        ++decisions_;
+        launch(gid, server, est);
+    }
+
+    // ``on_finished(job, task, last)`` at every finished task, after its books: the Python
+    // side's ranks and finished flags, which its task requests read.
+    void on_finished(nb::object callback) { on_finished_ = std::move(callback); }
 
     // -- a run under way (rollout's lookahead) --------------------------------------------
     // Take over the state of the Python simulation ``sim`` at an open decision, in place of
@@ -381,9 +426,7 @@ class EventCore {
     // ``end`` or the run ends. Returns what rollout scores a trial by.
     std::tuple<double, double, std::int64_t, std::vector<double>> trial(
         std::int64_t gid, std::int64_t server, double est, double priority, double end) {
-        if (!std::isnan(priority)) task(gid).priority = priority;
-        ++decisions_;
-        launch(gid, server, est);
+        apply(gid, server, est, priority);
         loop(end);
         return {in_system_area_, now_, in_system_,
                 std::vector<double>(b_.a.est_work, b_.a.est_work + t_.n)};
@@ -731,6 +774,7 @@ class EventCore {
         } else if (policy_ == POLICY_PLAS) {  // the workflow's attained service
             k.priority = b_.a.attained[job_index_[static_cast<std::size_t>(gid)]];
         }
+        if (placed_log_) placed_.emplace_back(gid, at);
         launch(gid, at, o.exec[at]);
     }
 
@@ -1172,6 +1216,7 @@ class EventCore {
             }
         }
         j.left -= 1;
+        if (!on_finished_.is_none()) on_finished_(ji, i, j.left == 0);
         if (j.left) return;
         job_end_[static_cast<std::size_t>(ji)] = now_;
         ++workflows_completed_;
@@ -1259,6 +1304,10 @@ class EventCore {
     std::int32_t policy_ = POLICY_EFT;
     nb::object tokens_of_;
     nb::object task_of_ = nb::none();  // a redrawn task by id (adopt), or None
+    nb::object on_finished_ = nb::none();
+    bool placed_log_ = false;  // run_until: keep each placement in placed_
+    std::vector<std::pair<std::int64_t, std::int64_t>> placed_;
+    std::int64_t ticks_ = 0;  // events run, for the signal check
     std::int64_t in_system_ = 0;
     double in_system_area_ = 0.0;
     std::int64_t events_ = 0, decisions_ = 0, model_loads_ = 0, tasks_completed_ = 0;

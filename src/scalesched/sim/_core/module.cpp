@@ -484,6 +484,22 @@ NB_MODULE(_simcore, m) {
                  r.core().adopt(sim, seq, policy, tokens_of ? *tokens_of : nb::none(),
                                 task_of ? *task_of : nb::none());
              })
+        .def("run_until",
+             [](EventRun& r, std::int32_t policy, std::optional<nb::object> tokens_of,
+                double end) {
+                 return r.core().run_until(policy, tokens_of ? *tokens_of : nb::none(), end);
+             })
+        .def("next_ready", [](EventRun& r, double end) { return r.core().next_ready(end); })
+        .def("take_ready", [](EventRun& r) { return r.core().take_ready(); })
+        .def("apply", [](EventRun& r, std::int64_t gid, std::int64_t server, double est,
+                         double priority) { r.core().apply(gid, server, est, priority); })
+        .def("on_finished", [](EventRun& r, nb::object callback) {
+            r.core().on_finished(std::move(callback));
+        })
+        .def("clock", [](EventRun& r) {
+            EventCore& c = r.core();
+            return nb::make_tuple(c.now(), c.in_system_area(), c.events(), c.decisions());
+        })
         .def("fork", [](const EventRun& r) { return EventRun(r); })
         .def("trial", [](EventRun& r, std::int64_t gid, std::int64_t server, double est,
                          double priority, double end) {

@@ -1,0 +1,246 @@
+"""The decision cycle on the compiled core's event loop: a Python policy answers every
+decision while the events between decisions (arrivals, transfers, tool cores, the LLM
+engines, residency, the books) run in C++ (``EventRun``, ``sim/_core/event_core.hpp``).
+
+For the policies the core has no twin of (a SCALE network, ``p2c``, ``soft_eft``,
+``random``...), a run used to keep the Python event loop around the compiled decision build;
+here C++ runs the events and stops at each decision. :class:`CompiledLoop` is an
+executor of the one decision cycle (``decision.cycle``: ``next_decision``/``apply`` and the
+batch pair), so ``drive`` and the Gymnasium environment use it as they use a
+``Simulation``, and the run is the Python engine's event for event (the same events,
+sequence numbers and doubles: ``tests/sim/test_compiled_loop.py``).
+
+What a decision reads stays where the Python engine keeps it: the per-server arrays are the
+simulation's own numpy arrays, written in place by the C++ run; the task request is built
+from the simulation's task book (``Simulation.request``), whose servers, finished flags and
+HEFT ranks this loop keeps current (a placement's server and its router memory here, a
+finished task through ``EventRun.on_finished``), and its clock and counters (``now``,
+``in_system_area``, ``events``, ``decisions``) are current at every decision. When the run
+ends the rest of the C++ books are written back into the ``Simulation`` (``compiled_run``),
+as after a whole C++ run.
+
+What it covers: what ``compiled_run`` covers (a fresh simulation on the compiled core, FIFO
+ready order, up front or streamed: a streamed job enters and leaves the Python task book
+as it arrives and finishes in C++; no caches, hedges, deferrals or replica loads), and a
+scheduler whose class declares ``places_only`` next to its ``select``: it answers with a
+server or a ``Place`` (with or without a priority), never a hedge, a deferral or a load.
+Anything else runs the Python loop (``loop_unsupported`` says why).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from scalesched.cluster.tables import MODEL_INDEX
+from scalesched.decision.actions import Place
+from scalesched.decision.cycle import drive
+from scalesched.decision.scheduler import SchedulingError, places_only
+from scalesched.kernel.records import check_feasible
+from scalesched.sim.compiled_run import (
+    POLICIES,
+    RANKED_AT_TAIL,
+    _bind,
+    _output_lengths,
+    _write_back,
+    compiled_policy,
+    uncovered_state,
+)
+
+if TYPE_CHECKING:
+    from scalesched.decision.actions import Action
+    from scalesched.decision.features import Decision
+    from scalesched.decision.scheduler import Scheduler
+    from scalesched.sim.engine import Simulation
+    from scalesched.workload.instance import Job
+
+
+def loop_unsupported(sim: Simulation, scheduler: Scheduler | None = None) -> str | None:
+    """Why ``sim`` cannot run its events in C++ with ``scheduler`` answering in Python
+    (None: it can). Without a scheduler, only the simulation is checked (an environment
+    whose agent answers with server indices)."""
+    if sim.events or sim.decisions or sim.now or sim.pending or sim._current is not None:
+        return "the simulation is already under way"
+    if scheduler is not None and not places_only(scheduler):
+        return f"policy {scheduler.name!r} does not declare that it only places"
+    return uncovered_state(sim)
+
+
+class CompiledLoop:
+    """An executor over ``sim`` whose events run in C++: ``next_decision`` runs them until
+    a task needs a server and returns its ``Decision`` (built on the compiled core from
+    the simulation's arrays, as ``Simulation.next_decision`` builds it); ``apply`` places
+    it. The caller has checked ``loop_unsupported``. ``finish()`` writes the run back into
+    ``sim``; ``next_decision`` does so itself when the run has ended."""
+
+    def __init__(self, sim: Simulation) -> None:
+        self.sim = sim
+        self._run = _bind(sim, job_source=_admitted(sim) if sim.stream is not None else None)
+        self._run.on_finished(_finished_flags(sim))
+        self._batch: list[tuple[int, Decision]] = []
+        self._finished_run = False
+
+    @property
+    def now(self) -> float:
+        return self.sim.now
+
+    @property
+    def in_system_area(self) -> float:
+        return self.sim.in_system_area
+
+    def _decision(self, gid: int) -> Decision:
+        sim = self.sim
+        decision = sim._make_decision(sim.tables, sim, sim.request(gid, sim.now))
+        decision.can_defer = True  # as the Python engine says (nothing is deferred here)
+        return decision
+
+    def warm_up(self, scheduler: Scheduler, until_s: float) -> Decision | None:
+        """``drive(self, scheduler, until=now >= until_s)``: ``scheduler`` places every
+        decision before ``until_s`` and the first one at or after it is returned unanswered
+        (an environment's warm-up); whole in C++ where the core has its twin."""
+        policy = compiled_policy(scheduler)
+        if policy is None or self.sim.decisions:
+            sim = self.sim
+            return drive(self, scheduler, until=lambda: sim.now >= until_s)
+        lengths = _output_lengths(scheduler) if policy in RANKED_AT_TAIL else None
+        for gid, server in self._run.run_until(POLICIES.index(policy), lengths, until_s):
+            self._book(gid, server)
+        return self.next_decision()
+
+    def next_decision(self) -> Decision | None:
+        """The next task's decision; None once everything has finished (the run is then
+        written back into the simulation)."""
+        run, sim = self._run, self.sim
+        gid = run.next_ready(math.inf)
+        sim.now, sim.in_system_area, sim.events, sim.decisions = run.clock()
+        if gid < 0:
+            self.finish()
+            return None
+        decision = self._decision(gid)
+        self._batch = [(gid, decision)]
+        return decision
+
+    def next_decisions(self) -> list[Decision]:
+        """Every task waiting at the next decision instant, each decision built on the same
+        state (``Simulation.next_decisions``)."""
+        first = self.next_decision()
+        if first is None:
+            return []
+        self._batch += [(gid, self._decision(gid)) for gid in self._run.take_ready()]
+        return [d for _, d in self._batch]
+
+    def apply(self, answer: int | Action) -> None:
+        """Place the last decision's task where ``answer`` says."""
+        if len(self._batch) != 1:
+            raise SchedulingError("apply() called without a pending decision")
+        self.apply_batch([answer])
+
+    def apply_batch(self, answers: Sequence[int | Action]) -> None:
+        """One answer per decision of the last ``next_decisions``, in order."""
+        batch, self._batch = self._batch, []
+        if not batch or len(answers) != len(batch):
+            raise SchedulingError("apply_batch() needs one answer per decision of the batch")
+        for (gid, decision), answer in zip(batch, answers, strict=True):
+            self._place(gid, decision, answer)
+
+    def _place(self, gid: int, decision: Decision, answer: int | Action) -> None:
+        """``Simulation.apply`` of a placement: checked as ``RunLedger.accept`` checks it,
+        the Python book's server and router memory kept (``RunLedger.book``), the rest in
+        C++."""
+        priority = math.nan
+        if isinstance(answer, int | np.integer):
+            server = int(answer)
+        elif type(answer) is Place and not answer.loads:
+            server = answer.server
+            if answer.priority is not None:
+                priority = float(answer.priority)
+        else:
+            raise SchedulingError(
+                f"the compiled loop carries out placements only, got {answer!r} (a scheduler "
+                "that may answer otherwise must not declare places_only)"
+            )
+        sim = self.sim
+        if not (0 <= server < sim.tables.n) or not decision.mask[server]:
+            raise SchedulingError(
+                f"server {server} cannot run task {sim.tasks.task(gid).id} "
+                "(masked, dead or out of range)"
+            )
+        self._book(gid, server)
+        self._run.apply(gid, server, float(decision.exec_s[server]), priority)
+
+    def _book(self, gid: int, server: int) -> None:
+        """What ``RunLedger.book`` keeps in Python that a later request reads: the task's
+        server (its children's inputs) and the router's memory (the cache features)."""
+        sim = self.sim
+        sim.server[gid] = server
+        task = sim.tasks.of[gid]
+        if task.prefix_id is not None and task.kind == "llm":
+            sim._route(gid, server, MODEL_INDEX[task.model or ""], task)
+
+    def finish(self) -> None:
+        """Write the run back into the simulation (once, at its end)."""
+        if not self._finished_run:
+            self._finished_run = True
+            _write_back(self.sim, self._run)
+
+
+def _admitted(sim: Simulation) -> Callable[[int], Job]:
+    """A streamed run's job ``ji`` at its arrival, realised and checked
+    (``compiled_run._job_source``) and given its ids in the Python task book, which its
+    requests read (``RunLedger._admit_job``: the tasks, their servers)."""
+    stream, tables, tasks, in_flight, servers = (
+        sim.stream,
+        sim.tables,
+        sim.tasks,
+        sim._in_flight,
+        sim.server,
+    )
+    assert stream is not None and isinstance(servers, dict)
+
+    def admit(ji: int) -> Job:
+        job = stream.job(ji)
+        check_feasible(tables, [job])
+        in_flight[ji] = job
+        servers.update(dict.fromkeys(tasks.admit(ji, job), -1))
+        return job
+
+    return admit
+
+
+def _finished_flags(sim: Simulation) -> Callable[[int, int, bool], None]:
+    """What a task finished in C++ changes of the Python task book its requests read: the
+    task's flag and its workflow's ranks; a streamed run's finished job leaves the book
+    (``RunLedger._retire_job``). (A closure over the book, not the loop: the C++ run holds
+    it, and a loop it held would be a cycle no collector sees.)"""
+    tasks, in_flight, servers = sim.tasks, sim._in_flight, sim.server
+    offset, done, ranks = tasks.offset, tasks.done, tasks.ranks
+    streamed = sim.stream is not None
+
+    def finished(ji: int, i: int, last: bool) -> None:
+        done[offset[ji] + i] = True
+        ranks.task_finished(ji, i)
+        if last:
+            ranks.workflow_finished(ji)
+            if streamed:
+                off, n = offset[ji], len(in_flight[ji].workflow.tasks)
+                ids = range(off, off + n)
+                tasks.retire(ids, n, ji)
+                for x in ids:
+                    del servers[x]
+                del in_flight[ji]
+
+    return finished
+
+
+def run_loop(sim: Simulation, scheduler: Scheduler) -> bool:
+    """Run ``sim`` to its end with ``scheduler`` answering every decision and the events
+    in C++; False (nothing run) where ``loop_unsupported`` says why."""
+    if loop_unsupported(sim, scheduler) is not None:
+        return False
+    loop = CompiledLoop(sim)
+    drive(loop, scheduler)
+    loop.finish()
+    return True

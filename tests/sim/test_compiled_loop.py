@@ -1,0 +1,221 @@
+"""The decision cycle on the compiled core's event loop (``scalesched.sim.compiled_loop``):
+a Python policy answering while the events run in C++, against the Python engine it must
+equal (the same trace rows, metrics and books), and the runs it must leave to the Python
+loop."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_compiled_core import same_metrics, trace_rows
+from test_compiled_run import LABS, _books
+
+from scalesched.decision.actions import Defer, Place
+from scalesched.decision.scheduler import SchedulingError, places_only
+from scalesched.nn.scheduler import BatchedNetworkScheduler
+from scalesched.policies import get_policy
+from scalesched.policies.p2c import PowerOfTwoScheduler
+from scalesched.policies.trained import load_trained
+from scalesched.runs.setup import Scenario, prepare, run
+from scalesched.sim import compiled_loop, core
+from scalesched.sim import run as sim_run
+from scalesched.sim.engine import Simulation
+
+pytestmark = pytest.mark.skipif(
+    not core.compiled_available(), reason="the compiled core is not built in this install"
+)
+
+
+@pytest.fixture(autouse=True)
+def _one_thread() -> None:
+    torch.set_num_threads(1)
+
+
+@pytest.fixture
+def looped(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Whether each run since went through the compiled loop."""
+    went: list[bool] = []
+    real = compiled_loop.run_loop
+
+    def spied(*args: Any) -> bool:
+        went.append(real(*args))
+        return went[-1]
+
+    monkeypatch.setattr(sim_run, "run_loop", spied)
+    return went
+
+
+POLICIES = [
+    "p2c",
+    "soft_eft",
+    "random",
+    "round_robin",
+    "shortest_queue",
+    "soft_tail",
+    "cache_aware",
+    "scale-dagger",
+    "scale-safe",
+    "scale-dagger:greedy=true",
+    "fcfs_workflow:placement=soft_eft",
+]
+
+CASES = st.fixed_dictionaries(
+    {
+        "cluster": st.sampled_from(
+            ["hetero-4", "hetero-8", "hetero-16", "homogeneous-6", str(LABS / "edge-l4-cpu.yaml")]
+        ),
+        "workload": st.sampled_from(
+            ["agentic-mix", "tool-heavy", "coordinator", "test-time-scaling", "self-consistency"]
+        ),
+        "rate": st.floats(0.1, 3.0),
+        "workflows": st.integers(1, 30),
+        "seed": st.integers(0, 10_000),
+        "residency": st.sampled_from(["dynamic", "planned"]),
+        "policy": st.sampled_from(POLICIES),
+        "warmup": st.sampled_from([0, None]),
+        "stream": st.booleans(),
+    }
+)
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(case=CASES)
+def test_random_scenarios_run_in_the_loop_and_identically(
+    monkeypatch: pytest.MonkeyPatch, looped: list[bool], case: dict[str, Any]
+) -> None:
+    scenario = Scenario(
+        workload=case["workload"],
+        workflows=case["workflows"],
+        rate=case["rate"],
+        seed=case["seed"],
+        residency=case["residency"],
+    )
+    setup = prepare(case["cluster"], scenario, stream=case["stream"])
+    looped.clear()
+    results = {}
+    for name in ("python", "compiled"):
+        monkeypatch.setenv(core.CORE_ENV, name)
+        results[name] = run(setup, case["policy"], record_trace=True, warmup=case["warmup"])
+    assert looped == [False, True]
+    assert trace_rows(results["python"]) == trace_rows(results["compiled"])
+    same_metrics(results["python"].metrics, results["compiled"].metrics)
+    assert results["python"].series.tobytes() == results["compiled"].series.tobytes()
+
+
+@pytest.mark.parametrize(
+    ("residency", "workload", "policy"),
+    [
+        ("dynamic", "agentic-mix", "scale-dagger"),
+        ("planned", "agentic-mix", "scale-safe"),
+        ("dynamic", "tool-heavy", "p2c"),
+        ("dynamic", "agent-mix", "scale-dagger"),
+        ("planned", "test-time-scaling", "fcfs_workflow:placement=scale-safe"),
+    ],
+)
+def test_the_books_left_behind_are_the_python_engines(
+    looped: list[bool], residency: str, workload: str, policy: str
+) -> None:
+    scenario = Scenario(workload=workload, workflows=60, rate=1.5, seed=5, residency=residency)
+    setup = prepare("hetero-8", scenario, stream=False)
+    looped.clear()
+    books = {}
+    for name in ("python", "compiled"):
+        sim = Simulation(setup.cluster, setup.jobs, tables=setup.tables, warmup=6, core=name)
+        sim_run.drive_simulation(sim, get_policy(policy), seed=0)
+        books[name] = _books(sim)
+        books[name]["routes"] = (sim.routes._engines, sim.routes._where)  # the cache features'
+    assert looped == [False, True]
+    for key in books["python"]:
+        assert books["python"][key] == books["compiled"][key], key
+    assert books["compiled"]["routes"][0] or workload != "agent-mix"
+
+
+def test_a_batch_of_decisions_is_answered_as_the_python_engine_does(looped: list[bool]) -> None:
+    """``select_batch`` gets the same instants' decisions, built on the same state."""
+    trained = load_trained("scale-dagger")
+    net = trained.network  # type: ignore[union-attr]
+    setup = prepare("hetero-8", Scenario(workflows=40, rate=2.0, seed=4), stream=False)
+    looped.clear()
+    traces = []
+    for name in ("python", "compiled"):
+        sim = Simulation(
+            setup.cluster, setup.jobs, tables=setup.tables, core=name, record_trace=True
+        )
+        sim_run.drive_simulation(sim, BatchedNetworkScheduler(net), seed=3)
+        traces.append([(r.workflow, r.task, r.server, float(r.end).hex()) for r in sim.trace])
+    assert looped == [False, True]
+    assert traces[0] == traces[1] and traces[0]
+
+
+class _Defers(PowerOfTwoScheduler):
+    """Declares that it only places, and defers."""
+
+    name = "defers"
+    places_only = True
+
+    def select(self, decision: Any) -> Defer:
+        return Defer()
+
+
+class _Masked(PowerOfTwoScheduler):
+    name = "masked"
+    places_only = True
+
+    def select(self, decision: Any) -> Place:
+        return Place(int(np.flatnonzero(~decision.mask)[0]))
+
+
+class _Unsaid(PowerOfTwoScheduler):
+    """Changes ``select`` without saying it only places."""
+
+    name = "unsaid"
+
+    def select(self, decision: Any) -> int:
+        return int(np.flatnonzero(decision.mask)[0])
+
+
+def test_a_wrong_answer_is_a_clear_error() -> None:
+    setup = prepare("hetero-8", Scenario(workflows=5, rate=1.0, seed=1), stream=False)
+    sim = Simulation(setup.cluster, setup.jobs, tables=setup.tables, core="compiled")
+    with pytest.raises(SchedulingError, match="placements only, got Defer"):
+        compiled_loop.run_loop(sim, _Defers())
+    sim = Simulation(setup.cluster, setup.jobs, tables=setup.tables, core="compiled")
+    with pytest.raises(SchedulingError, match=r"cannot run task \S+ \(masked"):
+        compiled_loop.run_loop(sim, _Masked())
+
+
+def test_a_streamed_run_leaves_the_python_task_book_as_a_finished_one(
+    looped: list[bool],
+) -> None:
+    setup = prepare("hetero-8", Scenario(workflows=30, rate=1.5, seed=2), stream=True)
+    sim = Simulation(setup.cluster, setup.jobs, tables=setup.tables, core="compiled")
+    looped.clear()
+    sim_run.drive_simulation(sim, get_policy("scale-dagger"), seed=0)
+    assert looped == [True] and sim.workflows_completed == 30
+    assert not sim._in_flight and not sim.server and not sim.tasks.done and not sim.tasks.offset
+
+
+def test_what_it_leaves_to_the_python_loop(looped: list[bool]) -> None:
+    setup = prepare("hetero-8", Scenario(workflows=5, rate=1.0, seed=1), stream=False)
+    sim = Simulation(setup.cluster, setup.jobs, tables=setup.tables, core="compiled")
+    for name in ("hedge", "tao", "rollout", "tail_scaleout"):
+        assert not places_only(get_policy(name)), name
+        assert "does not declare" in str(compiled_loop.loop_unsupported(sim, get_policy(name)))
+    assert not places_only(_Unsaid())
+    assert places_only(get_policy("tail")) and places_only(get_policy("scale-dagger"))
+    assert compiled_loop.loop_unsupported(sim, get_policy("p2c")) is None
+    python_sim = Simulation(setup.cluster, setup.jobs, tables=setup.tables, core="python")
+    assert compiled_loop.loop_unsupported(python_sim) == "the simulation runs on the Python core"
+    looped.clear()
+    sim_run.drive_simulation(sim, _Unsaid(), seed=0)
+    assert looped == [False] and sim.workflows_completed == 5
