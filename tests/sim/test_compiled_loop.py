@@ -157,6 +157,34 @@ def test_a_batch_of_decisions_is_answered_as_the_python_engine_does(looped: list
     assert traces[0] == traces[1] and traces[0]
 
 
+class _RankedP2c(PowerOfTwoScheduler):
+    """p2c in the rank ready order: its choice among ready tasks reads the Python book."""
+
+    name = "ranked-p2c"
+    ready_order = "rank"
+
+
+def test_the_rank_ready_order_is_the_python_engines(looped: list[bool]) -> None:
+    scenario = Scenario(workload="coordinator", workflows=40, rate=2.0, seed=3)
+    for stream in (False, True):
+        setup = prepare("hetero-8", scenario, stream=stream)
+        looped.clear()
+        traces = []
+        for name in ("python", "compiled"):
+            sim = Simulation(
+                setup.cluster,
+                setup.jobs,
+                tables=setup.tables,
+                core=name,
+                record_trace=True,
+                ready_order="rank",
+            )
+            sim_run.drive_simulation(sim, _RankedP2c(), seed=1)
+            traces.append([(r.workflow, r.task, r.server, float(r.start).hex()) for r in sim.trace])
+        assert looped == [False, True]
+        assert traces[0] == traces[1] and traces[0]
+
+
 class _Defers(PowerOfTwoScheduler):
     """Declares that it only places, and defers."""
 

@@ -82,7 +82,16 @@ SCENARIOS = st.fixed_dictionaries(
         "seed": st.integers(0, 10_000),
         "residency": st.sampled_from(["dynamic", "planned"]),
         "policy": st.sampled_from(
-            ["eft", "tail", "least_loaded", "pred_mean", "fcfs_workflow", "plas", "kv_aware"]
+            [
+                "eft",
+                "tail",
+                "least_loaded",
+                "pred_mean",
+                "fcfs_workflow",
+                "plas",
+                "kv_aware",
+                "heft_online",  # eft in the rank ready order: chosen by the Python book
+            ]
         ),
         "stream": st.booleans(),
         "warmup": st.sampled_from([0, 3, None]),
@@ -284,12 +293,12 @@ def test_what_it_does_not_cover_runs_through_the_decision_cycle(
     reasons = {
         "python": compiled_run.unsupported(fresh(core="python"), eft),
         "policy": compiled_run.unsupported(fresh(core="compiled"), get_policy("soft_eft")),
-        "rank": compiled_run.unsupported(fresh(core="compiled", ready_order="rank"), eft),
         "kv": compiled_run.unsupported(fresh(core="compiled", kv_policy="lru"), eft),
         "tools": compiled_run.unsupported(fresh(core="compiled", tool_cache=True), eft),
     }
     assert all(reasons.values()), reasons
     assert compiled_run.unsupported(fresh(core="compiled"), eft) is None
+    assert compiled_run.unsupported(fresh(core="compiled", ready_order="rank"), eft) is None
     started = fresh(core="compiled")
     assert started.next_decision() is not None
     assert compiled_run.unsupported(started, eft) == "the simulation is already under way"

@@ -123,14 +123,17 @@ class NetworkScheduler(BaseScheduler):
         """``decision`` as this network reads it (:func:`~scalesched.nn.observation.observed`)."""
         return observed(decision, self._lengths)
 
-    @torch.inference_mode()
     def select(self, decision: Decision) -> int | Place:
-        if self.actor is not None:
+        if self.actor is not None:  # numpy all the way: no autograd state to switch off
             seen = self.observe(decision)
             logits, order = self.actor.act(
                 seen.task_features, seen.server_features[:, : self.server_dim], seen.mask
             )
             return self._ordered(self._choose(self._bounded(logits, decision)), order, decision)
+        with torch.inference_mode():
+            return self._select_through_torch(decision)
+
+    def _select_through_torch(self, decision: Decision) -> int | Place:
         out = self.forward(decision)  # observes the decision itself
         if self.record_features:
             self.features[decision.n_servers].append(out.attn_feature[0].numpy().copy())
@@ -222,7 +225,6 @@ class BatchedNetworkScheduler(NetworkScheduler):
     (or argmaxes) are made in the batch's order from the same generator.
     """
 
-    @torch.inference_mode()
     def select_batch(self, decisions: list[Decision]) -> list[int | Place]:
         if self.actor is None or len(decisions) == 1:
             return [self.select(d) for d in decisions]

@@ -19,10 +19,10 @@ finished task through ``EventRun.on_finished``), and its clock and counters (``n
 ends the rest of the C++ books are written back into the ``Simulation`` (``compiled_run``),
 as after a whole C++ run.
 
-What it covers: what ``compiled_run`` covers (a fresh simulation on the compiled core, FIFO
-ready order, up front or streamed: a streamed job enters and leaves the Python task book
-as it arrives and finishes in C++; no caches, hedges, deferrals or replica loads), and a
-scheduler whose class declares ``places_only`` next to its ``select``: it answers with a
+What it covers: what ``compiled_run`` covers (a fresh simulation on the compiled core,
+either ready order, up front or streamed: a streamed job enters and leaves the Python task
+book as it arrives and finishes in C++; no caches, hedges, deferrals or replica loads), and
+a scheduler whose class declares ``places_only`` next to its ``select``: it answers with a
 server or a ``Place`` (with or without a priority), never a hedge, a deferral or a load.
 Anything else runs the Python loop (``loop_unsupported`` says why).
 """
@@ -30,7 +30,7 @@ Anything else runs the Python loop (``loop_unsupported`` says why).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -39,7 +39,6 @@ from scalesched.cluster.tables import MODEL_INDEX
 from scalesched.decision.actions import Place
 from scalesched.decision.cycle import drive
 from scalesched.decision.scheduler import SchedulingError, places_only
-from scalesched.kernel.records import check_feasible
 from scalesched.sim.compiled_run import (
     POLICIES,
     RANKED_AT_TAIL,
@@ -55,7 +54,6 @@ if TYPE_CHECKING:
     from scalesched.decision.features import Decision
     from scalesched.decision.scheduler import Scheduler
     from scalesched.sim.engine import Simulation
-    from scalesched.workload.instance import Job
 
 
 def loop_unsupported(sim: Simulation, scheduler: Scheduler | None = None) -> str | None:
@@ -78,8 +76,7 @@ class CompiledLoop:
 
     def __init__(self, sim: Simulation) -> None:
         self.sim = sim
-        self._run = _bind(sim, job_source=_admitted(sim) if sim.stream is not None else None)
-        self._run.on_finished(_finished_flags(sim))
+        self._run = _bind(sim, book=True)
         self._batch: list[tuple[int, Decision]] = []
         self._finished_run = False
 
@@ -185,54 +182,6 @@ class CompiledLoop:
         if not self._finished_run:
             self._finished_run = True
             _write_back(self.sim, self._run)
-
-
-def _admitted(sim: Simulation) -> Callable[[int], Job]:
-    """A streamed run's job ``ji`` at its arrival, realised and checked
-    (``compiled_run._job_source``) and given its ids in the Python task book, which its
-    requests read (``RunLedger._admit_job``: the tasks, their servers)."""
-    stream, tables, tasks, in_flight, servers = (
-        sim.stream,
-        sim.tables,
-        sim.tasks,
-        sim._in_flight,
-        sim.server,
-    )
-    assert stream is not None and isinstance(servers, dict)
-
-    def admit(ji: int) -> Job:
-        job = stream.job(ji)
-        check_feasible(tables, [job])
-        in_flight[ji] = job
-        servers.update(dict.fromkeys(tasks.admit(ji, job), -1))
-        return job
-
-    return admit
-
-
-def _finished_flags(sim: Simulation) -> Callable[[int, int, bool], None]:
-    """What a task finished in C++ changes of the Python task book its requests read: the
-    task's flag and its workflow's ranks; a streamed run's finished job leaves the book
-    (``RunLedger._retire_job``). (A closure over the book, not the loop: the C++ run holds
-    it, and a loop it held would be a cycle no collector sees.)"""
-    tasks, in_flight, servers = sim.tasks, sim._in_flight, sim.server
-    offset, done, ranks = tasks.offset, tasks.done, tasks.ranks
-    streamed = sim.stream is not None
-
-    def finished(ji: int, i: int, last: bool) -> None:
-        done[offset[ji] + i] = True
-        ranks.task_finished(ji, i)
-        if last:
-            ranks.workflow_finished(ji)
-            if streamed:
-                off, n = offset[ji], len(in_flight[ji].workflow.tasks)
-                ids = range(off, off + n)
-                tasks.retire(ids, n, ji)
-                for x in ids:
-                    del servers[x]
-                del in_flight[ji]
-
-    return finished
 
 
 def run_loop(sim: Simulation, scheduler: Scheduler) -> bool:

@@ -16,8 +16,11 @@ goes through the ordinary decision cycle, on the compiled decision build):
 
 * a scheduler whose class declares ``compiled_policy`` next to its ``select``: ``eft``,
   ``tail`` (and ``pred_mean``; not its scale-out or adapted forms), ``least_loaded``,
-  ``kv_aware``, and the orders ``fcfs_workflow`` and ``plas`` on ``tail``'s placement;
-* a fresh simulation on the compiled core, FIFO ready order, up front or streamed;
+  ``kv_aware``, and the orders ``fcfs_workflow`` and ``plas`` on ``tail``'s placement
+  (``heft_online`` is ``eft`` in the ``rank`` ready order);
+* a fresh simulation on the compiled core, up front or streamed, in either ready order
+  (``rank``: the choice among several ready tasks is asked of the Python task book, which
+  the run then keeps current: ``_bind``'s ``book``);
 * dynamic residency or a deployment's pinned engines, LLM and tool tasks;
 * not: KV reuse, the tool and logits caches, hedges, deferrals, replica loads and
   re-deployments (no built-in policy asks for them), forks and sampled futures.
@@ -25,7 +28,8 @@ goes through the ordinary decision cycle, on the compiled decision build):
 rollout's trials (``compiled_trials``) use the same core the other way round: the
 Python simulation's state at an open decision is taken over (``EventRun.adopt``) and
 copied per candidate (``EventRun.fork``), each copy runs to the horizon under the base's
-compiled twin, and nothing of the Python simulation changes. On sampled futures the state
+compiled twin, and nothing of the Python simulation changes (so the ``rank`` ready order,
+which reads the Python task book, is left to Python forks). On sampled futures the state
 taken over is one Python fork's per future (its redrawn tasks and arrivals).
 
 Left as they were: the Python engine objects (``sim._engines``: a deployment's pinned
@@ -98,8 +102,6 @@ def uncovered_state(sim: Simulation) -> str | None:
     ``compiled_loop``'s rule)."""
     if sim.core != "compiled" or not hasattr(core._EXTENSION, "EventRun"):
         return "the simulation runs on the Python core"
-    if sim.ready_order != "fifo":
-        return "ready order 'rank'"
     if sim._futures is not None and sim.stream is not None:
         return "a streamed fork on sampled futures (its jobs to come are not realised)"
     if sim._kv is not None or sim._tool_cache is not None or sim._rides is not None:
@@ -121,7 +123,7 @@ def run_compiled(sim: Simulation, scheduler: Scheduler) -> bool:
     if unsupported(sim, scheduler) is not None:
         return False
     policy = compiled_policy(scheduler)
-    run = _bind(sim)
+    run = _bind(sim, book=sim.ready_order == "rank")
     lengths = _output_lengths(scheduler) if policy in RANKED_AT_TAIL else None
     run.run(POLICIES.index(policy), lengths)
     _write_back(sim, run)
@@ -137,6 +139,8 @@ def trials_unsupported(sim: Simulation, base: Scheduler) -> str | None:
     (None: they can)."""
     if sim._current is None or sim._current_decision is None:
         return "no open decision"
+    if sim.ready_order != "fifo":
+        return "ready order 'rank' (its choice reads the Python task book)"
     return _uncovered(sim, base)
 
 
@@ -190,15 +194,24 @@ def _output_lengths(scheduler: Scheduler) -> Callable[[Job], list[int]]:
     return of
 
 
-def _bind(
-    sim: Simulation,
-    *,
-    resident: bool = True,
-    job_source: Callable[[int], Job] | None = None,
-) -> Any:
+def _bind(sim: Simulation, *, resident: bool = True, book: bool = False) -> Any:
     """The C++ run over ``sim``'s tables, books and jobs (``resident``: with the engines
-    live now, a fresh run's pinned ones; False: none, for ``adopt`` to take over;
-    ``job_source``: job ``ji`` at its arrival, where not ``_job_source``'s)."""
+    live now, a fresh run's pinned ones; False: none, for ``adopt`` to take over).
+
+    ``book``: the run keeps ``sim``'s Python task book current as it goes (jobs entering
+    and leaving it, finished flags, HEFT ranks), for what reads it during the run: a
+    Python policy's task requests (``compiled_loop``) and the ``rank`` ready order, whose
+    choice among several ready tasks is asked of it (``RunLedger.pop_pending``)."""
+    run = _event_run(sim, resident, _admitted(sim) if book and sim.stream is not None else None)
+    if book:
+        run.on_finished(_finished_flags(sim))
+        if sim.ready_order == "rank":
+            rank = sim.tasks.rank
+            run.choose_ready(lambda waiting: max(waiting, key=lambda g: (rank(g), -g)))
+    return run
+
+
+def _event_run(sim: Simulation, resident: bool, job_source: Callable[[int], Job] | None) -> Any:
     t = sim.tables
     ext: Any = core._EXTENSION
     classes = [
@@ -249,6 +262,54 @@ def _bind(
         builtins.sum,
         MODEL_INDEX,
     )
+
+
+def _admitted(sim: Simulation) -> Callable[[int], Job]:
+    """A streamed run's job ``ji`` at its arrival, realised and checked
+    (``compiled_run._job_source``) and given its ids in the Python task book, which its
+    requests read (``RunLedger._admit_job``: the tasks, their servers)."""
+    stream, tables, tasks, in_flight, servers = (
+        sim.stream,
+        sim.tables,
+        sim.tasks,
+        sim._in_flight,
+        sim.server,
+    )
+    assert stream is not None and isinstance(servers, dict)
+
+    def admit(ji: int) -> Job:
+        job = stream.job(ji)
+        check_feasible(tables, [job])
+        in_flight[ji] = job
+        servers.update(dict.fromkeys(tasks.admit(ji, job), -1))
+        return job
+
+    return admit
+
+
+def _finished_flags(sim: Simulation) -> Callable[[int, int, bool], None]:
+    """What a task finished in C++ changes of the Python task book its requests read: the
+    task's flag and its workflow's ranks; a streamed run's finished job leaves the book
+    (``RunLedger._retire_job``). (A closure over the book, not the loop: the C++ run holds
+    it, and a loop it held would be a cycle no collector sees.)"""
+    tasks, in_flight, servers = sim.tasks, sim._in_flight, sim.server
+    offset, done, ranks = tasks.offset, tasks.done, tasks.ranks
+    streamed = sim.stream is not None
+
+    def finished(ji: int, i: int, last: bool) -> None:
+        done[offset[ji] + i] = True
+        ranks.task_finished(ji, i)
+        if last:
+            ranks.workflow_finished(ji)
+            if streamed:
+                off, n = offset[ji], len(in_flight[ji].workflow.tasks)
+                ids = range(off, off + n)
+                tasks.retire(ids, n, ji)
+                for x in ids:
+                    del servers[x]
+                del in_flight[ji]
+
+    return finished
 
 
 def _job_source(sim: Simulation) -> Callable[[int], Job]:

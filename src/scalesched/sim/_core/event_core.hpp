@@ -325,9 +325,7 @@ class EventCore {
         while (true) {
             if (!pending_.empty() && (heap_.empty() || heap_.front().time > now_)) {
                 if (now_ >= end) return -1;
-                const std::int64_t gid = pending_.front();
-                pending_.pop_front();
-                return gid;
+                return pop_ready();
             }
             if (heap_.empty()) return -1;
             std::pop_heap(heap_.begin(), heap_.end(), EventAfter{});
@@ -344,12 +342,32 @@ class EventCore {
         }
     }
 
+    // RunLedger.pop_pending: the oldest ready task, or with ``choose_ready`` set (the
+    // ``rank`` ready order) the one it picks among several, by HEFT's rank over the Python
+    // task book.
+    std::int64_t pop_ready() {
+        if (choose_ready_.is_none() || pending_.size() == 1) {
+            const std::int64_t gid = pending_.front();
+            pending_.pop_front();
+            return gid;
+        }
+        nb::list waiting;
+        for (std::int64_t g : pending_) waiting.append(g);
+        const std::int64_t gid = nb::cast<std::int64_t>(choose_ready_(waiting));
+        const auto at = std::find(pending_.begin(), pending_.end(), gid);
+        if (at == pending_.end()) throw std::logic_error("compiled run: chose a task not ready");
+        pending_.erase(at);
+        return gid;
+    }
+
+    void choose_ready(nb::object callback) { choose_ready_ = std::move(callback); }
+
     // -- a Python policy answering (sim.compiled_loop) ---------------------------------------
     // The rest of the ready queue, taken off it: the other decisions of this instant
     // (Simulation.next_decisions).
     std::vector<std::int64_t> take_ready() {
-        std::vector<std::int64_t> out(pending_.begin(), pending_.end());
-        pending_.clear();
+        std::vector<std::int64_t> out;
+        while (!pending_.empty()) out.push_back(pop_ready());
         return out;
     }
 
@@ -1305,6 +1323,7 @@ class EventCore {
     nb::object tokens_of_;
     nb::object task_of_ = nb::none();  // a redrawn task by id (adopt), or None
     nb::object on_finished_ = nb::none();
+    nb::object choose_ready_ = nb::none();
     bool placed_log_ = false;  // run_until: keep each placement in placed_
     std::vector<std::pair<std::int64_t, std::int64_t>> placed_;
     std::int64_t ticks_ = 0;  // events run, for the signal check

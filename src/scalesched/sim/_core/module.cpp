@@ -496,6 +496,9 @@ NB_MODULE(_simcore, m) {
         .def("on_finished", [](EventRun& r, nb::object callback) {
             r.core().on_finished(std::move(callback));
         })
+        .def("choose_ready", [](EventRun& r, nb::object callback) {
+            r.core().choose_ready(std::move(callback));
+        })
         .def("clock", [](EventRun& r) {
             EventCore& c = r.core();
             return nb::make_tuple(c.now(), c.in_system_area(), c.events(), c.decisions());
