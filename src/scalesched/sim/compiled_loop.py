@@ -48,6 +48,7 @@ from scalesched.sim.compiled_run import (
     compiled_policy,
     uncovered_state,
 )
+from scalesched.sim.core import request_builder
 
 if TYPE_CHECKING:
     from scalesched.decision.actions import Action
@@ -79,6 +80,11 @@ class CompiledLoop:
         self._run = _bind(sim, book=True)
         self._batch: list[tuple[int, Decision]] = []
         self._finished_run = False
+        # What each decision reads, looked up once (a decision costs ~100 us in all).
+        self._request = request_builder().request
+        self._make_decision, self._tables = sim._make_decision, sim.tables
+        self._tasks, self._of, self._servers = sim.tasks, sim.tasks.of, sim.server
+        self._attained, self._n = sim.attained, sim.tables.n
 
     @property
     def now(self) -> float:
@@ -89,8 +95,10 @@ class CompiledLoop:
         return self.sim.in_system_area
 
     def _decision(self, gid: int) -> Decision:
+        """``Simulation.next_decision``'s decision on task ``gid``, now."""
         sim = self.sim
-        decision = sim._make_decision(sim.tables, sim, sim.request(gid, sim.now))
+        request = self._request(self._tasks, gid, self._servers, sim.now, self._attained)
+        decision = self._make_decision(self._tables, sim, request)
         decision.can_defer = True  # as the Python engine says (nothing is deferred here)
         return decision
 
@@ -123,17 +131,21 @@ class CompiledLoop:
     def next_decisions(self) -> list[Decision]:
         """Every task waiting at the next decision instant, each decision built on the same
         state (``Simulation.next_decisions``)."""
-        first = self.next_decision()
-        if first is None:
+        run, sim = self._run, self.sim
+        gids = run.next_instant(math.inf)
+        sim.now, sim.in_system_area, sim.events, sim.decisions = run.clock()
+        if not gids:
+            self.finish()
             return []
-        self._batch += [(gid, self._decision(gid)) for gid in self._run.take_ready()]
+        self._batch = [(gid, self._decision(gid)) for gid in gids]
         return [d for _, d in self._batch]
 
     def apply(self, answer: int | Action) -> None:
         """Place the last decision's task where ``answer`` says."""
-        if len(self._batch) != 1:
+        batch, self._batch = self._batch, []
+        if len(batch) != 1:
             raise SchedulingError("apply() called without a pending decision")
-        self.apply_batch([answer])
+        self._place(*batch[0], answer)
 
     def apply_batch(self, answers: Sequence[int | Action]) -> None:
         """One answer per decision of the last ``next_decisions``, in order."""
@@ -148,7 +160,9 @@ class CompiledLoop:
         the Python book's server and router memory kept (``RunLedger.book``), the rest in
         C++."""
         priority = math.nan
-        if isinstance(answer, int | np.integer):
+        if type(answer) is int:
+            server = answer
+        elif isinstance(answer, np.integer):
             server = int(answer)
         elif type(answer) is Place and not answer.loads:
             server = answer.server
@@ -159,11 +173,9 @@ class CompiledLoop:
                 f"the compiled loop carries out placements only, got {answer!r} (a scheduler "
                 "that may answer otherwise must not declare places_only)"
             )
-        sim = self.sim
-        if not (0 <= server < sim.tables.n) or not decision.mask[server]:
+        if not (0 <= server < self._n) or not decision.mask[server]:
             raise SchedulingError(
-                f"server {server} cannot run task {sim.tasks.task(gid).id} "
-                "(masked, dead or out of range)"
+                f"server {server} cannot run task {self._of[gid].id} (masked, dead or out of range)"
             )
         self._book(gid, server)
         self._run.apply(gid, server, float(decision.exec_s[server]), priority)
@@ -171,11 +183,10 @@ class CompiledLoop:
     def _book(self, gid: int, server: int) -> None:
         """What ``RunLedger.book`` keeps in Python that a later request reads: the task's
         server (its children's inputs) and the router's memory (the cache features)."""
-        sim = self.sim
-        sim.server[gid] = server
-        task = sim.tasks.of[gid]
+        self._servers[gid] = server
+        task = self._of[gid]
         if task.prefix_id is not None and task.kind == "llm":
-            sim._route(gid, server, MODEL_INDEX[task.model or ""], task)
+            self.sim._route(gid, server, MODEL_INDEX[task.model or ""], task)
 
     def finish(self) -> None:
         """Write the run back into the simulation (once, at its end)."""

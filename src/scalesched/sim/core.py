@@ -356,7 +356,7 @@ _REQUESTS: list[RequestBuilder] = []
 """The one request builder (it holds only ``TaskRequest``'s class and the model index)."""
 
 
-def _request_builder() -> RequestBuilder:
+def request_builder() -> RequestBuilder:
     if not _REQUESTS:
         assert _EXTENSION is not None
         fields = dataclasses.fields(TaskRequest)
@@ -374,4 +374,4 @@ def task_request_compiled(
 ) -> TaskRequest:
     """``RunTasks.request`` on the compiled core: an equal ``TaskRequest`` whose fields are
     the same objects (``sim/_core/requests.hpp``)."""
-    return _request_builder().request(tasks, gid, servers, now, attained)
+    return request_builder().request(tasks, gid, servers, now, attained)

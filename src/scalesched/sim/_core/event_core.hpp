@@ -363,10 +363,13 @@ class EventCore {
     void choose_ready(nb::object callback) { choose_ready_ = std::move(callback); }
 
     // -- a Python policy answering (sim.compiled_loop) ---------------------------------------
-    // The rest of the ready queue, taken off it: the other decisions of this instant
-    // (Simulation.next_decisions).
-    std::vector<std::int64_t> take_ready() {
+    // Every task waiting at the next decision instant, taken off the ready queue in the
+    // order they are decided (Simulation.next_decisions); empty as next_ready's -1.
+    std::vector<std::int64_t> next_instant(double end) {
         std::vector<std::int64_t> out;
+        const std::int64_t first = next_ready(end);
+        if (first < 0) return out;
+        out.push_back(first);
         while (!pending_.empty()) out.push_back(pop_ready());
         return out;
     }

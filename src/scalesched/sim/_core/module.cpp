@@ -490,7 +490,7 @@ NB_MODULE(_simcore, m) {
                  return r.core().run_until(policy, tokens_of ? *tokens_of : nb::none(), end);
              })
         .def("next_ready", [](EventRun& r, double end) { return r.core().next_ready(end); })
-        .def("take_ready", [](EventRun& r) { return r.core().take_ready(); })
+        .def("next_instant", [](EventRun& r, double end) { return r.core().next_instant(end); })
         .def("apply", [](EventRun& r, std::int64_t gid, std::int64_t server, double est,
                          double priority) { r.core().apply(gid, server, est, priority); })
         .def("on_finished", [](EventRun& r, nb::object callback) {
