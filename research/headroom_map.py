@@ -9,6 +9,8 @@ the best heuristic and, where asked, the oracles' gain over it, each from one
         --seeds 5,6,7 --cells agentic-mix:hetero-16:0.9,coordinator:skewed:0.7:azure-code
     python research/headroom_map.py --out results/oracle-plan.jsonl --plan oracle --seeds 5,6,7 \
         --jobs 16 [--todo]
+    python research/headroom_map.py --out results/oracle-plan.jsonl --plan oracle --seeds 5,6,7 \
+        --ray-address HEAD:6379
 
 Every run is in the world ``--residency`` names (``planned``, the default: a deployment
 planned for the offered rate; or ``dynamic``) and as long as ``--workflows`` says (``auto``,
@@ -19,11 +21,13 @@ failed is run again. ``--cells`` runs the named cells in the order given
 (``WORKLOAD:CLUSTER:LOAD[:ARRIVALS[:CACHES]]``, arrivals ``poisson`` and caches ``none`` by
 default); without it, every cell of ``WORKLOADS`` x the clusters x ``LOADS``. The oracles
 (``--oracles``: ``rollout_oracle``, the clairvoyant rollout over each run's best heuristic;
-``rollout``, the same on sampled futures) cost about 1 s of CPU per workflow each, so they
-are run on chosen cells only. ``--plan oracle`` is the oracle map to fill (``ORACLE_PLAN``:
-40 cells, each with the oracle and, with models loaded on demand, the run length it needs;
-on deployments ``--workflows``); ``--todo`` lists what is left of
-a plan or a ``--cells`` list in the output file and stops.
+``rollout``, the same on sampled futures) cost about 0.2 s of CPU per workflow each on the
+compiled core, so they are run on chosen cells only. ``--plan oracle`` is the oracle map to
+fill (``ORACLE_PLAN``: 40 cells, each with the oracle and, with models loaded on demand,
+the run length it needs; on deployments ``--workflows``); ``--todo`` lists what is left of
+a plan or a ``--cells`` list in the output file and stops. ``--ray-address ADDR`` (or
+``--ray-local``) runs each job as a one-CPU Ray task on that cluster instead of ``--jobs``
+local processes, as ``scalesched eval`` does (every worker needs scalesched installed).
 ``--summarise`` prints, per cell over its seeds, the best heuristic's gap to the bound with
 a 95% CI (``(cf)``: against the contention-free bound, where the capacity-aware one was not
 solved in its time limit or is infeasible), the learned policy's seed-paired ratio to the
@@ -38,6 +42,8 @@ import itertools
 import json
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import NamedTuple
@@ -346,7 +352,11 @@ def main() -> None:
     ap.add_argument("--plan", choices=["oracle"], help="run a named plan (ORACLE_PLAN)")
     ap.add_argument("--todo", action="store_true", help="list the jobs left, run nothing")
     ap.add_argument("--extra-policies", default="", help="more policies, e.g. plas")
-    ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--jobs", type=int, default=1, help="local runs at a time")
+    ap.add_argument(
+        "--ray-address", default=None, help="run each job as a task on this Ray cluster"
+    )
+    ap.add_argument("--ray-local", action="store_true", help="...or on a local Ray")
     ap.add_argument("--summarise", action="store_true")
     args = ap.parse_args()
     if args.summarise:
@@ -369,27 +379,61 @@ def main() -> None:
 
 
 def run_jobs(todo: list[Job], args: argparse.Namespace) -> None:
-    """Run the jobs ``--jobs`` at a time, each line appended as soon as its run ends (so
-    an interrupted plan loses only the runs in flight)."""
-    where = clusters(args.out.parent)
+    """Run the jobs ``--jobs`` at a time, or as Ray tasks (``--ray-address``,
+    ``--ray-local``), each line appended as soon as its run ends (so an interrupted plan
+    loses only the runs in flight)."""
     extra = split_policy_list(args.extra_policies)
-    with ThreadPoolExecutor(args.jobs) as pool, args.out.open("a") as out:
-        running = [
-            pool.submit(
-                run_cell,
-                job,
-                where.get(job.cell.cluster, job.cell.cluster),
-                extra,
-                args.max_workflows,
-            )
-            for job in todo
-        ]
-        for finished in as_completed(running):
-            row = finished.result()
+    with args.out.open("a") as out:
+        if args.ray_address or args.ray_local:
+            rows = rows_from_ray(todo, extra, args.max_workflows, args.ray_address)
+        else:
+            rows = rows_from_pool(todo, extra, args.max_workflows, args.jobs, args.out.parent)
+        for row in rows:
             out.write(json.dumps(row) + "\n")
             out.flush()
             status = f"error: {row['error']}" if "error" in row else "ok"
             print(*cell_of(row), row["seed"], status, flush=True)
+
+
+def rows_from_pool(
+    todo: list[Job], extra: tuple[str, ...], max_workflows: int, jobs: int, folder: Path
+) -> Iterator[dict]:
+    """The jobs' result lines as they finish, ``jobs`` local processes at a time."""
+    where = clusters(folder)
+    with ThreadPoolExecutor(jobs) as pool:
+        running = [
+            pool.submit(
+                run_cell, job, where.get(job.cell.cluster, job.cell.cluster), extra, max_workflows
+            )
+            for job in todo
+        ]
+        for finished in as_completed(running):
+            yield finished.result()
+
+
+def run_cell_anywhere(job: Job, extra: tuple[str, ...], max_workflows: int) -> dict:
+    """``run_cell`` on a machine of its own (a Ray worker): the skewed mix written there."""
+    with tempfile.TemporaryDirectory(prefix="headroom-map-") as folder:
+        where = clusters(Path(folder))
+        return run_cell(job, where.get(job.cell.cluster, job.cell.cluster), extra, max_workflows)
+
+
+def rows_from_ray(
+    todo: list[Job], extra: tuple[str, ...], max_workflows: int, address: str | None
+) -> Iterator[dict]:
+    """The jobs' result lines as they finish, each job a Ray task of one CPU on the cluster
+    at ``address`` (None: a local Ray); each worker needs scalesched installed."""
+    import ray
+
+    from scalesched.runtime.scaleout import ray_connection
+
+    with ray_connection(address):
+        remote = ray.remote(num_cpus=1, max_retries=1)(run_cell_anywhere)
+        pending = [remote.remote(job, extra, max_workflows) for job in todo]
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            for ref in ready:
+                yield ray.get(ref)
 
 
 if __name__ == "__main__":
