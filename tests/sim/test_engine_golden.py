@@ -143,11 +143,12 @@ def test_engine_matches_golden(name: str, core: str, monkeypatch: pytest.MonkeyP
     got = run_case(CASES[name])
     if core == "compiled":
         assert got["metrics"]["decisions"] > 0
-        # eft, least_loaded and kv_aware without caches run whole in C++; the rest
-        # builds every decision on the compiled core
+        # eft (heft_online: in rank order), least_loaded and kv_aware without caches run
+        # whole in C++; the rest builds every decision on the compiled core
         case = CASES[name]
         plain = not case.get("kv") and not case.get("tool_cache")
-        assert whole == [case["policy"] in ("eft", "least_loaded", "kv_aware") and plain]
+        twins = ("eft", "least_loaded", "kv_aware", "heft_online")
+        assert whole == [case["policy"] in twins and plain]
         assert whole[0] or built[0] >= got["metrics"]["decisions"]
     assert got["trace_rows"] == golden["trace_rows"]
     assert got["trace"] == golden["trace"], "a trace row changed"

@@ -149,7 +149,10 @@ inline void llm_decision(const StaticTables& t, const ModelColumns& c, const Llm
         const double batch1 = batch + 1.0;
         const std::int64_t running = static_cast<std::int64_t>(np_min(batch1, slots_d));
         const std::int64_t others = running - 1;
-        const double ctx = v.ctx[i] / np_max(batch, 1.0) * static_cast<double>(others) + context_d;
+        // x / max(batch, 1) is x itself (bit for bit, NaN and inf included) where batch <= 1:
+        // the division, the slowest operation here, only where it can change x.
+        const double per_request = batch <= 1.0 ? v.ctx[i] : v.ctx[i] / np_max(batch, 1.0);
+        const double ctx = per_request * static_cast<double>(others) + context_d;
         const double attn = t.decode_attn[k];
         const std::int64_t row = c.base[i] + running;
         if (row < -t.flat_size || row >= t.flat_size)
@@ -160,7 +163,10 @@ inline void llm_decision(const StaticTables& t, const ModelColumns& c, const Llm
         const std::int64_t joins = others * (batch < slots_d ? 1 : 0);
         o.imposed[i] = static_cast<double>(joins) * increase * half;
         const double exec = prefill[k] + out_d * step;
-        double wait = np_max(batch1 - slots_d, 0.0) / slots_d * exec;
+        // max(batch + 1 - slots, 0) / slots: +0.0 exactly where the engine has a free slot
+        // (slots >= 1), so the division only where a request would queue.
+        const double queued = np_max(batch1 - slots_d, 0.0);
+        double wait = (queued == 0.0 ? 0.0 : queued / slots_d) * exec;
         const std::int8_t state = v.state[i];
         double load;
         if (state == 0) {
