@@ -399,9 +399,12 @@ def _write_back(sim: Simulation, run: Any) -> None:
             log[-1] = (when, held)
         else:
             log.append((when, held))
-    if sim.stream is not None:
-        sim.job_end[:] = run.job_end()
-        sim._queue_delays = array("d", run.queue_delays())
+    if sim.stream is not None:  # a long run: straight into arrays (sim.job_end is one)
+        run.job_end_into(sim.job_end)
+        delays = array("d", [0.0]) * run.n_queue_delays()
+        if delays:
+            run.queue_delays_into(np.frombuffer(delays, dtype=np.float64))
+        sim._queue_delays = delays
         sim.n_tasks = sim.tasks.n_tasks = counters["n_tasks"]
         return
     sim.job_end[:] = run.job_end()

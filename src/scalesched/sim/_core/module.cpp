@@ -327,6 +327,12 @@ using S2w = Arr<std::int8_t, nb::ndim<2>, nb::c_contig>;
 using Lin2 = Arr<const double, nb::ndim<2>, nb::c_contig>;
 using Resident = std::vector<std::tuple<std::int64_t, std::int64_t, double>>;
 
+// ``out[:] = values`` (the same length).
+inline void copy_into(const std::vector<double>& values, W1& out) {
+    if (out.shape(0) != values.size()) throw std::invalid_argument("copy_into: a length differs");
+    std::copy(values.begin(), values.end(), out.data());
+}
+
 class EventRun {
   public:
     // classes: per engine class (prefill spec, max_batch, kv capacity); model_classes: the
@@ -475,8 +481,13 @@ NB_MODULE(_simcore, m) {
         })
         .def("held_log", [](EventRun& r) { return r.core().held_log(); })
         .def("job_end", [](EventRun& r) { return r.core().job_end(); })
+        // A long run's per-job and per-task results, copied into arrays the caller made
+        // (a list of a million floats would cost four times their memory on the way).
+        .def("job_end_into", [](EventRun& r, W1 out) { copy_into(r.core().job_end(), out); })
+        .def("n_queue_delays", [](EventRun& r) { return r.core().queue_delays().size(); })
+        .def("queue_delays_into",
+             [](EventRun& r, W1 out) { copy_into(r.core().queue_delays(), out); })
         .def("job_left", [](EventRun& r) { return r.core().job_left(); })
-        .def("queue_delays", [](EventRun& r) { return r.core().queue_delays(); })
         .def("per_id", [](EventRun& r, int field) { return r.core().per_id(field); })
         .def("adopt",
              [](EventRun& r, nb::handle sim, std::int64_t seq, std::int32_t policy,
