@@ -425,9 +425,9 @@ def _per_id_back(sim: Simulation, run: Any) -> None:
         ("priority", 9),
     )
     for name, field in ints:
-        getattr(sim, name)[:] = [int(x) for x in run.per_id(field)]
+        getattr(sim, name)[:] = run.per_id_int(field)
     for name, field in floats:
         getattr(sim, name)[:] = run.per_id(field)
     done = sim.tasks.done
     assert isinstance(done, list)  # up front
-    done[:] = [x == 1.0 for x in run.per_id(8)]
+    done[:] = run.per_id_done()

@@ -483,8 +483,8 @@ class EventCore {
     const std::vector<double>& window_in_system() const { return marks_in_system_; }
     const std::vector<std::pair<double, double>>& held_log() const { return held_log_; }
 
-    // Per id, in id order, of a run kept up front (field: 0 server, 1 ready, 2 landed,
-    // 3 started, 4 ended, 5 loaded, 6 est, 7 missing, 8 done, 9 priority).
+    // Per id, in id order, of a run kept up front (field: 1 ready, 2 landed, 3 started,
+    // 4 ended, 5 loaded, 6 est, 9 priority).
     std::vector<double> per_id(int field) const {
         std::vector<double> out;
         out.reserve(static_cast<std::size_t>(n_tasks_));
@@ -492,18 +492,36 @@ class EventCore {
             if (!job) continue;
             for (const Task& k : job->tasks) {
                 switch (field) {
-                    case 0: out.push_back(static_cast<double>(k.server)); break;
                     case 1: out.push_back(k.ready); break;
                     case 2: out.push_back(k.landed); break;
                     case 3: out.push_back(k.started); break;
                     case 4: out.push_back(k.ended); break;
                     case 5: out.push_back(k.loaded); break;
                     case 6: out.push_back(k.est); break;
-                    case 7: out.push_back(static_cast<double>(k.missing)); break;
                     case 9: out.push_back(k.priority); break;
-                    default: out.push_back(k.done ? 1.0 : 0.0); break;
+                    default: throw std::invalid_argument("per_id: not a float field");
                 }
             }
+        }
+        return out;
+    }
+    // The integer and flag books the same way (server 0, missing 7; done), as Python
+    // ints and bools with no float in between.
+    std::vector<std::int64_t> per_id_int(int field) const {
+        std::vector<std::int64_t> out;
+        out.reserve(static_cast<std::size_t>(n_tasks_));
+        for (const auto& job : jobs_) {
+            if (!job) continue;
+            for (const Task& k : job->tasks) out.push_back(field == 0 ? k.server : k.missing);
+        }
+        return out;
+    }
+    std::vector<bool> per_id_done() const {
+        std::vector<bool> out;
+        out.reserve(static_cast<std::size_t>(n_tasks_));
+        for (const auto& job : jobs_) {
+            if (!job) continue;
+            for (const Task& k : job->tasks) out.push_back(k.done);
         }
         return out;
     }

@@ -489,6 +489,8 @@ NB_MODULE(_simcore, m) {
              [](EventRun& r, W1 out) { copy_into(r.core().queue_delays(), out); })
         .def("job_left", [](EventRun& r) { return r.core().job_left(); })
         .def("per_id", [](EventRun& r, int field) { return r.core().per_id(field); })
+        .def("per_id_int", [](EventRun& r, int field) { return r.core().per_id_int(field); })
+        .def("per_id_done", [](EventRun& r) { return r.core().per_id_done(); })
         .def("adopt",
              [](EventRun& r, nb::handle sim, std::int64_t seq, std::int32_t policy,
                 std::optional<nb::object> tokens_of, std::optional<nb::object> task_of) {
