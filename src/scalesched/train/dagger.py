@@ -53,7 +53,7 @@ from torch import nn
 
 from scalesched.decision.actions import Action, Place, as_action, workflow_order
 from scalesched.decision.features import Decision
-from scalesched.decision.scheduler import BaseScheduler, Scheduler
+from scalesched.decision.scheduler import BaseScheduler, Scheduler, places_only
 from scalesched.errors import InputError
 from scalesched.nn import PolicyNetwork, SrrConfig, build_network, srr_losses
 from scalesched.nn.checkpoint import load_checkpoint, save_checkpoint
@@ -347,6 +347,12 @@ class Labeller(BaseScheduler):
     def reset(self, seed: int) -> None:
         self.student.reset(seed)
         self.expert.reset(seed)
+
+    @property
+    def places_only(self) -> bool:
+        """Whether every answer is a placement (``sim.compiled_loop``): the expert's and
+        the student's both are (a rollout expert, which forks the simulation, is not)."""
+        return places_only(self.expert) and places_only(self.student)
 
     def select(self, decision: Decision) -> int | Action:
         answer = self.expert.select(decision)

@@ -84,6 +84,7 @@ class SiblingSpread(BaseScheduler):
     same instant) avoid the servers their siblings went to while a feasible one is left."""
 
     name = "sibling_spread"
+    places_only = True  # sim.compiled_loop: answers with a server only
 
     def __init__(self) -> None:
         self.placed: dict[object, tuple[float, set[int]]] = {}
@@ -114,6 +115,7 @@ class ClairvoyantSplit(BaseScheduler):
     everything else by eft."""
 
     name = "clairvoyant_split"
+    places_only = True  # sim.compiled_loop: answers with a server only
 
     def __init__(self, jobs: Sequence[Job], model: str, reserved: int) -> None:
         if model not in MODEL_INDEX:
@@ -145,6 +147,7 @@ class HintSplit(BaseScheduler):
     ``threshold`` runs on the reserved servers, every other call of the model on the rest."""
 
     name = "hint_split"
+    places_only = True  # sim.compiled_loop: answers with a server only
 
     def __init__(self, model: str, reserved: int, threshold: float) -> None:
         if model not in MODEL_INDEX:
