@@ -78,7 +78,9 @@ class BaseScheduler(ABC):
 
 def places_only(scheduler: Scheduler) -> bool:
     """Whether ``scheduler`` answers every decision with a placement (a server index or a
-    ``Place`` without loads): the class that defines its ``select`` must declare
+    ``Place`` without loads) and reads the run through its decisions only, so that an
+    executor may keep everything else out of Python (``sim.compiled_loop``): the class
+    that defines its ``select`` must declare
     ``places_only`` (a subclass that changes ``select`` without declaring it again may
     answer otherwise), and its value of it (a property may say False for a configuration
     that defers, hedges or loads replicas) must be true."""

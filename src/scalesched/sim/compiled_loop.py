@@ -23,7 +23,9 @@ What it covers: what ``compiled_run`` covers (a fresh simulation on the compiled
 either ready order, up front or streamed: a streamed job enters and leaves the Python task
 book as it arrives and finishes in C++; no caches, hedges, deferrals or replica loads), and
 a scheduler whose class declares ``places_only`` next to its ``select``: it answers with a
-server or a ``Place`` (with or without a priority), never a hedge, a deferral or a load.
+server or a ``Place`` (with or without a priority), never a hedge, a deferral or a load,
+and reads the run only through its decisions (the simulation's event heap, engines and
+books other than the view's arrays are the C++ run's until it ends: no ``fork()``).
 Anything else runs the Python loop (``loop_unsupported`` says why).
 """
 
