@@ -46,7 +46,7 @@ from scalesched.decision.features import ENGINE_ABSENT, Decision, TaskRequest
 from scalesched.decision.scheduler import ReadyOrder, SchedulingError
 from scalesched.kernel.metrics import RunRecord
 from scalesched.kernel.ranks import VisibleRanks, deciders
-from scalesched.kernel.records import TaskRecord, check_feasible, job_bounds
+from scalesched.kernel.records import TaskRecord, check_feasible, job_bounds, task_record
 from scalesched.kernel.requests import task_request
 from scalesched.kernel.routes import RouteMemory
 from scalesched.workload.instance import Job, TaskInstance, WorkflowInstance
@@ -602,20 +602,14 @@ class RunLedger:
         self.task_done[gid] = True
         self.tasks_completed += 1
         if self.record_trace:
-            task = self.tasks.of[gid]
             (self._trace_sink or self.trace.append)(
-                TaskRecord(
-                    workflow=self.jobs[self.tasks.job_of[gid]].workflow_id,
-                    task=task.id,
-                    kind=task.kind,
-                    model=task.model,
-                    server=self.server[x],
-                    ready=self.ready_at[gid],
-                    landed=self.landed_at[x],
-                    start=self.started_at[x],
-                    end=end,
-                    loaded=math.nan if self.loaded_at is None else self.loaded_at[x],
-                    skipped=0.0 if self.skipped_s is None else self.skipped_s[x],
+                task_record(
+                    self.jobs[self.tasks.job_of[gid]],
+                    self.tasks.of[gid],
+                    self.server[x],
+                    (self.ready_at[gid], self.landed_at[x], self.started_at[x], end),
+                    math.nan if self.loaded_at is None else self.loaded_at[x],
+                    0.0 if self.skipped_s is None else self.skipped_s[x],
                 )
             )
         return gid

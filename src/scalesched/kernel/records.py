@@ -47,6 +47,33 @@ class TaskRecord:
     engine's KV cache held, or a repeated tool's run when it took its original's result."""
 
 
+def task_record(
+    job: Job,
+    task: TaskInstance,
+    server: int,
+    times: tuple[float, float, float, float],
+    loaded: float = math.nan,
+    skipped: float = 0.0,
+) -> TaskRecord:
+    """The trace row of ``task`` of ``job`` run on ``server``; ``times``: (ready, landed,
+    start, end). The one construction every engine's trace uses (the ledger's finish, the
+    compiled core's runs)."""
+    ready, landed, start, end = times
+    return TaskRecord(
+        workflow=job.workflow_id,
+        task=task.id,
+        kind=task.kind,
+        model=task.model,
+        server=server,
+        ready=ready,
+        landed=landed,
+        start=start,
+        end=end,
+        loaded=loaded,
+        skipped=skipped,
+    )
+
+
 def check_feasible(tables: ClusterTables, jobs: Sequence[Job]) -> None:
     from scalesched.errors import InputError
 

@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from scalesched.cluster.tables import MODEL_INDEX, MODEL_NAMES
-from scalesched.kernel.records import TaskRecord, check_feasible
+from scalesched.kernel.records import check_feasible, task_record
 from scalesched.sim import core
 
 if TYPE_CHECKING:
@@ -342,22 +342,7 @@ def _trace_row(sim: Simulation) -> Callable[..., None]:
         end: float,
         loaded: float,
     ) -> None:
-        task = job.workflow.tasks[i]
-        put(
-            TaskRecord(
-                workflow=job.workflow_id,
-                task=task.id,
-                kind=task.kind,
-                model=task.model,
-                server=server,
-                ready=ready,
-                landed=landed,
-                start=start,
-                end=end,
-                loaded=loaded,
-                skipped=0.0,
-            )
-        )
+        put(task_record(job, job.workflow.tasks[i], server, (ready, landed, start, end), loaded))
 
     return row
 
