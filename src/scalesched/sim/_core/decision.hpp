@@ -120,10 +120,12 @@ inline void transfer_times(const StaticTables& t, const std::int64_t* parent_ser
 }
 
 // make_decision's LLM branch. prefill: (n_classes,) prefill seconds of the prompt per class;
-// transfer: the (n,) transfer times, read for finish.
+// transfer: the (n,) transfer times, read for finish. ``feasible_only``: the servers that
+// cannot run the model are skipped, their outputs left as they were (a choice made in C++
+// reads them only through the mask; a decision handed to Python needs every server).
 inline void llm_decision(const StaticTables& t, const ModelColumns& c, const LlmState& v,
                          std::int64_t prompt, std::int64_t out_est, const double* prefill,
-                         const double* transfer, const Outputs& o) {
+                         const double* transfer, const Outputs& o, bool feasible_only = false) {
     const std::int64_t need_raw = prompt + out_est;
     const std::int64_t need = need_raw > 1 ? need_raw : 1;
     const std::int64_t context = prompt + (out_est >= 0 ? out_est / 2 : -((-out_est + 1) / 2));
@@ -140,7 +142,9 @@ inline void llm_decision(const StaticTables& t, const ModelColumns& c, const Llm
         const std::int64_t m1 = q < t.max_batch[k] ? q : t.max_batch[k];
         by_class[static_cast<std::size_t>(k)] = m1 > 1 ? m1 : 1;
     }
+    const bool skip = feasible_only && !c.all_feasible;
     for (std::int64_t i = 0; i < t.n; ++i) {
+        if (skip && !c.mask[i]) continue;
         const std::int64_t k = c.kk[i];
         if (k < 0 || k >= t.n_classes) throw std::out_of_range("engine class out of range");
         const std::int64_t slots = by_class[static_cast<std::size_t>(k)];

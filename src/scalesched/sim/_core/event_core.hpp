@@ -775,11 +775,13 @@ class EventCore {
                        {b_.a.engine_ready_at + m, w}, b_.a.free_gpus, b_.a.idle_gpus, b_.a.est_work,
                        b_.a.n_assigned, now_};
             const double* prefill = prefill_by_class(m, k.prompt);
-            llm_decision(t_, c, v, k.prompt, k.out_est, prefill, transfer, o);
+            // Only the servers that can run the model: every choice below reads the others
+            // through the mask, and the estimate booked is the chosen server's.
+            llm_decision(t_, c, v, k.prompt, k.out_est, prefill, transfer, o, true);
             if (ranks_at_tail()) {  // the same decision at its p90 output length
                 double* p = transfer + 7 * n;
                 Outputs q{transfer, p + n, p + 2 * n, p + 3 * n, p + 4 * n, p + 5 * n, p + 6 * n};
-                llm_decision(t_, c, v, k.prompt, k.choice_tokens, prefill, transfer, q);
+                llm_decision(t_, c, v, k.prompt, k.choice_tokens, prefill, transfer, q, true);
                 at = eft_argmin(n, c.mask, 1, q.finish, 1, q.imposed, 1);
             } else if (policy_ == POLICY_LEAST_LOADED) {
                 at = eft_argmin(n, c.mask, 1, b_.a.est_work, 1, zeros_.data(), 1);
