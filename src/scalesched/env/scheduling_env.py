@@ -267,7 +267,7 @@ class SchedulingEnv(gym.Env[Observation, int]):
             kv_policy=cfg.kv_policy,
         )
         self._sim = sim
-        heuristic = self._warmup_heuristic(episode_seed)
+        heuristic = self._warmup_heuristic(episode_seed) if warmup else None
         if loop_unsupported(sim, heuristic) is None:
             self._exec = CompiledLoop(sim)
         else:
@@ -275,7 +275,7 @@ class SchedulingEnv(gym.Env[Observation, int]):
         self._scale = cfg.reward_scale if cfg.reward_scale is not None else 1.0 / cfg.workflows
         self._warmup = warmup
         self._cutoff_s = sim.jobs[warmup + cfg.workflows].arrival if cfg.truncate else math.inf
-        if warmup:
+        if heuristic is not None:
             until_s = sim.jobs[warmup].arrival
             if isinstance(self._exec, CompiledLoop):
                 decision = self._exec.warm_up(heuristic, until_s)

@@ -34,7 +34,7 @@ import math
 from abc import abstractmethod
 from array import array
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import ClassVar, TypeAlias, TypeVar, cast, overload
 
 import numpy as np
@@ -176,6 +176,11 @@ class RunTasks:
 
     def task(self, gid: int) -> TaskInstance:
         return self.of[gid]
+
+    def highest_rank(self, waiting: Iterable[int]) -> int:
+        """The ``rank`` ready order's pick among ``waiting``: the highest HEFT upward rank,
+        ties to the lowest id."""
+        return max(waiting, key=lambda g: (self.rank(g), -g))
 
     def flat_boxes(self) -> list[object]:
         """Containers of plain values and immutable tasks (a fork copies them flat)."""
@@ -454,7 +459,7 @@ class RunLedger:
         pending = self.pending
         if order == "fifo" or len(pending) == 1:
             return pending.popleft()
-        best = max(pending, key=lambda g: (self.tasks.rank(g), -g))
+        best = self.tasks.highest_rank(pending)
         pending.remove(best)
         return best
 

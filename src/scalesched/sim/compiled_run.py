@@ -206,8 +206,7 @@ def _bind(sim: Simulation, *, resident: bool = True, book: bool = False) -> Any:
     if book:
         run.on_finished(_finished_flags(sim))
         if sim.ready_order == "rank":
-            rank = sim.tasks.rank
-            run.choose_ready(lambda waiting: max(waiting, key=lambda g: (rank(g), -g)))
+            run.choose_ready(sim.tasks.highest_rank)
     return run
 
 
@@ -268,18 +267,11 @@ def _admitted(sim: Simulation) -> Callable[[int], Job]:
     """A streamed run's job ``ji`` at its arrival, realised and checked
     (``compiled_run._job_source``) and given its ids in the Python task book, which its
     requests read (``RunLedger._admit_job``: the tasks, their servers)."""
-    stream, tables, tasks, in_flight, servers = (
-        sim.stream,
-        sim.tables,
-        sim.tasks,
-        sim._in_flight,
-        sim.server,
-    )
-    assert stream is not None and isinstance(servers, dict)
+    realise, tasks, in_flight, servers = _job_source(sim), sim.tasks, sim._in_flight, sim.server
+    assert isinstance(servers, dict)
 
     def admit(ji: int) -> Job:
-        job = stream.job(ji)
-        check_feasible(tables, [job])
+        job = realise(ji)
         in_flight[ji] = job
         servers.update(dict.fromkeys(tasks.admit(ji, job), -1))
         return job

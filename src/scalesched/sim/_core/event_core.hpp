@@ -484,44 +484,34 @@ class EventCore {
     const std::vector<std::pair<double, double>>& held_log() const { return held_log_; }
 
     // Per id, in id order, of a run kept up front (field: 1 ready, 2 landed, 3 started,
-    // 4 ended, 5 loaded, 6 est, 9 priority).
+    // 4 ended, 5 loaded, 6 est, 9 priority); the integer books (server 0, missing 7) and
+    // the finished flags the same way, as Python ints and bools with no float in between.
     std::vector<double> per_id(int field) const {
-        std::vector<double> out;
-        out.reserve(static_cast<std::size_t>(n_tasks_));
-        for (const auto& job : jobs_) {
-            if (!job) continue;
-            for (const Task& k : job->tasks) {
-                switch (field) {
-                    case 1: out.push_back(k.ready); break;
-                    case 2: out.push_back(k.landed); break;
-                    case 3: out.push_back(k.started); break;
-                    case 4: out.push_back(k.ended); break;
-                    case 5: out.push_back(k.loaded); break;
-                    case 6: out.push_back(k.est); break;
-                    case 9: out.push_back(k.priority); break;
-                    default: throw std::invalid_argument("per_id: not a float field");
-                }
-            }
+        switch (field) {
+            case 1: return per_task<double>([](const Task& k) { return k.ready; });
+            case 2: return per_task<double>([](const Task& k) { return k.landed; });
+            case 3: return per_task<double>([](const Task& k) { return k.started; });
+            case 4: return per_task<double>([](const Task& k) { return k.ended; });
+            case 5: return per_task<double>([](const Task& k) { return k.loaded; });
+            case 6: return per_task<double>([](const Task& k) { return k.est; });
+            case 9: return per_task<double>([](const Task& k) { return k.priority; });
+            default: throw std::invalid_argument("per_id: not a float field");
         }
-        return out;
     }
-    // The integer and flag books the same way (server 0, missing 7; done), as Python
-    // ints and bools with no float in between.
     std::vector<std::int64_t> per_id_int(int field) const {
-        std::vector<std::int64_t> out;
-        out.reserve(static_cast<std::size_t>(n_tasks_));
-        for (const auto& job : jobs_) {
-            if (!job) continue;
-            for (const Task& k : job->tasks) out.push_back(field == 0 ? k.server : k.missing);
-        }
-        return out;
+        if (field == 0) return per_task<std::int64_t>([](const Task& k) { return k.server; });
+        return per_task<std::int64_t>([](const Task& k) { return k.missing; });
     }
     std::vector<bool> per_id_done() const {
-        std::vector<bool> out;
+        return per_task<bool>([](const Task& k) { return k.done; });
+    }
+    template <class T, class Get>
+    std::vector<T> per_task(Get get) const {
+        std::vector<T> out;
         out.reserve(static_cast<std::size_t>(n_tasks_));
         for (const auto& job : jobs_) {
             if (!job) continue;
-            for (const Task& k : job->tasks) out.push_back(k.done);
+            for (const Task& k : job->tasks) out.push_back(get(k));
         }
         return out;
     }
