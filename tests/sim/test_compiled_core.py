@@ -16,6 +16,7 @@ compiler); the selection and fallback tests run everywhere.
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from typing import Any
 
@@ -204,6 +205,37 @@ SCENARIOS = st.fixed_dictionaries(
 
 
 @needs_extension
+@needs_extension
+def test_tool_waits_and_transfers_at_the_edges() -> None:
+    """The decision build's shortcuts (a free core waits +0.0 without dividing; the NIC and
+    core-speed kinds) against numpy where they must not apply: backlogs that are NaN,
+    infinite, negative or zero, in-flight counts at, below and above the cores, and tasks
+    with several parents (on one server twice, on others, with zero and NaN bytes)."""
+    spec = get_cluster("hetero-16")
+    tables = ClusterTables(spec)
+    jobs = build_jobs(tables, Scenario(workflows=30, rate=2.0, seed=3))
+    sim = Simulation(spec, jobs, tables=tables, core="python")
+    requests: list[Any] = []
+    drive(sim, Watched(get_policy("eft"), lambda d, _: requests.append(d.task)))
+    rng = np.random.default_rng(1)
+    n = tables.n
+    cores = np.asarray(tables.cores)
+    for _ in range(60):
+        sim.tools_in_flight[:] = np.maximum(cores - 1 + rng.integers(-2, 3, size=n), 0)
+        sim.cpu_backlog[:] = rng.choice([0.0, -0.0, 3.5, -2.0, np.inf, np.nan, 1e308], size=n)
+        parents = tuple(int(x) for x in rng.integers(0, n, size=int(rng.integers(1, 5))))
+        nbytes = tuple(
+            float(x) for x in rng.choice([0.0, 1e6, 3e9, np.nan, -1.0], size=len(parents))
+        )
+        for task in requests[:: max(1, len(requests) // 10)]:
+            task = dataclasses.replace(
+                task, parent_servers=parents + parents[:1], parent_bytes=nbytes + nbytes[:1]
+            )
+            with np.errstate(invalid="ignore", divide="ignore"):
+                expected = make_decision(tables, sim, task)
+            assert_same_decision(expected, core.make_decision_compiled(tables, sim, task))
+
+
 @settings(
     max_examples=25,
     deadline=None,

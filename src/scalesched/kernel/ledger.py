@@ -35,6 +35,7 @@ from abc import abstractmethod
 from array import array
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
+from operator import attrgetter
 from typing import ClassVar, TypeAlias, TypeVar, cast, overload
 
 import numpy as np
@@ -268,7 +269,7 @@ class RunLedger:
             self._arrivals = np.asarray(jobs.arrivals, dtype=float)
         else:
             self.stream = None
-            self.jobs = sorted(jobs, key=lambda j: (j.arrival, j.workflow_id))
+            self.jobs = sorted(jobs, key=attrgetter("arrival", "workflow_id"))
             check_feasible(t, self.jobs)
             self._arrivals = np.array([j.arrival for j in self.jobs], dtype=float)
         self.n_jobs = int(self._arrivals.size)

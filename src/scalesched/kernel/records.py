@@ -75,24 +75,29 @@ def task_record(
 
 
 def check_feasible(tables: ClusterTables, jobs: Sequence[Job]) -> None:
-    from scalesched.errors import InputError
-
+    """An InputError naming the workflow and task of the first LLM call whose model is
+    unknown or that no server of ``tables`` can run. (One set lookup per task: this runs
+    over every task of a run before it starts.)"""
+    runnable = {name for name, m in MODEL_INDEX.items() if bool(tables.feasible_any[m])}
     for job in jobs:
         for task in job.workflow.tasks:
-            if task.kind != "llm":
-                continue
-            m = MODEL_INDEX.get(task.model or "")
-            if m is None:
-                raise InputError(
-                    job.workflow.name, f"tasks[{task.id}].model", f"unknown model {task.model!r}"
-                )
-            if not bool(tables.feasible_any[m]):
-                raise InputError(
-                    tables.spec.name,
-                    "servers",
-                    f"no server can run model {task.model!r} "
-                    f"(needed by task {task.id!r} of {job.workflow.name})",
-                )
+            if task.kind == "llm" and (task.model or "") not in runnable:
+                _refuse(tables, job, task)
+
+
+def _refuse(tables: ClusterTables, job: Job, task: TaskInstance) -> None:
+    from scalesched.errors import InputError
+
+    if MODEL_INDEX.get(task.model or "") is None:
+        raise InputError(
+            job.workflow.name, f"tasks[{task.id}].model", f"unknown model {task.model!r}"
+        )
+    raise InputError(
+        tables.spec.name,
+        "servers",
+        f"no server can run model {task.model!r} "
+        f"(needed by task {task.id!r} of {job.workflow.name})",
+    )
 
 
 def alone_fastest_s(tables: ClusterTables, task: TaskInstance) -> float:

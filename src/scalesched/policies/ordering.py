@@ -21,6 +21,7 @@ separate choices and under bursty arrivals the order is worth more (docs/schedul
 from __future__ import annotations
 
 from abc import abstractmethod
+from typing import Any
 
 import numpy as np
 
@@ -115,6 +116,10 @@ class OrderedTail(BaseScheduler):
     def workflow_lengths(self, wf: WorkflowInstance) -> list[int]:
         """The placement's output lengths (``TailScheduler.workflow_lengths``)."""
         return self._placer.workflow_lengths(wf)  # type: ignore[attr-defined,no-any-return]
+
+    def token_head(self) -> dict[str, Any] | None:
+        """The placement's output-length head (``TailScheduler.token_head``)."""
+        return self._placer.token_head()  # type: ignore[attr-defined,no-any-return]
 
     def scores(self, decision: Decision) -> np.ndarray:
         """The placement's estimate per server (a rollout over an ordering baseline ranks

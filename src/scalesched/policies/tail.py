@@ -124,6 +124,11 @@ class TailScheduler(BaseScheduler):
         workflow by the compiled core's whole runs (``sim.compiled_run``)."""
         return workflow_tokens(self.lengths, wf)
 
+    def token_head(self) -> dict[str, Any] | None:
+        """``workflow_lengths``' function in the form the compiled core computes it itself
+        (``OutputLengths.head_spec``; None: asked of ``workflow_lengths``)."""
+        return self.lengths.head_spec()
+
     def _token_quantiles(self, decision: Decision) -> np.ndarray:
         """(1, Q) predicted output-token quantiles of the decision's (LLM) task."""
         return token_quantiles(self.predictor, decision.task)

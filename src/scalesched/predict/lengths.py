@@ -16,7 +16,12 @@ import numpy as np
 from scalesched.cluster.tables import MODEL_INDEX
 from scalesched.decision.features import TaskRequest
 from scalesched.kernel.requests import task_request
-from scalesched.predict.features import token_baseline, token_inputs
+from scalesched.predict.features import (
+    PATTERN_NAMES,
+    ROLE_NAMES,
+    token_baseline,
+    token_inputs,
+)
 from scalesched.predict.metrics import predicted_mean
 from scalesched.predict.model import QUANTILES, QuantilePredictor, default_predictor
 from scalesched.workload.instance import WorkflowInstance
@@ -70,6 +75,23 @@ class OutputLengths:
             value = predicted_mean(q) if self.level is None else q[:, QUANTILES.index(self.level)]
             tokens = self.memo[key] = max(1, int(round(float(value[0]))))
         return tokens
+
+    def head_spec(self) -> dict[str, Any] | None:
+        """What the compiled core needs to compute ``tokens`` itself (``sim/_core/
+        token_head.hpp``: the tokens head's layers and scalings, the quantile column, the
+        one-hot tables of ``task_inputs``); None at the predicted mean, which stays here."""
+        if self.level is None:
+            return None
+        head = self.predictor.tokens
+        return {
+            "weights": list(head.weights),
+            "biases": list(head.biases),
+            "x_mean": head.x_mean,
+            "x_std": head.x_std,
+            "level": QUANTILES.index(self.level),
+            "roles": {name: i for i, name in enumerate(ROLE_NAMES)},
+            "patterns": {name: i for i, name in enumerate(PATTERN_NAMES)},
+        }
 
 
 def workflow_tokens(lengths: OutputLengths, wf: WorkflowInstance) -> list[int]:

@@ -112,7 +112,7 @@ class CompiledLoop:
         if policy is None or self.sim.decisions:
             sim = self.sim
             return drive(self, scheduler, until=lambda: sim.now >= until_s)
-        lengths = _output_lengths(scheduler) if policy in RANKED_AT_TAIL else None
+        lengths = _output_lengths(self._run, scheduler) if policy in RANKED_AT_TAIL else None
         for gid, server in self._run.run_until(POLICIES.index(policy), lengths, until_s):
             self._book(gid, server)
         return self.next_decision()

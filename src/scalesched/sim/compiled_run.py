@@ -40,11 +40,13 @@ the decision cycle's policies read.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import copy
+import gc
 import itertools
 import math
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -61,8 +63,10 @@ if TYPE_CHECKING:
 POLICIES = ("eft", "tail", "least_loaded", "fcfs_workflow", "plas", "kv_aware")
 """The policies the compiled core answers itself, in the C++ ``Policy`` order. ``tail``
 ranks servers at the output length its scheduler's ``workflow_lengths`` gives each LLM
-call (its predictor stays in Python, asked once per workflow); ``fcfs_workflow`` and
-``plas`` place as ``tail`` and order each engine's queue (``Place.priority``)."""
+call: computed in C++ from the scheduler's ``token_head`` where it gives one (the same
+integers: ``sim/_core/token_head.hpp``), else asked of Python once per workflow;
+``fcfs_workflow`` and ``plas`` place as ``tail`` and order each engine's queue
+(``Place.priority``)."""
 
 RANKED_AT_TAIL = frozenset({"tail", "fcfs_workflow", "plas"})
 """The policies that rank servers at tail's output lengths (asked once per workflow)."""
@@ -124,10 +128,26 @@ def run_compiled(sim: Simulation, scheduler: Scheduler) -> bool:
         return False
     policy = compiled_policy(scheduler)
     run = _bind(sim, book=sim.ready_order == "rank")
-    lengths = _output_lengths(scheduler) if policy in RANKED_AT_TAIL else None
-    run.run(POLICIES.index(policy), lengths)
-    _write_back(sim, run)
+    lengths = _output_lengths(run, scheduler) if policy in RANKED_AT_TAIL else None
+    with gc_paused():
+        run.run(POLICIES.index(policy), lengths)
+        _write_back(sim, run)
     return True
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Python's cyclic collector off while a whole run goes on in C++: the run creates
+    Python objects (trace rows, the write-back's lists) but no cycles, and each collection
+    walks every workflow object of the run (8% of an eft run at N = 256, measured with
+    perf). Left as it was found (off stays off)."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
 
 
 Trial = Callable[[int, float, "float | None"], tuple[float, float, int, float]]
@@ -153,7 +173,7 @@ def adopted(sim: Simulation, base: Scheduler) -> Any:
     policy = compiled_policy(base)
     assert policy is not None
     run = _bind(sim, resident=False)
-    lengths = _output_lengths(base) if policy in RANKED_AT_TAIL else None
+    lengths = _output_lengths(run, base) if policy in RANKED_AT_TAIL else None
     seq = next(copy.copy(sim._seq))  # the next number the run's counter gives
     redrawn = sim._task if sim._futures is not None else None  # a fork's sampled tasks
     run.adopt(sim, seq, POLICIES.index(policy), lengths, redrawn)
@@ -183,15 +203,43 @@ def compiled_trials(sim: Simulation, base: Scheduler) -> Trial | None:
     return trial
 
 
-def _output_lengths(scheduler: Scheduler) -> Callable[[Job], list[int]]:
+def _output_lengths(run: Any, scheduler: Scheduler) -> Callable[[Job], list[int]]:
     """tail's output length for each task of a job (0 for a tool): its scheduler's
-    ``workflow_lengths`` (``policies.tail``)."""
+    ``workflow_lengths`` (``policies.tail``), computed in C++ where the scheduler gives its
+    head (``token_head``): ``run`` then asks Python only for a workflow with a call too
+    close to a rounding boundary to call (``sim/_core/token_head.hpp``)."""
     lengths = scheduler.workflow_lengths  # type: ignore[attr-defined]
+    spec = getattr(scheduler, "token_head", None)
+    spec = spec() if spec is not None else None
+    if spec is not None:
+        run.use_token_head(_token_head(spec))
 
     def of(job: Job) -> list[int]:
         return lengths(job.workflow)  # type: ignore[no-any-return]
 
     return of
+
+
+TOKEN_TOLERANCE = 1e-9
+"""How close (relative) to a rounding boundary the C++ output length may come before
+Python is asked instead: far above the few ulps the two computations differ by."""
+
+
+def _token_head(spec: dict[str, Any]) -> Any:
+    """The C++ ``TokenHead`` of a scheduler's ``token_head()`` spec."""
+    ext: Any = core._EXTENSION
+    return ext.TokenHead(
+        spec["weights"],
+        spec["biases"],
+        spec["x_mean"],
+        spec["x_std"],
+        spec["level"],
+        dict(MODEL_INDEX),
+        spec["roles"],
+        len(MODEL_NAMES),
+        spec["patterns"],
+        TOKEN_TOLERANCE,
+    )
 
 
 def _bind(sim: Simulation, *, resident: bool = True, book: bool = False) -> Any:

@@ -11,6 +11,7 @@
 // step with features.py (tests/sim/test_compiled_core.py checks the arrays byte for byte).
 #pragma once
 
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <stdexcept>
@@ -62,6 +63,10 @@ struct StaticTables {
     const std::int64_t* nic_kind = nullptr;  // (n,) index into nic_kinds
     const double* nic_kinds = nullptr;
     std::int64_t n_nic_kinds = 0;
+    // The same for the core speeds (tool_decision divides once per distinct speed).
+    const std::int64_t* speed_kind = nullptr;  // (n,) index into speed_kinds
+    const double* speed_kinds = nullptr;
+    std::int64_t n_speed_kinds = 0;
 };
 
 // The dynamic per-server state (ClusterStateView) for model m.
@@ -88,34 +93,74 @@ struct Outputs {
 
 // transfer_times: the max over parents (with bytes) of latency + bytes / min(nic, nic[src]),
 // 0 on the parent's own server; zeros without such a parent.
+//
+// With the NIC kinds known, a server's value depends only on its kind unless it is some
+// parent's own server, so the chain of maxima runs once per kind (the same np_max calls
+// in the same parent order, so the same doubles) and once per parent server; every other
+// server copies its kind's value.
 inline void transfer_times(const StaticTables& t, const std::int64_t* parent_servers,
                            const double* parent_bytes, std::int64_t n_parents, double* out) {
-    bool any = false;
-    for (std::int64_t i = 0; i < t.n; ++i) out[i] = 0.0;
+    std::int64_t n_sent = 0;  // parents with bytes, validated
     for (std::int64_t p = 0; p < n_parents; ++p) {
-        const double nbytes = parent_bytes[p];
-        if (nbytes <= 0) continue;
-        const std::int64_t src = parent_servers[p];
-        if (src < -t.n || src >= t.n) throw std::out_of_range("parent server out of range");
-        const std::int64_t s = src < 0 ? src + t.n : src;
-        const double nic_src = t.nic[s];
-        if (t.nic_kind != nullptr) {
-            thread_local std::vector<double> by_kind;
-            by_kind.resize(static_cast<std::size_t>(t.n_nic_kinds));
-            for (std::int64_t k = 0; k < t.n_nic_kinds; ++k)
-                by_kind[static_cast<std::size_t>(k)] =
-                    t.latency_s + nbytes / np_min(t.nic_kinds[k], nic_src);
-            for (std::int64_t i = 0; i < t.n; ++i) {
-                double v = i == s ? 0.0 : by_kind[static_cast<std::size_t>(t.nic_kind[i])];
-                out[i] = any ? np_max(out[i], v) : v;
-            }
-        } else {
+        if (!(parent_bytes[p] <= 0)) {
+            const std::int64_t src = parent_servers[p];
+            if (src < -t.n || src >= t.n) throw std::out_of_range("parent server out of range");
+            ++n_sent;
+        }
+    }
+    if (n_sent == 0) {
+        for (std::int64_t i = 0; i < t.n; ++i) out[i] = 0.0;
+        return;
+    }
+    auto source = [&t](std::int64_t src) { return src < 0 ? src + t.n : src; };
+    if (t.nic_kind == nullptr) {
+        bool any = false;
+        for (std::int64_t p = 0; p < n_parents; ++p) {
+            const double nbytes = parent_bytes[p];
+            if (nbytes <= 0) continue;
+            const std::int64_t s = source(parent_servers[p]);
+            const double nic_src = t.nic[s];
             for (std::int64_t i = 0; i < t.n; ++i) {
                 double v = i == s ? 0.0 : t.latency_s + nbytes / np_min(t.nic[i], nic_src);
                 out[i] = any ? np_max(out[i], v) : v;
             }
+            any = true;
         }
-        any = true;
+        return;
+    }
+    const std::int64_t n_kinds = t.n_nic_kinds;
+    thread_local std::vector<double> by_kind;  // (sending parent, kind): its value there
+    thread_local std::vector<double> chain;    // (kind,): the max over sending parents
+    by_kind.resize(static_cast<std::size_t>(n_sent * n_kinds));
+    chain.resize(static_cast<std::size_t>(n_kinds));
+    std::int64_t q = 0;
+    for (std::int64_t p = 0; p < n_parents; ++p) {
+        const double nbytes = parent_bytes[p];
+        if (nbytes <= 0) continue;
+        const double nic_src = t.nic[source(parent_servers[p])];
+        for (std::int64_t k = 0; k < n_kinds; ++k) {
+            const double v = t.latency_s + nbytes / np_min(t.nic_kinds[k], nic_src);
+            by_kind[static_cast<std::size_t>(q * n_kinds + k)] = v;
+            chain[static_cast<std::size_t>(k)] = q == 0 ? v : np_max(chain[static_cast<std::size_t>(k)], v);
+        }
+        ++q;
+    }
+    for (std::int64_t i = 0; i < t.n; ++i) out[i] = chain[static_cast<std::size_t>(t.nic_kind[i])];
+    for (std::int64_t p = 0; p < n_parents; ++p) {  // each parent's own server, in full
+        if (parent_bytes[p] <= 0) continue;
+        const std::int64_t s = source(parent_servers[p]);
+        const std::size_t kind = static_cast<std::size_t>(t.nic_kind[s]);
+        double value = 0.0;
+        std::int64_t r = 0;
+        for (std::int64_t u = 0; u < n_parents; ++u) {
+            if (parent_bytes[u] <= 0) continue;
+            const double v = source(parent_servers[u]) == s
+                                 ? 0.0
+                                 : by_kind[static_cast<std::size_t>(r * n_kinds) + kind];
+            value = r == 0 ? v : np_max(value, v);
+            ++r;
+        }
+        out[s] = value;
     }
 }
 
@@ -196,14 +241,30 @@ inline void llm_decision(const StaticTables& t, const ModelColumns& c, const Llm
 }
 
 // make_decision's tool branch (load, batch, resident and imposed are the tables' zeros).
+// Two shortcuts, each the same doubles: the execution is divided once per distinct core
+// speed (t.speed_kind, when known), and a server with a free core (ahead == +0.0) waits
+// +0.0 without the divisions wherever they give exactly that (a finite backlog that is
+// not negative, -0.0 included, and cores > 0; anything else goes through the full
+// expression).
 inline void tool_decision(const StaticTables& t, double cpu_work, double ext_latency_est,
                           const double* tools_in_flight, const double* cpu_backlog,
                           const double* transfer, const Outputs& o) {
+    thread_local std::vector<double> by_speed;
+    if (t.speed_kind != nullptr) {
+        by_speed.resize(static_cast<std::size_t>(t.n_speed_kinds));
+        for (std::int64_t k = 0; k < t.n_speed_kinds; ++k)
+            by_speed[static_cast<std::size_t>(k)] = cpu_work / t.speed_kinds[k] + ext_latency_est;
+    }
     for (std::int64_t i = 0; i < t.n; ++i) {
-        const double exec = cpu_work / t.core_speed[i] + ext_latency_est;
+        const double exec = t.speed_kind != nullptr
+                                ? by_speed[static_cast<std::size_t>(t.speed_kind[i])]
+                                : cpu_work / t.core_speed[i] + ext_latency_est;
         const double inflight = tools_in_flight[i];
         const double ahead = np_max(inflight + 1.0 - t.cores[i], 0.0);
-        const double wait = ahead * (cpu_backlog[i] / np_max(inflight, 1.0)) / t.cores[i];
+        const double backlog = cpu_backlog[i];
+        const double wait = (ahead == 0.0 && !std::signbit(backlog) && backlog <= DBL_MAX && t.cores[i] > 0.0)
+                                ? 0.0
+                                : ahead * (backlog / np_max(inflight, 1.0)) / t.cores[i];
         o.exec[i] = exec;
         o.wait[i] = wait;
         o.finish[i] = np_max(transfer[i], wait) + exec;

@@ -33,6 +33,7 @@
 
 #include "decision.hpp"
 #include "task_costs.hpp"
+#include "token_head.hpp"
 
 namespace scalesched {
 
@@ -300,6 +301,13 @@ class EventCore {
         policy_ = POLICY_EFT;
         tokens_of_ = nb::none();
         return std::move(placed_);
+    }
+
+    // tail's output lengths computed here (token_head.hpp), Python asked only where too
+    // close to call; None: every length asked of ``tokens_of``.
+    void use_token_head(nb::object head) {
+        token_head_obj_ = std::move(head);
+        token_head_ = token_head_obj_.is_none() ? nullptr : nb::cast<const TokenHead*>(token_head_obj_);
     }
 
     void use_policy(std::int32_t policy, nb::object tokens_of) {
@@ -586,6 +594,15 @@ class EventCore {
         n_tasks_ += static_cast<std::int64_t>(j.tasks.size());
     }
 
+    // tail's output lengths of a job's tasks, asked of Python (``tokens_of``).
+    void ask_tokens(Job& j, nb::handle pyjob, std::int64_t n) {
+        nb::object tokens = tokens_of_(pyjob);
+        if (static_cast<std::int64_t>(nb::len(tokens)) != n)
+            throw std::invalid_argument("compiled run: one output length per task");
+        for (std::int64_t i = 0; i < n; ++i)
+            j.tasks[static_cast<std::size_t>(i)].choice_tokens = nb::cast<std::int64_t>(tokens[i]);
+    }
+
     // Job ``ji`` (``pyjob``) in the store, its tasks from id ``offset`` on.
     Job& build_job(std::int64_t ji, nb::object pyjob, std::int64_t offset) {
         auto j = std::make_unique<Job>();
@@ -632,13 +649,16 @@ class EventCore {
             k.n_children = static_cast<std::int64_t>(j->children.size()) - k.children_at;
             j->tasks.push_back(k);
         }
-        if (ranks_at_tail()) {
-            nb::object tokens = tokens_of_(pyjob);
-            if (static_cast<std::int64_t>(nb::len(tokens)) != n)
-                throw std::invalid_argument("compiled run: one output length per task");
-            for (std::int64_t i = 0; i < n; ++i)
-                j->tasks[static_cast<std::size_t>(i)].choice_tokens =
-                    nb::cast<std::int64_t>(tokens[i]);
+        if (ranks_at_tail()) {  // in C++ where the head is given, unless too close to call
+            std::optional<std::vector<std::int64_t>> tokens;
+            if (token_head_ != nullptr) tokens = token_head_->workflow_lengths(wf);
+            if (tokens) {
+                for (std::int64_t i = 0; i < n; ++i)
+                    j->tasks[static_cast<std::size_t>(i)].choice_tokens =
+                        (*tokens)[static_cast<std::size_t>(i)];
+            } else {
+                ask_tokens(*j, pyjob, n);
+            }
         }
         if (job_index_.size() < static_cast<std::size_t>(offset + n))
             job_index_.resize(static_cast<std::size_t>(offset + n), -1);
@@ -1334,6 +1354,8 @@ class EventCore {
     std::vector<double> zeros_;             // a tool's imposed delay
     std::int32_t policy_ = POLICY_EFT;
     nb::object tokens_of_;
+    nb::object token_head_obj_ = nb::none();  // tail's lengths in C++ (use_token_head)
+    const TokenHead* token_head_ = nullptr;
     nb::object task_of_ = nb::none();  // a redrawn task by id (adopt), or None
     nb::object on_finished_ = nb::none();
     nb::object choose_ready_ = nb::none();

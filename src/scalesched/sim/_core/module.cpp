@@ -1,8 +1,9 @@
 // Python bindings of the compiled simulation core (nanobind): the decision build
-// (decision.hpp), the per-workflow estimates (task_costs.hpp) and the task requests
-// (requests.hpp). The numpy arrays are read in place, never copied: the static tables are
-// bound once per ClusterTables (DecisionCore), the live state's arrays are found on the view
-// at each call (kept while they are the same objects).
+// (decision.hpp), the per-workflow estimates (task_costs.hpp), the task requests
+// (requests.hpp) and tail's output lengths (token_head.hpp). The numpy arrays are read
+// in place, never copied: the static tables are bound once per ClusterTables
+// (DecisionCore), the live state's arrays are found on the view at each call (kept while
+// they are the same objects).
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
@@ -22,6 +23,7 @@
 #include "event_core.hpp"
 #include "requests.hpp"
 #include "task_costs.hpp"
+#include "token_head.hpp"
 
 namespace nb = nanobind;
 using namespace scalesched;
@@ -88,24 +90,18 @@ class DecisionCore {
                           latency_s,
                           cores.data(),
                           core_speed.data()};
-        // the distinct NIC bandwidths (bit patterns: NaN and -0.0 kept apart), in order seen;
-        // read once here (nothing changes them during a run, unlike the decode tables)
-        for (std::int64_t i = 0; i < n; ++i) {
-            const double bw = nic.data()[i];
-            std::int64_t k = 0;
-            const auto same = [bw](double x) {
-                return std::memcmp(&x, &bw, sizeof(double)) == 0;
-            };
-            while (k < static_cast<std::int64_t>(nic_kinds_.size()) &&
-                   !same(nic_kinds_[static_cast<std::size_t>(k)]))
-                ++k;
-            if (k == static_cast<std::int64_t>(nic_kinds_.size())) nic_kinds_.push_back(bw);
-            nic_kind_.push_back(k);
-        }
-        if (nic_kinds_.size() <= 64) {  // few kinds (server types): divide once per kind
+        // the distinct NIC bandwidths and core speeds (read once here: nothing changes them
+        // during a run, unlike the decode tables); few kinds (server types): the decision
+        // divides once per kind
+        if (distinct_kinds(nic.data(), n, nic_kind_, nic_kinds_)) {
             t_.nic_kind = nic_kind_.data();
             t_.nic_kinds = nic_kinds_.data();
             t_.n_nic_kinds = static_cast<std::int64_t>(nic_kinds_.size());
+        }
+        if (distinct_kinds(core_speed.data(), n, speed_kind_, speed_kinds_)) {
+            t_.speed_kind = speed_kind_.data();
+            t_.speed_kinds = speed_kinds_.data();
+            t_.n_speed_kinds = static_cast<std::int64_t>(speed_kinds_.size());
         }
         for (std::size_t m = 0; m < n_models; ++m) {
             need_len(static_cast<std::int64_t>(masks[m].shape(0)), n, "mask");
@@ -298,8 +294,22 @@ class DecisionCore {
     std::vector<nb::ndarray<>> tp_;
     StaticTables t_{};
     std::vector<ModelColumns> cols_;
-    std::vector<std::int64_t> nic_kind_;
-    std::vector<double> nic_kinds_;
+    std::vector<std::int64_t> nic_kind_, speed_kind_;
+    std::vector<double> nic_kinds_, speed_kinds_;
+
+    // The distinct values of ``values`` (bit patterns: NaN and -0.0 kept apart), in the
+    // order seen, and each one's index; false (kinds unused) beyond 64 of them.
+    static bool distinct_kinds(const double* values, std::int64_t n,
+                               std::vector<std::int64_t>& kind, std::vector<double>& kinds) {
+        for (std::int64_t i = 0; i < n; ++i) {
+            const double x = values[i];
+            std::size_t k = 0;
+            while (k < kinds.size() && std::memcmp(&kinds[k], &x, sizeof(double)) != 0) ++k;
+            if (k == kinds.size()) kinds.push_back(x);
+            kind.push_back(static_cast<std::int64_t>(k));
+        }
+        return kinds.size() <= 64;
+    }
 };
 
 // eft_argmin on a decision's arrays, read in place: -1 when they are not (n,) bool, float64
@@ -440,6 +450,12 @@ NB_MODULE(_simcore, m) {
     nb::class_<RequestBuilder>(m, "RequestBuilder")
         .def(nb::init<nb::handle, nb::list, nb::dict, nb::dict>())
         .def("request", &RequestBuilder::request);
+    nb::class_<TokenHead>(m, "TokenHead")
+        .def(nb::init<const std::vector<TokenHead::Matrix>&, const std::vector<TokenHead::Vector>&,
+                      TokenHead::Vector, TokenHead::Vector, std::int64_t, nb::dict, nb::dict,
+                      std::int64_t, nb::dict, double>())
+        .def("workflow_lengths", &TokenHead::workflow_lengths)
+        .def("workflow_values", &TokenHead::workflow_values);
     nb::class_<EventRun>(m, "EventRun")
         .def(nb::init<nb::object, nb::object,
                       std::vector<std::tuple<PrefillSpec, std::int64_t, std::int64_t>>, Lin2, F1,
@@ -451,6 +467,9 @@ NB_MODULE(_simcore, m) {
                       std::optional<nb::object>, nb::object, nb::object, nb::dict>())
         .def("run", [](EventRun& r, std::int32_t policy, std::optional<nb::object> tokens_of) {
             r.core().run(policy, tokens_of ? *tokens_of : nb::none());
+        })
+        .def("use_token_head", [](EventRun& r, nb::object head) {
+            r.core().use_token_head(std::move(head));
         })
         .def("counters", [](EventRun& r) {
             EventCore& c = r.core();
