@@ -133,6 +133,27 @@ def test_only_tasks_not_started_are_redrawn() -> None:
     assert [again._task(g) for g in reversed(waiting)] == redrawn[::-1]
 
 
+def test_a_shared_fork_has_the_same_future_and_changes_nothing() -> None:
+    """``fork(shared=True)`` (what the compiled core takes over on a sampled future): the
+    same arrival times, heap and drawn truths as a full fork from the same generator,
+    read in any order, and the original left as it was."""
+    sim, _, _ = _mid_run(False)
+    arrivals, heap, jobs = _true_arrivals(sim), list(sim._heap), sim.jobs
+    full = sim.fork(sampler=PredictedFutures(), rng=np.random.default_rng(5))
+    view = sim.fork(sampler=PredictedFutures(), rng=np.random.default_rng(5), shared=True)
+    assert np.array_equal(_true_arrivals(view), _true_arrivals(full))
+    assert view._heap == full._heap and view.tasks.jobs is view.jobs
+    assert view._futures is not None and full._futures is not None
+    ids = range(sim.n_tasks)
+    truths = [view._futures.truths(g) for g in reversed(ids)][::-1]
+    for g, got in zip(ids, truths, strict=True):
+        task = full._task(g)
+        assert got == (None if task is sim.tasks.of[g] else view._futures.truths_of(task))
+        assert view._task(g) == task  # a task built from the truths drawn first
+    assert np.array_equal(_true_arrivals(sim), arrivals) and sim._heap == heap
+    assert sim.jobs is jobs and sim.tasks.jobs is jobs and sim._futures is None
+
+
 def test_a_fork_of_a_sampled_fork_keeps_its_draws() -> None:
     sim, _, _ = _mid_run(False)
     fork = sim.fork(sampler=PredictedFutures(), rng=np.random.default_rng(2))

@@ -199,7 +199,7 @@ class RolloutScheduler(BaseScheduler):
         self.stats["changed"] += int(best != choice)
         return best
 
-    def futures(self, fork: Callable[..., Any]) -> list[Callable[[], Any]]:
+    def futures(self, fork: Callable[..., Any]) -> list[Callable[..., Any]]:
         """The futures each candidate is tried in, one fork maker each: here the true one
         (a plain ``fork``); ``rollout`` gives sampled ones."""
         return [fork]
@@ -240,7 +240,7 @@ class RolloutScheduler(BaseScheduler):
             return servers[best]
         return servers[0]
 
-    def trials(self, decision: Decision, future: Callable[[], Any]) -> Trial:
+    def trials(self, decision: Decision, future: Callable[..., Any]) -> Trial:
         """Each candidate's trial in ``future`` (a fork maker): in C++ where the compiled
         core covers it (``sim.compiled_run.compiled_trials``, the same numbers as
         ``trial``): the state taken over once, the view's own for the true future, one
@@ -249,7 +249,8 @@ class RolloutScheduler(BaseScheduler):
         if isinstance(view, Simulation) and trials_unsupported(view, self.inner) is None:
             true_future = type(self).futures is RolloutScheduler.futures
             if true_future or view.stream is None:  # a sampled stream cannot be taken over
-                compiled = compiled_trials(view if true_future else future(), self.inner)
+                taken = view if true_future else future(shared=True)  # read, never run
+                compiled = compiled_trials(taken, self.inner)
                 if compiled is not None:
                     return compiled
         return lambda server, end, priority: self.trial(future, server, end, priority)
@@ -305,14 +306,15 @@ class SampledRolloutScheduler(RolloutScheduler):
         self._seed = int(seed)
         self._draws = 0
 
-    def futures(self, fork: Callable[..., Any]) -> list[Callable[[], Any]]:
+    def futures(self, fork: Callable[..., Any]) -> list[Callable[..., Any]]:
         """``forks`` fork makers, each with a generator of its own seed, the same for every
-        candidate of this decision (a new generator per call, in the same state)."""
+        candidate of this decision (a new generator per call, in the same state); a
+        maker passes its keywords on to ``fork`` (``shared=True``: a copy to take over)."""
         self._draws += 1
         sampler = self.sampler
 
-        def maker(k: int) -> Callable[[], Any]:
+        def maker(k: int) -> Callable[..., Any]:
             seq = (self._seed, self._draws, k)
-            return lambda: fork(sampler=sampler, rng=np.random.default_rng(seq))
+            return lambda **kw: fork(sampler=sampler, rng=np.random.default_rng(seq), **kw)
 
         return [maker(k) for k in range(self.forks)]

@@ -19,7 +19,6 @@ fork on a sampled future instead of the true one (the ``rollout`` policy's forks
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from bisect import bisect_left
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ from scalesched.cluster.tables import MODEL_INDEX
 from scalesched.decision.features import TaskRequest
 from scalesched.predict.features import token_baseline, token_inputs
 from scalesched.predict.model import QUANTILES, QuantilePredictor, default_predictor
+from scalesched.sim.futures import with_truths
 from scalesched.workload.hints import _EXT_FLOOR, HINT_SIGMA
 from scalesched.workload.instance import TaskInstance
 
@@ -59,12 +59,17 @@ class PredictedFutures:
             raise ValueError(f"tool_sigma must be >= 0, got {self.tool_sigma}")
 
     def redraw_task(self, task: TaskInstance, pattern: str, level: float) -> TaskInstance:
+        return with_truths(task, self.redraw_truths(task, pattern, level))
+
+    def redraw_truths(
+        self, task: TaskInstance, pattern: str, level: float
+    ) -> tuple[int, int, float]:
+        """``redraw_task``'s hidden truths (output_tokens, replay_tokens, ext_latency):
+        an LLM call's output length, a tool's external latency."""
         if task.kind == "llm":
             out = self.output_tokens(task, pattern, level)
-            return dataclasses.replace(
-                task, output_tokens=out, replay_tokens=min(task.replay_tokens, out)
-            )
-        return dataclasses.replace(task, ext_latency=self.ext_latency(task, level))
+            return out, min(task.replay_tokens, out), task.ext_latency
+        return task.output_tokens, task.replay_tokens, self.ext_latency(task, level)
 
     def output_tokens(self, task: TaskInstance, pattern: str, level: float) -> int:
         """The call's output length at ``level`` of its predicted distribution."""

@@ -168,14 +168,14 @@ def adopted(sim: Simulation, base: Scheduler) -> Any:
     """The C++ run (``EventRun``) holding ``sim``'s state now, to go on under ``base``'s
     compiled twin: ``fork()`` copies it, ``trial(...)`` runs a copy of it (the caller has
     checked ``trials_unsupported``; nothing of ``sim`` changes). A fork on sampled futures
-    gives its tasks through its own lookup (``sim._task``): redrawn where they had not
-    started, each drawn once whatever order they are read in (``sim.futures``)."""
+    gives its redrawn truths by id (``RedrawnTasks.truths``): drawn where a task had not
+    started, each once whatever order it is read in (``sim.futures``)."""
     policy = compiled_policy(base)
     assert policy is not None
     run = _bind(sim, resident=False)
     lengths = _output_lengths(run, base) if policy in RANKED_AT_TAIL else None
     seq = next(copy.copy(sim._seq))  # the next number the run's counter gives
-    redrawn = sim._task if sim._futures is not None else None  # a fork's sampled tasks
+    redrawn = sim._futures.truths if sim._futures is not None else None  # sampled truths
     run.adopt(sim, seq, POLICIES.index(policy), lengths, redrawn)
     return run
 

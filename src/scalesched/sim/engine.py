@@ -329,7 +329,11 @@ class Simulation(RunLedger):
 
     # -- lookahead ---------------------------------------------------------------------
     def fork(
-        self, sampler: FutureSampler | None = None, rng: np.random.Generator | None = None
+        self,
+        sampler: FutureSampler | None = None,
+        rng: np.random.Generator | None = None,
+        *,
+        shared: bool = False,
     ) -> Simulation:
         """A copy of this running simulation that continues exactly as this one would under
         the same answers, and shares nothing that either of them changes. With a
@@ -342,10 +346,22 @@ class Simulation(RunLedger):
         numbers and is copied flat; the rest (engines, queues, caches, the event heap, the
         parts) is deep-copied, with every part bound to the copy. A policy that is asked
         to decide in the copy must be a fork of its own (``copy.deepcopy`` of a scheduler
-        keeps its random state)."""
+        keeps its random state).
+
+        ``shared=True`` gives instead a copy for the compiled core to take over and never
+        to run (``sim.compiled_run.adopted``, which changes nothing it reads): it shares
+        this simulation's state, and only what a sampled future's redraw changes (the
+        event heap, the arrival times, the job list) is its own. The same future as a full
+        fork from the same ``rng``, without the deep copy (about 15% of a sampled
+        ``rollout`` decision)."""
+        if shared:
+            view = copy.copy(self)
+            view._heap = list(self._heap)
+            view.tasks = copy.copy(self.tasks)
+            return after_fork(view, sampler, rng)  # type: ignore[no-any-return]
         memo: dict[int, object] = {id(self.cluster): self.cluster}
-        for shared in self.shared_parts():
-            memo[id(shared)] = shared
+        for part in self.shared_parts():
+            memo[id(part)] = part
         if self._current_decision is not None:  # the decision refers to the tables too
             memo[id(self._current_decision.task)] = self._current_decision.task
         for box in self.flat_boxes():

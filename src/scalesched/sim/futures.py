@@ -44,6 +44,15 @@ from scalesched.workload.instance import Job, TaskInstance
 
 _MASK = (1 << 64) - 1
 
+Truths = tuple[int, int, float]
+"""A task's hidden truths: (output_tokens, replay_tokens, ext_latency)."""
+
+
+def with_truths(task: TaskInstance, truths: Truths) -> TaskInstance:
+    """``task`` with the hidden truths ``truths`` (``FutureSampler.redraw_truths``)."""
+    out, replay, ext = truths
+    return dataclasses.replace(task, output_tokens=out, replay_tokens=replay, ext_latency=ext)
+
 
 class FutureSampler(Protocol):
     """What a scheduler believes about what it cannot see: draws of hidden truths."""
@@ -51,7 +60,10 @@ class FutureSampler(Protocol):
     def redraw_task(self, task: TaskInstance, pattern: str, level: float) -> TaskInstance:
         """``task`` (not started) with its hidden truths (``output_tokens``,
         ``ext_latency``, ``replay_tokens``) drawn at uniform ``level`` in (0, 1); the
-        fields a scheduler sees must be left as they are."""
+        fields a scheduler sees must be left as they are. (A sampler may also offer
+        ``redraw_truths(task, pattern, level)``, the same draw as a ``Truths`` tuple:
+        ``with_truths(task, truths)`` must equal ``redraw_task``'s task. The compiled core's
+        take-over then skips building the tasks.)"""
         ...
 
     def arrivals(
@@ -82,6 +94,10 @@ class RedrawnTasks:
         self.key = key
         self.drawn: dict[int, TaskInstance] = {}
         """Redrawn tasks by origin id (hedged copies share their task's draw)."""
+        self._truths: dict[int, Truths] = {}
+        """Redrawn truths by origin id, drawn by ``truths`` and not built into a task yet."""
+        self._kept: set[int] = set()
+        """Origin ids ``truths`` found started before the fork (their truths kept)."""
 
     def task(self, gid: int) -> TaskInstance:
         sim = self.sim
@@ -90,20 +106,57 @@ class RedrawnTasks:
         if hit is not None:
             return hit
         true = sim.tasks.of[gid]
-        if self._started(origin):
+        truths = self._truths.pop(origin, None)
+        if truths is not None:  # drawn by ``truths``: the same task redraw_task builds
+            drawn = with_truths(true, truths)
+        elif self._started(origin):
             return true  # started before the fork: its truth is already in use
-        ji = sim.tasks.job_of[origin]
-        pattern = sim.jobs[ji].workflow.pattern
-        drawn = self.sampler.redraw_task(true, pattern, task_level(self.key, origin))
+        else:
+            drawn = self.sampler.redraw_task(true, self._pattern(origin), self._level(origin))
         self.drawn[origin] = drawn
         return drawn
+
+    def truths(self, gid: int) -> Truths | None:
+        """The hidden truths of task ``gid`` in this fork, (output_tokens, replay_tokens,
+        ext_latency), without building the task; None where the fork keeps its truth.
+        The compiled core's take-over reads these: the same draws as ``task`` (each task
+        is drawn once whichever is read first), a third of its cost."""
+        origin = self.sim.origin[gid]
+        hit = self.drawn.get(origin)
+        if hit is not None:
+            return hit.output_tokens, hit.replay_tokens, hit.ext_latency
+        got = self._truths.get(origin)
+        if got is not None:
+            return got
+        if origin in self._kept or self._started(origin):
+            self._kept.add(origin)  # started before the fork: so it stays
+            return None
+        redraw = getattr(self.sampler, "redraw_truths", None)
+        if redraw is None:  # a sampler that only redraws whole tasks
+            return self.truths_of(self.task(gid))
+        true = self.sim.tasks.of[gid]
+        got = self._truths[origin] = redraw(true, self._pattern(origin), self._level(origin))
+        return got
+
+    @staticmethod
+    def truths_of(task: TaskInstance) -> Truths:
+        return task.output_tokens, task.replay_tokens, task.ext_latency
+
+    def _pattern(self, origin: int) -> str:
+        sim = self.sim
+        return str(sim.jobs[sim.tasks.job_of[origin]].workflow.pattern)
+
+    def _level(self, origin: int) -> float:
+        return task_level(self.key, origin)
 
     def _started(self, origin: int) -> bool:
         """Whether the task, or a hedged copy of it, had started when it was first read:
         a start in the fork reads the task first, so a start seen here predates the fork."""
         started = self.sim.started_at
-        ids = self.sim._copies.get(origin, (origin,))
-        return any(not math.isnan(started[x]) for x in ids)
+        copies = self.sim._copies.get(origin)
+        if copies is None:  # no hedged copy: the task's own start
+            return not math.isnan(started[origin])
+        return any(not math.isnan(started[x]) for x in copies)
 
 
 class RedrawnStream:

@@ -400,13 +400,14 @@ class EventCore {
     // the books of the jobs in flight and the counters; ``seq`` is the next sequence number
     // its counter would give. The ledger's arrays are copied, so nothing here changes
     // ``sim``. The core must have been built over ``sim`` with no resident engines.
-    // ``task_of``: the simulation's task lookup where it is not the workflows' own (a fork
-    // on sampled futures: its redrawn tasks, by id), else None.
+    // ``truths_of``: a fork on sampled futures' redrawn truths by id, (output_tokens,
+    // replay_tokens, ext_latency) or None where a task keeps its own (RedrawnTasks.truths),
+    // else None.
     void adopt(nb::handle sim, std::int64_t seq, std::int32_t policy, nb::object tokens_of,
-               nb::object task_of) {
+               nb::object truths_of) {
         policy_ = policy;
         tokens_of_ = std::move(tokens_of);
-        task_of_ = std::move(task_of);
+        truths_of_ = std::move(truths_of);
         b_.detach();
         auto get = [&sim](const char* name) { return nb::borrow(sim.attr(name)); };
         now_ = nb::cast<double>(get("now"));
@@ -617,7 +618,7 @@ class EventCore {
         j->tasks.reserve(static_cast<std::size_t>(n));
         nb::object zero = nb::float_(0.0);
         for (std::int64_t i = 0; i < n; ++i) {
-            nb::object tk = task_of_.is_none() ? nb::object(tasks[i]) : task_of_(offset + i);
+            nb::object tk = tasks[i];
             Task k{};
             k.llm = tk.attr(names_.kind).equal(llm_);
             k.model = -1;
@@ -634,6 +635,13 @@ class EventCore {
             k.cpu_work = nb::cast<double>(tk.attr(names_.cpu_work));
             k.ext_latency = nb::cast<double>(tk.attr(names_.ext_latency));
             k.ext_est = nb::cast<double>(tk.attr(names_.ext_latency_est));
+            if (!truths_of_.is_none()) {  // a fork on sampled futures: its redrawn truths
+                nb::object truths = truths_of_(offset + i);
+                if (!truths.is_none()) {
+                    k.output = nb::cast<std::int64_t>(truths[0]);
+                    k.ext_latency = nb::cast<double>(truths[2]);
+                }
+            }
             nb::object ps = parents[i];
             k.parents_at = static_cast<std::int64_t>(j->parents.size());
             for (nb::handle p : ps) {
@@ -1356,7 +1364,7 @@ class EventCore {
     nb::object tokens_of_;
     nb::object token_head_obj_ = nb::none();  // tail's lengths in C++ (use_token_head)
     const TokenHead* token_head_ = nullptr;
-    nb::object task_of_ = nb::none();  // a redrawn task by id (adopt), or None
+    nb::object truths_of_ = nb::none();  // a redrawn task's truths by id (adopt), or None
     nb::object on_finished_ = nb::none();
     nb::object choose_ready_ = nb::none();
     bool placed_log_ = false;  // run_until: keep each placement in placed_

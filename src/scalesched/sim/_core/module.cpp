@@ -512,9 +512,9 @@ NB_MODULE(_simcore, m) {
         .def("per_id_done", [](EventRun& r) { return r.core().per_id_done(); })
         .def("adopt",
              [](EventRun& r, nb::handle sim, std::int64_t seq, std::int32_t policy,
-                std::optional<nb::object> tokens_of, std::optional<nb::object> task_of) {
+                std::optional<nb::object> tokens_of, std::optional<nb::object> truths_of) {
                  r.core().adopt(sim, seq, policy, tokens_of ? *tokens_of : nb::none(),
-                                task_of ? *task_of : nb::none());
+                                truths_of ? *truths_of : nb::none());
              })
         .def("run_until",
              [](EventRun& r, std::int32_t policy, std::optional<nb::object> tokens_of,
