@@ -535,6 +535,22 @@ def test_eft_choice_is_numpys_argmin() -> None:
 
 
 @needs_extension
+def test_the_folded_choice_is_numpys_argmin() -> None:
+    """A whole run's eft and tail choose as they build (``FirstMin``, offered only the
+    servers that can run the task): numpy's argmin over the masked scores, ties, NaN,
+    infinities and every server masked out included."""
+    rng = np.random.default_rng(12)
+    for trial in range(3000):
+        n = int(rng.integers(1, 9))
+        scores = rng.choice([0.0, -0.0, 1.0, 2.5, np.inf, -np.inf, np.nan], size=n)
+        if trial % 3:
+            scores = rng.integers(0, 3, size=n).astype(float)
+        mask = rng.random(n) < 0.7
+        got = core._EXTENSION.first_min_choice(mask, scores)  # type: ignore[union-attr]
+        assert got == _numpy_eft(mask, scores, np.zeros(n)), (mask, scores)
+
+
+@needs_extension
 def test_eft_answers_a_compiled_decision_on_the_compiled_core(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

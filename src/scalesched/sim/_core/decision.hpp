@@ -164,13 +164,21 @@ inline void transfer_times(const StaticTables& t, const std::int64_t* parent_ser
     }
 }
 
-// make_decision's LLM branch. prefill: (n_classes,) prefill seconds of the prompt per class;
+// One server's estimates of a decision (a row of Outputs).
+struct Estimate {
+    double wait, load, exec, finish, imposed, resident;
+};
+
+// make_decision's LLM branch, server by server: ``emit(i, estimate)`` for the servers in
+// [lo, hi), in order. prefill: (n_classes,) prefill seconds of the prompt per class;
 // transfer: the (n,) transfer times, read for finish. ``feasible_only``: the servers that
-// cannot run the model are skipped, their outputs left as they were (a choice made in C++
-// reads them only through the mask; a decision handed to Python needs every server).
-inline void llm_decision(const StaticTables& t, const ModelColumns& c, const LlmState& v,
-                         std::int64_t prompt, std::int64_t out_est, const double* prefill,
-                         const double* transfer, const Outputs& o, bool feasible_only = false) {
+// cannot run the model are skipped (a choice made in C++ reads them only through the
+// mask; a decision handed to Python needs every server).
+template <class Emit>
+inline void llm_estimates(const StaticTables& t, const ModelColumns& c, const LlmState& v,
+                          std::int64_t prompt, std::int64_t out_est, const double* prefill,
+                          const double* transfer, std::int64_t lo, std::int64_t hi,
+                          bool feasible_only, Emit&& emit) {
     const std::int64_t need_raw = prompt + out_est;
     const std::int64_t need = need_raw > 1 ? need_raw : 1;
     const std::int64_t context = prompt + (out_est >= 0 ? out_est / 2 : -((-out_est + 1) / 2));
@@ -188,7 +196,7 @@ inline void llm_decision(const StaticTables& t, const ModelColumns& c, const Llm
         by_class[static_cast<std::size_t>(k)] = m1 > 1 ? m1 : 1;
     }
     const bool skip = feasible_only && !c.all_feasible;
-    for (std::int64_t i = 0; i < t.n; ++i) {
+    for (std::int64_t i = lo; i < hi; ++i) {
         if (skip && !c.mask[i]) continue;
         const std::int64_t k = c.kk[i];
         if (k < 0 || k >= t.n_classes) throw std::out_of_range("engine class out of range");
@@ -210,7 +218,7 @@ inline void llm_decision(const StaticTables& t, const ModelColumns& c, const Llm
         const double step = t.lin_flat[r] + attn * ctx;
         const double increase = t.inc_flat[r] + attn * context_d;
         const std::int64_t joins = others * (batch < slots_d ? 1 : 0);
-        o.imposed[i] = static_cast<double>(joins) * increase * half;
+        const double imposed = static_cast<double>(joins) * increase * half;
         const double exec = prefill[k] + out_d * step;
         // max(batch + 1 - slots, 0) / slots: +0.0 exactly where the engine has a free slot
         // (slots >= 1), so the division only where a request would queue.
@@ -231,45 +239,93 @@ inline void llm_decision(const StaticTables& t, const ModelColumns& c, const Llm
             if (v.free_gpus[i] + v.idle_gpus[i] < tp)
                 wait += v.est_work[i] / np_max(v.n_assigned[i], 1.0);
         }
-        o.load[i] = load;
-        o.wait[i] = wait;
         const double exec_out = (c.all_feasible || c.mask[i]) ? exec : INFINITY;
-        o.exec[i] = exec_out;
-        o.finish[i] = np_max(transfer[i], wait) + exec_out;
-        o.resident[i] = state == 2 ? 1.0 : 0.0;
+        emit(i, Estimate{wait, load, exec_out, np_max(transfer[i], wait) + exec_out, imposed,
+                         state == 2 ? 1.0 : 0.0});
     }
 }
 
-// make_decision's tool branch (load, batch, resident and imposed are the tables' zeros).
-// Two shortcuts, each the same doubles: the execution is divided once per distinct core
-// speed (t.speed_kind, when known), and a server with a free core (ahead == +0.0) waits
-// +0.0 without the divisions wherever they give exactly that (a finite backlog that is
-// not negative, -0.0 included, and cores > 0; anything else goes through the full
-// expression).
-inline void tool_decision(const StaticTables& t, double cpu_work, double ext_latency_est,
-                          const double* tools_in_flight, const double* cpu_backlog,
-                          const double* transfer, const Outputs& o) {
+// An emitter writing each estimate into its row of ``o`` (a Decision's arrays).
+struct IntoOutputs {
+    const Outputs& o;
+    void operator()(std::int64_t i, const Estimate& e) const {
+        o.wait[i] = e.wait;
+        o.load[i] = e.load;
+        o.exec[i] = e.exec;
+        o.finish[i] = e.finish;
+        o.imposed[i] = e.imposed;
+        o.resident[i] = e.resident;
+    }
+};
+
+// make_decision's LLM branch into ``o`` (every server's row, or the feasible ones').
+inline void llm_decision(const StaticTables& t, const ModelColumns& c, const LlmState& v,
+                         std::int64_t prompt, std::int64_t out_est, const double* prefill,
+                         const double* transfer, const Outputs& o, bool feasible_only = false) {
+    llm_estimates(t, c, v, prompt, out_est, prefill, transfer, 0, t.n, feasible_only,
+                  IntoOutputs{o});
+}
+
+// make_decision's tool branch, server by server over [lo, hi) (load, batch, resident and
+// imposed are the tables' zeros). Two shortcuts, each the same doubles: the execution is
+// divided once per distinct core speed (t.speed_kind, when known), and a server with a
+// free core (ahead == +0.0) waits +0.0 without the divisions wherever they give exactly
+// that (a finite backlog that is not negative, -0.0 included, and cores > 0; anything
+// else goes through the full expression).
+template <class Emit>
+inline void tool_estimates(const StaticTables& t, double cpu_work, double ext_latency_est,
+                           const double* tools_in_flight, const double* cpu_backlog,
+                           const double* transfer, std::int64_t lo, std::int64_t hi,
+                           Emit&& emit) {
     thread_local std::vector<double> by_speed;
-    if (t.speed_kind != nullptr) {
+    const bool kinds = t.speed_kind != nullptr && hi - lo > 1;
+    if (kinds) {
         by_speed.resize(static_cast<std::size_t>(t.n_speed_kinds));
         for (std::int64_t k = 0; k < t.n_speed_kinds; ++k)
             by_speed[static_cast<std::size_t>(k)] = cpu_work / t.speed_kinds[k] + ext_latency_est;
     }
-    for (std::int64_t i = 0; i < t.n; ++i) {
-        const double exec = t.speed_kind != nullptr
-                                ? by_speed[static_cast<std::size_t>(t.speed_kind[i])]
-                                : cpu_work / t.core_speed[i] + ext_latency_est;
+    for (std::int64_t i = lo; i < hi; ++i) {
+        const double exec = kinds ? by_speed[static_cast<std::size_t>(t.speed_kind[i])]
+                                  : cpu_work / t.core_speed[i] + ext_latency_est;
         const double inflight = tools_in_flight[i];
         const double ahead = np_max(inflight + 1.0 - t.cores[i], 0.0);
         const double backlog = cpu_backlog[i];
         const double wait = (ahead == 0.0 && !std::signbit(backlog) && backlog <= DBL_MAX && t.cores[i] > 0.0)
                                 ? 0.0
                                 : ahead * (backlog / np_max(inflight, 1.0)) / t.cores[i];
-        o.exec[i] = exec;
-        o.wait[i] = wait;
-        o.finish[i] = np_max(transfer[i], wait) + exec;
+        emit(i, Estimate{wait, 0.0, exec, np_max(transfer[i], wait) + exec, 0.0, 0.0});
     }
 }
+
+// make_decision's tool branch into ``o``'s wait, exec and finish rows.
+inline void tool_decision(const StaticTables& t, double cpu_work, double ext_latency_est,
+                          const double* tools_in_flight, const double* cpu_backlog,
+                          const double* transfer, const Outputs& o) {
+    tool_estimates(t, cpu_work, ext_latency_est, tools_in_flight, cpu_backlog, transfer, 0, t.n,
+                   [&o](std::int64_t i, const Estimate& e) {
+                       o.exec[i] = e.exec;
+                       o.wait[i] = e.wait;
+                       o.finish[i] = e.finish;
+                   });
+}
+
+// eft_argmin's scan (below) fed the offered servers one at a time, in increasing order;
+// a server never offered counts as +inf (masked out), which never replaces a minimum, so
+// offering only the feasible servers gives eft_argmin's index. ``offer`` says whether the
+// server became the one chosen so far.
+struct FirstMin {
+    double best = INFINITY;
+    std::int64_t at = 0;
+    bool done = false;  // a NaN ended the scan
+
+    bool offer(std::int64_t i, double x) {
+        if (done || !(i == 0 || !(x >= best))) return false;
+        best = x;
+        at = i;
+        done = std::isnan(x);
+        return true;
+    }
+};
 
 // eft's answer, ``np.argmin(np.where(mask, finish + imposed, np.inf))``: the sum is numpy's
 // elementwise add, and the scan is numpy's argmin on doubles (a later value replaces the

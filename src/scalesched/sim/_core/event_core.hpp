@@ -786,6 +786,7 @@ class EventCore {
         transfer_times(t_, parent_servers_.data(), j.parent_bytes.data() + k.parents_at,
                        k.n_parents, transfer);
         std::int64_t at;
+        double exec;  // the cost model's execution estimate on ``at`` (the ledger's book)
         if (k.llm) {
             const ModelColumns& c = cols_[static_cast<std::size_t>(k.model)];
             const std::int64_t m = k.model, w = n_models_;
@@ -794,36 +795,65 @@ class EventCore {
                        b_.a.n_assigned, now_};
             const double* prefill = prefill_by_class(m, k.prompt);
             // Only the servers that can run the model: every choice below reads the others
-            // through the mask, and the estimate booked is the chosen server's.
-            llm_decision(t_, c, v, k.prompt, k.out_est, prefill, transfer, o, true);
-            if (ranks_at_tail()) {  // the same decision at its p90 output length
-                double* p = transfer + 7 * n;
-                Outputs q{transfer, p + n, p + 2 * n, p + 3 * n, p + 4 * n, p + 5 * n, p + 6 * n};
-                llm_decision(t_, c, v, k.prompt, k.choice_tokens, prefill, transfer, q, true);
-                at = eft_argmin(n, c.mask, 1, q.finish, 1, q.imposed, 1);
-            } else if (policy_ == POLICY_LEAST_LOADED) {
-                at = eft_argmin(n, c.mask, 1, b_.a.est_work, 1, zeros_.data(), 1);
-            } else if (policy_ == POLICY_KV_AWARE) {
+            // through the mask. eft and tail's choices are folded into the estimates
+            // (FirstMin: eft_argmin's scan), without writing the decision's arrays.
+            auto estimates = [&](std::int64_t tokens, std::int64_t lo, std::int64_t hi,
+                                 auto&& emit) {
+                llm_estimates(t_, c, v, k.prompt, tokens, prefill, transfer, lo, hi, true, emit);
+            };
+            auto exec_on = [&](std::int64_t server) {  // the estimate at the call's own length
+                double e = 0.0;
+                estimates(k.out_est, server, server + 1,
+                          [&e](std::int64_t, const Estimate& x) { e = x.exec; });
+                return e;
+            };
+            if (policy_ == POLICY_KV_AWARE) {
+                llm_decision(t_, c, v, k.prompt, k.out_est, prefill, transfer, o, true);
                 double* score = transfer + 7 * n;
                 kv_aware_llm(c, m, k, o, score);
                 at = eft_argmin(n, c.mask, 1, score, 1, zeros_.data(), 1);
-            } else {
-                at = eft_argmin(n, c.mask, 1, o.finish, 1, o.imposed, 1);
+                exec = o.exec[at];
+            } else if (policy_ == POLICY_LEAST_LOADED) {
+                at = eft_argmin(n, c.mask, 1, b_.a.est_work, 1, zeros_.data(), 1);
+                exec = c.mask[at] ? exec_on(at) : 0.0;
+            } else {  // eft, or tail's rank at its output length (and the estimate at the call's)
+                FirstMin pick;
+                double picked = 0.0;
+                const bool tail = ranks_at_tail();
+                estimates(tail ? k.choice_tokens : k.out_est, 0, n,
+                          [&](std::int64_t i, const Estimate& e) {
+                              if (pick.offer(i, e.finish + e.imposed)) picked = e.exec;
+                          });
+                at = pick.at;
+                exec = !c.mask[at] ? 0.0 : tail ? exec_on(at) : picked;
             }
             if (!c.mask[at])
                 throw std::runtime_error("eft: no server can run an LLM call of model " +
                                          std::to_string(m));
         } else {
-            tool_decision(t_, k.cpu_work, k.ext_est, b_.a.tools_in_flight, b_.a.cpu_backlog,
-                          transfer, o);
-            const double* score = policy_ == POLICY_LEAST_LOADED ? b_.a.est_work : o.finish;
-            if (policy_ == POLICY_KV_AWARE) {  // fewest placed tools per core
-                double* fewest = transfer + 7 * n;
-                for (std::int64_t i = 0; i < n; ++i)
-                    fewest[i] = (b_.a.tools_in_flight[i] + 1.0) / t_.cores[i];
-                score = fewest;
+            auto estimates = [&](std::int64_t lo, std::int64_t hi, auto&& emit) {
+                tool_estimates(t_, k.cpu_work, k.ext_est, b_.a.tools_in_flight,
+                               b_.a.cpu_backlog, transfer, lo, hi, emit);
+            };
+            if (policy_ == POLICY_LEAST_LOADED || policy_ == POLICY_KV_AWARE) {
+                const double* score = b_.a.est_work;
+                if (policy_ == POLICY_KV_AWARE) {  // fewest placed tools per core
+                    double* fewest = transfer + 7 * n;
+                    for (std::int64_t i = 0; i < n; ++i)
+                        fewest[i] = (b_.a.tools_in_flight[i] + 1.0) / t_.cores[i];
+                    score = fewest;
+                }
+                at = eft_argmin(n, every_server_.data(), 1, score, 1, zeros_.data(), 1);
+                exec = 0.0;
+                estimates(at, at + 1, [&exec](std::int64_t, const Estimate& e) { exec = e.exec; });
+            } else {  // the earliest finish
+                FirstMin pick;
+                exec = 0.0;
+                estimates(0, n, [&](std::int64_t i, const Estimate& e) {
+                    if (pick.offer(i, e.finish)) exec = e.exec;
+                });
+                at = pick.at;
             }
-            at = eft_argmin(n, every_server_.data(), 1, score, 1, zeros_.data(), 1);
         }
         ++decisions_;
         if (policy_ == POLICY_FCFS_WORKFLOW) {  // workflow_order: now - (now - arrival)
@@ -834,7 +864,7 @@ class EventCore {
             k.priority = b_.a.attained[job_index_[static_cast<std::size_t>(gid)]];
         }
         if (placed_log_) placed_.emplace_back(gid, at);
-        launch(gid, at, o.exec[at]);
+        launch(gid, at, exec);
     }
 
     // policies.kv_aware.kv_aware_scores of an LLM call, numpy's operations in order:

@@ -329,6 +329,17 @@ std::int64_t eft_choice(AnyRO mask, AnyRO finish, AnyRO imposed) {
                       static_cast<const double*>(imposed.data()), imposed.stride(0));
 }
 
+// FirstMin fed the servers of ``mask`` one by one (the whole runs' folded choice), for the
+// tests to hold against numpy's argmin.
+std::int64_t first_min_choice(B1 mask, F1 scores) {
+    need_len(static_cast<std::int64_t>(scores.shape(0)), static_cast<std::int64_t>(mask.shape(0)),
+             "scores");
+    FirstMin pick;
+    for (std::size_t i = 0; i < mask.shape(0); ++i)
+        if (mask.data()[i]) pick.offer(static_cast<std::int64_t>(i), scores.data()[i]);
+    return pick.at;
+}
+
 // A whole run on the compiled core (event_core.hpp), bound to one Python Simulation: its
 // live numpy books are written in place; the rest is read back by sim.compiled_run.
 using W1 = Arr<double, nb::ndim<1>, nb::c_contig>;
@@ -541,6 +552,7 @@ NB_MODULE(_simcore, m) {
             EventCore fork(r.core());  // the adopted state stays as it was for the next trial
             return fork.trial(gid, server, est, priority, end);
         });
+    m.def("first_min_choice", &first_min_choice);
     m.def("eft_choice", &eft_choice, nb::arg("mask").noconvert(), nb::arg("finish").noconvert(),
           nb::arg("imposed").noconvert());
 }
