@@ -71,12 +71,14 @@ def test_the_lengths_are_numpys(workload: str, scheduler: TailScheduler) -> None
     tables = ClusterTables(get_cluster("hetero-16"))
     jobs = build_jobs(tables, Scenario(workload=workload, workflows=80, rate=2.0, seed=5))
     spec = scheduler.token_head()
-    assert spec is not None
+    assert spec is not None and scheduler.token_head() is spec  # one per OutputLengths
     head = compiled_run._token_head(spec)
+    assert compiled_run._token_head(spec) is head  # built once
     level = QUANTILES.index(scheduler.level)  # type: ignore[arg-type]
     for job in jobs:
         wf = job.workflow
         assert head.workflow_lengths(wf) == scheduler.workflow_lengths(wf)
+        assert head.workflow_lengths(wf) == scheduler.workflow_lengths(wf)  # remembered
         values = head.workflow_values(wf)
         for i, task in enumerate(wf.tasks):
             if task.kind != "llm":

@@ -21,7 +21,6 @@ separate choices and under bursty arrivals the order is worth more (docs/schedul
 from __future__ import annotations
 
 from abc import abstractmethod
-from typing import Any
 
 import numpy as np
 
@@ -36,6 +35,7 @@ from scalesched.policies.p2c import PowerOfTwoScheduler
 from scalesched.policies.soft_eft import SoftEftScheduler
 from scalesched.policies.tail import TailScheduler
 from scalesched.policies.trained import load_trained, shipped_policies
+from scalesched.sim.compiled_run import TokenHeadSpec
 from scalesched.workload.instance import WorkflowInstance
 
 PLACEMENTS: dict[str, type[BaseScheduler]] = {
@@ -117,7 +117,7 @@ class OrderedTail(BaseScheduler):
         """The placement's output lengths (``TailScheduler.workflow_lengths``)."""
         return self._placer.workflow_lengths(wf)  # type: ignore[attr-defined,no-any-return]
 
-    def token_head(self) -> dict[str, Any] | None:
+    def token_head(self) -> TokenHeadSpec | None:
         """The placement's output-length head (``TailScheduler.token_head``)."""
         return self._placer.token_head()  # type: ignore[attr-defined,no-any-return]
 

@@ -41,6 +41,7 @@ from scalesched.predict.features import duration_inputs, finish_baseline
 from scalesched.predict.lengths import OutputLengths, token_quantiles, workflow_tokens
 from scalesched.predict.metrics import predicted_mean
 from scalesched.predict.model import QUANTILES, QuantilePredictor, default_predictor
+from scalesched.sim.compiled_run import TokenHeadSpec
 from scalesched.workload.instance import WorkflowInstance
 
 TAIL_LEVEL = 0.9
@@ -124,7 +125,7 @@ class TailScheduler(BaseScheduler):
         workflow by the compiled core's whole runs (``sim.compiled_run``)."""
         return workflow_tokens(self.lengths, wf)
 
-    def token_head(self) -> dict[str, Any] | None:
+    def token_head(self) -> TokenHeadSpec | None:
         """``workflow_lengths``' function in the form the compiled core computes it itself
         (``OutputLengths.head_spec``; None: asked of ``workflow_lengths``)."""
         return self.lengths.head_spec()

@@ -24,6 +24,7 @@ from scalesched.predict.features import (
 )
 from scalesched.predict.metrics import predicted_mean
 from scalesched.predict.model import QUANTILES, QuantilePredictor, default_predictor
+from scalesched.sim.compiled_run import TokenHeadSpec
 from scalesched.workload.instance import WorkflowInstance
 
 TOKEN_MEMO_SIZE = 1 << 16
@@ -63,6 +64,7 @@ class OutputLengths:
         self.level = level
         self.predictor = predictor or default_predictor()
         self.memo: dict[tuple[Any, ...], int] = {}
+        self._head_spec: TokenHeadSpec | None = None
 
     def tokens(self, task: TaskRequest) -> int:
         """The output length (at least 1 token) the cost model is asked about for ``task``."""
@@ -76,22 +78,24 @@ class OutputLengths:
             tokens = self.memo[key] = max(1, int(round(float(value[0]))))
         return tokens
 
-    def head_spec(self) -> dict[str, Any] | None:
+    def head_spec(self) -> TokenHeadSpec | None:
         """What the compiled core needs to compute ``tokens`` itself (``sim/_core/
-        token_head.hpp``: the tokens head's layers and scalings, the quantile column, the
-        one-hot tables of ``task_inputs``); None at the predicted mean, which stays here."""
+        token_head.hpp``), one object for the life of this one; None at the predicted
+        mean, which stays here."""
         if self.level is None:
             return None
-        head = self.predictor.tokens
-        return {
-            "weights": list(head.weights),
-            "biases": list(head.biases),
-            "x_mean": head.x_mean,
-            "x_std": head.x_std,
-            "level": QUANTILES.index(self.level),
-            "roles": {name: i for i, name in enumerate(ROLE_NAMES)},
-            "patterns": {name: i for i, name in enumerate(PATTERN_NAMES)},
-        }
+        if self._head_spec is None:
+            head = self.predictor.tokens
+            self._head_spec = TokenHeadSpec(
+                weights=head.weights,
+                biases=head.biases,
+                x_mean=head.x_mean,
+                x_std=head.x_std,
+                level=QUANTILES.index(self.level),
+                roles={name: i for i, name in enumerate(ROLE_NAMES)},
+                patterns={name: i for i, name in enumerate(PATTERN_NAMES)},
+            )
+        return self._head_spec
 
 
 def workflow_tokens(lengths: OutputLengths, wf: WorkflowInstance) -> list[int]:

@@ -45,8 +45,10 @@ import copy
 import gc
 import itertools
 import math
+import weakref
 from array import array
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -220,26 +222,50 @@ def _output_lengths(run: Any, scheduler: Scheduler) -> Callable[[Job], list[int]
     return of
 
 
+@dataclass(frozen=True, eq=False)
+class TokenHeadSpec:
+    """What the compiled core needs to compute tail's output lengths itself
+    (``OutputLengths.head_spec``): the tokens head's layers and input scalings, the
+    quantile column read, and ``task_inputs``' one-hot tables (name -> index). One per
+    ``OutputLengths``, so that its C++ head, and the head's memo, live as long as it."""
+
+    weights: tuple[np.ndarray, ...]
+    biases: tuple[np.ndarray, ...]
+    x_mean: np.ndarray
+    x_std: np.ndarray
+    level: int
+    roles: dict[str, int]
+    patterns: dict[str, int]
+
+
 TOKEN_TOLERANCE = 1e-9
 """How close (relative) to a rounding boundary the C++ output length may come before
 Python is asked instead: far above the few ulps the two computations differ by."""
 
+_HEADS: weakref.WeakKeyDictionary[TokenHeadSpec, dict[float, Any]] = weakref.WeakKeyDictionary()
+"""The C++ head of each spec, per tolerance: built once (a rollout takes a run over at
+every decision, and the head remembers each workflow's lengths)."""
 
-def _token_head(spec: dict[str, Any]) -> Any:
+
+def _token_head(spec: TokenHeadSpec) -> Any:
     """The C++ ``TokenHead`` of a scheduler's ``token_head()`` spec."""
-    ext: Any = core._EXTENSION
-    return ext.TokenHead(
-        spec["weights"],
-        spec["biases"],
-        spec["x_mean"],
-        spec["x_std"],
-        spec["level"],
-        dict(MODEL_INDEX),
-        spec["roles"],
-        len(MODEL_NAMES),
-        spec["patterns"],
-        TOKEN_TOLERANCE,
-    )
+    heads = _HEADS.setdefault(spec, {})
+    head = heads.get(TOKEN_TOLERANCE)
+    if head is None:
+        ext: Any = core._EXTENSION
+        head = heads[TOKEN_TOLERANCE] = ext.TokenHead(
+            list(spec.weights),
+            list(spec.biases),
+            spec.x_mean,
+            spec.x_std,
+            spec.level,
+            dict(MODEL_INDEX),
+            spec.roles,
+            len(MODEL_NAMES),
+            spec.patterns,
+            TOKEN_TOLERANCE,
+        )
+    return head
 
 
 def _bind(sim: Simulation, *, resident: bool = True, book: bool = False) -> Any:

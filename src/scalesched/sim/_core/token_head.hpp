@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
+#include <unordered_map>
 #include <vector>
 
 namespace scalesched {
@@ -68,7 +69,25 @@ class TokenHead {
 
     // The output length of each task of ``wf`` (0 for a tool), or nothing when one of its
     // LLM calls lies within the tolerance of a rounding boundary (ask Python then).
+    // Remembered per workflow object (a rollout takes the same jobs in flight over at
+    // every decision; the workflow is held, so its address stays its own).
     std::optional<std::vector<std::int64_t>> workflow_lengths(nb::handle wf) const {
+        auto hit = memo_.find(wf.ptr());
+        if (hit != memo_.end()) return hit->second;
+        std::optional<std::vector<std::int64_t>> got = compute_lengths(wf);
+        if (got) {
+            if (memo_.size() >= MEMO_LIMIT) {
+                memo_.clear();
+                held_.clear();
+            }
+            held_.push_back(nb::borrow(wf));
+            memo_.emplace(wf.ptr(), *got);
+        }
+        return got;
+    }
+
+  private:
+    std::optional<std::vector<std::int64_t>> compute_lengths(nb::handle wf) const {
         nb::object tasks = wf.attr(names_.tasks);
         nb::object pattern = wf.attr(names_.pattern);
         const std::int64_t p = index_of(patterns_, pattern, n_patterns_);
@@ -97,6 +116,7 @@ class TokenHead {
         return out;
     }
 
+  public:
     // The unrounded length (OutputLengths.tokens before max(1, round(.))) of each LLM call
     // of ``wf`` (NaN for a tool): what the tests hold against numpy.
     std::vector<double> workflow_values(nb::handle wf) const {
@@ -197,6 +217,9 @@ class TokenHead {
     nb::dict models_, roles_, patterns_;
     std::int64_t n_models_, n_roles_ = 0, n_patterns_ = 0, n_inputs_ = 0;
     double tolerance_;
+    static constexpr std::size_t MEMO_LIMIT = std::size_t{1} << 16;
+    mutable std::unordered_map<PyObject*, std::vector<std::int64_t>> memo_;
+    mutable std::vector<nb::object> held_;  // the workflows remembered, kept alive
     nb::str llm_ = nb::str("llm"), empty_ = nb::str("");
     struct Names {
         nb::str tasks{"tasks"}, pattern{"pattern"}, kind{"kind"}, model{"model"};
