@@ -100,17 +100,24 @@ def test_decision_arrays_identical_along_runs(n: int, rate: float, seed: int, po
     assert compare_along_a_run(n, 80, rate, seed, policy) > 200
 
 
-@needs_extension
-def test_every_engine_state_and_drift() -> None:
-    """States a run reaches rarely, set by hand: engines loading (past and future ready
-    times), absent without GPUs, and an in-place change of the decode tables (``eval.drift``)
-    that both builds must see."""
+def recorded_requests() -> tuple[ClusterTables, Simulation, list[Any]]:
+    """hetero-16's tables, a finished Python-engine run of 30 workflows under eft, and
+    every task request it decided (to build decisions again in states set by hand)."""
     spec = get_cluster("hetero-16")
     tables = ClusterTables(spec)
     jobs = build_jobs(tables, Scenario(workflows=30, rate=2.0, seed=3))
     sim = Simulation(spec, jobs, tables=tables, core="python")
     requests: list[Any] = []
     drive(sim, Watched(get_policy("eft"), lambda d, _: requests.append(d.task)))
+    return tables, sim, requests
+
+
+@needs_extension
+def test_every_engine_state_and_drift() -> None:
+    """States a run reaches rarely, set by hand: engines loading (past and future ready
+    times), absent without GPUs, and an in-place change of the decode tables (``eval.drift``)
+    that both builds must see."""
+    tables, sim, requests = recorded_requests()
     rng = np.random.default_rng(0)
     for trial in range(40):
         sim.now = float(rng.uniform(0, 100))
@@ -211,12 +218,7 @@ def test_tool_waits_and_transfers_at_the_edges() -> None:
     core-speed kinds) against numpy where they must not apply: backlogs that are NaN,
     infinite, negative or zero, in-flight counts at, below and above the cores, and tasks
     with several parents (on one server twice, on others, with zero and NaN bytes)."""
-    spec = get_cluster("hetero-16")
-    tables = ClusterTables(spec)
-    jobs = build_jobs(tables, Scenario(workflows=30, rate=2.0, seed=3))
-    sim = Simulation(spec, jobs, tables=tables, core="python")
-    requests: list[Any] = []
-    drive(sim, Watched(get_policy("eft"), lambda d, _: requests.append(d.task)))
+    tables, sim, requests = recorded_requests()
     rng = np.random.default_rng(1)
     n = tables.n
     cores = np.asarray(tables.cores)

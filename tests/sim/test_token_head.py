@@ -10,6 +10,7 @@ ask Python and still trace as the Python engine does.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -44,16 +45,7 @@ def a_random_predictor(seed: int, widths: tuple[int, ...]) -> QuantilePredictor:
         rng.normal(size=TASK_INPUTS),
         rng.uniform(0.5, 2.0, TASK_INPUTS),
     )
-    shipped = default_predictor()
-    return QuantilePredictor(
-        tokens=head,
-        duration=shipped.duration,
-        finish=shipped.finish,
-        static_tokens=shipped.static_tokens,
-        static_duration=shipped.static_duration,
-        static_finish=shipped.static_finish,
-        meta=shipped.meta,
-    )
+    return dataclasses.replace(default_predictor(), tokens=head)
 
 
 @pytest.mark.parametrize(
