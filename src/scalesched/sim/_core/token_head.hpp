@@ -217,7 +217,9 @@ class TokenHead {
     nb::dict models_, roles_, patterns_;
     std::int64_t n_models_, n_roles_ = 0, n_patterns_ = 0, n_inputs_ = 0;
     double tolerance_;
-    static constexpr std::size_t MEMO_LIMIT = std::size_t{1} << 16;
+    // Workflows remembered before starting afresh: more than a rollout's jobs in flight,
+    // few enough that a long streamed run does not keep many workflows alive for it.
+    static constexpr std::size_t MEMO_LIMIT = 4096;
     mutable std::unordered_map<PyObject*, std::vector<std::int64_t>> memo_;
     mutable std::vector<nb::object> held_;  // the workflows remembered, kept alive
     nb::str llm_ = nb::str("llm"), empty_ = nb::str("");
