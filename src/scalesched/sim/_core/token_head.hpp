@@ -86,50 +86,48 @@ class TokenHead {
         return got;
     }
 
+    // The unrounded length (OutputLengths.tokens before max(1, round(.))) of each LLM call
+    // of ``wf`` (NaN for a tool): what the tests hold against numpy.
+    std::vector<double> workflow_values(nb::handle wf) const {
+        std::optional<std::vector<double>> values = values_of(wf, NAN);
+        if (!values) throw std::invalid_argument("token head: unknown model of a task");
+        return *values;
+    }
+
   private:
     std::optional<std::vector<std::int64_t>> compute_lengths(nb::handle wf) const {
-        nb::object tasks = wf.attr(names_.tasks);
-        nb::object pattern = wf.attr(names_.pattern);
-        const std::int64_t p = index_of(patterns_, pattern, n_patterns_);
+        std::optional<std::vector<double>> values = values_of(wf, TOOL);
+        if (!values) return std::nullopt;  // an unknown model: Python names the error
         std::vector<std::int64_t> out;
-        out.reserve(nb::len(tasks));
-        for (nb::handle tk : tasks) {
-            if (!tk.attr(names_.kind).equal(llm_)) {
+        out.reserve(values->size());
+        for (double v : *values) {
+            if (v == TOOL) {
                 out.push_back(0);
                 continue;
             }
-            nb::object name = tk.attr(names_.model);
-            nb::handle key = name.is_none() ? nb::handle(empty_) : nb::handle(name);
-            if (!models_.contains(key)) return std::nullopt;  // Python names the error
-            Inputs in{nb::cast<std::int64_t>(models_[key]),
-                      index_of(roles_, tk.attr(names_.role), n_roles_),
-                      p,
-                      nb::cast<std::int64_t>(tk.attr(names_.prompt_tokens)),
-                      nb::cast<std::int64_t>(tk.attr(names_.output_tokens_est)),
-                      nb::cast<double>(tk.attr(names_.difficulty_hint)),
-                      nb::cast<double>(tk.attr(names_.cpu_work)),
-                      nb::cast<double>(tk.attr(names_.ext_latency_est))};
-            const std::optional<std::int64_t> tokens = rounded(value(in));
+            const std::optional<std::int64_t> tokens = rounded(v);
             if (!tokens) return std::nullopt;
             out.push_back(*tokens);
         }
         return out;
     }
 
-  public:
-    // The unrounded length (OutputLengths.tokens before max(1, round(.))) of each LLM call
-    // of ``wf`` (NaN for a tool): what the tests hold against numpy.
-    std::vector<double> workflow_values(nb::handle wf) const {
+    // Each task's unrounded length (``tool`` for a tool), read off the Python objects;
+    // nothing when a call's model is unknown.
+    static constexpr double TOOL = -1.0;  // never a length: those are exp(.) >= 0 or NaN
+    std::optional<std::vector<double>> values_of(nb::handle wf, double tool) const {
         nb::object tasks = wf.attr(names_.tasks);
         const std::int64_t p = index_of(patterns_, wf.attr(names_.pattern), n_patterns_);
         std::vector<double> out;
+        out.reserve(nb::len(tasks));
         for (nb::handle tk : tasks) {
             if (!tk.attr(names_.kind).equal(llm_)) {
-                out.push_back(NAN);
+                out.push_back(tool);
                 continue;
             }
             nb::object name = tk.attr(names_.model);
             nb::handle key = name.is_none() ? nb::handle(empty_) : nb::handle(name);
+            if (!models_.contains(key)) return std::nullopt;
             out.push_back(value(Inputs{nb::cast<std::int64_t>(models_[key]),
                                        index_of(roles_, tk.attr(names_.role), n_roles_), p,
                                        nb::cast<std::int64_t>(tk.attr(names_.prompt_tokens)),
