@@ -12,6 +12,7 @@ Each compiled run is checked to have really run whole in C++.
 from __future__ import annotations
 
 import copy
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -90,7 +91,7 @@ SCENARIOS = st.fixed_dictionaries(
                 "fcfs_workflow",
                 "plas",
                 "kv_aware",
-                "heft_online",  # eft in the rank ready order: chosen by the Python book
+                "heft_online",  # eft in the rank ready order (sim/_core/ranks.hpp)
             ]
         ),
         "stream": st.booleans(),
@@ -337,7 +338,9 @@ TRIALS = st.fixed_dictionaries(
     {
         "cluster": st.sampled_from(["hetero-4", "hetero-8", "hetero-16"]),
         "workload": st.sampled_from(["agentic-mix", "tool-heavy", "coordinator"]),
-        "base": st.sampled_from(["tail", "eft", "fcfs_workflow", "plas", "kv_aware"]),
+        "base": st.sampled_from(
+            ["tail", "eft", "fcfs_workflow", "plas", "kv_aware", "heft_online"]
+        ),
         "rate": st.floats(0.3, 4.0),
         "workflows": st.integers(5, 60),
         "seed": st.integers(0, 10_000),
@@ -363,8 +366,14 @@ def test_rollout_trials_in_cpp_are_python_forks(case: dict[str, Any]) -> None:
     copy of the base does, on the true future or a sampled one (taken over from one fork
     on it), and leaves the simulation as it was."""
     setup = prepare(case["cluster"], scenario_of(case), stream=case["stream"])
-    sim = Simulation(setup.cluster, setup.jobs, tables=setup.tables, core="compiled")
     base = get_policy(case["base"])
+    sim = Simulation(
+        setup.cluster,
+        setup.jobs,
+        tables=setup.tables,
+        core="compiled",
+        ready_order=base.ready_order,
+    )
     base.reset(0)
     kind = SampledRolloutScheduler if case["sampled"] else RolloutScheduler
     rollout = kind(base_policy=base, horizon_s=case["horizon"])
@@ -393,6 +402,38 @@ def test_rollout_trials_in_cpp_are_python_forks(case: dict[str, Any]) -> None:
         got = trial(int(server), end, priority)
         assert [float(x).hex() for x in got] == [float(x).hex() for x in want], server
     assert _books(sim) == before
+
+
+@pytest.mark.parametrize("workload", ["agentic-mix", "coordinator", "test-time-scaling"])
+def test_the_cores_ranks_are_the_books(workload: str) -> None:
+    """The ``rank`` ready order's HEFT ranks in C++ (``sim/_core/ranks.hpp``) are the
+    Python book's (``kernel.ranks.VisibleRanks``), bit for bit, for every task in flight at
+    decisions through a run: with tasks hidden behind a revealing task not yet finished,
+    and after."""
+    scenario = Scenario(workload=workload, workflows=30, rate=2.0, seed=5)
+    setup = prepare("hetero-8", scenario, stream=False)
+    base = get_policy("heft_online")
+    sim = Simulation(
+        setup.cluster, setup.jobs, tables=setup.tables, core="compiled", ready_order="rank"
+    )
+    compared = hidden = 0
+    for k in itertools.count():
+        decision = sim.next_decision()
+        if decision is None:
+            break
+        if k % 5 == 0:
+            run = compiled_run.adopted(sim, base)
+            for ji, job in enumerate(setup.jobs):
+                if job.arrival > sim.now or sim.job_left[ji] == 0:
+                    continue
+                off = sim.tasks.offset[ji]
+                for i, task in enumerate(job.workflow.tasks):
+                    rb = task.revealed_by
+                    hidden += rb is not None and not sim.task_done[off + rb]
+                    assert run.rank_of(off + i).hex() == sim.tasks.rank(off + i).hex()
+                    compared += 1
+        sim.apply(base.select(decision))
+    assert compared > 1000 and hidden > 0
 
 
 def test_rollout_runs_its_trials_in_cpp_with_the_same_answers(

@@ -65,7 +65,7 @@ from scalesched.policies.tail import PredictedMeanScheduler
 from scalesched.predict.futures import PredictedFutures
 from scalesched.sim.compiled_run import Trial, compiled_trials, trials_unsupported
 from scalesched.sim.engine import Simulation
-from scalesched.sim.futures import FutureSampler
+from scalesched.sim.futures import FutureSampler, NoFutureYet
 
 BASES: dict[str, Callable[[], Scheduler]] = {
     **PLACEMENTS,
@@ -141,7 +141,7 @@ class RolloutScheduler(BaseScheduler):
         return self.base_policy
 
     def _reset_stats(self) -> None:
-        self.stats = dict(rolled=0, changed=0, capped=0, fork_s=0.0)
+        self.stats = dict(rolled=0, changed=0, capped=0, no_future=0, fork_s=0.0)
 
     def reset(self, seed: int) -> None:
         self.inner.reset(seed)
@@ -218,20 +218,28 @@ class RolloutScheduler(BaseScheduler):
         end = decision.view.now + self.horizon_s
         cost = np.zeros(len(servers))
         futures = self.futures(fork)
-        for future in futures:
-            trial = self.trials(decision, future)
-            ends: list[tuple[float, float, int, float]] = []
-            for server in servers:
-                if self.max_decision_s is not None and perf_counter() - t0 > self.max_decision_s:
-                    self.stats["capped"] += 1
-                    self.stats["fork_s"] += perf_counter() - t0
-                    return servers[0]
-                ends.append(trial(server, end, priority))
-            common = max(stop for _, stop, _, _ in ends)  # per future: one end for all
-            cost += [
-                area + in_system * (common - stop) + self.terminal_weight * work
-                for area, stop, in_system, work in ends
-            ]
+        try:
+            for future in futures:
+                trial = self.trials(decision, future)
+                ends: list[tuple[float, float, int, float]] = []
+                for server in servers:
+                    if (
+                        self.max_decision_s is not None
+                        and perf_counter() - t0 > self.max_decision_s
+                    ):
+                        self.stats["capped"] += 1
+                        self.stats["fork_s"] += perf_counter() - t0
+                        return servers[0]
+                    ends.append(trial(server, end, priority))
+                common = max(stop for _, stop, _, _ in ends)  # per future: one end for all
+                cost += [
+                    area + in_system * (common - stop) + self.terminal_weight * work
+                    for area, stop, in_system, work in ends
+                ]
+        except NoFutureYet:  # e.g. a decision at time 0: no arrival rate to sample from
+            self.stats["no_future"] += 1
+            self.stats["fork_s"] += perf_counter() - t0
+            return servers[0]
         self.stats["rolled"] += 1
         self.stats["fork_s"] += perf_counter() - t0
         cost /= len(futures)

@@ -30,7 +30,7 @@ from scalesched.cluster.tables import MODEL_INDEX
 from scalesched.decision.features import TaskRequest
 from scalesched.predict.features import token_baseline, token_inputs
 from scalesched.predict.model import QUANTILES, QuantilePredictor, default_predictor
-from scalesched.sim.futures import with_truths
+from scalesched.sim.futures import NoFutureYet, with_truths
 from scalesched.workload.hints import _EXT_FLOOR, HINT_SIGMA
 from scalesched.workload.instance import TaskInstance
 
@@ -122,11 +122,13 @@ class PredictedFutures:
     def arrivals(
         self, seen: np.ndarray, now: float, n: int, rng: np.random.Generator
     ) -> np.ndarray:
-        """``n`` Poisson arrivals after ``now`` at ``rate_wps`` or the rate seen so far."""
+        """``n`` Poisson arrivals after ``now`` at ``rate_wps`` or the rate seen so far
+        (``NoFutureYet`` before any time has passed or any job arrived: no rate to
+        estimate)."""
         rate = self.rate_wps
         if rate is None:
             if seen.size == 0 or not now > 0:
-                raise ValueError("no arrivals seen yet to estimate a rate from: give rate_wps")
+                raise NoFutureYet("no arrivals seen yet to estimate a rate from: give rate_wps")
             rate = seen.size / now
         return now + np.cumsum(rng.exponential(1.0 / rate, size=n))
 

@@ -129,7 +129,7 @@ def run_compiled(sim: Simulation, scheduler: Scheduler) -> bool:
     if unsupported(sim, scheduler) is not None:
         return False
     policy = compiled_policy(scheduler)
-    run = _bind(sim, book=sim.ready_order == "rank")
+    run = _bind(sim)
     lengths = _output_lengths(run, scheduler) if policy in RANKED_AT_TAIL else None
     with gc_paused():
         run.run(POLICIES.index(policy), lengths)
@@ -161,8 +161,6 @@ def trials_unsupported(sim: Simulation, base: Scheduler) -> str | None:
     (None: they can)."""
     if sim._current is None or sim._current_decision is None:
         return "no open decision"
-    if sim.ready_order != "fifo":
-        return "ready order 'rank' (its choice reads the Python task book)"
     return _uncovered(sim, base)
 
 
@@ -273,14 +271,14 @@ def _bind(sim: Simulation, *, resident: bool = True, book: bool = False) -> Any:
     live now, a fresh run's pinned ones; False: none, for ``adopt`` to take over).
 
     ``book``: the run keeps ``sim``'s Python task book current as it goes (jobs entering
-    and leaving it, finished flags, HEFT ranks), for what reads it during the run: a
-    Python policy's task requests (``compiled_loop``) and the ``rank`` ready order, whose
-    choice among several ready tasks is asked of it (``RunLedger.pop_pending``)."""
+    and leaving it, finished flags), for what reads it during the run: a Python policy's
+    task requests (``compiled_loop``). The ``rank`` ready order is the core's own, over
+    the same HEFT ranks as the book's (``sim/_core/ranks.hpp``)."""
     run = _event_run(sim, resident, _admitted(sim) if book and sim.stream is not None else None)
     if book:
         run.on_finished(_finished_flags(sim))
-        if sim.ready_order == "rank":
-            run.choose_ready(sim.tasks.highest_rank)
+    if sim.ready_order == "rank":
+        run.rank_ready(sim.tables.latency_s, sim.tables.mean_nic_bytes_per_s)
     return run
 
 

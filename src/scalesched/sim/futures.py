@@ -54,6 +54,11 @@ def with_truths(task: TaskInstance, truths: Truths) -> TaskInstance:
     return dataclasses.replace(task, output_tokens=out, replay_tokens=replay, ext_latency=ext)
 
 
+class NoFutureYet(ValueError):
+    """A sampler cannot draw a future at this instant (``FutureSampler.arrivals`` with no
+    time yet elapsed to estimate a rate from): a lookahead then answers without one."""
+
+
 class FutureSampler(Protocol):
     """What a scheduler believes about what it cannot see: draws of hidden truths."""
 
@@ -70,7 +75,8 @@ class FutureSampler(Protocol):
         self, seen: np.ndarray, now: float, n: int, rng: np.random.Generator
     ) -> np.ndarray:
         """``n`` non-decreasing arrival times, all after ``now``, for the jobs that have not
-        arrived, given the arrival times ``seen`` so far (in order)."""
+        arrived, given the arrival times ``seen`` so far (in order); ``NoFutureYet`` where
+        nothing seen yet says enough to draw them."""
         ...
 
 

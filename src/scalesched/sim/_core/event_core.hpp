@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "decision.hpp"
+#include "ranks.hpp"
 #include "task_costs.hpp"
 #include "token_head.hpp"
 
@@ -153,6 +154,10 @@ struct Job {
     std::vector<std::int64_t> parents;  // flattened, per task
     std::vector<double> parent_bytes;   // edge_bytes.get((p, i), 0.0), aligned with parents
     std::vector<std::int64_t> children;
+    // the ``rank`` ready order's (ranks.hpp): built when first asked for; ranks empty
+    // until computed and again once a revealing task finishes
+    std::shared_ptr<const RankShape> rank_shape;
+    std::vector<double> ranks;
 };
 
 // The jobs in flight, by job index (None before arrival and, streamed, after retirement). A
@@ -350,25 +355,75 @@ class EventCore {
         }
     }
 
-    // RunLedger.pop_pending: the oldest ready task, or with ``choose_ready`` set (the
-    // ``rank`` ready order) the one it picks among several, by HEFT's rank over the Python
-    // task book.
+    // RunLedger.pop_pending: the oldest ready task, or under the ``rank`` ready order
+    // (``rank_ready``) the highest HEFT upward rank, ties to the lowest id.
     std::int64_t pop_ready() {
-        if (choose_ready_.is_none() || pending_.size() == 1) {
+        if (!rank_order_ || pending_.size() == 1) {
             const std::int64_t gid = pending_.front();
             pending_.pop_front();
             return gid;
         }
-        nb::list waiting;
-        for (std::int64_t g : pending_) waiting.append(g);
-        const std::int64_t gid = nb::cast<std::int64_t>(choose_ready_(waiting));
-        const auto at = std::find(pending_.begin(), pending_.end(), gid);
-        if (at == pending_.end()) throw std::logic_error("compiled run: chose a task not ready");
-        pending_.erase(at);
+        auto best = pending_.begin();
+        double best_rank = rank_of(*best);
+        for (auto at = std::next(best); at != pending_.end(); ++at) {
+            const double r = rank_of(*at);
+            if (ranks_before(r, *at, best_rank, *best)) best = at, best_rank = r;
+        }
+        const std::int64_t gid = *best;
+        pending_.erase(best);
         return gid;
     }
 
-    void choose_ready(nb::object callback) { choose_ready_ = std::move(callback); }
+    // The ``rank`` ready order, with ClusterTables.mean_transfer_s's latency and mean NIC
+    // speed.
+    void rank_ready(double latency_s, double mean_nic_bytes_per_s) {
+        rank_order_ = true;
+        transfer_ = MeanTransfer{latency_s, mean_nic_bytes_per_s};
+    }
+
+    // VisibleRanks.rank: task ``gid``'s upward rank over what of its workflow is revealed.
+    double rank_of(std::int64_t gid) {
+        if (gid < 0 || static_cast<std::size_t>(gid) >= job_index_.size() ||
+            job_index_[static_cast<std::size_t>(gid)] < 0 ||
+            !jobs_[static_cast<std::size_t>(job_index_[static_cast<std::size_t>(gid)])])
+            throw std::out_of_range("compiled run: no task in flight with this id");
+        Job& j = job_of(gid);
+        if (!j.rank_shape) j.rank_shape = rank_shape(j);
+        if (j.ranks.empty()) visible_ranks(j, *j.rank_shape, transfer_, j.ranks);
+        return j.ranks[static_cast<std::size_t>(gid - j.offset)];
+    }
+
+    // A job's RankShape, read off its Python workflow (costs as ``mean_task_costs``).
+    std::shared_ptr<const RankShape> rank_shape(const Job& j) {
+        auto shape = std::make_shared<RankShape>();
+        nb::object wf = j.job.attr(names_.workflow);
+        for (nb::handle c : costs_->mean_costs(wf)) shape->costs.push_back(nb::cast<double>(c));
+        nb::object tasks = wf.attr(names_.tasks);
+        nb::object get = wf.attr(names_.edge_bytes).attr(names_.get);
+        nb::object zero = nb::float_(0.0);
+        const std::size_t n = j.tasks.size();
+        shape->revealed_by.assign(n, -1);
+        shape->decider.assign(n, 0);
+        shape->child_bytes.reserve(j.children.size());
+        for (std::size_t i = 0; i < n; ++i) {
+            nb::object rb = tasks[i].attr(names_.revealed_by);
+            if (!rb.is_none()) {
+                const std::int64_t r = nb::cast<std::int64_t>(rb);
+                if (r < 0 || static_cast<std::size_t>(r) >= n)
+                    throw std::invalid_argument("compiled run: a task revealed by no task");
+                shape->revealed_by[i] = r;
+                shape->decider[static_cast<std::size_t>(r)] = 1;
+            }
+            const Task& k = j.tasks[i];
+            for (std::int64_t e = k.children_at; e < k.children_at + k.n_children; ++e) {
+                nb::object key = nb::make_tuple(static_cast<std::int64_t>(i),
+                                                j.children[static_cast<std::size_t>(e)]);
+                shape->child_bytes.push_back(nb::cast<double>(get(key, zero)));
+            }
+        }
+        if (shape->costs.size() != n) throw std::logic_error("compiled run: one cost per task");
+        return shape;
+    }
 
     // -- a Python policy answering (sim.compiled_loop) ---------------------------------------
     // Every task waiting at the next decision instant, taken off the ready queue in the
@@ -1287,6 +1342,8 @@ class EventCore {
         k.ended = now_;
         if (k.started == k.started) b_.a.attained[ji] += now_ - k.started;
         k.done = true;
+        if (!j.ranks.empty() && j.rank_shape->decider[static_cast<std::size_t>(i)])
+            j.ranks.clear();  // more of the workflow is revealed
         ++tasks_completed_;
         if (record_trace_)
             on_trace_(j.job, i, k.server, k.ready, k.landed, k.started, now_, k.loaded);
@@ -1366,6 +1423,7 @@ class EventCore {
         nb::str prompt_tokens{"prompt_tokens"}, output_tokens{"output_tokens"};
         nb::str output_tokens_est{"output_tokens_est"}, cpu_work{"cpu_work"};
         nb::str ext_latency{"ext_latency"}, ext_latency_est{"ext_latency_est"};
+        nb::str revealed_by{"revealed_by"};
     } names_;
 
     std::int64_t n_jobs_ = 0, n_tasks_ = 0;
@@ -1396,7 +1454,8 @@ class EventCore {
     const TokenHead* token_head_ = nullptr;
     nb::object truths_of_ = nb::none();  // a redrawn task's truths by id (adopt), or None
     nb::object on_finished_ = nb::none();
-    nb::object choose_ready_ = nb::none();
+    bool rank_order_ = false;
+    MeanTransfer transfer_;
     bool placed_log_ = false;  // run_until: keep each placement in placed_
     std::vector<std::pair<std::int64_t, std::int64_t>> placed_;
     std::int64_t ticks_ = 0;  // events run, for the signal check

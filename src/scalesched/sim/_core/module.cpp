@@ -539,9 +539,10 @@ NB_MODULE(_simcore, m) {
         .def("on_finished", [](EventRun& r, nb::object callback) {
             r.core().on_finished(std::move(callback));
         })
-        .def("choose_ready", [](EventRun& r, nb::object callback) {
-            r.core().choose_ready(std::move(callback));
+        .def("rank_ready", [](EventRun& r, double latency_s, double mean_nic_bytes_per_s) {
+            r.core().rank_ready(latency_s, mean_nic_bytes_per_s);
         })
+        .def("rank_of", [](EventRun& r, std::int64_t gid) { return r.core().rank_of(gid); })
         .def("clock", [](EventRun& r) {
             EventCore& c = r.core();
             return nb::make_tuple(c.now(), c.in_system_area(), c.events(), c.decisions());
