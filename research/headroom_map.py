@@ -22,10 +22,9 @@ failed is run again. ``--cells`` runs the named cells in the order given
 default); without it, every cell of ``WORKLOADS`` x the clusters x ``LOADS``. The oracles
 (``--oracles``: ``rollout_oracle``, the clairvoyant rollout over each run's best heuristic;
 ``rollout``, the same on sampled futures) cost about 0.2 s of CPU per workflow each on the
-compiled core, so they are run on chosen cells only; where the best heuristic is
-``heft_online`` (its ``rank`` ready order reads the Python task book) or has no compiled twin
-(``p2c``, ``soft_eft``), the oracle's trials are Python forks, some 50 times dearer (the
-skewed mix at 0.9 on a deployment: past 80 CPU minutes per seed, unfinished).
+compiled core, so they are run on chosen cells only; where the best heuristic has no
+compiled twin (``p2c``, ``soft_eft``), the oracle's trials are Python forks, some 50 times
+dearer.
 ``--plan oracle`` is the oracle map to fill (``ORACLE_PLAN``: 40 cells, each with the
 oracle and, with models loaded on demand, the run length it needs; on deployments
 ``--workflows``); ``--todo`` lists what is left of a plan or a ``--cells`` list in the

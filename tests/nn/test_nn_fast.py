@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import numpy as np
@@ -16,6 +17,7 @@ from scalesched.nn.fast import FastScaleActor
 from scalesched.nn.scheduler import (
     BatchedNetworkScheduler,
     NetworkScheduler,
+    RaceClocks,
     exponential_race,
     load_scheduler,
 )
@@ -130,16 +132,20 @@ def test_shipped_policies_act_the_same_on_real_decisions(name: str) -> None:
 
 
 def test_exponential_race_draws_what_torch_multinomial_draws() -> None:
+    """With fresh buffers and with buffers reused across decisions and sizes (and a deep
+    copy of them, which starts afresh)."""
     rng = np.random.default_rng(0)
     ours, theirs = torch.Generator().manual_seed(7), torch.Generator().manual_seed(7)
-    for _ in range(2000):
+    clocks = RaceClocks()
+    for k in range(2000):
         n = int(rng.integers(1, 300))
         logits = (rng.normal(size=n) * rng.choice([0.1, 3.0, 30.0])).astype(np.float32)
         logits[rng.random(n) < 0.3] = MASKED_LOGIT
         logits[rng.integers(n)] = 1.0
         probs = torch.softmax(torch.as_tensor(logits).double(), dim=-1)
         want = int(torch.multinomial(probs, 1, generator=theirs).item())
-        assert exponential_race(logits, ours) == want
+        reused = clocks if k % 3 else copy.deepcopy(clocks) if k % 2 else None
+        assert exponential_race(logits, ours, reused) == want
 
 
 @pytest.mark.parametrize("greedy", [False, True])

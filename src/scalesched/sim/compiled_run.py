@@ -19,8 +19,8 @@ goes through the ordinary decision cycle, on the compiled decision build):
   ``kv_aware``, and the orders ``fcfs_workflow`` and ``plas`` on ``tail``'s placement
   (``heft_online`` is ``eft`` in the ``rank`` ready order);
 * a fresh simulation on the compiled core, up front or streamed, in either ready order
-  (``rank``: the choice among several ready tasks is asked of the Python task book, which
-  the run then keeps current: ``_bind``'s ``book``);
+  (``rank``: HEFT's visible upward ranks in C++, ``sim/_core/ranks.hpp``, the same doubles
+  as the Python book's ``kernel.ranks``);
 * dynamic residency or a deployment's pinned engines, LLM and tool tasks;
 * not: KV reuse, the tool and logits caches, hedges, deferrals, replica loads and
   re-deployments (no built-in policy asks for them), forks and sampled futures.
@@ -28,8 +28,7 @@ goes through the ordinary decision cycle, on the compiled decision build):
 rollout's trials (``compiled_trials``) use the same core the other way round: the
 Python simulation's state at an open decision is taken over (``EventRun.adopt``) and
 copied per candidate (``EventRun.fork``), each copy runs to the horizon under the base's
-compiled twin, and nothing of the Python simulation changes (so the ``rank`` ready order,
-which reads the Python task book, is left to Python forks). On sampled futures the state
+compiled twin, and nothing of the Python simulation changes. On sampled futures the state
 taken over is one Python fork's per future (its redrawn tasks and arrivals).
 
 Left as they were: the Python engine objects (``sim._engines``: a deployment's pinned
