@@ -158,7 +158,7 @@ def test_a_batch_of_decisions_is_answered_as_the_python_engine_does(looped: list
 
 
 class _RankedP2c(PowerOfTwoScheduler):
-    """p2c in the rank ready order: its choice among ready tasks reads the Python book."""
+    """p2c in the rank ready order (the core's HEFT ranks, ``sim/_core/ranks.hpp``)."""
 
     name = "ranked-p2c"
     ready_order = "rank"
@@ -183,6 +183,40 @@ def test_the_rank_ready_order_is_the_python_engines(looped: list[bool]) -> None:
             traces.append([(r.workflow, r.task, r.server, float(r.start).hex()) for r in sim.trace])
         assert looped == [False, True]
         assert traces[0] == traces[1] and traces[0]
+
+
+class _Recorded(PowerOfTwoScheduler):
+    """p2c keeping every request it is shown."""
+
+    name = "recorded"
+    places_only = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.requests: list[Any] = []
+
+    def select(self, decision: Any) -> int:
+        self.requests.append(decision.task)
+        return super().select(decision)
+
+
+@pytest.mark.parametrize("order", ["fifo", "rank"])
+def test_every_request_is_the_python_engines(looped: list[bool], order: str) -> None:
+    """Field for field, the rank (the core's, ``sim/_core/ranks.hpp``) included, bit for
+    bit: a workload whose workflows reveal tasks as they run."""
+    setup = prepare("hetero-8", Scenario(workload="coordinator", workflows=30, rate=2.0, seed=4))
+    seen = []
+    for name in ("python", "compiled"):
+        sim = Simulation(
+            setup.cluster, setup.jobs, tables=setup.tables, core=name, ready_order=order
+        )
+        policy = _Recorded()
+        sim_run.drive_simulation(sim, policy, seed=1)
+        seen.append(policy.requests)
+    assert looped == [False, True]
+    assert len(seen[0]) > 100 and len({r.rank for r in seen[0]}) > 10
+    assert [float(r.rank).hex() for r in seen[0]] == [float(r.rank).hex() for r in seen[1]]
+    assert seen[0] == seen[1]
 
 
 class _Defers(PowerOfTwoScheduler):

@@ -99,7 +99,8 @@ class CompiledLoop:
     def _decision(self, gid: int) -> Decision:
         """``Simulation.next_decision``'s decision on task ``gid``, now."""
         sim = self.sim
-        request = self._request(self._tasks, gid, self._servers, sim.now, self._attained)
+        rank = self._run.rank_of(gid)  # the core's HEFT rank: the book's, kept in C++
+        request = self._request(self._tasks, gid, self._servers, sim.now, self._attained, rank)
         decision = self._make_decision(self._tables, sim, request)
         decision.can_defer = True  # as the Python engine says (nothing is deferred here)
         return decision

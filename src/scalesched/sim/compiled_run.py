@@ -271,13 +271,14 @@ def _bind(sim: Simulation, *, resident: bool = True, book: bool = False) -> Any:
 
     ``book``: the run keeps ``sim``'s Python task book current as it goes (jobs entering
     and leaving it, finished flags), for what reads it during the run: a Python policy's
-    task requests (``compiled_loop``). The ``rank`` ready order is the core's own, over
-    the same HEFT ranks as the book's (``sim/_core/ranks.hpp``)."""
+    task requests (``compiled_loop``). HEFT's ranks, for the ``rank`` ready order and a
+    request's rank, are the core's own, the same doubles as the book's
+    (``sim/_core/ranks.hpp``)."""
     run = _event_run(sim, resident, _admitted(sim) if book and sim.stream is not None else None)
     if book:
         run.on_finished(_finished_flags(sim))
-    if sim.ready_order == "rank":
-        run.rank_ready(sim.tables.latency_s, sim.tables.mean_nic_bytes_per_s)
+    t = sim.tables
+    run.heft_ranks(t.latency_s, t.mean_nic_bytes_per_s, sim.ready_order == "rank")
     return run
 
 

@@ -356,7 +356,7 @@ class EventCore {
     }
 
     // RunLedger.pop_pending: the oldest ready task, or under the ``rank`` ready order
-    // (``rank_ready``) the highest HEFT upward rank, ties to the lowest id.
+    // (``heft_ranks``) the highest HEFT upward rank, ties to the lowest id.
     std::int64_t pop_ready() {
         if (!rank_order_ || pending_.size() == 1) {
             const std::int64_t gid = pending_.front();
@@ -374,10 +374,11 @@ class EventCore {
         return gid;
     }
 
-    // The ``rank`` ready order, with ClusterTables.mean_transfer_s's latency and mean NIC
-    // speed.
-    void rank_ready(double latency_s, double mean_nic_bytes_per_s) {
-        rank_order_ = true;
+    // HEFT's ranks (``rank_of``) with ClusterTables.mean_transfer_s's latency and mean NIC
+    // speed; ``ready_order``: the ``rank`` ready order picks by them.
+    void heft_ranks(double latency_s, double mean_nic_bytes_per_s, bool ready_order) {
+        ranks_known_ = true;
+        rank_order_ = ready_order;
         transfer_ = MeanTransfer{latency_s, mean_nic_bytes_per_s};
     }
 
@@ -387,6 +388,7 @@ class EventCore {
             job_index_[static_cast<std::size_t>(gid)] < 0 ||
             !jobs_[static_cast<std::size_t>(job_index_[static_cast<std::size_t>(gid)])])
             throw std::out_of_range("compiled run: no task in flight with this id");
+        if (!ranks_known_) throw std::logic_error("compiled run: heft_ranks was not called");
         Job& j = job_of(gid);
         if (!j.rank_shape) j.rank_shape = rank_shape(j);
         if (j.ranks.empty()) visible_ranks(j, *j.rank_shape, transfer_, j.ranks);
@@ -1454,7 +1456,7 @@ class EventCore {
     const TokenHead* token_head_ = nullptr;
     nb::object truths_of_ = nb::none();  // a redrawn task's truths by id (adopt), or None
     nb::object on_finished_ = nb::none();
-    bool rank_order_ = false;
+    bool ranks_known_ = false, rank_order_ = false;
     MeanTransfer transfer_;
     bool placed_log_ = false;  // run_until: keep each placement in placed_
     std::vector<std::pair<std::int64_t, std::int64_t>> placed_;

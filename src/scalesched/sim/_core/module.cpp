@@ -460,7 +460,9 @@ NB_MODULE(_simcore, m) {
         .def("mean_costs", &TaskCosts::mean_costs);
     nb::class_<RequestBuilder>(m, "RequestBuilder")
         .def(nb::init<nb::handle, nb::list, nb::dict, nb::dict>())
-        .def("request", &RequestBuilder::request);
+        .def("request", &RequestBuilder::request, nb::arg("tasks"), nb::arg("gid"),
+             nb::arg("servers"), nb::arg("now"), nb::arg("attained"),
+             nb::arg("rank") = nb::none());
     nb::class_<TokenHead>(m, "TokenHead")
         .def(nb::init<const std::vector<TokenHead::Matrix>&, const std::vector<TokenHead::Vector>&,
                       TokenHead::Vector, TokenHead::Vector, std::int64_t, nb::dict, nb::dict,
@@ -539,8 +541,9 @@ NB_MODULE(_simcore, m) {
         .def("on_finished", [](EventRun& r, nb::object callback) {
             r.core().on_finished(std::move(callback));
         })
-        .def("rank_ready", [](EventRun& r, double latency_s, double mean_nic_bytes_per_s) {
-            r.core().rank_ready(latency_s, mean_nic_bytes_per_s);
+        .def("heft_ranks", [](EventRun& r, double latency_s, double mean_nic_bytes_per_s,
+                              bool ready_order) {
+            r.core().heft_ranks(latency_s, mean_nic_bytes_per_s, ready_order);
         })
         .def("rank_of", [](EventRun& r, std::int64_t gid) { return r.core().rank_of(gid); })
         .def("clock", [](EventRun& r) {

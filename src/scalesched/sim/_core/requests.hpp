@@ -49,9 +49,11 @@ class RequestBuilder {
         find_slots();
     }
 
-    // RunTasks.request(gid, servers, now, attained) on ``tasks`` (a RunTasks).
+    // RunTasks.request(gid, servers, now, attained) on ``tasks`` (a RunTasks); ``rank``,
+    // where not None, is the task's HEFT rank as the caller knows it (the compiled core's,
+    // ranks.hpp: the same double), instead of asking the ranks of ``tasks``.
     nb::object request(nb::handle tasks, nb::handle gid, nb::handle servers, nb::handle now,
-                       nb::handle attained) {
+                       nb::handle attained, nb::handle rank_known) {
         nb::object ji = item(attr(tasks, JOB_OF), gid);
         nb::object job = item(attr(tasks, JOBS), ji);
         nb::object off = item(attr(tasks, OFFSET), ji);
@@ -59,9 +61,14 @@ class RequestBuilder {
         nb::object wf = attr(job, WORKFLOW);
         nb::object parents = item(attr(wf, PARENTS), i);
         nb::object task = item(attr(wf, TASKS), i);
-        nb::object ranks = attr(tasks, RANKS);
-        nb::object rank = steal(
-            PyObject_CallMethodObjArgs(ranks.ptr(), names_[RANK].ptr(), ji.ptr(), i.ptr(), nullptr));
+        nb::object rank;
+        if (rank_known.is_none()) {
+            nb::object ranks = attr(tasks, RANKS);
+            rank = steal(PyObject_CallMethodObjArgs(ranks.ptr(), names_[RANK].ptr(), ji.ptr(),
+                                                    i.ptr(), nullptr));
+        } else {
+            rank = nb::borrow(rank_known);
+        }
         nb::object age = steal(PyNumber_Subtract(now.ptr(), attr(job, ARRIVAL).ptr()));
         nb::object got = item(attained, ji);
         nb::object attained_s = steal(PyNumber_Float(got.ptr()));
