@@ -236,7 +236,7 @@ class RaceClocks:
         clocks.exponential_(generator=generator)
         np.log(view, out=score)
         np.subtract(logits, score, out=score)
-        return int(np.argmax(score))
+        return int(score.argmax())
 
     def __deepcopy__(self, memo: dict[int, object]) -> RaceClocks:
         return RaceClocks()
