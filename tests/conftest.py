@@ -5,6 +5,10 @@ neither read a developer's measurements nor write into their home folder. Preset
 tests use are in the table shipped with the package; other clusters are measured with the fast
 method and short runs (lower precision), which is all a test that needs *a* load needs.
 tests/runs/test_capacity.py checks the methods themselves.
+
+Property tests (hypothesis) draw new examples on every local run, which is how they find
+bugs; under CI (``CI`` set) every one of them is derandomized, so that the run that decides
+whether a change lands tests the same cases each time and a red CI is the change's.
 """
 
 from __future__ import annotations
@@ -13,10 +17,15 @@ import os
 import tempfile
 
 import pytest
+from hypothesis import settings
 
 _CACHE = tempfile.mkdtemp(prefix="scalesched-test-cache-")
 os.environ.setdefault("SCALESCHED_CACHE_DIR", _CACHE)
 os.environ.setdefault("SCALESCHED_CAPACITY_WORKFLOWS", "300")
+
+settings.register_profile("ci", derandomize=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 
 RAY_MODULES = ("tests/runtime/test_runtime_ray.py",)
