@@ -192,8 +192,6 @@ def test_batched_scheduler_runs_through_the_simulator() -> None:
 
 
 def test_the_torch_path_is_kept_where_the_actor_cannot_serve() -> None:
-    net = trained_like(0)
-    assert NetworkScheduler(net, record_features=True).actor is None  # needs the feature
     mlp = build_network("mlp16", TASK_FEATURES, BASE_SERVER_FEATURES)
     assert NetworkScheduler(mlp).actor is None
     assert load_scheduler(shipped_policies()["scale"]).actor is not None
@@ -204,9 +202,30 @@ def test_recording_switched_on_after_construction_records() -> None:
     # kept acting without recording: every drift figure of the sweep came back empty.
     scheduler = load_scheduler(shipped_policies()["scale"])
     scheduler.record_features = True
-    assert scheduler.actor is None
     spec = get_cluster("hetero-16")
     tables = ClusterTables(spec)
     jobs = build_jobs(tables, Scenario(workflows=5, rate=2.0, seed=3))
     simulate(spec, jobs, scheduler, seed=0, tables=tables)
     assert 16 in scheduler.feature_stats()
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_the_numpy_path_records_the_networks_attention_feature(batched: bool) -> None:
+    """Recording (an evaluation's feature statistics) keeps the numpy path, and what it
+    records is the PyTorch network's ``attn_feature`` up to float32 rounding."""
+    net = load_scheduler(shipped_policies()["scale"]).network
+    kind = BatchedNetworkScheduler if batched else NetworkScheduler
+    fast, reference = kind(net, record_features=True), NetworkScheduler(net, fast=False)
+    assert fast.actor is not None
+    decisions = real_decisions(16, 40)
+    if batched:
+        fast.select_batch(decisions[:20])
+        fast.select_batch(decisions[20:])
+    else:
+        for d in decisions:
+            fast.select(d)
+    got = fast.features[16]
+    assert len(got) == len(decisions)
+    for d, feature in zip(decisions, got, strict=True):
+        want = reference.forward(d).attn_feature[0].numpy()
+        np.testing.assert_allclose(feature, want, rtol=1e-4, atol=1e-4)

@@ -117,6 +117,9 @@ class FastScaleActor:
         d, heads = cfg.d_model, cfg.n_heads
         dh = d // heads
         self.task_dim, self.server_dim, self.n_heads = cfg.task_dim, cfg.server_dim, heads
+        self.last_feature: Array | None = None
+        """The (B, d) attention features (the network's ``attn_feature``) of the last call,
+        for a scheduler that records them (SRR's feature statistics)."""
         f32 = np.float32
         self._task1 = tuple(a.astype(f32) for a in _linear(net.task_encoder[0]))
         self._task2 = tuple(a.astype(f32) for a in _linear(net.task_encoder[2]))
@@ -239,6 +242,7 @@ class FastScaleActor:
         pooled = weights.transpose(0, 2, 1) @ basis  # (B, H, d_basis)
         attended = pooled.reshape(batch, -1) @ self._value_out + self._value_out_b
         feature = _layer_norm(t + attended, self._attn_norm)  # type: ignore[arg-type]
+        self.last_feature = feature
         pointer = feature @ self._pointer_w + self._pointer_b  # (B, d_basis + 1)
         logits = (basis @ pointer[:, :-1, None])[..., 0]
         logits += pointer[:, -1:]

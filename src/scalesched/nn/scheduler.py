@@ -59,8 +59,9 @@ class NetworkScheduler(BaseScheduler):
 
     With ``fast`` (the default) a SCALE network's logits come from a numpy copy of its
     weights taken here (:class:`FastScaleActor`): rebuild the scheduler after training the
-    network further. ``record_features`` needs the network's attention feature, so it acts
-    through PyTorch, as does any other network kind. ``observed_tokens``: the output length
+    network further; any other network kind acts through PyTorch. ``record_features``
+    keeps each decision's attention feature (the numpy path's, equal to the network's up
+    to float32 rounding), for SRR's statistics. ``observed_tokens``: the output length
     its decisions are costed at (:data:`~scalesched.nn.observation.OBSERVED_TOKENS`), the
     one it was trained on. ``candidates``: the servers it may choose among (None: every
     feasible one); the network still reads every server, so its scores are the ones it was
@@ -99,9 +100,9 @@ class NetworkScheduler(BaseScheduler):
 
     @property
     def actor(self) -> FastScaleActor | None:
-        """The numpy acting path, when it applies; None: the PyTorch network acts (always
-        while ``record_features`` is on, which may be switched on after construction)."""
-        return None if self.record_features else self._fast_actor
+        """The numpy acting path, when it applies (a ``ScaleNet``, built with ``fast``);
+        None: the PyTorch network acts."""
+        return self._fast_actor
 
     def unsupported_reason(self, n_servers: int) -> str | None:
         fixed = getattr(self.network, "n_servers", None)  # set by fixed-size networks only
@@ -130,6 +131,8 @@ class NetworkScheduler(BaseScheduler):
             logits, order = self.actor.act(
                 seen.task_features, seen.server_features[:, : self.server_dim], seen.mask
             )
+            if self.record_features:
+                self._record(decision.n_servers, self.actor.last_feature, 0)
             return self._ordered(self._choose(self._bounded(logits, decision)), order, decision)
         with torch.inference_mode():
             return self._select_through_torch(decision)
@@ -137,9 +140,14 @@ class NetworkScheduler(BaseScheduler):
     def _select_through_torch(self, decision: Decision) -> int | Place:
         out = self.forward(decision)  # observes the decision itself
         if self.record_features:
-            self.features[decision.n_servers].append(out.attn_feature[0].numpy().copy())
+            self._record(decision.n_servers, out.attn_feature.numpy(), 0)
         order = None if out.order_logit is None else float(out.order_logit[0])
         return self._ordered(self._choose(self._bounded(out.logits[0], decision)), order, decision)
+
+    def _record(self, n_servers: int, features: np.ndarray | None, row: int) -> None:
+        """Keep one decision's attention feature (``record_features``), by cluster size."""
+        assert features is not None
+        self.features[n_servers].append(np.array(features[row], dtype=np.float32))
 
     @staticmethod
     def _ordered(server: int, order: float | None, decision: Decision) -> int | Place:
@@ -264,6 +272,9 @@ class BatchedNetworkScheduler(NetworkScheduler):
             np.stack([d.server_features[:, : self.server_dim] for d in seen]),
             np.stack([d.mask for d in seen]),
         )
+        if self.record_features:
+            for row, d in enumerate(decisions):
+                self._record(d.n_servers, self.actor.last_feature, row)
         orders = [None] * len(decisions) if order is None else [float(x) for x in order]
         triples = zip(logits, orders, decisions, strict=True)
         return [self._ordered(self._choose(self._bounded(row, d)), o, d) for row, o, d in triples]
