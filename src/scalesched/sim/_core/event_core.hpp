@@ -395,14 +395,13 @@ class EventCore {
         return j.ranks[static_cast<std::size_t>(gid - j.offset)];
     }
 
-    // A job's RankShape, read off its Python workflow (costs as ``mean_task_costs``).
+    // A job's RankShape: costs as ``mean_task_costs`` and each task's revealing task, read
+    // off its Python workflow; an edge's bytes as the job read them for the child's parents.
     std::shared_ptr<const RankShape> rank_shape(const Job& j) {
         auto shape = std::make_shared<RankShape>();
         nb::object wf = j.job.attr(names_.workflow);
         for (nb::handle c : costs_->mean_costs(wf)) shape->costs.push_back(nb::cast<double>(c));
         nb::object tasks = wf.attr(names_.tasks);
-        nb::object get = wf.attr(names_.edge_bytes).attr(names_.get);
-        nb::object zero = nb::float_(0.0);
         const std::size_t n = j.tasks.size();
         shape->revealed_by.assign(n, -1);
         shape->decider.assign(n, 0);
@@ -418,9 +417,16 @@ class EventCore {
             }
             const Task& k = j.tasks[i];
             for (std::int64_t e = k.children_at; e < k.children_at + k.n_children; ++e) {
-                nb::object key = nb::make_tuple(static_cast<std::int64_t>(i),
-                                                j.children[static_cast<std::size_t>(e)]);
-                shape->child_bytes.push_back(nb::cast<double>(get(key, zero)));
+                const std::int64_t c = j.children[static_cast<std::size_t>(e)];
+                const Task& child = j.tasks[static_cast<std::size_t>(c)];
+                double bytes = 0.0;  // edge_bytes.get((i, c), 0.0)
+                const std::int64_t last = child.parents_at + child.n_parents;
+                for (std::int64_t q = child.parents_at; q < last; ++q)
+                    if (j.parents[static_cast<std::size_t>(q)] == static_cast<std::int64_t>(i)) {
+                        bytes = j.parent_bytes[static_cast<std::size_t>(q)];
+                        break;
+                    }
+                shape->child_bytes.push_back(bytes);
             }
         }
         if (shape->costs.size() != n) throw std::logic_error("compiled run: one cost per task");
