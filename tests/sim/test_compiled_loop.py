@@ -79,6 +79,7 @@ CASES = st.fixed_dictionaries(
         "policy": st.sampled_from(POLICIES),
         "warmup": st.sampled_from([0, None]),
         "stream": st.booleans(),
+        "tool_cache": st.booleans(),  # with half the tool calls repeating an earlier one
     }
 )
 
@@ -99,13 +100,20 @@ def test_random_scenarios_run_in_the_loop_and_identically(
         rate=case["rate"],
         seed=case["seed"],
         residency=case["residency"],
+        tool_repeat=0.5 if case["tool_cache"] else 0.0,
     )
     setup = prepare(case["cluster"], scenario, stream=case["stream"])
     looped.clear()
     results = {}
     for name in ("python", "compiled"):
         monkeypatch.setenv(core.CORE_ENV, name)
-        results[name] = run(setup, case["policy"], record_trace=True, warmup=case["warmup"])
+        results[name] = run(
+            setup,
+            case["policy"],
+            record_trace=True,
+            warmup=case["warmup"],
+            tool_cache=case["tool_cache"],
+        )
     assert looped == [False, True]
     assert trace_rows(results["python"]) == trace_rows(results["compiled"])
     same_metrics(results["python"].metrics, results["compiled"].metrics)

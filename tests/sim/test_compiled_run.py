@@ -46,14 +46,20 @@ def whole_runs(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
 
 
 def scenario_of(case: dict[str, Any]) -> Scenario:
-    """The scenario a hypothesis case names."""
+    """The scenario a hypothesis case names (``repeats``: none; "marked", half the tool
+    calls repeating an earlier one, run as plain calls; "cached", those taking their
+    original's result from the tool cache)."""
     return Scenario(
         workload=case["workload"],
         workflows=case["workflows"],
         rate=case["rate"],
         seed=case["seed"],
         residency=case["residency"],
+        tool_repeat=0.0 if case.get("repeats", "none") == "none" else 0.5,
     )
+
+
+REPEATS = st.sampled_from(["none", "marked", "cached"])
 
 
 def run_on(
@@ -97,6 +103,7 @@ SCENARIOS = st.fixed_dictionaries(
         "stream": st.booleans(),
         "warmup": st.sampled_from([0, 3, None]),
         "cooldown": st.sampled_from([0, 2]),
+        "repeats": REPEATS,
     }
 )
 
@@ -121,6 +128,7 @@ def test_random_scenarios_run_whole_and_identically(
             case["policy"],
             warmup=case["warmup"],
             cooldown=case["cooldown"],
+            tool_cache=case["repeats"] == "cached",
         )
         for name in ("python", "compiled")
     }
@@ -195,30 +203,51 @@ def _books(sim: Simulation) -> dict[str, Any]:
         books[name] = getattr(sim, name).tobytes()
     books["marks"] = [(g.tobytes(), c.tobytes(), float(a).hex()) for g, c, a in sim.accounts.marks]
     books["held"] = [(float(t).hex(), float(h).hex()) for t, h in sim._redeploy.log]
+    if sim._tool_cache is not None:
+        books["tool_cache"] = [a.tobytes() for a in sim._tool_cache.record()]
+    if sim.skipped_s is not None:
+        books["skipped_s"] = exact(sim.skipped_s)
     return books
 
 
 @pytest.mark.parametrize(
-    ("residency", "workload", "policy"),
+    ("residency", "workload", "policy", "tool_cache"),
     [
-        ("dynamic", "agentic-mix", "eft"),
-        ("planned", "agentic-mix", "tail"),
-        ("dynamic", "tool-heavy", "tail"),
-        ("planned", "tool-heavy", "least_loaded"),
-        ("dynamic", "agentic-mix", "fcfs_workflow"),
-        ("planned", "agentic-mix", "plas"),
-        ("dynamic", "tool-heavy", "kv_aware"),
+        ("dynamic", "agentic-mix", "eft", False),
+        ("planned", "agentic-mix", "tail", False),
+        ("dynamic", "tool-heavy", "tail", False),
+        ("planned", "tool-heavy", "least_loaded", False),
+        ("dynamic", "agentic-mix", "fcfs_workflow", False),
+        ("planned", "agentic-mix", "plas", False),
+        ("dynamic", "tool-heavy", "kv_aware", False),
+        ("planned", "tool-heavy", "tail", True),
+        ("dynamic", "coordinator", "eft", True),
     ],
 )
 def test_the_books_left_behind_are_the_python_engines(
-    whole_runs: list[bool], residency: str, workload: str, policy: str
+    whole_runs: list[bool], residency: str, workload: str, policy: str, tool_cache: bool
 ) -> None:
-    scenario = Scenario(workload=workload, workflows=60, rate=1.5, seed=5, residency=residency)
+    scenario = Scenario(
+        workload=workload,
+        workflows=60,
+        rate=1.5,
+        seed=5,
+        residency=residency,
+        tool_repeat=0.5 if tool_cache else 0.0,
+    )
     setup = prepare("hetero-8", scenario, stream=False)
     whole_runs.clear()  # preparing may measure the capacity
     books = {}
     for name in ("python", "compiled"):
-        sim = Simulation(setup.cluster, setup.jobs, tables=setup.tables, warmup=6, core=name)
+        sim = Simulation(
+            setup.cluster,
+            setup.jobs,
+            tables=setup.tables,
+            warmup=6,
+            core=name,
+            tool_cache=tool_cache,
+            record_trace=tool_cache,  # and so the seconds each hit skipped
+        )
         sim_run.drive_simulation(sim, get_policy(policy), seed=0)
         books[name] = _books(sim)
     assert whole_runs == [False, True]
@@ -226,6 +255,8 @@ def test_the_books_left_behind_are_the_python_engines(
     for key in books["python"]:
         assert books["python"][key] == books["compiled"][key], key
     assert books["compiled"]["model_loads"] > 0 or residency == "planned"
+    if tool_cache:
+        assert len(books["compiled"]["tool_cache"][0]) > 10  # hits, as many as Python's
 
 
 def test_the_progress_callback_and_a_written_trace_are_the_same(
@@ -295,10 +326,11 @@ def test_what_it_does_not_cover_runs_through_the_decision_cycle(
         "python": compiled_run.unsupported(fresh(core="python"), eft),
         "policy": compiled_run.unsupported(fresh(core="compiled"), get_policy("soft_eft")),
         "kv": compiled_run.unsupported(fresh(core="compiled", kv_policy="lru"), eft),
-        "tools": compiled_run.unsupported(fresh(core="compiled", tool_cache=True), eft),
+        "logits": compiled_run.unsupported(fresh(core="compiled", logits_cache=True), eft),
     }
     assert all(reasons.values()), reasons
     assert compiled_run.unsupported(fresh(core="compiled"), eft) is None
+    assert compiled_run.unsupported(fresh(core="compiled", tool_cache=True), eft) is None
     assert compiled_run.unsupported(fresh(core="compiled", ready_order="rank"), eft) is None
     started = fresh(core="compiled")
     assert started.next_decision() is not None
@@ -349,6 +381,7 @@ TRIALS = st.fixed_dictionaries(
         "skip": st.integers(0, 40),
         "horizon": st.sampled_from([1.0, 10.0, 60.0, 1e9]),
         "sampled": st.booleans(),
+        "repeats": REPEATS,
     }
 )
 
@@ -373,6 +406,7 @@ def test_rollout_trials_in_cpp_are_python_forks(case: dict[str, Any]) -> None:
         tables=setup.tables,
         core="compiled",
         ready_order=base.ready_order,
+        tool_cache=case["repeats"] == "cached",
     )
     base.reset(0)
     kind = SampledRolloutScheduler if case["sampled"] else RolloutScheduler

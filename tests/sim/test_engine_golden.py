@@ -143,10 +143,10 @@ def test_engine_matches_golden(name: str, core: str, monkeypatch: pytest.MonkeyP
     got = run_case(CASES[name])
     if core == "compiled":
         assert got["metrics"]["decisions"] > 0
-        # eft (heft_online: in rank order), least_loaded and kv_aware without caches run
-        # whole in C++; the rest builds every decision on the compiled core
+        # eft (heft_online: in rank order), least_loaded and kv_aware without KV reuse
+        # run whole in C++ (the tool cache too); the rest builds every decision there
         case = CASES[name]
-        plain = not case.get("kv") and not case.get("tool_cache")
+        plain = not case.get("kv")
         twins = ("eft", "least_loaded", "kv_aware", "heft_online")
         assert whole == [case["policy"] in twins and plain]
         assert whole[0] or built[0] >= got["metrics"]["decisions"]

@@ -55,6 +55,7 @@ import numpy as np
 from scalesched.cluster.tables import MODEL_INDEX, MODEL_NAMES
 from scalesched.kernel.records import check_feasible, task_record
 from scalesched.sim import core
+from scalesched.sim.tool_cache import LOOKUP_S
 
 if TYPE_CHECKING:
     from scalesched.decision.scheduler import Scheduler
@@ -109,8 +110,8 @@ def uncovered_state(sim: Simulation) -> str | None:
         return "the simulation runs on the Python core"
     if sim._futures is not None and sim.stream is not None:
         return "a streamed fork on sampled futures (its jobs to come are not realised)"
-    if sim._kv is not None or sim._tool_cache is not None or sim._rides is not None:
-        return "KV reuse or the tool or logits cache"
+    if sim._kv is not None or sim._rides is not None:
+        return "KV reuse or the logits cache"
     if sim._replicas.requests or sim._redeploy.requests or sim._copies or sim.hedged_tasks:
         return "replicas, re-deployments or hedges"
     if sim.deferred or sim.must_place or sim.deferrals:
@@ -275,6 +276,8 @@ def _bind(sim: Simulation, *, resident: bool = True, book: bool = False) -> Any:
     request's rank, are the core's own, the same doubles as the book's
     (``sim/_core/ranks.hpp``)."""
     run = _event_run(sim, resident, _admitted(sim) if book and sim.stream is not None else None)
+    if sim._tool_cache is not None:
+        run.use_tool_cache(LOOKUP_S)
     if book:
         run.on_finished(_finished_flags(sim))
     t = sim.tables
@@ -405,8 +408,10 @@ def _trace_row(sim: Simulation) -> Callable[..., None]:
         start: float,
         end: float,
         loaded: float,
+        skipped: float,
     ) -> None:
-        put(task_record(job, job.workflow.tasks[i], server, (ready, landed, start, end), loaded))
+        times = (ready, landed, start, end)
+        put(task_record(job, job.workflow.tasks[i], server, times, loaded, skipped))
 
     return row
 
@@ -430,6 +435,8 @@ def _write_back(sim: Simulation, run: Any) -> None:
     ):
         setattr(sim, name, counters[name])
     sim._seq = itertools.count(counters["seq"])
+    if sim._tool_cache is not None:
+        sim._tool_cache.extend(*run.tool_cache_hits())
     busy_cores, free, busy_gpus, gpu_area, cpu_area, gpu_mark, cpu_mark = run.server_books()
     sim._busy_cores[:] = busy_cores
     sim._free_gpus[:] = free
@@ -472,7 +479,7 @@ def _per_id_back(sim: Simulation, run: Any) -> None:
         ("loaded_at", 5),
         ("_est", 6),
         ("priority", 9),
-    )
+    ) + ((("skipped_s", 10),) if sim.skipped_s is not None else ())
     for name, field in ints:
         getattr(sim, name)[:] = run.per_id_int(field)
     for name, field in floats:

@@ -41,6 +41,11 @@ class ToolCache:
         self._jobs.append(ji)
         self._saved.append(max(0.0, saved_s))
 
+    def extend(self, jobs: list[int], saved_s: list[float]) -> None:
+        """Hits a compiled run kept (``EventRun.tool_cache_hits``), already clipped at 0."""
+        self._jobs.extend(jobs)
+        self._saved.extend(saved_s)
+
     def record(self) -> tuple[np.ndarray, np.ndarray]:
         """(job index per hit, seconds saved per hit) for ``RunRecord.tool_cache``."""
         return packed(self._jobs, np.int64), packed(self._saved, np.float64)

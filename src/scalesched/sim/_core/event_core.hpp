@@ -144,6 +144,8 @@ struct Task {
     bool done = false;
     double ready = NAN, landed = NAN, started = NAN, ended = NAN, loaded = NAN, est = 0.0;
     double priority = INF;  // a Place's admission priority (inf: arrival order)
+    std::int64_t repeat_of = -1;  // a tool call repeating this earlier task of its job
+    double skipped = 0.0;         // seconds a cache hit saved (its trace row's ``skipped``)
 };
 
 struct Job {
@@ -453,6 +455,17 @@ class EventCore {
         launch(gid, server, est);
     }
 
+    // Repeated tool calls take their finished original's result (``--tool-cache on``), a
+    // hit taking ``lookup_s`` seconds (sim.tool_cache.LOOKUP_S).
+    void use_tool_cache(double lookup_s) {
+        tool_cache_ = true;
+        lookup_s_ = lookup_s;
+    }
+    // The tool cache's hits so far: (job, seconds saved) each, in order (ToolCache.hit).
+    std::pair<std::vector<std::int64_t>, std::vector<double>> tool_cache_hits() const {
+        return {hit_jobs_, hit_saved_};
+    }
+
     // ``on_finished(job, task, last)`` at every finished task, after its books: the Python
     // side's ranks and finished flags, which its task requests read.
     void on_finished(nb::object callback) { on_finished_ = std::move(callback); }
@@ -556,7 +569,7 @@ class EventCore {
     const std::vector<std::pair<double, double>>& held_log() const { return held_log_; }
 
     // Per id, in id order, of a run kept up front (field: 1 ready, 2 landed, 3 started,
-    // 4 ended, 5 loaded, 6 est, 9 priority); the integer books (server 0, missing 7) and
+    // 4 ended, 5 loaded, 6 est, 9 priority, 10 skipped); the integer books (server 0, missing 7) and
     // the finished flags the same way, as Python ints and bools with no float in between.
     std::vector<double> per_id(int field) const {
         switch (field) {
@@ -567,6 +580,7 @@ class EventCore {
             case 5: return per_task<double>([](const Task& k) { return k.loaded; });
             case 6: return per_task<double>([](const Task& k) { return k.est; });
             case 9: return per_task<double>([](const Task& k) { return k.priority; });
+            case 10: return per_task<double>([](const Task& k) { return k.skipped; });
             default: throw std::invalid_argument("per_id: not a float field");
         }
     }
@@ -698,6 +712,10 @@ class EventCore {
             k.cpu_work = nb::cast<double>(tk.attr(names_.cpu_work));
             k.ext_latency = nb::cast<double>(tk.attr(names_.ext_latency));
             k.ext_est = nb::cast<double>(tk.attr(names_.ext_latency_est));
+            if (!k.llm) {
+                nb::object original = tk.attr(names_.repeat_of);
+                if (!original.is_none()) k.repeat_of = nb::cast<std::int64_t>(original);
+            }
             if (!truths_of_.is_none()) {  // a fork on sampled futures: its redrawn truths
                 nb::object truths = truths_of_(offset + i);
                 if (!truths.is_none()) {
@@ -1018,6 +1036,8 @@ class EventCore {
         const std::size_t su = static_cast<std::size_t>(s);
         if (k.llm) {
             llm_arrive(gid, s, k);
+        } else if (k.repeat_of >= 0 && tool_cache_ && cache_hit(gid, k)) {
+            return;
         } else if (k.cpu_work <= 0) {
             k.started = now_;
             after_cpu(gid, k);
@@ -1029,6 +1049,24 @@ class EventCore {
     }
 
     // -- tools (sim.tools) ----------------------------------------------------------------
+    // A repeated tool call whose original has finished takes its result: done after
+    // lookup_s_, holding no core (sim.tools.ToolServers.cache_hit). False: run it.
+    bool cache_hit(std::int64_t gid, Task& k) {
+        const Job& j = job_of(gid);
+        if (!j.tasks[static_cast<std::size_t>(k.repeat_of)].done) return false;
+        const std::int64_t s = k.server;
+        const double speed = speed_[static_cast<std::size_t>(s)];
+        k.started = now_;
+        b_.a.cpu_backlog[s] = py_max(0.0, b_.a.cpu_backlog[s] - k.cpu_work / speed);
+        b_.a.tools_in_flight[s] -= 1;
+        const double saved = k.cpu_work / speed + k.ext_latency - lookup_s_;
+        hit_jobs_.push_back(job_index_[static_cast<std::size_t>(gid)]);
+        hit_saved_.push_back(py_max(0.0, saved));
+        k.skipped = saved;
+        push(now_ + lookup_s_, EV_TASK_DONE, gid, 0);
+        return true;
+    }
+
     void cpu_account(std::int64_t s) {
         const std::size_t su = static_cast<std::size_t>(s);
         cpu_area_[su] += static_cast<double>(busy_cores_[su]) * (now_ - cpu_mark_[su]);
@@ -1354,7 +1392,8 @@ class EventCore {
             j.ranks.clear();  // more of the workflow is revealed
         ++tasks_completed_;
         if (record_trace_)
-            on_trace_(j.job, i, k.server, k.ready, k.landed, k.started, now_, k.loaded);
+            on_trace_(j.job, i, k.server, k.ready, k.landed, k.started, now_, k.loaded,
+                      k.skipped);
         // unassign
         const std::int64_t s = k.server;
         b_.a.n_assigned[s] -= 1;
@@ -1431,7 +1470,7 @@ class EventCore {
         nb::str prompt_tokens{"prompt_tokens"}, output_tokens{"output_tokens"};
         nb::str output_tokens_est{"output_tokens_est"}, cpu_work{"cpu_work"};
         nb::str ext_latency{"ext_latency"}, ext_latency_est{"ext_latency_est"};
-        nb::str revealed_by{"revealed_by"};
+        nb::str revealed_by{"revealed_by"}, repeat_of{"repeat_of"};
     } names_;
 
     std::int64_t n_jobs_ = 0, n_tasks_ = 0;
@@ -1465,6 +1504,10 @@ class EventCore {
     bool ranks_known_ = false, rank_order_ = false;
     MeanTransfer transfer_;
     bool placed_log_ = false;  // run_until: keep each placement in placed_
+    bool tool_cache_ = false;  // use_tool_cache
+    double lookup_s_ = 0.0;
+    std::vector<std::int64_t> hit_jobs_;
+    std::vector<double> hit_saved_;
     std::vector<std::pair<std::int64_t, std::int64_t>> placed_;
     std::int64_t ticks_ = 0;  // events run, for the signal check
     std::int64_t in_system_ = 0;

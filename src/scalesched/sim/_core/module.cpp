@@ -538,6 +538,9 @@ NB_MODULE(_simcore, m) {
         .def("next_instant", [](EventRun& r, double end) { return r.core().next_instant(end); })
         .def("apply", [](EventRun& r, std::int64_t gid, std::int64_t server, double est,
                          double priority) { r.core().apply(gid, server, est, priority); })
+        .def("use_tool_cache",
+             [](EventRun& r, double lookup_s) { r.core().use_tool_cache(lookup_s); })
+        .def("tool_cache_hits", [](EventRun& r) { return r.core().tool_cache_hits(); })
         .def("on_finished", [](EventRun& r, nb::object callback) {
             r.core().on_finished(std::move(callback));
         })
