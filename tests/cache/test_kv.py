@@ -121,3 +121,16 @@ def test_a_finished_session_loses_its_credit() -> None:
     cache.release(done)
     assert cache.evict(1, now=2.0) == 100  # now plain recency: the older one goes
     assert cache.get(2) is not None
+
+
+def test_a_protected_leaf_queued_twice_is_evicted_once() -> None:
+    """A request that holds a segment and gives it back without using it (the head of a
+    queue waiting for memory) queues the leaf again at the same priority: eviction must
+    count it once, and not fail on the second copy."""
+    cache = PrefixCache("ttl")
+    seg = cache.insert(1, None, 100, 0.0, expiry=50.0)
+    for _ in range(2):
+        cache.hold(seg)
+        cache.release(seg)
+    assert cache.evict(1000, now=1.0) == 100  # protected, but nothing else is left
+    assert cache.get(1) is None and cache.resident == 0 and cache.evicted == 100

@@ -198,7 +198,9 @@ class PrefixCache:
             protected.sort(key=lambda e: (-e[0], e[1]))
             i = 0
             while freed < need and i < len(protected):
-                freed += self._drop(protected[i][2])
+                seg = protected[i][2]
+                if self.segments.get(seg.key) is seg:  # a leaf queued twice is here twice
+                    freed += self._drop(seg)
                 i += 1
             protected = protected[i:]
         for _, seq, seg in protected:  # still cached: back in the queue
