@@ -7,6 +7,8 @@ N = 48 on 2026-12-04).
     taskset -c 1 nice -n 5 python benchmarks/bench_core.py --sizes 16,48 --pairs 5
     taskset -c 1 nice -n 5 python benchmarks/bench_core.py --sizes 16,48 --policies scale-dagger
     taskset -c 1 nice -n 5 python benchmarks/bench_core.py --env steady-100,cold-30 --pairs 3
+    taskset -c 1 nice -n 5 python benchmarks/bench_core.py --workload coordinator \
+        --kv-policy lru --tool-repeat 0.5 --tool-cache --sizes 16,48 --pairs 3
 
 After one untimed run on each core (imports, caches), the two cores alternate (python
 first on even pairs, compiled first on odd ones) and each figure is the best of its runs,
@@ -45,14 +47,17 @@ from scalesched.sim.core import CORE_ENV, compiled_available  # noqa: E402
 CORES = ("python", "compiled")
 
 
-def timed_run(setup: Any, policy: str, core: str, *, traced: bool) -> tuple[float, int, int, str]:
+def timed_run(
+    setup: Any, policy: str, core: str, *, traced: bool, caches: dict[str, Any]
+) -> tuple[float, int, int, str]:
     """(CPU seconds, events, decisions, trace hash or the mean response's hex) of one run
-    on ``core``; ``traced`` records the trace (the check runs), else the run keeps none
-    (the timed runs: a trace is an output a user asks for, not the simulation)."""
+    on ``core`` with ``caches`` (``run``'s ``kv_policy`` and ``tool_cache``); ``traced``
+    records the trace (the check runs), else the run keeps none (the timed runs: a trace is
+    an output a user asks for, not the simulation)."""
     os.environ[CORE_ENV] = core
     try:
         t0 = time.process_time()
-        result = run(setup, policy, warmup=0, record_trace=traced)
+        result = run(setup, policy, warmup=0, record_trace=traced, **caches)
         cpu = time.process_time() - t0
     finally:
         del os.environ[CORE_ENV]
@@ -64,20 +69,28 @@ def timed_run(setup: Any, policy: str, core: str, *, traced: bool) -> tuple[floa
     return cpu, int(result.metrics["events"]), int(result.metrics["decisions"]), check
 
 
-def measure(n: int, policy: str, workflows: int, seed: int, pairs: int) -> dict[str, Any]:
-    setup = prepare(
-        f"hetero-{n}",
-        Scenario(workflows=workflows, rate=RATE_PER_SERVER * n, seed=seed),
-        stream=False,
+def measure(
+    n: int, policy: str, workflows: int, seed: int, pairs: int, options: argparse.Namespace
+) -> dict[str, Any]:
+    scenario = Scenario(
+        workload=options.workload,
+        workflows=workflows,
+        rate=RATE_PER_SERVER * n,
+        seed=seed,
+        tool_repeat=options.tool_repeat,
     )
+    setup = prepare(f"hetero-{n}", scenario, stream=False)
+    caches = {"kv_policy": options.kv_policy, "tool_cache": options.tool_cache}
     times: dict[str, list[float]] = {c: [] for c in CORES}
     traces: set[tuple[int, int, str]] = set()
     seen: set[tuple[int, int, str]] = set()
     for core in CORES:  # untimed: imports, the tables' caches, the binding; the traces
-        traces.add(timed_run(setup, policy, core, traced=True)[1:])
+        traces.add(timed_run(setup, policy, core, traced=True, caches=caches)[1:])
     for i in range(pairs):
         for core in CORES if i % 2 == 0 else CORES[::-1]:
-            cpu, events, decisions, check = timed_run(setup, policy, core, traced=False)
+            cpu, events, decisions, check = timed_run(
+                setup, policy, core, traced=False, caches=caches
+            )
             times[core].append(cpu)
             seen.add((events, decisions, check))
     if len(seen) != 1 or len(traces) != 1:
@@ -146,6 +159,10 @@ def main() -> None:
         "--env", default="", help="time the Gymnasium environment on these settings instead"
     )
     parser.add_argument("--env-steps", type=int, default=5000, help="environment steps per run")
+    parser.add_argument("--workload", default="agentic-mix", help="the workload of every run")
+    parser.add_argument("--kv-policy", default=None, help="KV reuse across calls (lru, ttl...)")
+    parser.add_argument("--tool-repeat", type=float, default=0.0, help="repeated tool calls")
+    parser.add_argument("--tool-cache", action="store_true", help="repeats take cached results")
     args = parser.parse_args()
     if not compiled_available():
         raise SystemExit("the compiled core is not built in this install (see docs/install.md)")
@@ -156,7 +173,14 @@ def main() -> None:
         env_table(args.env, args.env_steps, args.seed, args.pairs)
         return
     rows = [
-        measure(int(n), policy, max(200, args.workflows_per_server * int(n)), args.seed, args.pairs)
+        measure(
+            int(n),
+            policy,
+            max(200, args.workflows_per_server * int(n)),
+            args.seed,
+            args.pairs,
+            args,
+        )
         for n in args.sizes.split(",")
         for policy in args.policies.split(",")
     ]
@@ -165,7 +189,9 @@ def main() -> None:
     floor_cpu = (time.process_time() - t0) / 200_000
     print(
         f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-        f"Python {platform.python_version()}; {args.pairs} pairs, best CPU time of each core; "
+        f"Python {platform.python_version()}; {args.workload}, KV {args.kv_policy}, tool "
+        f"repeats {args.tool_repeat} cache {args.tool_cache}; "
+        f"{args.pairs} pairs, best CPU time of each core; "
         f"bare heapq push + pop {1e6 * floor:.2f} us ({1e6 * floor_cpu:.2f} us CPU)"
     )
     print(

@@ -80,6 +80,7 @@ CASES = st.fixed_dictionaries(
         "warmup": st.sampled_from([0, None]),
         "stream": st.booleans(),
         "tool_cache": st.booleans(),  # with half the tool calls repeating an earlier one
+        "kv": st.sampled_from([None, "lru", "ttl", "agent-aware"]),
     }
 )
 
@@ -113,6 +114,7 @@ def test_random_scenarios_run_in_the_loop_and_identically(
             record_trace=True,
             warmup=case["warmup"],
             tool_cache=case["tool_cache"],
+            kv_policy=case["kv"],
         )
     assert looped == [False, True]
     assert trace_rows(results["python"]) == trace_rows(results["compiled"])

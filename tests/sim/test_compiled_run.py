@@ -12,6 +12,7 @@ Each compiled run is checked to have really run whole in C++.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,8 @@ def scenario_of(case: dict[str, Any]) -> Scenario:
 
 
 REPEATS = st.sampled_from(["none", "marked", "cached"])
+KV_MODES = st.sampled_from([None, None, "lru", "ttl", "agent-aware", "nocache"])
+"""KV reuse across calls (``--kv-policy``; None: off)."""
 
 
 def run_on(
@@ -104,6 +107,7 @@ SCENARIOS = st.fixed_dictionaries(
         "warmup": st.sampled_from([0, 3, None]),
         "cooldown": st.sampled_from([0, 2]),
         "repeats": REPEATS,
+        "kv": KV_MODES,
     }
 )
 
@@ -129,6 +133,7 @@ def test_random_scenarios_run_whole_and_identically(
             warmup=case["warmup"],
             cooldown=case["cooldown"],
             tool_cache=case["repeats"] == "cached",
+            kv_policy=case["kv"],
         )
         for name in ("python", "compiled")
     }
@@ -207,25 +212,41 @@ def _books(sim: Simulation) -> dict[str, Any]:
         books["tool_cache"] = [a.tobytes() for a in sim._tool_cache.record()]
     if sim.skipped_s is not None:
         books["skipped_s"] = exact(sim.skipped_s)
+    if sim._kv is not None:
+        record = sim._kv.record(0)
+        books["kv"] = [getattr(record, f.name) for f in dataclasses.fields(record)]
+        books["kv"] = [v.tobytes() if isinstance(v, np.ndarray) else v for v in books["kv"]]
+        books["kv_reentries"] = dict(sim._kv.reentries)
+        books["kv_evicted"] = sim._kv.lost + sum(
+            e.kv.evicted for engines in sim._engines for e in engines.values() if e.kv
+        )
     return books
 
 
 @pytest.mark.parametrize(
-    ("residency", "workload", "policy", "tool_cache"),
+    ("residency", "workload", "policy", "tool_cache", "kv"),
     [
-        ("dynamic", "agentic-mix", "eft", False),
-        ("planned", "agentic-mix", "tail", False),
-        ("dynamic", "tool-heavy", "tail", False),
-        ("planned", "tool-heavy", "least_loaded", False),
-        ("dynamic", "agentic-mix", "fcfs_workflow", False),
-        ("planned", "agentic-mix", "plas", False),
-        ("dynamic", "tool-heavy", "kv_aware", False),
-        ("planned", "tool-heavy", "tail", True),
-        ("dynamic", "coordinator", "eft", True),
+        ("dynamic", "agentic-mix", "eft", False, None),
+        ("planned", "agentic-mix", "tail", False, None),
+        ("dynamic", "tool-heavy", "tail", False, None),
+        ("planned", "tool-heavy", "least_loaded", False, None),
+        ("dynamic", "agentic-mix", "fcfs_workflow", False, None),
+        ("planned", "agentic-mix", "plas", False, None),
+        ("dynamic", "tool-heavy", "kv_aware", False, None),
+        ("planned", "tool-heavy", "tail", True, None),
+        ("dynamic", "coordinator", "eft", True, None),
+        ("dynamic", "coordinator", "tail", False, "lru"),
+        ("planned", "coordinator", "heft_online", True, "agent-aware"),
+        ("dynamic", "agent-mix", "kv_aware", False, "ttl"),
     ],
 )
 def test_the_books_left_behind_are_the_python_engines(
-    whole_runs: list[bool], residency: str, workload: str, policy: str, tool_cache: bool
+    whole_runs: list[bool],
+    residency: str,
+    workload: str,
+    policy: str,
+    tool_cache: bool,
+    kv: str | None,
 ) -> None:
     scenario = Scenario(
         workload=workload,
@@ -246,7 +267,9 @@ def test_the_books_left_behind_are_the_python_engines(
             warmup=6,
             core=name,
             tool_cache=tool_cache,
-            record_trace=tool_cache,  # and so the seconds each hit skipped
+            kv_policy=kv,
+            record_trace=tool_cache or kv is not None,  # and so the seconds each hit skipped
+            ready_order=get_policy(policy).ready_order,
         )
         sim_run.drive_simulation(sim, get_policy(policy), seed=0)
         books[name] = _books(sim)
@@ -257,6 +280,9 @@ def test_the_books_left_behind_are_the_python_engines(
     assert books["compiled"]["model_loads"] > 0 or residency == "planned"
     if tool_cache:
         assert len(books["compiled"]["tool_cache"][0]) > 10  # hits, as many as Python's
+    if kv is not None:
+        assert books["compiled"]["kv_reentries"]  # sessions went on, from the cache or not
+        assert books["compiled"]["kv_evicted"] > 0 or residency == "planned"  # memory to spare
 
 
 def test_the_progress_callback_and_a_written_trace_are_the_same(
@@ -314,9 +340,9 @@ def test_what_it_does_not_cover_runs_through_the_decision_cycle(
     whole_runs.clear()  # preparing may measure the capacity
     monkeypatch.setenv(core.CORE_ENV, "compiled")
     ours = run(setup, _NotEft(), record_trace=True)
-    kv = run(setup, "eft", kv_policy="lru")
+    logits = run(setup, "eft", logits_cache=True)
     assert whole_runs == [False, False]
-    assert ours.metrics["decisions"] > 0 and kv.metrics["decisions"] > 0
+    assert ours.metrics["decisions"] > 0 and logits.metrics["decisions"] > 0
 
     def fresh(**options: Any) -> Simulation:
         return Simulation(setup.cluster, setup.jobs, tables=setup.tables, **options)
@@ -325,12 +351,15 @@ def test_what_it_does_not_cover_runs_through_the_decision_cycle(
     reasons = {
         "python": compiled_run.unsupported(fresh(core="python"), eft),
         "policy": compiled_run.unsupported(fresh(core="compiled"), get_policy("soft_eft")),
-        "kv": compiled_run.unsupported(fresh(core="compiled", kv_policy="lru"), eft),
         "logits": compiled_run.unsupported(fresh(core="compiled", logits_cache=True), eft),
     }
     assert all(reasons.values()), reasons
     assert compiled_run.unsupported(fresh(core="compiled"), eft) is None
     assert compiled_run.unsupported(fresh(core="compiled", tool_cache=True), eft) is None
+    assert compiled_run.unsupported(fresh(core="compiled", kv_policy="lru"), eft) is None
+    under_way = fresh(core="compiled", kv_policy="lru")  # rollout's trials: from the start only
+    assert under_way.next_decision() is not None
+    assert compiled_run.trials_unsupported(under_way, eft)
     assert compiled_run.unsupported(fresh(core="compiled", ready_order="rank"), eft) is None
     started = fresh(core="compiled")
     assert started.next_decision() is not None

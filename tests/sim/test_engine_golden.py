@@ -143,12 +143,11 @@ def test_engine_matches_golden(name: str, core: str, monkeypatch: pytest.MonkeyP
     got = run_case(CASES[name])
     if core == "compiled":
         assert got["metrics"]["decisions"] > 0
-        # eft (heft_online: in rank order), least_loaded and kv_aware without KV reuse
-        # run whole in C++ (the tool cache too); the rest builds every decision there
+        # eft (heft_online: in rank order), least_loaded and kv_aware run whole in C++,
+        # KV reuse and the tool cache too; the rest builds every decision there
         case = CASES[name]
-        plain = not case.get("kv")
         twins = ("eft", "least_loaded", "kv_aware", "heft_online")
-        assert whole == [case["policy"] in twins and plain]
+        assert whole == [case["policy"] in twins]
         assert whole[0] or built[0] >= got["metrics"]["decisions"]
     assert got["trace_rows"] == golden["trace_rows"]
     assert got["trace"] == golden["trace"], "a trace row changed"

@@ -52,10 +52,20 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from scalesched.cache.kv import (
+    AGENT_HORIZON_S,
+    BLOCK_TOKENS,
+    KV_POLICIES,
+    TTL_MARGIN,
+    TTL_MAX_S,
+    TTL_SLACK_S,
+)
 from scalesched.cluster.tables import MODEL_INDEX, MODEL_NAMES
 from scalesched.kernel.records import check_feasible, task_record
 from scalesched.sim import core
 from scalesched.sim.tool_cache import LOOKUP_S
+
+TTL_TERMS = (TTL_MARGIN, TTL_SLACK_S, TTL_MAX_S)
 
 if TYPE_CHECKING:
     from scalesched.decision.scheduler import Scheduler
@@ -110,16 +120,16 @@ def uncovered_state(sim: Simulation) -> str | None:
         return "the simulation runs on the Python core"
     if sim._futures is not None and sim.stream is not None:
         return "a streamed fork on sampled futures (its jobs to come are not realised)"
-    if sim._kv is not None or sim._rides is not None:
-        return "KV reuse or the logits cache"
+    if sim._rides is not None:
+        return "the logits cache"
     if sim._replicas.requests or sim._redeploy.requests or sim._copies or sim.hedged_tasks:
         return "replicas, re-deployments or hedges"
     if sim.deferred or sim.must_place or sim.deferrals:
         return "deferred tasks"
     for engines in sim._engines:
         for eng in engines.values():
-            if eng.kv is not None or eng.replica_at >= 0 or eng.draining or eng.grow_to >= 0:
-                return "an engine with a cache, a replica or a re-deployment"
+            if eng.replica_at >= 0 or eng.draining or eng.grow_to >= 0:
+                return "an engine with a replica or a re-deployment"
     return None
 
 
@@ -161,6 +171,8 @@ def trials_unsupported(sim: Simulation, base: Scheduler) -> str | None:
     (None: they can)."""
     if sim._current is None or sim._current_decision is None:
         return "no open decision"
+    if sim._kv is not None:
+        return "KV reuse under way (the engines' caches are taken over from the start only)"
     return _uncovered(sim, base)
 
 
@@ -278,6 +290,11 @@ def _bind(sim: Simulation, *, resident: bool = True, book: bool = False) -> Any:
     run = _event_run(sim, resident, _admitted(sim) if book and sim.stream is not None else None)
     if sim._tool_cache is not None:
         run.use_tool_cache(LOOKUP_S)
+    if sim._kv is not None:  # a fresh run: every cache starts empty
+        kv = sim._kv
+        eviction = KV_POLICIES.index(kv.eviction)
+        speed = sim.tables.mean_core_speed
+        run.use_kv(eviction, kv.reuse, AGENT_HORIZON_S, speed, *TTL_TERMS, BLOCK_TOKENS)
     if book:
         run.on_finished(_finished_flags(sim))
     t = sim.tables
@@ -437,6 +454,8 @@ def _write_back(sim: Simulation, run: Any) -> None:
     sim._seq = itertools.count(counters["seq"])
     if sim._tool_cache is not None:
         sim._tool_cache.extend(*run.tool_cache_hits())
+    if sim._kv is not None:
+        sim._kv.absorb(*run.kv_records())
     busy_cores, free, busy_gpus, gpu_area, cpu_area, gpu_mark, cpu_mark = run.server_books()
     sim._busy_cores[:] = busy_cores
     sim._free_gpus[:] = free

@@ -75,6 +75,36 @@ class KvReuse:
         self._re_miss.append(miss)
         self._re_moved.append(moved)
 
+    def absorb(
+        self,
+        call_jobs: list[int],
+        prompt: list[int],
+        cached: list[int],
+        ttft_jobs: list[int],
+        ttft_s: list[float],
+        reentry_agents: list[int],
+        reentry_jobs: list[int],
+        reentry_miss: list[int],
+        reentry_moved: list[int],
+        reentries: list[tuple[int, int]],
+        evicted: int,
+    ) -> None:
+        """What a compiled run kept (``EventRun.kv_records``), appended to this run's
+        records. Its engines' caches stayed in C++, so the tokens they evicted (``evicted``:
+        unloaded with their engine, or evicted from a live cache) are counted in ``lost``."""
+        self._call_jobs.extend(call_jobs)
+        self._prompt.extend(prompt)
+        self._cached.extend(cached)
+        self._ttft_jobs.extend(ttft_jobs)
+        self._ttft.extend(ttft_s)
+        self._re_agents.extend(reentry_agents)
+        self._re_jobs.extend(reentry_jobs)
+        self._re_miss.extend(reentry_miss)
+        self._re_moved.extend(reentry_moved)
+        for agent, count in reentries:
+            self.reentries[agent] = self.reentries.get(agent, 0) + count
+        self.lost += evicted
+
     def record(self, evicted: int) -> KVRecord:
         a = packed
         return KVRecord(

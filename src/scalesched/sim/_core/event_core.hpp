@@ -19,6 +19,9 @@
 
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
 
 #include <algorithm>
 #include <cmath>
@@ -28,10 +31,12 @@
 #include <stdexcept>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "decision.hpp"
+#include "prefix_cache.hpp"
 #include "ranks.hpp"
 #include "task_costs.hpp"
 #include "token_head.hpp"
@@ -70,6 +75,7 @@ enum Policy : std::int32_t {
 enum EngineState : std::int8_t { ENG_ABSENT = 0, ENG_LOADING = 1, ENG_READY = 2 };
 
 constexpr double TOKEN_EPS = 1e-6;  // sim.llm_serving._TOKEN_EPS
+constexpr std::int64_t KV_BLOCK = 16;  // cache.kv.BLOCK_TOKENS (checked by use_kv)
 
 struct Event {
     double time;
@@ -104,6 +110,19 @@ struct EngineClass {
     double attn;        // decode_attn[klass]
 };
 
+// An engine's prefix cache (``--kv-policy``), or none; a fork's engine copies it.
+struct KvSlot {
+    std::unique_ptr<PrefixCache> cache;
+    KvSlot() = default;
+    KvSlot(const KvSlot& o) : cache(o.cache ? std::make_unique<PrefixCache>(*o.cache) : nullptr) {}
+    KvSlot& operator=(const KvSlot& o) {
+        cache = o.cache ? std::make_unique<PrefixCache>(*o.cache) : nullptr;
+        return *this;
+    }
+    KvSlot(KvSlot&&) = default;
+    KvSlot& operator=(KvSlot&&) = default;
+};
+
 // sim.gpu_engine.SimEngine: one model on tp GPUs of a server.
 struct Engine {
     std::int64_t server, model, klass;
@@ -119,6 +138,7 @@ struct Engine {
     double last_used = 0.0;
     bool busy = false, idle = false;
     std::int64_t n_active = 0, kv_used = 0, n_decoding = 0, ctx_sum = 0;
+    KvSlot kv;
 
     std::int64_t n_requests() const { return n_active + static_cast<std::int64_t>(waiting.size()); }
     bool fits(const EngineClass& c, std::int64_t prompt, std::int64_t output) const {
@@ -146,6 +166,13 @@ struct Task {
     double priority = INF;  // a Place's admission priority (inf: arrival order)
     std::int64_t repeat_of = -1;  // a tool call repeating this earlier task of its job
     double skipped = 0.0;         // seconds a cache hit saved (its trace row's ``skipped``)
+    // KV reuse (read only in a --kv-policy run): the application prompt's key (-1 - its
+    // interned prefix_id; 0: none) and tokens, the task of the job whose context the call
+    // continues (-1: none), the revealing task (-1: none), the workflow's own prompt +
+    // output (a context's end), and while admitted: the KV it reserves for itself and the
+    // deepest cached segment it holds (-1: none).
+    std::int64_t prefix_key = 0, prefix_tokens = 0, context_of = -1, revealed_by = -1;
+    std::int64_t context_end = 0, kv_private = 0, kv_segment = -1;
 };
 
 struct Job {
@@ -455,6 +482,37 @@ class EventCore {
         launch(gid, server, est);
     }
 
+    // KV reuse across calls (``--kv-policy``; KvReuse): ``eviction`` a KvEviction, ``reuse``
+    // False for ``nocache`` (measured, nothing cached); the cache.kv constants. Every
+    // engine live now gets an empty cache, as every engine made later does.
+    void use_kv(std::int32_t eviction, bool reuse, double horizon_s, double mean_core_speed,
+                double ttl_margin, double ttl_slack_s, double ttl_max_s, std::int64_t block) {
+        if (n_tasks_ || events_) throw std::logic_error("compiled run: KV reuse from the start only");
+        kv_.on = true;
+        kv_.reuse = reuse;
+        kv_.eviction = eviction;
+        kv_.horizon_s = horizon_s;
+        kv_.mean_core_speed = mean_core_speed;
+        kv_.ttl_margin = ttl_margin;
+        kv_.ttl_slack_s = ttl_slack_s;
+        kv_.ttl_max_s = ttl_max_s;
+        if (block != KV_BLOCK) throw std::invalid_argument("compiled run: KV block size differs");
+        for (std::size_t key = 0; key < engines_.size(); ++key)
+            if (live_[key]) engines_[key].kv.cache = std::make_unique<PrefixCache>(eviction, horizon_s);
+    }
+    // KVRecord's arrays so far, the re-entries per agent, and the tokens evicted in all
+    // (engines unloaded with their caches, and every live cache's evictions).
+    nb::tuple kv_records() const {
+        std::int64_t evicted = kv_.lost;
+        for (std::size_t key = 0; key < engines_.size(); ++key)
+            if (live_[key] && engines_[key].kv.cache) evicted += engines_[key].kv.cache->evicted;
+        std::vector<std::pair<std::int64_t, std::int64_t>> reentries(kv_.reentries.begin(),
+                                                                     kv_.reentries.end());
+        return nb::make_tuple(kv_.call_jobs, kv_.prompt, kv_.cached, kv_.ttft_jobs, kv_.ttft,
+                              kv_.re_agents, kv_.re_jobs, kv_.re_miss, kv_.re_moved, reentries,
+                              evicted);
+    }
+
     // Repeated tool calls take their finished original's result (``--tool-cache on``), a
     // hit taking ``lookup_s`` seconds (sim.tool_cache.LOOKUP_S).
     void use_tool_cache(double lookup_s) {
@@ -716,6 +774,7 @@ class EventCore {
                 nb::object original = tk.attr(names_.repeat_of);
                 if (!original.is_none()) k.repeat_of = nb::cast<std::int64_t>(original);
             }
+            if (kv_.on) read_kv_fields(k, tk);
             if (!truths_of_.is_none()) {  // a fork on sampled futures: its redrawn truths
                 nb::object truths = truths_of_(offset + i);
                 if (!truths.is_none()) {
@@ -1048,6 +1107,224 @@ class EventCore {
         }
     }
 
+    // -- KV reuse (sim.kv_reuse.KvReuse) ---------------------------------------------------
+    void read_kv_fields(Task& k, nb::handle tk) {
+        k.context_end = k.prompt + k.output;  // before a fork's redrawn truths
+        nb::object rb = tk.attr(names_.revealed_by);
+        if (!rb.is_none()) k.revealed_by = nb::cast<std::int64_t>(rb);
+        if (!k.llm) return;
+        nb::object ctx = tk.attr(names_.context_of);
+        if (!ctx.is_none()) k.context_of = nb::cast<std::int64_t>(ctx);
+        nb::object prefix = tk.attr(names_.prefix_id);
+        if (prefix.is_none()) return;
+        const std::string name = nb::cast<std::string>(prefix);
+        auto [at, added] = kv_.prefix_keys.try_emplace(
+            name, -1 - static_cast<std::int64_t>(kv_.prefix_keys.size()));
+        k.prefix_key = at->second;
+        k.prefix_tokens = nb::cast<std::int64_t>(tk.attr(names_.prefix_tokens));
+    }
+
+    // KvReuse.chain: the cache segments call ``gid``'s prompt starts with, deepest first,
+    // as (key, end); empty for a call with no prefix identity.
+    void kv_chain(std::int64_t gid, const Task& k, std::vector<std::pair<std::int64_t, std::int64_t>>& chain) {
+        chain.clear();
+        if (k.prefix_key == 0) return;
+        const Job& j = job_of(gid);
+        for (std::int64_t c = k.context_of; c >= 0;) {
+            const Task& t = j.tasks[static_cast<std::size_t>(c)];
+            chain.emplace_back(j.offset + c, t.context_end);
+            c = t.context_of;
+        }
+        if (k.prefix_tokens > 0) chain.emplace_back(k.prefix_key, k.prefix_tokens);
+    }
+
+    // The deepest segment of ``chain`` the cache holds (-1: none).
+    static std::int64_t deepest(const PrefixCache& kv, const std::vector<std::pair<std::int64_t, std::int64_t>>& chain) {
+        for (const auto& [key, end] : chain) {
+            const std::int64_t id = kv.get(key);
+            if (id >= 0) return id;
+        }
+        return -1;
+    }
+
+    // The agent of a call continuing a session: the last task id of its chain.
+    static std::int64_t agent_of(const std::vector<std::pair<std::int64_t, std::int64_t>>& chain) {
+        for (auto it = chain.rbegin(); it != chain.rend(); ++it)
+            if (it->first >= 0) return it->first;
+        throw std::logic_error("compiled run: a session's chain without a call");
+    }
+
+    // KvReuse.admit: a request reserves only the KV its cached prefix does not cover,
+    // evicts cached segments to make room (never those it reuses), and prefills only its
+    // uncached tokens.
+    void kv_admit(Engine* eng, PrefixCache& kv) {
+        const EngineClass& c = klass(eng);
+        auto& chain = kv_.chain;
+        while (!eng->waiting.empty() && eng->n_active < c.max_batch) {
+            const std::int64_t gid = eng->waiting.front();
+            Task& k = task(gid);
+            kv_chain(gid, k, chain);
+            const std::int64_t seg = kv_.reuse ? deepest(kv, chain) : -1;
+            const std::int64_t base = seg >= 0 ? kv.segment(seg).end : 0;
+            const std::int64_t priv = k.prompt + k.output - base;
+            kv.hold(seg);
+            const std::int64_t room = c.kv_cap - eng->kv_used;
+            if (priv > room) {
+                if (eng->n_active && priv > room + kv.evictable()) {
+                    kv.release(seg);
+                    break;  // FIFO: the head waits for memory
+                }
+                eng->kv_used -= kv.evict(priv - room, now_);
+            }
+            eng->waiting.pop_front();
+            kv.touch(seg, now_);
+            eng->n_active += 1;
+            eng->kv_used += priv;
+            k.kv_private = priv;
+            k.kv_segment = seg;
+            const std::int64_t usable = std::min(base, k.prompt - 1);  // cache.kv.cached_prefill
+            const std::int64_t hit = usable > 0 ? usable / KV_BLOCK * KV_BLOCK : 0;
+            const std::int64_t ji = job_index_[static_cast<std::size_t>(gid)];
+            kv_.call_jobs.push_back(ji);
+            kv_.prompt.push_back(k.prompt);
+            kv_.cached.push_back(hit);
+            if (k.context_of >= 0 && !chain.empty()) {
+                const std::int64_t ctx = chain.front().first;
+                const bool miss = seg < 0 || kv.segment(seg).key != ctx;
+                const bool moved = task(ctx).server != eng->server;
+                const std::int64_t agent = agent_of(chain);
+                kv_.reentries[agent] += 1;
+                kv_.re_agents.push_back(agent);
+                kv_.re_jobs.push_back(ji);
+                kv_.re_miss.push_back(miss);
+                kv_.re_moved.push_back(moved);
+            }
+            k.started = now_;
+            const std::int64_t prefill = k.prompt - hit;
+            Prefill& prefill_s = prefills_[static_cast<std::size_t>(eng->klass)];
+            if (hit) k.skipped = prefill_s(k.prompt) - prefill_s(prefill);
+            push(now_ + prefill_s(prefill), EV_PREFILL_DONE, gid, 0);
+        }
+        refresh_busy(eng);
+    }
+
+    // KvReuse.prefilled: the prompt is computed; its prefix segments are cached (held by
+    // the request until it ends), taken out of what the request reserves for itself.
+    void kv_prefilled(PrefixCache& kv, std::int64_t gid, Task& k) {
+        kv_.ttft_jobs.push_back(job_index_[static_cast<std::size_t>(gid)]);
+        kv_.ttft.push_back(now_ - k.landed);
+        auto& chain = kv_.chain;
+        kv_chain(gid, k, chain);
+        if (chain.empty() || !kv_.reuse) return;
+        const std::int64_t seg = k.kv_segment;
+        const std::int64_t base = seg >= 0 ? kv.segment(seg).end : 0;
+        const std::int64_t top = deepest(kv, chain);
+        const std::int64_t already = (top >= 0 ? kv.segment(top).end : 0) - base;
+        std::size_t missing = chain.size();
+        if (top >= 0) {
+            const std::int64_t top_key = kv.segment(top).key;
+            for (std::size_t i = 0; i < chain.size(); ++i)
+                if (chain[i].first == top_key) {
+                    missing = i;
+                    break;
+                }
+        }
+        std::int64_t leaf = top;
+        for (std::size_t i = missing; i-- > 0;)
+            leaf = kv.insert(chain[i].first, leaf, chain[i].second, now_, -INF, 0.0);
+        kv.hold(leaf);
+        kv.release(seg);
+        engine(k.server, k.model)->kv_used -= already;
+        k.kv_private -= chain.front().second - base;
+        k.kv_segment = leaf;
+    }
+
+    // KvReuse.finished: the call's context (prompt + output) stays cached for the
+    // session's next turn unless evicted; the rest of its reservation is freed.
+    void kv_finished(Engine* eng, PrefixCache& kv, std::int64_t gid, Task& k) {
+        std::int64_t priv = k.kv_private;
+        const std::int64_t seg = k.kv_segment;
+        k.kv_segment = -1;
+        if (k.prefix_key != 0 && kv_.reuse) {
+            const std::int64_t end = k.prompt + k.output;
+            const std::int64_t tokens = end - (seg >= 0 ? kv.segment(seg).end : 0);
+            if (kv.get(gid) < 0) {
+                const auto [expiry, credit] = kv_terms(kv.policy(), gid, k);
+                if (credit == 0.0 && kv.policy() == KV_AGENT_AWARE) kv.drop_credit(seg);
+                kv.insert(gid, seg, end, now_, expiry, credit);
+            } else {
+                eng->kv_used -= tokens;  // a hedged copy cached it first
+            }
+            priv -= tokens;
+        }
+        kv.release(seg);
+        eng->n_active -= 1;
+        eng->kv_used -= priv;
+    }
+
+    // KvReuse.terms: (TTL expiry, agent-aware credit) of a finished call's segment.
+    std::pair<double, double> kv_terms(std::int32_t policy, std::int64_t gid, const Task& k) {
+        if (policy == KV_LRU) return {-INF, 0.0};
+        const Job& j = job_of(gid);
+        const std::int64_t i = gid - j.offset;
+        if (policy == KV_TTL) {
+            double tool_s = 0.0;
+            bool has_tool = false, continues = false;
+            for (std::int64_t e = k.children_at; e < k.children_at + k.n_children; ++e) {
+                const std::int64_t ci = j.children[static_cast<std::size_t>(e)];
+                const Task& child = j.tasks[static_cast<std::size_t>(ci)];
+                if (!child.llm) {
+                    const double est = child.cpu_work / kv_.mean_core_speed + child.ext_est;
+                    tool_s = has_tool ? py_max(tool_s, est) : est;
+                    has_tool = true;
+                } else if (child.context_of == i) {
+                    continues = true;
+                }
+            }
+            if (has_tool)  // cache.kv.ttl_expiry
+                return {now_ + py_min(kv_.ttl_margin * tool_s + kv_.ttl_slack_s, kv_.ttl_max_s), 0.0};
+            return {continues ? now_ + kv_.ttl_slack_s : -INF, 0.0};
+        }
+        std::int64_t agent = gid;
+        if (k.context_of >= 0) {
+            kv_chain(gid, k, kv_.chain);
+            agent = agent_of(kv_.chain);
+        }
+        const auto [waiting, continues] = kv_waiting_on(j, i);
+        if (!continues) return {-INF, 0.0};
+        const auto known = kv_.reentries.find(agent);
+        const std::int64_t reentries = known == kv_.reentries.end() ? 0 : known->second;
+        return {-INF, static_cast<double>(waiting * (1 + reentries))};
+    }
+
+    // KvReuse.waiting_on: unfinished tasks of the job downstream of task ``i`` that exist
+    // already, and whether one of them continues ``i``'s context.
+    std::pair<std::int64_t, bool> kv_waiting_on(const Job& j, std::int64_t i) {
+        auto& seen = kv_.seen;
+        seen.assign(j.tasks.size(), 0);
+        std::vector<std::int64_t>& stack = kv_.stack;
+        stack.clear();
+        const Task& root = j.tasks[static_cast<std::size_t>(i)];
+        for (std::int64_t e = root.children_at; e < root.children_at + root.n_children; ++e)
+            stack.push_back(j.children[static_cast<std::size_t>(e)]);
+        std::int64_t count = 0;
+        bool continues = false;
+        while (!stack.empty()) {
+            const std::int64_t c = stack.back();
+            stack.pop_back();
+            const Task& t = j.tasks[static_cast<std::size_t>(c)];
+            if (seen[static_cast<std::size_t>(c)] || t.done) continue;
+            const std::int64_t rb = t.revealed_by;
+            if (rb >= 0 && rb != i && !j.tasks[static_cast<std::size_t>(rb)].done) continue;
+            seen[static_cast<std::size_t>(c)] = 1;
+            ++count;
+            continues = continues || t.context_of == i;
+            for (std::int64_t e = t.children_at; e < t.children_at + t.n_children; ++e)
+                stack.push_back(j.children[static_cast<std::size_t>(e)]);
+        }
+        return {count, continues};
+    }
+
     // -- tools (sim.tools) ----------------------------------------------------------------
     // A repeated tool call whose original has finished takes its result: done after
     // lookup_s_, holding no core (sim.tools.ToolServers.cache_hit). False: run it.
@@ -1112,6 +1389,7 @@ class EventCore {
         const std::size_t key = sm(s, m);
         Engine& eng = engines_[key];
         eng = Engine{};
+        if (kv_.on) eng.kv.cache = std::make_unique<PrefixCache>(kv_.eviction, kv_.horizon_s);
         eng.server = s;
         eng.model = m;
         eng.tp = tp;
@@ -1156,6 +1434,10 @@ class EventCore {
     }
 
     void admit(Engine* eng) {
+        if (eng->kv.cache) {
+            kv_admit(eng, *eng->kv.cache);
+            return;
+        }
         while (!eng->waiting.empty()) {
             const std::int64_t gid = eng->waiting.front();
             Task& k = task(gid);
@@ -1173,6 +1455,7 @@ class EventCore {
     void on_prefill_done(std::int64_t gid) {
         Task& k = task(gid);
         Engine* eng = engine(k.server, k.model);
+        if (eng->kv.cache) kv_prefilled(*eng->kv.cache, gid, k);
         advance(eng);
         eng->n_decoding += 1;
         eng->ctx_sum += k.prompt + floor_div(k.output, 2);
@@ -1242,8 +1525,12 @@ class EventCore {
             const Task& k = task(gid);
             eng->n_decoding -= 1;
             eng->ctx_sum -= k.prompt + floor_div(k.output, 2);
-            eng->n_active -= 1;
-            eng->kv_used -= k.prompt + k.output;
+            if (eng->kv.cache) {
+                kv_finished(eng, *eng->kv.cache, gid, task(gid));
+            } else {
+                eng->n_active -= 1;
+                eng->kv_used -= k.prompt + k.output;
+            }
             eng->last_used = now_;
             b_.a.engine_batch[sm(s, m)] -= 1;
             b_.a.engine_ctx[sm(s, m)] -= static_cast<double>(k.prompt + floor_div(k.out_est, 2));
@@ -1316,6 +1603,7 @@ class EventCore {
     void unload(Engine* e) {
         const std::int64_t s = e->server, m = e->model;
         const std::size_t su = static_cast<std::size_t>(s);
+        if (e->kv.cache) kv_.lost += e->kv.cache->resident;
         e->idle = false;
         b_.a.idle_gpus[s] -= e->tp;
         auto& order = order_[su];
@@ -1470,7 +1758,8 @@ class EventCore {
         nb::str prompt_tokens{"prompt_tokens"}, output_tokens{"output_tokens"};
         nb::str output_tokens_est{"output_tokens_est"}, cpu_work{"cpu_work"};
         nb::str ext_latency{"ext_latency"}, ext_latency_est{"ext_latency_est"};
-        nb::str revealed_by{"revealed_by"}, repeat_of{"repeat_of"};
+        nb::str revealed_by{"revealed_by"}, repeat_of{"repeat_of"}, prefix_id{"prefix_id"};
+        nb::str prefix_tokens{"prefix_tokens"}, context_of{"context_of"};
     } names_;
 
     std::int64_t n_jobs_ = 0, n_tasks_ = 0;
@@ -1504,6 +1793,23 @@ class EventCore {
     bool ranks_known_ = false, rank_order_ = false;
     MeanTransfer transfer_;
     bool placed_log_ = false;  // run_until: keep each placement in placed_
+    // A --kv-policy run's KV reuse (use_kv): its settings, what KVRecord carries, and the
+    // agents' re-entries so far.
+    struct KvState {
+        bool on = false, reuse = false;
+        std::int32_t eviction = KV_LRU;
+        double horizon_s = 0.0, mean_core_speed = 1.0;
+        double ttl_margin = 0.0, ttl_slack_s = 0.0, ttl_max_s = 0.0;
+        std::int64_t lost = 0;
+        std::vector<std::int64_t> call_jobs, prompt, cached, ttft_jobs, re_agents, re_jobs;
+        std::vector<double> ttft;
+        std::vector<std::uint8_t> re_miss, re_moved;
+        std::unordered_map<std::int64_t, std::int64_t> reentries;
+        std::unordered_map<std::string, std::int64_t> prefix_keys;
+        std::vector<std::pair<std::int64_t, std::int64_t>> chain;  // scratch
+        std::vector<std::uint8_t> seen;
+        std::vector<std::int64_t> stack;
+    } kv_;
     bool tool_cache_ = false;  // use_tool_cache
     double lookup_s_ = 0.0;
     std::vector<std::int64_t> hit_jobs_;

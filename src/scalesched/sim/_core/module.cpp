@@ -21,6 +21,7 @@
 
 #include "decision.hpp"
 #include "event_core.hpp"
+#include "prefix_cache.hpp"
 #include "requests.hpp"
 #include "task_costs.hpp"
 #include "token_head.hpp"
@@ -538,6 +539,14 @@ NB_MODULE(_simcore, m) {
         .def("next_instant", [](EventRun& r, double end) { return r.core().next_instant(end); })
         .def("apply", [](EventRun& r, std::int64_t gid, std::int64_t server, double est,
                          double priority) { r.core().apply(gid, server, est, priority); })
+        .def("use_kv",
+             [](EventRun& r, std::int32_t eviction, bool reuse, double horizon_s,
+                double mean_core_speed, double ttl_margin, double ttl_slack_s, double ttl_max_s,
+                std::int64_t block) {
+                 r.core().use_kv(eviction, reuse, horizon_s, mean_core_speed, ttl_margin,
+                                 ttl_slack_s, ttl_max_s, block);
+             })
+        .def("kv_records", [](EventRun& r) { return r.core().kv_records(); })
         .def("use_tool_cache",
              [](EventRun& r, double lookup_s) { r.core().use_tool_cache(lookup_s); })
         .def("tool_cache_hits", [](EventRun& r) { return r.core().tool_cache_hits(); })
@@ -559,6 +568,29 @@ NB_MODULE(_simcore, m) {
             EventCore fork(r.core());  // the adopted state stays as it was for the next trial
             return fork.trial(gid, server, est, priority, end);
         });
+    // One engine's prefix cache (prefix_cache.hpp), bound for its equivalence test with
+    // cache.kv.PrefixCache; segments by creation number, -1 for none.
+    nb::class_<PrefixCache>(m, "PrefixCache")
+        .def(nb::init<std::int32_t, double>())
+        .def("get", &PrefixCache::get)
+        .def("ids", &PrefixCache::ids)
+        .def("segment",
+             [](const PrefixCache& c, std::int64_t id) {
+                 const KvSegment& s = c.segment(id);
+                 return nb::make_tuple(s.key, s.parent, s.end, s.tokens, s.children, s.refs,
+                                       s.last, s.bonus, s.prio, s.expiry);
+             })
+        .def("hold", &PrefixCache::hold)
+        .def("release", &PrefixCache::release)
+        .def("drop_credit", &PrefixCache::drop_credit)
+        .def("touch", &PrefixCache::touch)
+        .def("insert", &PrefixCache::insert)
+        .def("evict", &PrefixCache::evict)
+        .def("copy", [](const PrefixCache& c) { return PrefixCache(c); })
+        .def_ro("resident", &PrefixCache::resident)
+        .def_ro("held", &PrefixCache::held)
+        .def_ro("evicted", &PrefixCache::evicted)
+        .def_prop_ro("evictable", &PrefixCache::evictable);
     m.def("first_min_choice", &first_min_choice);
     m.def("eft_choice", &eft_choice, nb::arg("mask").noconvert(), nb::arg("finish").noconvert(),
           nb::arg("imposed").noconvert());
