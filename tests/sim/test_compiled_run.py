@@ -357,9 +357,6 @@ def test_what_it_does_not_cover_runs_through_the_decision_cycle(
     assert compiled_run.unsupported(fresh(core="compiled"), eft) is None
     assert compiled_run.unsupported(fresh(core="compiled", tool_cache=True), eft) is None
     assert compiled_run.unsupported(fresh(core="compiled", kv_policy="lru"), eft) is None
-    under_way = fresh(core="compiled", kv_policy="lru")  # rollout's trials: from the start only
-    assert under_way.next_decision() is not None
-    assert compiled_run.trials_unsupported(under_way, eft)
     assert compiled_run.unsupported(fresh(core="compiled", ready_order="rank"), eft) is None
     started = fresh(core="compiled")
     assert started.next_decision() is not None
@@ -411,6 +408,7 @@ TRIALS = st.fixed_dictionaries(
         "horizon": st.sampled_from([1.0, 10.0, 60.0, 1e9]),
         "sampled": st.booleans(),
         "repeats": REPEATS,
+        "kv": KV_MODES,
     }
 )
 
@@ -436,6 +434,7 @@ def test_rollout_trials_in_cpp_are_python_forks(case: dict[str, Any]) -> None:
         core="compiled",
         ready_order=base.ready_order,
         tool_cache=case["repeats"] == "cached",
+        kv_policy=case["kv"],  # the engines' caches are taken over as they are
     )
     base.reset(0)
     kind = SampledRolloutScheduler if case["sampled"] else RolloutScheduler
@@ -519,3 +518,38 @@ def test_rollout_runs_its_trials_in_cpp_with_the_same_answers(
         stats[name] = dict(policy.stats)  # type: ignore[attr-defined]
     assert traces["python"] == traces["compiled"]
     assert stats["python"]["changed"] == stats["compiled"]["changed"] > 0
+
+
+@pytest.mark.parametrize("kv", ["lru", "agent-aware"])
+def test_rollout_over_kv_reuse_runs_its_trials_in_cpp(
+    monkeypatch: pytest.MonkeyPatch, kv: str
+) -> None:
+    """The oracle in a run with KV reuse: each decision's state, the engines' caches and
+    the calls' holds included, is taken over by C++ (``EventRun.adopt_kv``), and the run
+    is the Python engine's."""
+    scenario = Scenario(workload="coordinator", workflows=16, rate=2.0, seed=7)
+    setup = prepare("hetero-8", scenario, stream=False)
+    adopted = []
+    monkeypatch.setattr(
+        compiled_run, "_kv_snapshot", spy := _counting(compiled_run._kv_snapshot, adopted)
+    )
+    traces, stats = {}, {}
+    for name in ("python", "compiled"):
+        monkeypatch.setenv(core.CORE_ENV, name)
+        policy = get_policy("rollout_oracle:horizon_s=20")
+        result = run(setup, policy, warmup=0, record_trace=True, kv_policy=kv)
+        traces[name] = trace_rows(result)
+        stats[name] = dict(policy.stats)  # type: ignore[attr-defined]
+        assert result.metrics["prefix_hit_rate"] > 0.2
+    assert spy is compiled_run._kv_snapshot
+    assert len(adopted) >= stats["compiled"]["rolled"] > 30  # every trial set in C++
+    assert traces["python"] == traces["compiled"]
+    assert stats["python"]["changed"] == stats["compiled"]["changed"] > 0
+
+
+def _counting(function: Any, calls: list[int]) -> Any:
+    def counted(*args: Any) -> Any:
+        calls.append(1)
+        return function(*args)
+
+    return counted

@@ -171,8 +171,6 @@ def trials_unsupported(sim: Simulation, base: Scheduler) -> str | None:
     (None: they can)."""
     if sim._current is None or sim._current_decision is None:
         return "no open decision"
-    if sim._kv is not None:
-        return "KV reuse under way (the engines' caches are taken over from the start only)"
     return _uncovered(sim, base)
 
 
@@ -189,7 +187,42 @@ def adopted(sim: Simulation, base: Scheduler) -> Any:
     seq = next(copy.copy(sim._seq))  # the next number the run's counter gives
     redrawn = sim._futures.truths if sim._futures is not None else None  # sampled truths
     run.adopt(sim, seq, POLICIES.index(policy), lengths, redrawn)
+    if sim._kv is not None:
+        run.adopt_kv(*_kv_snapshot(sim))
     return run
+
+
+def _kv_snapshot(sim: Simulation) -> tuple[list[Any], list[Any], list[Any], int]:
+    """A ``--kv-policy`` run's KV state now, for ``EventRun.adopt_kv``: every engine's
+    cache (segments in its dict's order with their parents as indices, its heap's entries
+    with their segment's index or -1 where it is no longer cached, its next sequence number
+    and counters), each admitted call's reservation and held segment, the agents'
+    re-entries and the tokens lost with unloaded engines."""
+    kv = sim._kv
+    assert kv is not None
+    index: dict[int, int] = {}  # id(segment) -> its index in its engine's cache
+    caches = []
+    for s, engines in enumerate(sim._engines):
+        for m, eng in engines.items():
+            cache = eng.kv
+            if cache is None:
+                continue
+            order = list(cache.segments.values())
+            local = {id(seg): i for i, seg in enumerate(order)}
+            index.update(local)
+            segments = [
+                (seg.key, -1 if seg.parent is None else local[id(seg.parent)], seg.end, seg.tokens)
+                + (seg.children, seg.refs, seg.last, seg.bonus, seg.prio, seg.expiry)
+                for seg in order
+            ]
+            heap = [(prio, seq, local.get(id(seg), -1)) for prio, seq, seg in cache._heap]
+            counters = (cache.resident, cache.held, cache.evicted)
+            caches.append((s, m, segments, heap, next(copy.copy(cache._seq)), *counters))
+    held = [
+        (gid, private, -1 if seg is None else index[id(seg)])
+        for gid, (private, seg) in kv.held.items()
+    ]
+    return caches, held, list(kv.reentries.items()), kv.lost
 
 
 def compiled_trials(sim: Simulation, base: Scheduler) -> Trial | None:

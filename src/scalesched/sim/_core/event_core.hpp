@@ -500,6 +500,54 @@ class EventCore {
         for (std::size_t key = 0; key < engines_.size(); ++key)
             if (live_[key]) engines_[key].kv.cache = std::make_unique<PrefixCache>(eviction, horizon_s);
     }
+    // adopt, in a --kv-policy run: the engines' caches and the calls' holds as the Python
+    // run has them (compiled_run._kv_snapshot): per cache (server, model, segments, heap,
+    // next sequence number, resident, held, evicted); per admitted call (id, tokens it
+    // reserves, its segment's index in its engine's cache or -1); the re-entries per
+    // agent; the tokens lost with unloaded engines.
+    void adopt_kv(nb::handle caches, nb::handle held, nb::handle reentries, std::int64_t lost) {
+        if (!kv_.on) throw std::logic_error("compiled run: adopt_kv without use_kv");
+        for (nb::handle c : caches) {
+            nb::tuple cache = nb::borrow<nb::tuple>(c);
+            Engine* eng = engine(nb::cast<std::int64_t>(cache[0]), nb::cast<std::int64_t>(cache[1]));
+            if (eng == nullptr || !eng->kv.cache) throw std::logic_error("compiled run: a cache without its engine");
+            std::vector<KvSegment> segments;
+            for (nb::handle row : cache[2]) {
+                nb::tuple r = nb::borrow<nb::tuple>(row);
+                KvSegment seg{kv_key(r[0]), nb::cast<std::int64_t>(r[1]), nb::cast<std::int64_t>(r[2]),
+                              nb::cast<std::int64_t>(r[3])};
+                seg.children = nb::cast<std::int64_t>(r[4]);
+                seg.refs = nb::cast<std::int64_t>(r[5]);
+                seg.last = nb::cast<double>(r[6]);
+                seg.bonus = nb::cast<double>(r[7]);
+                seg.prio = nb::cast<double>(r[8]);
+                seg.expiry = nb::cast<double>(r[9]);
+                segments.push_back(seg);
+            }
+            std::vector<std::tuple<double, std::int64_t, std::int64_t>> heap;
+            for (nb::handle entry : cache[3]) {
+                nb::tuple e = nb::borrow<nb::tuple>(entry);
+                heap.emplace_back(nb::cast<double>(e[0]), nb::cast<std::int64_t>(e[1]),
+                                  nb::cast<std::int64_t>(e[2]));
+            }
+            eng->kv.cache->restore(segments, heap, nb::cast<std::int64_t>(cache[4]),
+                                   nb::cast<std::int64_t>(cache[5]), nb::cast<std::int64_t>(cache[6]),
+                                   nb::cast<std::int64_t>(cache[7]));
+        }
+        for (nb::handle h : held) {
+            nb::tuple r = nb::borrow<nb::tuple>(h);
+            Task& k = task(nb::cast<std::int64_t>(r[0]));
+            k.kv_private = nb::cast<std::int64_t>(r[1]);
+            k.kv_segment = nb::cast<std::int64_t>(r[2]);
+        }
+        kv_.reentries.clear();
+        for (nb::handle item : reentries) {
+            nb::tuple r = nb::borrow<nb::tuple>(item);
+            kv_.reentries[nb::cast<std::int64_t>(r[0])] = nb::cast<std::int64_t>(r[1]);
+        }
+        kv_.lost = lost;
+    }
+
     // KVRecord's arrays so far, the re-entries per agent, and the tokens evicted in all
     // (engines unloaded with their caches, and every live cache's evictions).
     nb::tuple kv_records() const {
@@ -1108,6 +1156,16 @@ class EventCore {
     }
 
     // -- KV reuse (sim.kv_reuse.KvReuse) ---------------------------------------------------
+    // A cache key: a call's task id, or an application prompt's prefix_id (interned as a
+    // negative number, the same for every engine and task of the run).
+    std::int64_t kv_key(nb::handle key) {
+        if (nb::isinstance<nb::int_>(key)) return nb::cast<std::int64_t>(key);
+        const std::string name = nb::cast<std::string>(key);
+        auto [at, added] = kv_.prefix_keys.try_emplace(
+            name, -1 - static_cast<std::int64_t>(kv_.prefix_keys.size()));
+        return at->second;
+    }
+
     void read_kv_fields(Task& k, nb::handle tk) {
         k.context_end = k.prompt + k.output;  // before a fork's redrawn truths
         nb::object rb = tk.attr(names_.revealed_by);
@@ -1117,10 +1175,7 @@ class EventCore {
         if (!ctx.is_none()) k.context_of = nb::cast<std::int64_t>(ctx);
         nb::object prefix = tk.attr(names_.prefix_id);
         if (prefix.is_none()) return;
-        const std::string name = nb::cast<std::string>(prefix);
-        auto [at, added] = kv_.prefix_keys.try_emplace(
-            name, -1 - static_cast<std::int64_t>(kv_.prefix_keys.size()));
-        k.prefix_key = at->second;
+        k.prefix_key = kv_key(prefix);
         k.prefix_tokens = nb::cast<std::int64_t>(tk.attr(names_.prefix_tokens));
     }
 

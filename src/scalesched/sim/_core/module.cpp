@@ -547,6 +547,8 @@ NB_MODULE(_simcore, m) {
                                  ttl_slack_s, ttl_max_s, block);
              })
         .def("kv_records", [](EventRun& r) { return r.core().kv_records(); })
+        .def("adopt_kv", [](EventRun& r, nb::handle caches, nb::handle held, nb::handle reentries,
+                            std::int64_t lost) { r.core().adopt_kv(caches, held, reentries, lost); })
         .def("use_tool_cache",
              [](EventRun& r, double lookup_s) { r.core().use_tool_cache(lookup_s); })
         .def("tool_cache_hits", [](EventRun& r) { return r.core().tool_cache_hits(); })

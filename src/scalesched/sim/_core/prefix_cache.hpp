@@ -23,6 +23,8 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <stdexcept>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -71,6 +73,30 @@ class PrefixCache {
         out.reserve(segments_.size());
         for (const auto& entry : segments_) out.push_back(entry.first);
         return out;
+    }
+
+    // A cache under way taken over (a run adopted mid-way): ``segments`` in the dict's
+    // order, each ``parent`` an index into them (-1: a root); ``heap`` entries as
+    // (priority, sequence number, index), -1 for a segment no longer cached (a stale entry);
+    // ``seq``: the next sequence number. Only on an empty cache.
+    void restore(const std::vector<KvSegment>& segments,
+                 const std::vector<std::tuple<double, std::int64_t, std::int64_t>>& heap,
+                 std::int64_t seq, std::int64_t resident_tokens, std::int64_t held_tokens,
+                 std::int64_t evicted_tokens) {
+        if (!segments_.empty() || next_id_) throw std::logic_error("PrefixCache.restore: not empty");
+        for (const KvSegment& s : segments) {
+            by_key_[s.key] = next_id_;
+            segments_.emplace(next_id_++, s);
+        }
+        std::int64_t dead = -2;
+        heap_->clear();
+        for (const auto& [prio, entry_seq, index] : heap)
+            heap_->push_back(Entry{prio, entry_seq, index >= 0 ? index : dead--});
+        std::make_heap(heap_->begin(), heap_->end(), After{});
+        seq_ = seq;
+        resident = resident_tokens;
+        held = held_tokens;
+        evicted = evicted_tokens;
     }
 
     // -- use (-1: no segment) -------------------------------------------------------------
