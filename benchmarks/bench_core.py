@@ -16,8 +16,8 @@ so drift in a shared machine's load falls on both; the paired ratio's median and
 printed too. The timed runs keep no trace (an output a user asks for, not the
 simulation); one untimed traced run on each core must give the same trace hash, and every
 run the same events, decisions and mean response: a speed-up that changes a result is a
-bug, not a speed-up. On the compiled core, eft and tail runs go whole through C++
-(``sim.compiled_run``); a policy in Python (``scale-dagger``, ``p2c``...) answers each
+bug, not a speed-up. On the compiled core, eft, tail and p2c runs go whole through C++
+(``sim.compiled_run``); a policy in Python (``scale-dagger``, ``soft_eft``...) answers each
 decision while the events run in C++ (``sim.compiled_loop``).
 
 ``--env`` times the Gymnasium environment instead (``bench_train.py``'s environment-only

@@ -101,6 +101,7 @@ SCENARIOS = st.fixed_dictionaries(
                 "plas",
                 "kv_aware",
                 "heft_online",  # eft in the rank ready order (sim/_core/ranks.hpp)
+                "p2c",  # numpy's PCG64 stream in C++ (sim/_core/numpy_random.hpp)
             ]
         ),
         "stream": st.booleans(),
@@ -238,6 +239,8 @@ def _books(sim: Simulation) -> dict[str, Any]:
         ("dynamic", "coordinator", "tail", False, "lru"),
         ("planned", "coordinator", "heft_online", True, "agent-aware"),
         ("dynamic", "agent-mix", "kv_aware", False, "ttl"),
+        ("planned", "tool-heavy", "p2c", False, None),
+        ("dynamic", "coordinator", "p2c", True, "lru"),
     ],
 )
 def test_the_books_left_behind_are_the_python_engines(
@@ -271,8 +274,12 @@ def test_the_books_left_behind_are_the_python_engines(
             record_trace=tool_cache or kv is not None,  # and so the seconds each hit skipped
             ready_order=get_policy(policy).ready_order,
         )
-        sim_run.drive_simulation(sim, get_policy(policy), seed=0)
+        scheduler = get_policy(policy)
+        sim_run.drive_simulation(sim, scheduler, seed=0)
         books[name] = _books(sim)
+        generator = getattr(scheduler, "generator", None)  # p2c's: left as Python leaves it
+        if generator is not None:
+            books[name]["generator"] = generator.bit_generator.state
     assert whole_runs == [False, True]
     assert books["python"].keys() == books["compiled"].keys()
     for key in books["python"]:
@@ -316,7 +323,7 @@ class _NotEft(EftScheduler):
 
 
 def test_only_the_policies_it_has_run_whole() -> None:
-    for name in ("eft", "tail", "least_loaded", "fcfs_workflow", "plas", "kv_aware"):
+    for name in ("eft", "tail", "least_loaded", "fcfs_workflow", "plas", "kv_aware", "p2c"):
         assert compiled_run.compiled_policy(get_policy(name)) == name
     assert compiled_run.compiled_policy(get_policy("pred_mean")) == "tail"  # at its mean
     for name in (
@@ -397,7 +404,7 @@ TRIALS = st.fixed_dictionaries(
         "cluster": st.sampled_from(["hetero-4", "hetero-8", "hetero-16"]),
         "workload": st.sampled_from(["agentic-mix", "tool-heavy", "coordinator"]),
         "base": st.sampled_from(
-            ["tail", "eft", "fcfs_workflow", "plas", "kv_aware", "heft_online"]
+            ["tail", "eft", "fcfs_workflow", "plas", "kv_aware", "heft_online", "p2c"]
         ),
         "rate": st.floats(0.3, 4.0),
         "workflows": st.integers(5, 60),
@@ -553,3 +560,31 @@ def _counting(function: Any, calls: list[int]) -> Any:
         return function(*args)
 
     return counted
+
+
+def test_p2c_draws_numpys_stream_in_cpp() -> None:
+    """The compiled core's PCG64 and ``choice(size=2, replace=False)``
+    (``sim/_core/numpy_random.hpp``) give numpy's pairs and leave numpy's state, from
+    generators part-way through their streams (a 32-bit half kept or not), over small and
+    large populations (Lemire's rejection taken now and then)."""
+    ext: Any = core._EXTENSION
+    sizes = [3, 4, 5, 17, 48, 255, 256, 1000, 65_537, 3_000_000_000]
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        rng.integers(0, 10, size=seed % 3)  # odd counts leave a 32-bit half kept
+        state = rng.bit_generator.state
+        words = (state["state"]["state"], state["state"]["inc"])
+        halves = [part for w in words for part in (w >> 64, w & ((1 << 64) - 1))]
+        sizes_here = [sizes[(seed + i) % len(sizes)] for i in range(25)]
+        pairs, left = ext.pcg64_choose_two(
+            *halves, bool(state["has_uint32"]), state["uinteger"], sizes_here
+        )
+        want = [tuple(int(x) for x in rng.choice(n, size=2, replace=False)) for n in sizes_here]
+        assert [tuple(p) for p in pairs] == want, seed
+        after = rng.bit_generator.state
+        state_hi, state_lo, inc_hi, inc_lo, has_uint32, uinteger = left
+        assert (state_hi << 64 | state_lo, inc_hi << 64 | inc_lo) == (
+            after["state"]["state"],
+            after["state"]["inc"],
+        )
+        assert (int(has_uint32), uinteger) == (after["has_uint32"], after["uinteger"])

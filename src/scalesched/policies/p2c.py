@@ -16,12 +16,18 @@ from scalesched.decision.scheduler import BaseScheduler
 class PowerOfTwoScheduler(BaseScheduler):
     name = "p2c"
     places_only = True  # sim.compiled_loop: answers with a server only
+    compiled_policy = "p2c"  # sim.compiled_run: the same draws from its generator, in C++
 
     def __init__(self) -> None:
         self._rng = np.random.default_rng(0)
 
     def reset(self, seed: int) -> None:
         self._rng = np.random.default_rng(np.random.SeedSequence([seed, 0x2C]))
+
+    @property
+    def generator(self) -> np.random.Generator:
+        """The generator it draws from (a compiled run continues its stream)."""
+        return self._rng
 
     def select(self, decision: Decision) -> int:
         feasible = np.flatnonzero(decision.mask)

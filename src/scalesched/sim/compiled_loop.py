@@ -48,6 +48,8 @@ from scalesched.sim.compiled_run import (
     _output_lengths,
     _write_back,
     compiled_policy,
+    generator_in,
+    generator_out,
     uncovered_state,
 )
 from scalesched.sim.core import request_builder
@@ -114,8 +116,10 @@ class CompiledLoop:
             sim = self.sim
             return drive(self, scheduler, until=lambda: sim.now >= until_s)
         lengths = _output_lengths(self._run, scheduler) if policy in RANKED_AT_TAIL else None
+        generator_in(self._run, scheduler)
         for gid, server in self._run.run_until(POLICIES.index(policy), lengths, until_s):
             self._book(gid, server)
+        generator_out(self._run, scheduler)
         return self.next_decision()
 
     def next_decision(self) -> Decision | None:

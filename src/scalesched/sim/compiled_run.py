@@ -72,13 +72,14 @@ if TYPE_CHECKING:
     from scalesched.sim.engine import Simulation
     from scalesched.workload.instance import Job
 
-POLICIES = ("eft", "tail", "least_loaded", "fcfs_workflow", "plas", "kv_aware")
-"""The policies the compiled core answers itself, in the C++ ``Policy`` order. ``tail``
-ranks servers at the output length its scheduler's ``workflow_lengths`` gives each LLM
-call: computed in C++ from the scheduler's ``token_head`` where it gives one (the same
-integers: ``sim/_core/token_head.hpp``), else asked of Python once per workflow;
-``fcfs_workflow`` and ``plas`` place as ``tail`` and order each engine's queue
-(``Place.priority``)."""
+POLICIES = ("eft", "tail", "least_loaded", "fcfs_workflow", "plas", "kv_aware", "p2c")
+"""The policies the compiled core answers itself, in the C++ ``Policy`` order (``p2c``
+draws from its scheduler's generator in C++: numpy's PCG64 stream,
+``_core/numpy_random.hpp``). ``tail`` ranks servers at the output length its scheduler's
+``workflow_lengths`` gives each LLM call: computed in C++ from the scheduler's
+``token_head`` where it gives one (the same integers: ``sim/_core/token_head.hpp``),
+else asked of Python once per workflow; ``fcfs_workflow`` and ``plas`` place as ``tail``
+and order each engine's queue (``Place.priority``)."""
 
 RANKED_AT_TAIL = frozenset({"tail", "fcfs_workflow", "plas"})
 """The policies that rank servers at tail's output lengths (asked once per workflow)."""
@@ -141,10 +142,40 @@ def run_compiled(sim: Simulation, scheduler: Scheduler) -> bool:
     policy = compiled_policy(scheduler)
     run = _bind(sim)
     lengths = _output_lengths(run, scheduler) if policy in RANKED_AT_TAIL else None
+    generator_in(run, scheduler)
     with gc_paused():
         run.run(POLICIES.index(policy), lengths)
         _write_back(sim, run)
+    generator_out(run, scheduler)
     return True
+
+
+def generator_in(run: Any, scheduler: Scheduler) -> None:
+    """A sampling policy's generator state into the run (``p2c``: its draws go on in C++)."""
+    generator = getattr(scheduler, "generator", None)
+    if compiled_policy(scheduler) == "p2c" and generator is not None:
+        state = generator.bit_generator.state
+        if state["bit_generator"] != "PCG64":
+            raise ValueError(f"{scheduler.name}: the compiled core draws from PCG64 only")
+        words = (state["state"]["state"], state["state"]["inc"])
+        halves = [part for w in words for part in (w >> 64, w & _LOW64)]
+        run.use_rng(*halves, bool(state["has_uint32"]), int(state["uinteger"]))
+
+
+def generator_out(run: Any, scheduler: Scheduler) -> None:
+    """The generator state the run left, back into the policy (as if it had drawn)."""
+    generator = getattr(scheduler, "generator", None)
+    if compiled_policy(scheduler) == "p2c" and generator is not None:
+        state_hi, state_lo, inc_hi, inc_lo, has_uint32, uinteger = run.rng_state()
+        generator.bit_generator.state = {
+            "bit_generator": "PCG64",
+            "state": {"state": state_hi << 64 | state_lo, "inc": inc_hi << 64 | inc_lo},
+            "has_uint32": int(has_uint32),
+            "uinteger": uinteger,
+        }
+
+
+_LOW64 = (1 << 64) - 1
 
 
 @contextlib.contextmanager
@@ -187,6 +218,7 @@ def adopted(sim: Simulation, base: Scheduler) -> Any:
     seq = next(copy.copy(sim._seq))  # the next number the run's counter gives
     redrawn = sim._futures.truths if sim._futures is not None else None  # sampled truths
     run.adopt(sim, seq, POLICIES.index(policy), lengths, redrawn)
+    generator_in(run, base)  # each trial copies the run, the generator's state with it
     if sim._kv is not None:
         run.adopt_kv(*_kv_snapshot(sim))
     return run

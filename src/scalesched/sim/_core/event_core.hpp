@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "decision.hpp"
+#include "numpy_random.hpp"
 #include "prefix_cache.hpp"
 #include "ranks.hpp"
 #include "task_costs.hpp"
@@ -70,6 +71,7 @@ enum Policy : std::int32_t {
     POLICY_FCFS_WORKFLOW = 3,
     POLICY_PLAS = 4,
     POLICY_KV_AWARE = 5,
+    POLICY_P2C = 6,  // two servers drawn with numpy's PCG64 stream (use_rng)
 };
 
 enum EngineState : std::int8_t { ENG_ABSENT = 0, ENG_LOADING = 1, ENG_READY = 2 };
@@ -345,7 +347,7 @@ class EventCore {
     }
 
     void use_policy(std::int32_t policy, nb::object tokens_of) {
-        if (policy < POLICY_EFT || policy > POLICY_KV_AWARE)
+        if (policy < POLICY_EFT || policy > POLICY_P2C)
             throw std::invalid_argument("compiled run: unknown policy");
         policy_ = policy;
         tokens_of_ = std::move(tokens_of);
@@ -560,6 +562,10 @@ class EventCore {
                               kv_.re_agents, kv_.re_jobs, kv_.re_miss, kv_.re_moved, reentries,
                               evicted);
     }
+
+    // p2c's generator: numpy's PCG64 state (bit_generator.state), taken and given back.
+    void use_rng(const Pcg64& rng) { rng_ = rng; }
+    const Pcg64& rng() const { return rng_; }
 
     // Repeated tool calls take their finished original's result (``--tool-cache on``), a
     // hit taking ``lookup_s`` seconds (sim.tool_cache.LOOKUP_S).
@@ -995,7 +1001,17 @@ class EventCore {
                           [&e](std::int64_t, const Estimate& x) { e = x.exec; });
                 return e;
             };
-            if (policy_ == POLICY_KV_AWARE) {
+            if (policy_ == POLICY_P2C) {
+                llm_decision(t_, c, v, k.prompt, k.out_est, prefill, transfer, o, true);
+                feasible_.clear();
+                for (std::int64_t i = 0; i < n; ++i)
+                    if (c.mask[i]) feasible_.push_back(i);
+                if (feasible_.empty())
+                    throw std::runtime_error("p2c: no server can run an LLM call of model " +
+                                             std::to_string(m));
+                at = p2c_choice([&o](std::int64_t i) { return o.finish[i] + o.imposed[i]; });
+                exec = o.exec[at];
+            } else if (policy_ == POLICY_KV_AWARE) {
                 llm_decision(t_, c, v, k.prompt, k.out_est, prefill, transfer, o, true);
                 double* score = transfer + 7 * n;
                 kv_aware_llm(c, m, k, o, score);
@@ -1023,7 +1039,18 @@ class EventCore {
                 tool_estimates(t_, k.cpu_work, k.ext_est, b_.a.tools_in_flight,
                                b_.a.cpu_backlog, transfer, lo, hi, emit);
             };
-            if (policy_ == POLICY_LEAST_LOADED || policy_ == POLICY_KV_AWARE) {
+            if (policy_ == POLICY_P2C) {  // every server is feasible for a tool
+                feasible_.resize(static_cast<std::size_t>(n));
+                for (std::int64_t i = 0; i < n; ++i) feasible_[static_cast<std::size_t>(i)] = i;
+                auto finish_on = [&](std::int64_t i) {  // + its imposed delay, 0 for a tool
+                    double f = 0.0;
+                    estimates(i, i + 1, [&f](std::int64_t, const Estimate& e) { f = e.finish; });
+                    return f + 0.0;
+                };
+                at = p2c_choice(finish_on);
+                exec = 0.0;
+                estimates(at, at + 1, [&exec](std::int64_t, const Estimate& e) { exec = e.exec; });
+            } else if (policy_ == POLICY_LEAST_LOADED || policy_ == POLICY_KV_AWARE) {
                 const double* score = b_.a.est_work;
                 if (policy_ == POLICY_KV_AWARE) {  // fewest placed tools per core
                     double* fewest = transfer + 7 * n;
@@ -1053,6 +1080,28 @@ class EventCore {
         }
         if (placed_log_) placed_.emplace_back(gid, at);
         launch(gid, at, exec);
+    }
+
+    // policies.p2c: two of the feasible servers (``feasible_``, in order) drawn as numpy's
+    // Generator.choice does (all of them if two or fewer), the one with the smaller
+    // ``score`` (numpy's argmin: the first NaN, else the first smallest).
+    template <typename Score>
+    std::int64_t p2c_choice(Score&& score) {
+        std::int64_t pick[2] = {feasible_[0], feasible_[0]};
+        std::size_t count = feasible_.size() > 2 ? 2 : feasible_.size();
+        if (feasible_.size() > 2) {
+            std::int64_t a = 0, b = 0;
+            rng_.choose_two(static_cast<std::int64_t>(feasible_.size()), a, b);
+            pick[0] = feasible_[static_cast<std::size_t>(a)];
+            pick[1] = feasible_[static_cast<std::size_t>(b)];
+        } else if (count == 2) {
+            pick[1] = feasible_[1];
+        }
+        if (count == 1) return pick[0];
+        const double first = score(pick[0]), second = score(pick[1]);
+        if (std::isnan(first)) return pick[0];
+        if (std::isnan(second) || second < first) return pick[1];
+        return pick[0];
     }
 
     // policies.kv_aware.kv_aware_scores of an LLM call, numpy's operations in order:
@@ -1865,6 +1914,8 @@ class EventCore {
         std::vector<std::uint8_t> seen;
         std::vector<std::int64_t> stack;
     } kv_;
+    Pcg64 rng_;  // p2c's generator (use_rng)
+    std::vector<std::int64_t> feasible_;
     bool tool_cache_ = false;  // use_tool_cache
     double lookup_s_ = 0.0;
     std::vector<std::int64_t> hit_jobs_;

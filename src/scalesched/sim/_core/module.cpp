@@ -549,6 +549,16 @@ NB_MODULE(_simcore, m) {
         .def("kv_records", [](EventRun& r) { return r.core().kv_records(); })
         .def("adopt_kv", [](EventRun& r, nb::handle caches, nb::handle held, nb::handle reentries,
                             std::int64_t lost) { r.core().adopt_kv(caches, held, reentries, lost); })
+        .def("use_rng",
+             [](EventRun& r, std::uint64_t state_hi, std::uint64_t state_lo, std::uint64_t inc_hi,
+                std::uint64_t inc_lo, bool has_uint32, std::uint32_t uinteger) {
+                 r.core().use_rng(Pcg64(state_hi, state_lo, inc_hi, inc_lo, has_uint32, uinteger));
+             })
+        .def("rng_state", [](EventRun& r) {
+            const Pcg64& g = r.core().rng();
+            return nb::make_tuple(g.state_hi(), g.state_lo(), g.inc_hi(), g.inc_lo(),
+                                  g.has_uint32(), g.uinteger());
+        })
         .def("use_tool_cache",
              [](EventRun& r, double lookup_s) { r.core().use_tool_cache(lookup_s); })
         .def("tool_cache_hits", [](EventRun& r) { return r.core().tool_cache_hits(); })
@@ -593,6 +603,20 @@ NB_MODULE(_simcore, m) {
         .def_ro("held", &PrefixCache::held)
         .def_ro("evicted", &PrefixCache::evicted)
         .def_prop_ro("evictable", &PrefixCache::evictable);
+    // numpy's choice of two from PCG64 states (numpy_random.hpp), bound for its test.
+    m.def("pcg64_choose_two", [](std::uint64_t state_hi, std::uint64_t state_lo,
+                                 std::uint64_t inc_hi, std::uint64_t inc_lo, bool has_uint32,
+                                 std::uint32_t uinteger, const std::vector<std::int64_t>& sizes) {
+        Pcg64 g(state_hi, state_lo, inc_hi, inc_lo, has_uint32, uinteger);
+        std::vector<std::pair<std::int64_t, std::int64_t>> pairs;
+        for (std::int64_t n : sizes) {
+            std::int64_t a = 0, b = 0;
+            g.choose_two(n, a, b);
+            pairs.emplace_back(a, b);
+        }
+        return nb::make_tuple(pairs, nb::make_tuple(g.state_hi(), g.state_lo(), g.inc_hi(),
+                                                    g.inc_lo(), g.has_uint32(), g.uinteger()));
+    });
     m.def("first_min_choice", &first_min_choice);
     m.def("eft_choice", &eft_choice, nb::arg("mask").noconvert(), nb::arg("finish").noconvert(),
           nb::arg("imposed").noconvert());
