@@ -108,10 +108,11 @@ def _main(
         str | None,
         typer.Option(
             help="The simulator's core for every run of the command (and its worker "
-            "processes): compiled, the C++ core built at install (the same results, 2-16x "
-            "faster; falls back to python with one warning where the install has none), or "
-            "python, the reference engine. Default: $SCALESCHED_CORE, else compiled. Give "
-            "it before the command: scalesched --core python simulate ...",
+            "processes): compiled, the C++ core built at install (the same results, about "
+            "20x faster for the built-in heuristics, 1.5x for a learned policy; falls back "
+            "to python with one warning where the install has none), or python, the "
+            "reference engine. Default: $SCALESCHED_CORE, else compiled. Give it before "
+            "the command: scalesched --core python simulate ...",
         ),
     ] = None,
 ) -> None:

@@ -102,7 +102,7 @@ def resolve_core(core: str | None = None) -> CoreName:
             warnings.warn(
                 "scalesched: the compiled simulation core is not built in this install (no "
                 "C++ compiler at install time?); running the pure-Python engine (the same "
-                "results, 2-16x slower; SCALESCHED_CORE=python says so and stays quiet)",
+                "results, up to 20x slower; SCALESCHED_CORE=python says so and stays quiet)",
                 RuntimeWarning,
                 stacklevel=2,
             )
