@@ -824,7 +824,7 @@ class EventCore {
             k.cpu_work = nb::cast<double>(tk.attr(names_.cpu_work));
             k.ext_latency = nb::cast<double>(tk.attr(names_.ext_latency));
             k.ext_est = nb::cast<double>(tk.attr(names_.ext_latency_est));
-            if (!k.llm) {
+            if (!k.llm && tool_cache_) {  // read only where a repeat can take a result
                 nb::object original = tk.attr(names_.repeat_of);
                 if (!original.is_none()) k.repeat_of = nb::cast<std::int64_t>(original);
             }
@@ -1626,11 +1626,11 @@ class EventCore {
             marks.pop_back();
         }
         for (std::int64_t gid : finished_) {
-            const Task& k = task(gid);
+            Task& k = task(gid);
             eng->n_decoding -= 1;
             eng->ctx_sum -= k.prompt + floor_div(k.output, 2);
             if (eng->kv.cache) {
-                kv_finished(eng, *eng->kv.cache, gid, task(gid));
+                kv_finished(eng, *eng->kv.cache, gid, k);
             } else {
                 eng->n_active -= 1;
                 eng->kv_used -= k.prompt + k.output;
