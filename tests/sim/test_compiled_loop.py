@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from test_compiled_core import same_metrics, trace_rows
 from test_compiled_run import LABS, _books
 
-from scalesched.decision.actions import Defer, Place
-from scalesched.decision.scheduler import SchedulingError, places_only
+from scalesched.decision.actions import Defer, Hedge, Place
+from scalesched.decision.scheduler import SchedulingError, places_only, places_or_defers
 from scalesched.nn.scheduler import BatchedNetworkScheduler
 from scalesched.policies import get_policy
 from scalesched.policies.p2c import PowerOfTwoScheduler
@@ -61,6 +61,7 @@ POLICIES = [  # (p2c runs whole in C++: sim.compiled_run)
     "scale-safe",
     "scale-dagger:greedy=true",
     "fcfs_workflow:placement=soft_eft",
+    "tao",
 ]
 
 CASES = st.fixed_dictionaries(
@@ -233,11 +234,79 @@ def test_every_request_is_the_python_engines(looped: list[bool], order: str) -> 
     assert seen[0] == seen[1]
 
 
+class _DefersHalf(PowerOfTwoScheduler):
+    """Defers every second task it is offered, where it may (so those wait for capacity
+    to be freed: a task's or a tool core's finish, a model load), and places the rest by
+    p2c; with ``hedge``, hedges those instead."""
+
+    name = "defers-half"
+    places_or_defers = True
+
+    def __init__(self, hedge: bool = False) -> None:
+        super().__init__()
+        self.offers = 0
+        self.hedge = hedge
+
+    def select(self, decision: Any) -> int | Defer | Hedge:
+        self.offers += 1
+        if decision.can_defer and self.offers % 2:
+            return Defer()
+        if self.hedge:
+            return Hedge((0, 1))
+        return int(super().select(decision))
+
+
+@pytest.mark.parametrize(
+    ("residency", "workload", "order"),
+    [
+        ("dynamic", "agentic-mix", "fifo"),  # released by model loads too
+        ("planned", "tool-heavy", "fifo"),  # by tool cores
+        ("planned", "coordinator", "rank"),
+    ],
+)
+def test_deferred_tasks_are_offered_again_as_the_python_engine_does(
+    looped: list[bool], residency: str, workload: str, order: str
+) -> None:
+    scenario = Scenario(workload=workload, workflows=40, rate=2.0, seed=7, residency=residency)
+    setup = prepare("hetero-8", scenario, stream=False)
+    looped.clear()
+    results = []
+    for name in ("python", "compiled"):
+        sim = Simulation(
+            setup.cluster, setup.jobs, tables=setup.tables, core=name, record_trace=True
+        )
+        scheduler = _DefersHalf()
+        scheduler.ready_order = order  # type: ignore[misc]
+        sim_run.drive_simulation(sim, scheduler, seed=3)
+        rows = [(r.workflow, r.task, r.server, float(r.end).hex()) for r in sim.trace]
+        results.append((rows, sim.deferrals, sim.decisions, sim.events, sim.now))
+    assert looped == [False, True]
+    assert results[0] == results[1]
+    assert results[0][1] > 100 and not sim.deferred and not sim.must_place
+
+
+def test_tao_defers_in_the_loop_as_on_the_python_engine(
+    monkeypatch: pytest.MonkeyPatch, looped: list[bool]
+) -> None:
+    """An overloaded KV run, where tao finds no engine with room and defers calls."""
+    scenario = Scenario(workflows=60, load=1.5, seed=3, residency="dynamic")
+    setup = prepare("hetero-4", scenario, stream=False)
+    looped.clear()
+    results = {}
+    for name in ("python", "compiled"):
+        monkeypatch.setenv(core.CORE_ENV, name)
+        results[name] = run(setup, "tao", record_trace=True, kv_policy="lru")
+    assert looped == [False, True]
+    assert results["python"].metrics["deferrals"] > 100
+    assert trace_rows(results["python"]) == trace_rows(results["compiled"])
+    same_metrics(results["python"].metrics, results["compiled"].metrics)
+
+
 class _Defers(PowerOfTwoScheduler):
-    """Declares that it only places, and defers."""
+    """Defers even what it must place."""
 
     name = "defers"
-    places_only = True
+    places_or_defers = True
 
     def select(self, decision: Any) -> Defer:
         return Defer()
@@ -260,14 +329,20 @@ class _Unsaid(PowerOfTwoScheduler):
         return int(np.flatnonzero(decision.mask)[0])
 
 
-def test_a_wrong_answer_is_a_clear_error() -> None:
+@pytest.mark.parametrize("engine", ["python", "compiled"])
+def test_a_wrong_answer_is_a_clear_error(engine: str) -> None:
     setup = prepare("hetero-8", Scenario(workflows=5, rate=1.0, seed=1), stream=False)
-    sim = Simulation(setup.cluster, setup.jobs, tables=setup.tables, core="compiled")
-    with pytest.raises(SchedulingError, match="placements only, got Defer"):
-        compiled_loop.run_loop(sim, _Defers())
-    sim = Simulation(setup.cluster, setup.jobs, tables=setup.tables, core="compiled")
+
+    def sim() -> Simulation:
+        return Simulation(setup.cluster, setup.jobs, tables=setup.tables, core=engine)
+
+    with pytest.raises(SchedulingError, match=r"task \S+ cannot be deferred: nothing else is"):
+        sim_run.drive_simulation(sim(), _Defers(), seed=0)
     with pytest.raises(SchedulingError, match=r"cannot run task \S+ \(masked"):
-        compiled_loop.run_loop(sim, _Masked())
+        sim_run.drive_simulation(sim(), _Masked(), seed=0)
+    if engine == "compiled":  # a hedge from a scheduler that said it would not
+        with pytest.raises(SchedulingError, match="placements and deferrals only, got Hedge"):
+            compiled_loop.run_loop(sim(), _DefersHalf(hedge=True))
 
 
 def test_a_streamed_run_leaves_the_python_task_book_as_a_finished_one(
@@ -284,12 +359,14 @@ def test_a_streamed_run_leaves_the_python_task_book_as_a_finished_one(
 def test_what_it_leaves_to_the_python_loop(looped: list[bool]) -> None:
     setup = prepare("hetero-8", Scenario(workflows=5, rate=1.0, seed=1), stream=False)
     sim = Simulation(setup.cluster, setup.jobs, tables=setup.tables, core="compiled")
-    for name in ("hedge", "tao", "rollout", "tail_scaleout"):
-        assert not places_only(get_policy(name)), name
+    for name in ("hedge", "rollout", "tail_scaleout"):
+        assert not places_or_defers(get_policy(name)), name
         assert "does not declare" in str(compiled_loop.loop_unsupported(sim, get_policy(name)))
-    assert not places_only(_Unsaid())
+    assert not places_or_defers(_Unsaid())
     assert places_only(get_policy("tail")) and places_only(get_policy("scale-dagger"))
-    assert compiled_loop.loop_unsupported(sim, get_policy("p2c")) is None
+    assert places_or_defers(get_policy("tao")) and not places_only(get_policy("tao"))
+    for name in ("p2c", "tao"):
+        assert compiled_loop.loop_unsupported(sim, get_policy(name)) is None
     python_sim = Simulation(setup.cluster, setup.jobs, tables=setup.tables, core="python")
     assert compiled_loop.loop_unsupported(python_sim) == "the simulation runs on the Python core"
     looped.clear()

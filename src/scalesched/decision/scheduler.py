@@ -84,7 +84,20 @@ def places_only(scheduler: Scheduler) -> bool:
     ``places_only`` (a subclass that changes ``select`` without declaring it again may
     answer otherwise), and its value of it (a property may say False for a configuration
     that defers, hedges or loads replicas) must be true."""
+    return _declares(scheduler, "places_only")
+
+
+def places_or_defers(scheduler: Scheduler) -> bool:
+    """``places_only``, or a scheduler that declares ``places_or_defers`` by the same rule:
+    it may also answer ``Defer()`` (an admission policy: ``tao``), never a hedge or a
+    replica load."""
+    return places_only(scheduler) or _declares(scheduler, "places_or_defers")
+
+
+def _declares(scheduler: Scheduler, name: str) -> bool:
+    """Whether the class that defines ``scheduler``'s ``select`` declares ``name`` and the
+    scheduler's value of it is true."""
     for cls in type(scheduler).__mro__:
         if "select" in vars(cls):
-            return "places_only" in vars(cls) and bool(getattr(scheduler, "places_only", False))
+            return name in vars(cls) and bool(getattr(scheduler, name, False))
     return False

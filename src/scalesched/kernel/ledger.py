@@ -226,6 +226,14 @@ class RunTasks:
         )
 
 
+def must_be_placed(task_id: object, who: str = "") -> SchedulingError:
+    """The error for a deferral of a task offered because nothing else was left to happen
+    (the no-starvation rule): every executor raises this one."""
+    return SchedulingError(
+        f"{who}task {task_id} cannot be deferred: nothing else is left to happen, it must be placed"
+    )
+
+
 class RunLedger:
     """One run's bookkeeping over ``jobs`` on the cluster of ``tables`` (see the module
     docstring). Executors extend it: ``Simulation`` and the runtime's ``RuntimeView``."""
@@ -502,10 +510,7 @@ class RunLedger:
                 raise SchedulingError(f"{who}replica loads (LoadReplica) need the simulator")
             if isinstance(action, Defer):
                 if not decision.can_defer:
-                    raise SchedulingError(
-                        f"{who}task {self.tasks.task(gid).id} cannot be deferred: nothing "
-                        "else is left to happen, it must be placed"
-                    )
+                    raise must_be_placed(self.tasks.task(gid).id, who)
                 self.defer(gid)
                 return ()
             servers = action.servers if isinstance(action, Hedge) else (action.server,)

@@ -2,9 +2,8 @@
 decision while the events between decisions (arrivals, transfers, tool cores, the LLM
 engines, residency, the books) run in C++ (``EventRun``, ``sim/_core/event_core.hpp``).
 
-For the policies the core has no twin of (a SCALE network, ``p2c``, ``soft_eft``,
-``random``...), a run used to keep the Python event loop around the compiled decision build;
-here C++ runs the events and stops at each decision. :class:`CompiledLoop` is an
+For the policies the core has no twin of (a SCALE network, ``soft_eft``, ``random``,
+``tao``...), C++ runs the events and stops at each decision. :class:`CompiledLoop` is an
 executor of the one decision cycle (``decision.cycle``: ``next_decision``/``apply`` and the
 batch pair), so ``drive`` and the Gymnasium environment use it as they use a
 ``Simulation``, and the run is the Python engine's event for event (the same events,
@@ -21,12 +20,13 @@ as after a whole C++ run.
 
 What it covers: what ``compiled_run`` covers (a fresh simulation on the compiled core,
 either ready order, up front or streamed: a streamed job enters and leaves the Python task
-book as it arrives and finishes in C++; no caches, hedges, deferrals or replica loads), and
-a scheduler whose class declares ``places_only`` next to its ``select``: it answers with a
-server or a ``Place`` (with or without a priority), never a hedge, a deferral or a load,
-and reads the run only through its decisions (the simulation's event heap, engines and
-books other than the view's arrays are the C++ run's until it ends: no ``fork()``).
-Anything else runs the Python loop (``loop_unsupported`` says why).
+book as it arrives and finishes in C++; KV reuse and the tool cache; not the logits cache,
+hedges or replica loads), and a scheduler whose class declares ``places_only`` next to its
+``select`` (it answers with a server or a ``Place``, with or without a priority) or
+``places_or_defers`` (``Defer()`` too: the deferred queue and its no-starvation rule are
+kept in C++), and reads the run only through its decisions (the simulation's event heap,
+engines and books other than the view's arrays are the C++ run's until it ends: no
+``fork()``). Anything else runs the Python loop (``loop_unsupported`` says why).
 """
 
 from __future__ import annotations
@@ -38,9 +38,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from scalesched.cluster.tables import MODEL_INDEX
-from scalesched.decision.actions import Place
+from scalesched.decision.actions import Defer, Place
 from scalesched.decision.cycle import drive
-from scalesched.decision.scheduler import SchedulingError, places_only
+from scalesched.decision.scheduler import SchedulingError, places_or_defers
+from scalesched.kernel.ledger import must_be_placed
 from scalesched.sim.compiled_run import (
     POLICIES,
     RANKED_AT_TAIL,
@@ -67,8 +68,8 @@ def loop_unsupported(sim: Simulation, scheduler: Scheduler | None = None) -> str
     whose agent answers with server indices)."""
     if sim.events or sim.decisions or sim.now or sim.pending or sim._current is not None:
         return "the simulation is already under way"
-    if scheduler is not None and not places_only(scheduler):
-        return f"policy {scheduler.name!r} does not declare that it only places"
+    if scheduler is not None and not places_or_defers(scheduler):
+        return f"policy {scheduler.name!r} does not declare that it only places (or defers)"
     return uncovered_state(sim)
 
 
@@ -104,7 +105,7 @@ class CompiledLoop:
         rank = self._run.rank_of(gid)  # the core's HEFT rank: the book's, kept in C++
         request = self._request(self._tasks, gid, self._servers, sim.now, self._attained, rank)
         decision = self._make_decision(self._tables, sim, request)
-        decision.can_defer = True  # as the Python engine says (nothing is deferred here)
+        decision.can_defer = self._run.may_defer(gid)
         return decision
 
     def warm_up(self, scheduler: Scheduler, until_s: float) -> Decision | None:
@@ -163,9 +164,9 @@ class CompiledLoop:
             self._place(gid, decision, answer)
 
     def _place(self, gid: int, decision: Decision, answer: int | Action) -> None:
-        """``Simulation.apply`` of a placement: checked as ``RunLedger.accept`` checks it,
-        the Python book's server and router memory kept (``RunLedger.book``), the rest in
-        C++."""
+        """``Simulation.apply`` of a placement or a deferral: checked as ``RunLedger.accept``
+        checks it, the Python book's server and router memory kept (``RunLedger.book``), the
+        rest in C++."""
         priority = math.nan
         if type(answer) is int:
             server = answer
@@ -175,10 +176,16 @@ class CompiledLoop:
             server = answer.server
             if answer.priority is not None:
                 priority = float(answer.priority)
+        elif type(answer) is Defer:
+            if not decision.can_defer:
+                raise must_be_placed(self._of[gid].id)
+            self._run.defer(gid)
+            return
         else:
             raise SchedulingError(
-                f"the compiled loop carries out placements only, got {answer!r} (a scheduler "
-                "that may answer otherwise must not declare places_only)"
+                f"the compiled loop carries out placements and deferrals only, got {answer!r} "
+                "(a scheduler that may answer otherwise must not declare places_only or "
+                "places_or_defers)"
             )
         if not (0 <= server < self._n) or not decision.mask[server]:
             raise SchedulingError(

@@ -16,14 +16,17 @@ goes through the ordinary decision cycle, on the compiled decision build):
 
 * a scheduler whose class declares ``compiled_policy`` next to its ``select``: ``eft``,
   ``tail`` (and ``pred_mean``; not its scale-out or adapted forms), ``least_loaded``,
-  ``kv_aware``, and the orders ``fcfs_workflow`` and ``plas`` on ``tail``'s placement
-  (``heft_online`` is ``eft`` in the ``rank`` ready order);
+  ``kv_aware``, ``p2c`` (numpy's PCG64 stream in C++), and the orders ``fcfs_workflow``
+  and ``plas`` on ``tail``'s placement (``heft_online`` is ``eft`` in the ``rank`` ready
+  order);
 * a fresh simulation on the compiled core, up front or streamed, in either ready order
   (``rank``: HEFT's visible upward ranks in C++, ``sim/_core/ranks.hpp``, the same doubles
   as the Python book's ``kernel.ranks``);
-* dynamic residency or a deployment's pinned engines, LLM and tool tasks;
-* not: KV reuse, the tool and logits caches, hedges, deferrals, replica loads and
-  re-deployments (no built-in policy asks for them), forks and sampled futures.
+* dynamic residency or a deployment's pinned engines, LLM and tool tasks, KV reuse
+  (``--kv-policy``: ``sim/_core/prefix_cache.hpp``) and the tool cache;
+* not: the logits cache, hedges, deferrals, replica loads and re-deployments (no built-in
+  policy asks for them; ``compiled_loop`` carries out deferrals), forks and sampled
+  futures.
 
 rollout's trials (``compiled_trials``) use the same core the other way round: the
 Python simulation's state at an open decision is taken over (``EventRun.adopt``) and
@@ -512,6 +515,7 @@ def _write_back(sim: Simulation, run: Any) -> None:
         "workflows_completed",
         "decode_retimes",
         "decode_skipped",
+        "deferrals",
         "in_system",
         "in_system_area",
     ):

@@ -32,6 +32,7 @@
 #include <string>
 #include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -371,7 +372,11 @@ class EventCore {
                 if (now_ >= end) return -1;
                 return pop_ready();
             }
-            if (heap_.empty()) return -1;
+            if (heap_.empty()) {
+                if (deferred_.empty()) return -1;
+                force_deferred();  // nothing left to happen: they must be placed now
+                continue;
+            }
             std::pop_heap(heap_.begin(), heap_.end(), EventAfter{});
             const Event ev = heap_.back();
             heap_.pop_back();
@@ -480,9 +485,35 @@ class EventCore {
     // seconds of estimated execution and the admission ``priority`` (NaN: none given).
     void apply(std::int64_t gid, std::int64_t server, double est, double priority) {
         if (!std::isnan(priority)) task(gid).priority = priority;
+        if (!must_place_.empty()) must_place_.erase(gid);
         ++decisions_;
         launch(gid, server, est);
     }
+
+    // -- deferral (RunLedger.defer, release_deferred, force_deferred) ----------------------
+    // The open decision's task ``gid`` waits in the deferred queue until capacity is freed
+    // (a task or a tool core finishes); the caller has checked ``may_defer``.
+    void defer(std::int64_t gid) {
+        ++deferrals_;
+        deferred_.push_back(gid);
+    }
+
+    // Whether the task may be deferred: not once it was offered because nothing else was
+    // left to happen (the no-starvation rule).
+    bool may_defer(std::int64_t gid) const { return must_place_.count(gid) == 0; }
+
+    void release_deferred() {
+        if (deferred_.empty()) return;
+        pending_.insert(pending_.end(), deferred_.begin(), deferred_.end());
+        deferred_.clear();
+    }
+
+    void force_deferred() {
+        must_place_.insert(deferred_.begin(), deferred_.end());
+        release_deferred();
+    }
+
+    std::int64_t deferrals() const { return deferrals_; }
 
     // KV reuse across calls (``--kv-policy``; KvReuse): ``eviction`` a KvEviction, ``reuse``
     // False for ``nocache`` (measured, nothing cached); the cache.kv constants. Every
@@ -1463,6 +1494,7 @@ class EventCore {
     }
 
     void on_cpu_done(std::int64_t gid) {
+        release_deferred();
         Task& k = task(gid);
         const std::int64_t s = k.server;
         cpu_account(s);
@@ -1745,6 +1777,7 @@ class EventCore {
         refresh_busy(eng);
         set_idle(eng);
         if (eng->idle && !gpu_wait_[static_cast<std::size_t>(s)].empty()) serve_gpu_wait(s);
+        release_deferred();
     }
 
     void serve_gpu_wait(std::int64_t s) {
@@ -1790,6 +1823,7 @@ class EventCore {
         const std::int64_t s = k.server;
         b_.a.n_assigned[s] -= 1;
         b_.a.est_work[s] = b_.a.n_assigned[s] > 0 ? b_.a.est_work[s] - k.est : 0.0;
+        release_deferred();
         // release_children
         for (std::int64_t c = 0; c < k.n_children; ++c) {
             const std::int64_t ci = j.children[static_cast<std::size_t>(k.children_at + c)];
@@ -1871,6 +1905,9 @@ class EventCore {
     std::int64_t seq_ = 0;
     double now_ = 0.0;
     std::deque<std::int64_t> pending_;
+    std::vector<std::int64_t> deferred_;          // offered again when capacity is freed
+    std::unordered_set<std::int64_t> must_place_;  // offered with nothing left to happen
+    std::int64_t deferrals_ = 0;
     JobStore jobs_;
     std::vector<std::int64_t> job_index_;
     std::vector<Engine> engines_;  // by server * models + model, live_ where resident

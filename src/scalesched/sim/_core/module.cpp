@@ -501,6 +501,7 @@ NB_MODULE(_simcore, m) {
             d["in_system_area"] = c.in_system_area();
             d["seq"] = c.seq();
             d["n_tasks"] = c.n_tasks();
+            d["deferrals"] = c.deferrals();
             return d;
         })
         .def("server_books", [](EventRun& r) {
@@ -539,6 +540,8 @@ NB_MODULE(_simcore, m) {
         .def("next_instant", [](EventRun& r, double end) { return r.core().next_instant(end); })
         .def("apply", [](EventRun& r, std::int64_t gid, std::int64_t server, double est,
                          double priority) { r.core().apply(gid, server, est, priority); })
+        .def("defer", [](EventRun& r, std::int64_t gid) { r.core().defer(gid); })
+        .def("may_defer", [](EventRun& r, std::int64_t gid) { return r.core().may_defer(gid); })
         .def("use_kv",
              [](EventRun& r, std::int32_t eviction, bool reuse, double horizon_s,
                 double mean_core_speed, double ttl_margin, double ttl_slack_s, double ttl_max_s,
