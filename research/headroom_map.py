@@ -23,8 +23,8 @@ default); without it, every cell of ``WORKLOADS`` x the clusters x ``LOADS``. Th
 (``--oracles``: ``rollout_oracle``, the clairvoyant rollout over each run's best heuristic;
 ``rollout``, the same on sampled futures) cost about 0.2 s of CPU per workflow each on the
 compiled core, so they are run on chosen cells only; where the best heuristic has no
-compiled twin (``p2c``, ``soft_eft``), the oracle's trials are Python forks, some 50 times
-dearer.
+compiled twin (``shortest_remaining``, say), the oracle's trials are Python forks, some 50
+times dearer.
 ``--plan oracle`` is the oracle map to fill (``ORACLE_PLAN``: 40 cells, each with the
 oracle and, with models loaded on demand, the run length it needs; on deployments
 ``--workflows``); ``--todo`` lists what is left of a plan or a ``--cells`` list in the

@@ -50,8 +50,7 @@ def looped(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     return went
 
 
-POLICIES = [  # (p2c runs whole in C++: sim.compiled_run)
-    "soft_eft",
+POLICIES = [  # (p2c and soft_eft run whole in C++: sim.compiled_run)
     "random",
     "round_robin",
     "shortest_queue",
@@ -127,7 +126,7 @@ def test_random_scenarios_run_in_the_loop_and_identically(
     [
         ("dynamic", "agentic-mix", "scale-dagger"),
         ("planned", "agentic-mix", "scale-safe"),
-        ("dynamic", "tool-heavy", "soft_eft"),
+        ("dynamic", "tool-heavy", "soft_tail"),
         ("dynamic", "agent-mix", "scale-dagger"),
         ("planned", "test-time-scaling", "fcfs_workflow:placement=scale-safe"),
     ],

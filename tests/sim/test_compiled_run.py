@@ -25,9 +25,11 @@ from sim_builders import spy_compiled
 from test_compiled_core import same_metrics, trace_rows
 
 from scalesched.decision.actions import Place
+from scalesched.decision.features import relative_excess
 from scalesched.policies import get_policy
 from scalesched.policies.eft import EftScheduler
 from scalesched.policies.rollout import RolloutScheduler, SampledRolloutScheduler
+from scalesched.policies.soft_eft import SHARPNESS
 from scalesched.runs.setup import Scenario, prepare, run
 from scalesched.sim import compiled_run, core
 from scalesched.sim import run as sim_run
@@ -102,6 +104,7 @@ SCENARIOS = st.fixed_dictionaries(
                 "kv_aware",
                 "heft_online",  # eft in the rank ready order (sim/_core/ranks.hpp)
                 "p2c",  # numpy's PCG64 stream in C++ (sim/_core/numpy_random.hpp)
+                "soft_eft",  # and numpy's log1p and exp, called from C++
             ]
         ),
         "stream": st.booleans(),
@@ -241,6 +244,8 @@ def _books(sim: Simulation) -> dict[str, Any]:
         ("dynamic", "agent-mix", "kv_aware", False, "ttl"),
         ("planned", "tool-heavy", "p2c", False, None),
         ("dynamic", "coordinator", "p2c", True, "lru"),
+        ("dynamic", "tool-heavy", "soft_eft", True, "ttl"),
+        ("planned", "agentic-mix", "soft_eft", False, None),
     ],
 )
 def test_the_books_left_behind_are_the_python_engines(
@@ -277,7 +282,7 @@ def test_the_books_left_behind_are_the_python_engines(
         scheduler = get_policy(policy)
         sim_run.drive_simulation(sim, scheduler, seed=0)
         books[name] = _books(sim)
-        generator = getattr(scheduler, "generator", None)  # p2c's: left as Python leaves it
+        generator = getattr(scheduler, "generator", None)  # left as Python leaves it
         if generator is not None:
             books[name]["generator"] = generator.bit_generator.state
     assert whole_runs == [False, True]
@@ -323,13 +328,13 @@ class _NotEft(EftScheduler):
 
 
 def test_only_the_policies_it_has_run_whole() -> None:
-    for name in ("eft", "tail", "least_loaded", "fcfs_workflow", "plas", "kv_aware", "p2c"):
+    for name in compiled_run.POLICIES:
         assert compiled_run.compiled_policy(get_policy(name)) == name
     assert compiled_run.compiled_policy(get_policy("pred_mean")) == "tail"  # at its mean
     for name in (
         "tail_scaleout",
         "cache_aware",
-        "soft_eft",
+        "soft_tail",
         "shortest_remaining",
         "fcfs_workflow:placement=eft",
     ):
@@ -357,7 +362,7 @@ def test_what_it_does_not_cover_runs_through_the_decision_cycle(
     eft = get_policy("eft")
     reasons = {
         "python": compiled_run.unsupported(fresh(core="python"), eft),
-        "policy": compiled_run.unsupported(fresh(core="compiled"), get_policy("soft_eft")),
+        "policy": compiled_run.unsupported(fresh(core="compiled"), get_policy("soft_tail")),
         "logits": compiled_run.unsupported(fresh(core="compiled", logits_cache=True), eft),
     }
     assert all(reasons.values()), reasons
@@ -404,7 +409,7 @@ TRIALS = st.fixed_dictionaries(
         "cluster": st.sampled_from(["hetero-4", "hetero-8", "hetero-16"]),
         "workload": st.sampled_from(["agentic-mix", "tool-heavy", "coordinator"]),
         "base": st.sampled_from(
-            ["tail", "eft", "fcfs_workflow", "plas", "kv_aware", "heft_online", "p2c"]
+            ["tail", "eft", "fcfs_workflow", "plas", "kv_aware", "heft_online", "p2c", "soft_eft"]
         ),
         "rate": st.floats(0.3, 4.0),
         "workflows": st.integers(5, 60),
@@ -588,3 +593,39 @@ def test_p2c_draws_numpys_stream_in_cpp() -> None:
             after["state"]["inc"],
         )
         assert (int(has_uint32), uinteger) == (after["has_uint32"], after["uinteger"])
+
+
+def test_numpys_sum_is_mirrored_in_cpp() -> None:
+    """``numpy_pairwise_sum`` (``sim/_core/numpy_sum.hpp``) gives ``np.sum``'s double over
+    lengths that take each of its branches (under 8, blocks of 8 up to 128, halves above),
+    on values whose sum depends on the order they are added in."""
+    ext: Any = core._EXTENSION
+    rng = np.random.default_rng(11)
+    lengths = [*range(1, 40), 127, 128, 129, 135, 256, 257, 300, 1000, 1031]
+    differs = 0
+    for n in lengths * 20:
+        values = np.exp(-5.0 * rng.random(n) * rng.random() * 20.0)
+        assert ext.numpy_sum(values) == float(values.sum()), n
+        differs += ext.numpy_sum(values) != float(values[::-1].sum())
+    assert differs > 100  # the order matters for these values: the test can fail
+
+
+def test_soft_eft_weighs_servers_as_numpy_does() -> None:
+    """soft_eft's cumulative weights in C++ (``sim/_core/soft_eft.hpp``, numpy's ``log1p``
+    and ``exp`` called from there) are ``Generator.choice``'s own, to the bit: the feasible
+    servers' ``p`` from ``sample_near_best``, summed cumulatively and divided by the last,
+    over finish times of every spread and masks that leave one server to all of them."""
+    ext: Any = core._EXTENSION
+    rng = np.random.default_rng(5)
+    for _ in range(400):
+        n = int(rng.integers(1, 300))
+        finish = 10.0 ** rng.uniform(-2, 4) * (1.0 + rng.exponential(rng.uniform(0.01, 3), n))
+        mask = rng.random(n) < rng.uniform(0.05, 1.0)
+        mask[int(rng.integers(n))] = True
+        feasible = np.flatnonzero(mask)
+        weights = np.exp(-SHARPNESS * relative_excess(finish, mask)[feasible])
+        cdf = (weights / weights.sum()).cumsum()
+        cdf /= cdf[-1]
+        got_feasible, got_cdf = ext.soft_eft_cdf(SHARPNESS, finish.tolist(), mask.tolist())
+        assert got_feasible == feasible.tolist()
+        assert [x.hex() for x in got_cdf] == [float(x).hex() for x in cdf]

@@ -146,7 +146,7 @@ def test_engine_matches_golden(name: str, core: str, monkeypatch: pytest.MonkeyP
         # eft (heft_online: in rank order), least_loaded and kv_aware run whole in C++,
         # KV reuse and the tool cache too; the rest builds every decision there
         case = CASES[name]
-        twins = ("eft", "least_loaded", "kv_aware", "heft_online", "p2c")
+        twins = ("eft", "least_loaded", "kv_aware", "heft_online", "p2c", "soft_eft")
         assert whole == [case["policy"] in twins]
         assert whole[0] or built[0] >= got["metrics"]["decisions"]
     assert got["trace_rows"] == golden["trace_rows"]

@@ -22,12 +22,19 @@ SHARPNESS = 5.0
 class SoftEftScheduler(BaseScheduler):
     name = "soft_eft"
     places_only = True  # sim.compiled_loop: answers with a server only
+    compiled_policy = "soft_eft"  # sim.compiled_run: the same draws from its generator, in C++
+    sharpness = SHARPNESS  # what the compiled twin weighs the relative excess by
 
     def __init__(self) -> None:
         self._rng = np.random.default_rng(0)
 
     def reset(self, seed: int) -> None:
         self._rng = np.random.default_rng(np.random.SeedSequence([seed, 0x5EF7]))
+
+    @property
+    def generator(self) -> np.random.Generator:
+        """The generator it draws from (a compiled run continues its stream)."""
+        return self._rng
 
     def select(self, decision: Decision) -> int:
         return sample_near_best(decision.finish_s, decision.mask, self._rng)

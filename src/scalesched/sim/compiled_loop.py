@@ -2,7 +2,7 @@
 decision while the events between decisions (arrivals, transfers, tool cores, the LLM
 engines, residency, the books) run in C++ (``EventRun``, ``sim/_core/event_core.hpp``).
 
-For the policies the core has no twin of (a SCALE network, ``soft_eft``, ``random``,
+For the policies the core has no twin of (a SCALE network, ``soft_tail``, ``random``,
 ``tao``...), C++ runs the events and stops at each decision. :class:`CompiledLoop` is an
 executor of the one decision cycle (``decision.cycle``: ``next_decision``/``apply`` and the
 batch pair), so ``drive`` and the Gymnasium environment use it as they use a

@@ -75,10 +75,11 @@ if TYPE_CHECKING:
     from scalesched.sim.engine import Simulation
     from scalesched.workload.instance import Job
 
-POLICIES = ("eft", "tail", "least_loaded", "fcfs_workflow", "plas", "kv_aware", "p2c")
-"""The policies the compiled core answers itself, in the C++ ``Policy`` order (``p2c``
-draws from its scheduler's generator in C++: numpy's PCG64 stream,
-``_core/numpy_random.hpp``). ``tail`` ranks servers at the output length its scheduler's
+POLICIES = ("eft", "tail", "least_loaded", "fcfs_workflow", "plas", "kv_aware", "p2c", "soft_eft")
+"""The policies the compiled core answers itself, in the C++ ``Policy`` order (``p2c`` and
+``soft_eft`` draw from their scheduler's generator in C++: numpy's PCG64 stream,
+``_core/numpy_random.hpp``; soft_eft's ``log1p`` and ``exp`` are numpy's ufuncs, called
+from C++). ``tail`` ranks servers at the output length its scheduler's
 ``workflow_lengths`` gives each LLM call: computed in C++ from the scheduler's
 ``token_head`` where it gives one (the same integers: ``sim/_core/token_head.hpp``),
 else asked of Python once per workflow; ``fcfs_workflow`` and ``plas`` place as ``tail``
@@ -153,10 +154,20 @@ def run_compiled(sim: Simulation, scheduler: Scheduler) -> bool:
     return True
 
 
+SAMPLING = frozenset({"p2c", "soft_eft"})
+"""The compiled policies that draw from their scheduler's ``generator``."""
+
+
 def generator_in(run: Any, scheduler: Scheduler) -> None:
-    """A sampling policy's generator state into the run (``p2c``: its draws go on in C++)."""
+    """A sampling policy's generator state into the run (its draws go on in C++), and
+    soft_eft's weights: its ``sharpness`` and numpy's kernels with their scratch."""
     generator = getattr(scheduler, "generator", None)
-    if compiled_policy(scheduler) == "p2c" and generator is not None:
+    policy = compiled_policy(scheduler)
+    if policy == "soft_eft":
+        n = run.n_servers()
+        sharpness = float(scheduler.sharpness)  # type: ignore[attr-defined]
+        run.use_soft_eft(sharpness, np.log1p, np.exp, np.zeros(n), np.zeros(n))
+    if policy in SAMPLING and generator is not None:
         state = generator.bit_generator.state
         if state["bit_generator"] != "PCG64":
             raise ValueError(f"{scheduler.name}: the compiled core draws from PCG64 only")
@@ -168,7 +179,7 @@ def generator_in(run: Any, scheduler: Scheduler) -> None:
 def generator_out(run: Any, scheduler: Scheduler) -> None:
     """The generator state the run left, back into the policy (as if it had drawn)."""
     generator = getattr(scheduler, "generator", None)
-    if compiled_policy(scheduler) == "p2c" and generator is not None:
+    if compiled_policy(scheduler) in SAMPLING and generator is not None:
         state_hi, state_lo, inc_hi, inc_lo, has_uint32, uinteger = run.rng_state()
         generator.bit_generator.state = {
             "bit_generator": "PCG64",

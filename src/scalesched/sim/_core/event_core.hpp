@@ -38,6 +38,7 @@
 
 #include "decision.hpp"
 #include "numpy_random.hpp"
+#include "soft_eft.hpp"
 #include "prefix_cache.hpp"
 #include "ranks.hpp"
 #include "task_costs.hpp"
@@ -73,6 +74,7 @@ enum Policy : std::int32_t {
     POLICY_PLAS = 4,
     POLICY_KV_AWARE = 5,
     POLICY_P2C = 6,  // two servers drawn with numpy's PCG64 stream (use_rng)
+    POLICY_SOFT_EFT = 7,  // one drawn near eft's best (use_rng, use_soft_eft)
 };
 
 enum EngineState : std::int8_t { ENG_ABSENT = 0, ENG_LOADING = 1, ENG_READY = 2 };
@@ -348,8 +350,10 @@ class EventCore {
     }
 
     void use_policy(std::int32_t policy, nb::object tokens_of) {
-        if (policy < POLICY_EFT || policy > POLICY_P2C)
+        if (policy < POLICY_EFT || policy > POLICY_SOFT_EFT)
             throw std::invalid_argument("compiled run: unknown policy");
+        if (policy == POLICY_SOFT_EFT && !soft_.ready())
+            throw std::invalid_argument("compiled run: soft_eft needs use_soft_eft");
         policy_ = policy;
         tokens_of_ = std::move(tokens_of);
         if (ranks_at_tail() && tokens_of_.is_none())
@@ -596,6 +600,14 @@ class EventCore {
 
     // p2c's generator: numpy's PCG64 state (bit_generator.state), taken and given back.
     void use_rng(const Pcg64& rng) { rng_ = rng; }
+
+    // soft_eft's sampler (soft_eft.hpp): its SHARPNESS, numpy's ``log1p`` and ``exp``, and
+    // two float64 arrays of N values for their scratch.
+    void use_soft_eft(double sharpness, nb::object log1p, nb::object exp, nb::object rel,
+                      nb::object weights) {
+        soft_ = SoftSampler(sharpness, std::move(log1p), std::move(exp), std::move(rel),
+                            std::move(weights), t_.n);
+    }
     const Pcg64& rng() const { return rng_; }
 
     // Repeated tool calls take their finished original's result (``--tool-cache on``), a
@@ -685,6 +697,7 @@ class EventCore {
     double now() const { return now_; }
     std::int64_t events() const { return events_; }
     std::int64_t decisions() const { return decisions_; }
+    std::int64_t n_servers() const { return t_.n; }
     std::int64_t model_loads() const { return model_loads_; }
     double bytes_moved() const { return bytes_moved_; }
     std::int64_t tasks_completed() const { return tasks_completed_; }
@@ -1042,6 +1055,10 @@ class EventCore {
                                              std::to_string(m));
                 at = p2c_choice([&o](std::int64_t i) { return o.finish[i] + o.imposed[i]; });
                 exec = o.exec[at];
+            } else if (policy_ == POLICY_SOFT_EFT) {
+                llm_decision(t_, c, v, k.prompt, k.out_est, prefill, transfer, o, true);
+                at = soft_choice(o.finish, c.mask);
+                exec = o.exec[at];
             } else if (policy_ == POLICY_KV_AWARE) {
                 llm_decision(t_, c, v, k.prompt, k.out_est, prefill, transfer, o, true);
                 double* score = transfer + 7 * n;
@@ -1081,6 +1098,15 @@ class EventCore {
                 at = p2c_choice(finish_on);
                 exec = 0.0;
                 estimates(at, at + 1, [&exec](std::int64_t, const Estimate& e) { exec = e.exec; });
+            } else if (policy_ == POLICY_SOFT_EFT) {  // every server is feasible for a tool
+                double* finish = transfer + 7 * n;
+                double* execs = transfer + 8 * n;
+                estimates(0, n, [&](std::int64_t i, const Estimate& e) {
+                    finish[i] = e.finish;
+                    execs[i] = e.exec;
+                });
+                at = soft_choice(finish, every_server_.data());
+                exec = execs[at];
             } else if (policy_ == POLICY_LEAST_LOADED || policy_ == POLICY_KV_AWARE) {
                 const double* score = b_.a.est_work;
                 if (policy_ == POLICY_KV_AWARE) {  // fewest placed tools per core
@@ -1133,6 +1159,13 @@ class EventCore {
         if (std::isnan(first)) return pick[0];
         if (std::isnan(second) || second < first) return pick[1];
         return pick[0];
+    }
+
+    // policies.soft_eft.sample_near_best over ``finish`` (the decision's finish_s) and
+    // ``mask``, from the run's generator.
+    std::int64_t soft_choice(const double* finish, const std::uint8_t* mask) {
+        const std::size_t f = soft_.weigh(finish, mask, t_.n, feasible_);
+        return feasible_[soft_.draw(f, rng_)];
     }
 
     // policies.kv_aware.kv_aware_scores of an LLM call, numpy's operations in order:
@@ -1951,7 +1984,8 @@ class EventCore {
         std::vector<std::uint8_t> seen;
         std::vector<std::int64_t> stack;
     } kv_;
-    Pcg64 rng_;  // p2c's generator (use_rng)
+    Pcg64 rng_;  // p2c's and soft_eft's generator (use_rng)
+    SoftSampler soft_;  // soft_eft's weights (use_soft_eft)
     std::vector<std::int64_t> feasible_;
     bool tool_cache_ = false;  // use_tool_cache
     double lookup_s_ = 0.0;

@@ -21,7 +21,9 @@
 
 #include "decision.hpp"
 #include "event_core.hpp"
+#include "numpy_sum.hpp"
 #include "prefix_cache.hpp"
+#include "soft_eft.hpp"
 #include "requests.hpp"
 #include "task_costs.hpp"
 #include "token_head.hpp"
@@ -557,6 +559,13 @@ NB_MODULE(_simcore, m) {
                 std::uint64_t inc_lo, bool has_uint32, std::uint32_t uinteger) {
                  r.core().use_rng(Pcg64(state_hi, state_lo, inc_hi, inc_lo, has_uint32, uinteger));
              })
+        .def("n_servers", [](EventRun& r) { return r.core().n_servers(); })
+        .def("use_soft_eft",
+             [](EventRun& r, double sharpness, nb::object log1p, nb::object exp, nb::object rel,
+                nb::object weights) {
+                 r.core().use_soft_eft(sharpness, std::move(log1p), std::move(exp),
+                                       std::move(rel), std::move(weights));
+             })
         .def("rng_state", [](EventRun& r) {
             const Pcg64& g = r.core().rng();
             return nb::make_tuple(g.state_hi(), g.state_lo(), g.inc_hi(), g.inc_lo(),
@@ -619,6 +628,23 @@ NB_MODULE(_simcore, m) {
         }
         return nb::make_tuple(pairs, nb::make_tuple(g.state_hi(), g.state_lo(), g.inc_hi(),
                                                     g.inc_lo(), g.has_uint32(), g.uinteger()));
+    });
+    // soft_eft's normalised cumulative weights (soft_eft.hpp) with numpy's own kernels,
+    // bound for its test against numpy's: (feasible servers, their cdf).
+    m.def("soft_eft_cdf", [](double sharpness, const std::vector<double>& finish,
+                             const std::vector<std::uint8_t>& mask) {
+        const std::int64_t n = static_cast<std::int64_t>(finish.size());
+        if (mask.size() != finish.size()) throw std::invalid_argument("one mask entry per server");
+        nb::module_ np = nb::module_::import_("numpy");
+        SoftSampler sampler(sharpness, np.attr("log1p"), np.attr("exp"), np.attr("zeros")(n),
+                            np.attr("zeros")(n), n);
+        std::vector<std::int64_t> feasible;
+        const std::size_t f = sampler.weigh(finish.data(), mask.data(), n, feasible);
+        return nb::make_tuple(feasible, std::vector<double>(sampler.cdf(), sampler.cdf() + f));
+    });
+    // numpy's pairwise sum (numpy_sum.hpp), bound for its test against np.sum.
+    m.def("numpy_sum", [](nb::ndarray<const double, nb::ndim<1>, nb::c_contig> a) {
+        return numpy_pairwise_sum(a.data(), static_cast<std::int64_t>(a.shape(0)));
     });
     m.def("first_min_choice", &first_min_choice);
     m.def("eft_choice", &eft_choice, nb::arg("mask").noconvert(), nb::arg("finish").noconvert(),
