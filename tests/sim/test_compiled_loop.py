@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 from test_compiled_core import same_metrics, trace_rows
 from test_compiled_run import LABS, _books
 
-from scalesched.decision.actions import Defer, Hedge, Place
-from scalesched.decision.scheduler import SchedulingError, places_only, places_or_defers
+from scalesched.cluster.tables import MODEL_NAMES
+from scalesched.decision.actions import Defer, Hedge, LoadReplica, Place
+from scalesched.decision.scheduler import SchedulingError, answers, places_only
 from scalesched.nn.scheduler import BatchedNetworkScheduler
 from scalesched.policies import get_policy
 from scalesched.policies.p2c import PowerOfTwoScheduler
@@ -61,6 +62,7 @@ POLICIES = [  # (p2c and soft_eft run whole in C++: sim.compiled_run)
     "scale-dagger:greedy=true",
     "fcfs_workflow:placement=soft_eft",
     "tao",
+    "tail_scaleout",
 ]
 
 CASES = st.fixed_dictionaries(
@@ -239,7 +241,7 @@ class _DefersHalf(PowerOfTwoScheduler):
     p2c; with ``hedge``, hedges those instead."""
 
     name = "defers-half"
-    places_or_defers = True
+    answers = frozenset({"place", "defer"})
 
     def __init__(self, hedge: bool = False) -> None:
         super().__init__()
@@ -301,11 +303,84 @@ def test_tao_defers_in_the_loop_as_on_the_python_engine(
     same_metrics(results["python"].metrics, results["compiled"].metrics)
 
 
+class _LoadsReplicas(PowerOfTwoScheduler):
+    """p2c, asking with every third LLM call for a replica of its model on a random server
+    that can hold it, released after a short idle time (so replicas load, serve, fall
+    idle, are released or evicted, and some are left loading at the end)."""
+
+    name = "loads-replicas"
+    answers = frozenset({"place", "load"})
+
+    def __init__(self, bad: bool = False) -> None:
+        super().__init__()
+        self.calls = 0
+        self.bad = bad
+
+    def select(self, decision: Any) -> int | Place:
+        server = int(super().select(decision))
+        if decision.task.kind != "llm":
+            return server
+        self.calls += 1
+        if self.calls % 3:
+            return server
+        m, view, tables = decision.task.model, decision.view, decision.tables
+        fits = np.flatnonzero(tables.feasible[:, m])
+        absent = view.engine_state[fits, m] == 0
+        room = fits[absent & (view.free_gpus[fits] >= tables.tp[fits, m])]
+        pool = room if room.size else fits
+        where = -1 if self.bad else int(pool[self.calls % pool.size])
+        load = LoadReplica(MODEL_NAMES[decision.task.model], where, 4.0 + self.calls % 7)
+        return Place(server, loads=(load,))
+
+
+@pytest.mark.parametrize(
+    ("workload", "kv"), [("agentic-mix", None), ("tool-heavy", "lru"), ("coordinator", None)]
+)
+def test_replica_loads_are_carried_out_as_the_python_engine_does(
+    monkeypatch: pytest.MonkeyPatch, looped: list[bool], workload: str, kv: str | None
+) -> None:
+    scenario = Scenario(workload=workload, workflows=50, rate=1.2, seed=4, residency="dynamic")
+    setup = prepare("hetero-8", scenario, stream=False)
+    looped.clear()
+    results, books = {}, {}
+    for name in ("python", "compiled"):
+        monkeypatch.setenv(core.CORE_ENV, name)
+        sim = Simulation(
+            setup.cluster, setup.jobs, tables=setup.tables, core=name, record_trace=True
+        )
+        sim_run.drive_simulation(sim, _LoadsReplicas(), seed=3)
+        books[name] = (sim._replicas.record(sim.now), sim.held_gpu_seconds(0.0, sim.now))
+        results[name] = run(setup, _LoadsReplicas(), record_trace=True, kv_policy=kv)
+    assert looped == [False, False, True, True]
+    assert trace_rows(results["python"]) == trace_rows(results["compiled"])
+    same_metrics(results["python"].metrics, results["compiled"].metrics)
+    assert books["python"] == books["compiled"]
+    requests, loads, released, calls, _ = books["compiled"][0]
+    assert requests > 50 and loads > 0 and released > 0 and calls > 0
+    assert loads >= 10 or workload == "tool-heavy"  # few LLM calls there
+
+
+def test_tail_scaleout_runs_in_the_loop_as_on_the_python_engine(
+    monkeypatch: pytest.MonkeyPatch, looped: list[bool]
+) -> None:
+    scenario = Scenario(workflows=120, load=0.9, seed=6, residency="dynamic")
+    setup = prepare("hetero-8", scenario, stream=False)
+    looped.clear()
+    results = {}
+    for name in ("python", "compiled"):
+        monkeypatch.setenv(core.CORE_ENV, name)
+        results[name] = run(setup, "tail_scaleout", record_trace=True)
+    assert looped == [False, True]
+    assert trace_rows(results["python"]) == trace_rows(results["compiled"])
+    same_metrics(results["python"].metrics, results["compiled"].metrics)
+    assert results["compiled"].metrics["replica_loads"] > 0
+
+
 class _Defers(PowerOfTwoScheduler):
     """Defers even what it must place."""
 
     name = "defers"
-    places_or_defers = True
+    answers = frozenset({"place", "defer"})
 
     def select(self, decision: Any) -> Defer:
         return Defer()
@@ -339,8 +414,10 @@ def test_a_wrong_answer_is_a_clear_error(engine: str) -> None:
         sim_run.drive_simulation(sim(), _Defers(), seed=0)
     with pytest.raises(SchedulingError, match=r"cannot run task \S+ \(masked"):
         sim_run.drive_simulation(sim(), _Masked(), seed=0)
+    with pytest.raises(SchedulingError, match="cannot load a replica of .* on server -1"):
+        sim_run.drive_simulation(sim(), _LoadsReplicas(bad=True), seed=0)
     if engine == "compiled":  # a hedge from a scheduler that said it would not
-        with pytest.raises(SchedulingError, match="placements and deferrals only, got Hedge"):
+        with pytest.raises(SchedulingError, match="deferrals and replica loads only, got Hedge"):
             compiled_loop.run_loop(sim(), _DefersHalf(hedge=True))
 
 
@@ -358,14 +435,18 @@ def test_a_streamed_run_leaves_the_python_task_book_as_a_finished_one(
 def test_what_it_leaves_to_the_python_loop(looped: list[bool]) -> None:
     setup = prepare("hetero-8", Scenario(workflows=5, rate=1.0, seed=1), stream=False)
     sim = Simulation(setup.cluster, setup.jobs, tables=setup.tables, core="compiled")
-    for name in ("hedge", "rollout", "tail_scaleout"):
-        assert not places_or_defers(get_policy(name)), name
+    for name in ("hedge", "rollout"):
+        assert not answers(get_policy(name)), name
         assert "does not declare" in str(compiled_loop.loop_unsupported(sim, get_policy(name)))
-    assert not places_or_defers(_Unsaid())
+    assert not answers(_Unsaid())
     assert places_only(get_policy("tail")) and places_only(get_policy("scale-dagger"))
-    assert places_or_defers(get_policy("tao")) and not places_only(get_policy("tao"))
-    for name in ("p2c", "tao"):
+    assert answers(get_policy("tao")) == {"place", "defer"} and not places_only(get_policy("tao"))
+    assert answers(get_policy("tail_scaleout")) == {"place", "load"}
+    for name in ("p2c", "tao", "tail_scaleout"):
         assert compiled_loop.loop_unsupported(sim, get_policy(name)) is None
+    hedges = _DefersHalf()
+    hedges.answers = frozenset({"place", "hedge"})  # type: ignore[misc]
+    assert "may answer ['hedge']" in str(compiled_loop.loop_unsupported(sim, hedges))
     python_sim = Simulation(setup.cluster, setup.jobs, tables=setup.tables, core="python")
     assert compiled_loop.loop_unsupported(python_sim) == "the simulation runs on the Python core"
     looped.clear()

@@ -87,11 +87,24 @@ def places_only(scheduler: Scheduler) -> bool:
     return _declares(scheduler, "places_only")
 
 
-def places_or_defers(scheduler: Scheduler) -> bool:
-    """``places_only``, or a scheduler that declares ``places_or_defers`` by the same rule:
-    it may also answer ``Defer()`` (an admission policy: ``tao``), never a hedge or a
-    replica load."""
-    return places_only(scheduler) or _declares(scheduler, "places_or_defers")
+ANSWERS = frozenset({"place", "defer", "load"})
+"""What a scheduler may declare it answers (``answers``): a placement (a server or a
+``Place``), a ``Defer()``, and replica loads (``LoadReplica``) riding on either."""
+
+
+def answers(scheduler: Scheduler) -> frozenset[str]:
+    """What ``scheduler`` declares it may answer, for an executor that carries out only
+    some actions and keeps the rest of the run out of Python (``sim.compiled_loop``): the
+    class that defines its ``select`` declares ``answers`` (a subset of ``ANSWERS``; a
+    property may depend on the configuration) or ``places_only`` (``{"place"}``); empty
+    where it declares neither (it may hedge, re-deploy or read the simulation itself). A
+    declaring scheduler reads the run through its decisions only."""
+    for cls in type(scheduler).__mro__:
+        if "select" in vars(cls):
+            if "answers" in vars(cls):
+                return frozenset(getattr(scheduler, "answers", ()))
+            return frozenset({"place"}) if places_only(scheduler) else frozenset()
+    return frozenset()
 
 
 def _declares(scheduler: Scheduler, name: str) -> bool:

@@ -99,6 +99,12 @@ class TailScheduler(BaseScheduler):
         signal, whose answers may carry a replica load."""
         return not self.scale_out
 
+    @property
+    def answers(self) -> frozenset[str]:
+        """What it answers (``sim.compiled_loop``): placements, with replica loads under
+        the scale-out signal."""
+        return frozenset({"place", "load"}) if self.scale_out else frozenset({"place"})
+
     def __deepcopy__(self, memo: dict[int, Any]) -> TailScheduler:
         """A copy that shares the (immutable) predictor and the token memo and copies the
         rest: ``rollout`` copies its base at every fork, and copying the predictor's

@@ -151,7 +151,7 @@ class _Shadow:
 
 class TaoScheduler(BaseScheduler):
     name = "tao"
-    places_or_defers = True  # sim.compiled_loop: a server, or Defer() when no node has room
+    answers = frozenset({"place", "defer"})  # sim.compiled_loop: Defer() where no node has room
 
     def __init__(self) -> None:
         self._memory: dict[tuple[int, int], RouterTree] = {}

@@ -20,13 +20,15 @@ as after a whole C++ run.
 
 What it covers: what ``compiled_run`` covers (a fresh simulation on the compiled core,
 either ready order, up front or streamed: a streamed job enters and leaves the Python task
-book as it arrives and finishes in C++; KV reuse and the tool cache; not the logits cache,
-hedges or replica loads), and a scheduler whose class declares ``places_only`` next to its
-``select`` (it answers with a server or a ``Place``, with or without a priority) or
-``places_or_defers`` (``Defer()`` too: the deferred queue and its no-starvation rule are
-kept in C++), and reads the run only through its decisions (the simulation's event heap,
-engines and books other than the view's arrays are the C++ run's until it ends: no
-``fork()``). Anything else runs the Python loop (``loop_unsupported`` says why).
+book as it arrives and finishes in C++; KV reuse and the tool cache; not the logits cache),
+and a scheduler whose class declares what it answers next to its ``select``
+(``decision.scheduler.answers``): ``places_only`` (a server or a ``Place``, with or without
+a priority), or ``answers`` naming ``defer`` (the deferred queue and its no-starvation rule
+are kept in C++) and ``load`` (``LoadReplica`` on an answer: replicas, their release timers
+and the ``replica_*`` books in C++) besides ``place``. It reads the run only through its
+decisions (the simulation's event heap, engines and books other than the view's arrays are
+the C++ run's until it ends: no ``fork()``). Hedges and re-deployments, and anything else,
+run the Python loop (``loop_unsupported`` says why).
 """
 
 from __future__ import annotations
@@ -38,9 +40,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from scalesched.cluster.tables import MODEL_INDEX
-from scalesched.decision.actions import Defer, Place
+from scalesched.decision.actions import Defer, LoadReplica, Place
 from scalesched.decision.cycle import drive
-from scalesched.decision.scheduler import SchedulingError, places_or_defers
+from scalesched.decision.scheduler import ANSWERS, SchedulingError, answers
 from scalesched.kernel.ledger import must_be_placed
 from scalesched.sim.compiled_run import (
     POLICIES,
@@ -54,6 +56,7 @@ from scalesched.sim.compiled_run import (
     uncovered_state,
 )
 from scalesched.sim.core import request_builder
+from scalesched.sim.replicas import check_loads
 
 if TYPE_CHECKING:
     from scalesched.decision.actions import Action
@@ -68,8 +71,12 @@ def loop_unsupported(sim: Simulation, scheduler: Scheduler | None = None) -> str
     whose agent answers with server indices)."""
     if sim.events or sim.decisions or sim.now or sim.pending or sim._current is not None:
         return "the simulation is already under way"
-    if scheduler is not None and not places_or_defers(scheduler):
-        return f"policy {scheduler.name!r} does not declare that it only places (or defers)"
+    if scheduler is not None:
+        declared = answers(scheduler)
+        if not declared:
+            return f"policy {scheduler.name!r} does not declare what it answers"
+        if not declared <= ANSWERS:
+            return f"policy {scheduler.name!r} may answer {sorted(declared - ANSWERS)}"
     return uncovered_state(sim)
 
 
@@ -164,29 +171,37 @@ class CompiledLoop:
             self._place(gid, decision, answer)
 
     def _place(self, gid: int, decision: Decision, answer: int | Action) -> None:
-        """``Simulation.apply`` of a placement or a deferral: checked as ``RunLedger.accept``
-        checks it, the Python book's server and router memory kept (``RunLedger.book``), the
-        rest in C++."""
-        priority = math.nan
+        """``Simulation.apply`` of a placement or a deferral, with any replica loads it
+        carries: checked as ``RunLedger.accept`` checks it, the Python book's server and
+        router memory kept (``RunLedger.book``), the rest in C++."""
         if type(answer) is int:
-            server = answer
-        elif isinstance(answer, np.integer):
-            server = int(answer)
-        elif type(answer) is Place and not answer.loads:
-            server = answer.server
-            if answer.priority is not None:
-                priority = float(answer.priority)
-        elif type(answer) is Defer:
-            if not decision.can_defer:
-                raise must_be_placed(self._of[gid].id)
-            self._run.defer(gid)
+            self._launch(gid, decision, answer, math.nan)
             return
-        else:
+        if isinstance(answer, np.integer):
+            self._launch(gid, decision, int(answer), math.nan)
+            return
+        loads = getattr(answer, "loads", ())
+        if type(answer) not in (Place, Defer) or not all(
+            type(load) is LoadReplica for load in loads
+        ):
             raise SchedulingError(
-                f"the compiled loop carries out placements and deferrals only, got {answer!r} "
-                "(a scheduler that may answer otherwise must not declare places_only or "
-                "places_or_defers)"
+                f"the compiled loop carries out placements, deferrals and replica loads only, "
+                f"got {answer!r} (a scheduler that may answer otherwise must not declare "
+                "places_only or answers)"
             )
+        check_loads(list(loads), self.sim.tables)
+        if isinstance(answer, Place):
+            priority = math.nan if answer.priority is None else float(answer.priority)
+            self._launch(gid, decision, answer.server, priority)
+        elif not decision.can_defer:
+            raise must_be_placed(self._of[gid].id)
+        else:
+            self._run.defer(gid)
+        for load in loads:
+            self._run.load_replica(load.server, MODEL_INDEX[load.model], float(load.idle_s))
+
+    def _launch(self, gid: int, decision: Decision, server: int, priority: float) -> None:
+        """The task goes to ``server`` (checked as ``RunLedger.accept`` checks it)."""
         if not (0 <= server < self._n) or not decision.mask[server]:
             raise SchedulingError(
                 f"server {server} cannot run task {self._of[gid].id} (masked, dead or out of range)"

@@ -66,6 +66,7 @@ from scalesched.cache.kv import (
 from scalesched.cluster.tables import MODEL_INDEX, MODEL_NAMES
 from scalesched.kernel.records import check_feasible, task_record
 from scalesched.sim import core
+from scalesched.sim.replicas import HeldReplica
 from scalesched.sim.tool_cache import LOOKUP_S
 
 TTL_TERMS = (TTL_MARGIN, TTL_SLACK_S, TTL_MAX_S)
@@ -536,6 +537,12 @@ def _write_back(sim: Simulation, run: Any) -> None:
         sim._tool_cache.extend(*run.tool_cache_hits())
     if sim._kv is not None:
         sim._kv.absorb(*run.kv_records())
+    requests, loads, released, calls, gpu_s, live, marks = run.replica_books()
+    if requests:  # a policy answering in Python asked for replicas (compiled_loop)
+        books = sim._replicas
+        books.requests, books.loads, books.released, books.calls = requests, loads, released, calls
+        books.gpu_s, books.marks = gpu_s, itertools.count(marks)
+        books.live = {HeldReplica(tp, at): None for tp, at in live}
     busy_cores, free, busy_gpus, gpu_area, cpu_area, gpu_mark, cpu_mark = run.server_books()
     sim._busy_cores[:] = busy_cores
     sim._free_gpus[:] = free

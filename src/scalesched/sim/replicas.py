@@ -22,7 +22,29 @@ from scalesched.sim.events import RELEASE as _RELEASE
 from scalesched.sim.gpu_engine import SimEngine as _Engine
 
 if TYPE_CHECKING:
+    from scalesched.cluster.tables import ClusterTables
     from scalesched.sim.engine import Simulation
+
+
+@dataclasses.dataclass(eq=False)
+class HeldReplica:
+    """A replica still resident or loading when a run on the compiled core ended: what
+    ``Replicas.record`` reads of it (its GPUs and load start)."""
+
+    tp: float
+    replica_at: float
+
+
+def check_loads(loads: list[LoadReplica], tables: ClusterTables) -> None:
+    """Every replica request names a model that fits its server, or a ``SchedulingError``
+    (checked before the answer carrying them is carried out)."""
+    for load in loads:
+        m = MODEL_INDEX.get(load.model)
+        if m is None or not (0 <= load.server < tables.n) or not tables.feasible[load.server, m]:
+            raise SchedulingError(
+                f"cannot load a replica of {load.model!r} on server {load.server} "
+                "(unknown model, server out of range, or the model does not fit there)"
+            )
 
 
 class Replicas:
@@ -34,7 +56,7 @@ class Replicas:
         self.requests = self.loads = self.released = self.calls = 0
         self.gpu_s = 0.0
         """GPU-seconds held by replicas already unloaded (load start to unload)."""
-        self.live: dict[_Engine, None] = {}
+        self.live: dict[_Engine | HeldReplica, None] = {}
         """Replicas resident or loading, in load order (a dict: a set's order would
         change the last bits of the GPU-seconds from process to process)."""
         self.marks = itertools.count()
@@ -51,14 +73,7 @@ class Replicas:
         sim = self.sim
         loads = [r for r in answer.loads if isinstance(r, LoadReplica)]
         redeploys = [r for r in answer.loads if isinstance(r, Redeploy)]
-        t = sim.tables
-        for load in loads:
-            m = MODEL_INDEX.get(load.model)
-            if m is None or not (0 <= load.server < t.n) or not t.feasible[load.server, m]:
-                raise SchedulingError(
-                    f"cannot load a replica of {load.model!r} on server {load.server} "
-                    "(unknown model, server out of range, or the model does not fit there)"
-                )
+        check_loads(loads, sim.tables)
         sim.apply(dataclasses.replace(answer, loads=()))
         for load in loads:
             self.load_replica(load)

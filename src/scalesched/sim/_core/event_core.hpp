@@ -61,6 +61,7 @@ enum EventKind : std::int32_t {
     EV_PREFILL_DONE = 4,
     EV_DECODE = 5,
     EV_LOAD_DONE = 6,
+    EV_RELEASE = 7,  // an idle replica's release timer (LoadReplica)
 };
 
 // The built-in policies a compiled run answers with (sim.compiled_run.POLICIES).
@@ -144,6 +145,10 @@ struct Engine {
     bool busy = false, idle = false;
     std::int64_t n_active = 0, kv_used = 0, n_decoding = 0, ctx_sum = 0;
     KvSlot kv;
+    // A LoadReplica's replica: when it started loading (-1: an engine loaded on demand or
+    // pinned), unloaded once idle for ``idle_s``; its latest timer carries ``idle_mark``.
+    double replica_at = -1.0, idle_s = INF;
+    std::int64_t idle_mark = -1;
 
     std::int64_t n_requests() const { return n_active + static_cast<std::int64_t>(waiting.size()); }
     bool fits(const EngineClass& c, std::int64_t prompt, std::int64_t output) const {
@@ -519,6 +524,39 @@ class EventCore {
 
     std::int64_t deferrals() const { return deferrals_; }
 
+    // -- scale-out (sim.replicas): replicas loaded ahead of demand -------------------------
+    // Replicas.load_replica: a replica of model ``m`` on server ``s``'s free GPUs, unloaded
+    // once idle for ``idle_s``; nothing where the model is resident or loading there, or
+    // the free GPUs do not hold it (a replica never evicts). The caller checked the model
+    // fits the server.
+    void load_replica(std::int64_t s, std::int64_t m, double idle_s) {
+        ++replicas_.requests;
+        const std::size_t key = sm(s, m);
+        if (engine(s, m) != nullptr || free_[static_cast<std::size_t>(s)] < tp_[key]) return;
+        Engine* eng = new_engine(s, m, std::trunc(tp_[key]));  // int(t.tp[s, m])
+        eng->replica_at = now_;
+        eng->idle_s = idle_s;
+        eng->last_used = now_;
+        b_.a.engine_state[key] = ENG_LOADING;
+        ++replicas_.loads;
+        replicas_.live.push_back(static_cast<std::int64_t>(key));
+        start_load(eng);
+    }
+
+    // What the replica_* metrics read: (requests, loads, releases, calls, GPU-seconds of
+    // the replicas gone), the live ones' (tp, load start) in load order, the next mark.
+    std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, double,
+               std::vector<std::pair<double, double>>, std::int64_t>
+    replica_books() const {
+        std::vector<std::pair<double, double>> live;
+        for (std::int64_t key : replicas_.live) {
+            const Engine& e = engines_[static_cast<std::size_t>(key)];
+            live.emplace_back(e.tp, e.replica_at);
+        }
+        return {replicas_.requests, replicas_.loads, replicas_.released, replicas_.calls,
+                replicas_.gpu_s, live, replicas_.marks};
+    }
+
     // KV reuse across calls (``--kv-policy``; KvReuse): ``eviction`` a KvEviction, ``reuse``
     // False for ``nocache`` (measured, nothing cached); the cache.kv constants. Every
     // engine live now gets an empty cache, as every engine made later does.
@@ -787,6 +825,7 @@ class EventCore {
             case EV_PREFILL_DONE: on_prefill_done(ev.a); break;
             case EV_DECODE: on_decode(ev.a); break;
             case EV_LOAD_DONE: on_load_done(ev.a, ev.b); break;
+            case EV_RELEASE: on_release(ev.a, ev.b); break;
             default: throw std::logic_error("compiled run: unknown event kind");
         }
     }
@@ -1597,6 +1636,7 @@ class EventCore {
             while (at != waiting.end() && !(task(*at).priority > k.priority)) ++at;
             waiting.insert(at, gid);
         }
+        if (eng->replica_at >= 0) ++replicas_.calls;
         eng->last_used = now_;
         set_idle(eng);
         if (eng->state == ENG_READY) admit(eng);
@@ -1728,6 +1768,7 @@ class EventCore {
         if (idle != eng->idle) {
             eng->idle = idle;
             b_.a.idle_gpus[eng->server] += idle ? eng->tp : -eng->tp;
+            if (idle && eng->replica_at >= 0) arm_release(eng);
         }
     }
 
@@ -1775,6 +1816,7 @@ class EventCore {
         if (e->kv.cache) kv_.lost += e->kv.cache->resident;
         e->idle = false;
         b_.a.idle_gpus[s] -= e->tp;
+        if (e->replica_at >= 0) replica_gone(e);
         auto& order = order_[su];
         const std::int64_t key = static_cast<std::int64_t>(sm(s, m));
         order.erase(std::find(order.begin(), order.end(), key));
@@ -1874,8 +1916,50 @@ class EventCore {
         ++workflows_completed_;
         if (streamed_) retire(ji);
         in_system_ -= 1;
+        if (workflows_completed_ == n_jobs_ && replicas_.loads) drop_replica_events();
         if (!on_done_.is_none()) on_done_(workflows_completed_);
     }
+
+    // -- scale-out: timers and books (sim.replicas) ----------------------------------------
+    // Replicas.arm_release: a replica fell idle; unload it at ``idle_s`` from now unless it
+    // is used again (a later timer's mark supersedes this one).
+    void arm_release(Engine* eng) {
+        if (std::isinf(eng->idle_s) || workflows_completed_ == n_jobs_) return;
+        eng->idle_mark = replicas_.marks++;
+        push(now_ + eng->idle_s, EV_RELEASE, static_cast<std::int64_t>(sm(eng->server, eng->model)),
+             eng->idle_mark);
+    }
+
+    void on_release(std::int64_t key, std::int64_t mark) {
+        const std::int64_t s = key / n_models_, m = key % n_models_;
+        Engine* eng = engine(s, m);
+        if (eng == nullptr || eng->idle_mark != mark || !eng->idle) return;
+        unload(eng);
+        ++replicas_.released;
+        if (!gpu_wait_[static_cast<std::size_t>(s)].empty()) serve_gpu_wait(s);
+        release_deferred();
+    }
+
+    // Replicas.gone: a replica leaves (released, or evicted for another model).
+    void replica_gone(Engine* e) {
+        replicas_.gpu_s += e->tp * (now_ - e->replica_at);
+        auto& live = replicas_.live;
+        live.erase(std::find(live.begin(), live.end(),
+                             static_cast<std::int64_t>(sm(e->server, e->model))));
+        e->replica_at = -1.0;
+    }
+
+    // Replicas.drop_events: every workflow is done; release timers and loads nothing waits
+    // for must not run the clock on.
+    void drop_replica_events() {
+        heap_.erase(std::remove_if(heap_.begin(), heap_.end(),
+                                   [](const Event& e) {
+                                       return e.kind == EV_RELEASE || e.kind == EV_LOAD_DONE;
+                                   }),
+                    heap_.end());
+        std::make_heap(heap_.begin(), heap_.end(), EventAfter{});
+    }
+
 
     // A streamed run keeps the measured jobs' queue delays (tasks in id order) and drops
     // the job (RunLedger._retire_job).
@@ -1939,6 +2023,11 @@ class EventCore {
     double now_ = 0.0;
     std::deque<std::int64_t> pending_;
     std::vector<std::int64_t> deferred_;          // offered again when capacity is freed
+    struct ReplicaBooks {                         // sim.replicas.Replicas
+        std::int64_t requests = 0, loads = 0, released = 0, calls = 0, marks = 0;
+        double gpu_s = 0.0;
+        std::vector<std::int64_t> live;  // engine keys, in load order
+    } replicas_;
     std::unordered_set<std::int64_t> must_place_;  // offered with nothing left to happen
     std::int64_t deferrals_ = 0;
     JobStore jobs_;

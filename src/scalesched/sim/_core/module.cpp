@@ -543,6 +543,10 @@ NB_MODULE(_simcore, m) {
         .def("apply", [](EventRun& r, std::int64_t gid, std::int64_t server, double est,
                          double priority) { r.core().apply(gid, server, est, priority); })
         .def("defer", [](EventRun& r, std::int64_t gid) { r.core().defer(gid); })
+        .def("load_replica", [](EventRun& r, std::int64_t s, std::int64_t m, double idle_s) {
+            r.core().load_replica(s, m, idle_s);
+        })
+        .def("replica_books", [](EventRun& r) { return r.core().replica_books(); })
         .def("may_defer", [](EventRun& r, std::int64_t gid) { return r.core().may_defer(gid); })
         .def("use_kv",
              [](EventRun& r, std::int32_t eviction, bool reuse, double horizon_s,
