@@ -51,11 +51,10 @@ def looped(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     return went
 
 
-POLICIES = [  # (p2c and soft_eft run whole in C++: sim.compiled_run)
+POLICIES = [  # (p2c, soft_eft and soft_tail run whole in C++: sim.compiled_run)
     "random",
     "round_robin",
     "shortest_queue",
-    "soft_tail",
     "cache_aware",
     "scale-dagger",
     "scale-safe",
@@ -128,7 +127,7 @@ def test_random_scenarios_run_in_the_loop_and_identically(
     [
         ("dynamic", "agentic-mix", "scale-dagger"),
         ("planned", "agentic-mix", "scale-safe"),
-        ("dynamic", "tool-heavy", "soft_tail"),
+        ("dynamic", "tool-heavy", "shortest_queue"),
         ("dynamic", "agent-mix", "scale-dagger"),
         ("planned", "test-time-scaling", "fcfs_workflow:placement=scale-safe"),
     ],

@@ -105,6 +105,7 @@ SCENARIOS = st.fixed_dictionaries(
                 "heft_online",  # eft in the rank ready order (sim/_core/ranks.hpp)
                 "p2c",  # numpy's PCG64 stream in C++ (sim/_core/numpy_random.hpp)
                 "soft_eft",  # and numpy's log1p and exp, called from C++
+                "soft_tail",
             ]
         ),
         "stream": st.booleans(),
@@ -246,6 +247,7 @@ def _books(sim: Simulation) -> dict[str, Any]:
         ("dynamic", "coordinator", "p2c", True, "lru"),
         ("dynamic", "tool-heavy", "soft_eft", True, "ttl"),
         ("planned", "agentic-mix", "soft_eft", False, None),
+        ("dynamic", "coordinator", "soft_tail", False, "lru"),
     ],
 )
 def test_the_books_left_behind_are_the_python_engines(
@@ -334,7 +336,7 @@ def test_only_the_policies_it_has_run_whole() -> None:
     for name in (
         "tail_scaleout",
         "cache_aware",
-        "soft_tail",
+        "random",
         "shortest_remaining",
         "fcfs_workflow:placement=eft",
     ):
@@ -362,7 +364,7 @@ def test_what_it_does_not_cover_runs_through_the_decision_cycle(
     eft = get_policy("eft")
     reasons = {
         "python": compiled_run.unsupported(fresh(core="python"), eft),
-        "policy": compiled_run.unsupported(fresh(core="compiled"), get_policy("soft_tail")),
+        "policy": compiled_run.unsupported(fresh(core="compiled"), get_policy("random")),
         "logits": compiled_run.unsupported(fresh(core="compiled", logits_cache=True), eft),
     }
     assert all(reasons.values()), reasons
@@ -410,6 +412,7 @@ TRIALS = st.fixed_dictionaries(
         "workload": st.sampled_from(["agentic-mix", "tool-heavy", "coordinator"]),
         "base": st.sampled_from(
             ["tail", "eft", "fcfs_workflow", "plas", "kv_aware", "heft_online", "p2c", "soft_eft"]
+            + ["soft_tail"]
         ),
         "rate": st.floats(0.3, 4.0),
         "workflows": st.integers(5, 60),

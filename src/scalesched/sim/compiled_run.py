@@ -76,17 +76,27 @@ if TYPE_CHECKING:
     from scalesched.sim.engine import Simulation
     from scalesched.workload.instance import Job
 
-POLICIES = ("eft", "tail", "least_loaded", "fcfs_workflow", "plas", "kv_aware", "p2c", "soft_eft")
-"""The policies the compiled core answers itself, in the C++ ``Policy`` order (``p2c`` and
-``soft_eft`` draw from their scheduler's generator in C++: numpy's PCG64 stream,
-``_core/numpy_random.hpp``; soft_eft's ``log1p`` and ``exp`` are numpy's ufuncs, called
-from C++). ``tail`` ranks servers at the output length its scheduler's
-``workflow_lengths`` gives each LLM call: computed in C++ from the scheduler's
-``token_head`` where it gives one (the same integers: ``sim/_core/token_head.hpp``),
-else asked of Python once per workflow; ``fcfs_workflow`` and ``plas`` place as ``tail``
-and order each engine's queue (``Place.priority``)."""
+POLICIES = (
+    "eft",
+    "tail",
+    "least_loaded",
+    "fcfs_workflow",
+    "plas",
+    "kv_aware",
+    "p2c",
+    "soft_eft",
+    "soft_tail",
+)
+"""The policies the compiled core answers itself, in the C++ ``Policy`` order (``p2c``,
+``soft_eft`` and ``soft_tail`` draw from their scheduler's generator in C++: numpy's PCG64
+stream, ``_core/numpy_random.hpp``; the soft ones' ``log1p`` and ``exp`` are numpy's ufuncs,
+called from C++: ``_core/soft_eft.hpp``). ``tail`` ranks servers at the output length its
+scheduler's ``workflow_lengths`` gives each LLM call: computed in C++ from the scheduler's
+``token_head`` where it gives one (the same integers: ``sim/_core/token_head.hpp``), else
+asked of Python once per workflow; ``fcfs_workflow`` and ``plas`` place as ``tail`` and
+order each engine's queue (``Place.priority``)."""
 
-RANKED_AT_TAIL = frozenset({"tail", "fcfs_workflow", "plas"})
+RANKED_AT_TAIL = frozenset({"tail", "fcfs_workflow", "plas", "soft_tail"})
 """The policies that rank servers at tail's output lengths (asked once per workflow)."""
 
 
@@ -155,7 +165,7 @@ def run_compiled(sim: Simulation, scheduler: Scheduler) -> bool:
     return True
 
 
-SAMPLING = frozenset({"p2c", "soft_eft"})
+SAMPLING = frozenset({"p2c", "soft_eft", "soft_tail"})
 """The compiled policies that draw from their scheduler's ``generator``."""
 
 
@@ -164,7 +174,7 @@ def generator_in(run: Any, scheduler: Scheduler) -> None:
     soft_eft's weights: its ``sharpness`` and numpy's kernels with their scratch."""
     generator = getattr(scheduler, "generator", None)
     policy = compiled_policy(scheduler)
-    if policy == "soft_eft":
+    if policy in ("soft_eft", "soft_tail"):
         n = run.n_servers()
         sharpness = float(scheduler.sharpness)  # type: ignore[attr-defined]
         run.use_soft_eft(sharpness, np.log1p, np.exp, np.zeros(n), np.zeros(n))

@@ -76,6 +76,7 @@ enum Policy : std::int32_t {
     POLICY_KV_AWARE = 5,
     POLICY_P2C = 6,  // two servers drawn with numpy's PCG64 stream (use_rng)
     POLICY_SOFT_EFT = 7,  // one drawn near eft's best (use_rng, use_soft_eft)
+    POLICY_SOFT_TAIL = 8,  // one drawn near tail's best, the same way
 };
 
 enum EngineState : std::int8_t { ENG_ABSENT = 0, ENG_LOADING = 1, ENG_READY = 2 };
@@ -355,9 +356,9 @@ class EventCore {
     }
 
     void use_policy(std::int32_t policy, nb::object tokens_of) {
-        if (policy < POLICY_EFT || policy > POLICY_SOFT_EFT)
+        if (policy < POLICY_EFT || policy > POLICY_SOFT_TAIL)
             throw std::invalid_argument("compiled run: unknown policy");
-        if (policy == POLICY_SOFT_EFT && !soft_.ready())
+        if ((policy == POLICY_SOFT_EFT || policy == POLICY_SOFT_TAIL) && !soft_.ready())
             throw std::invalid_argument("compiled run: soft_eft needs use_soft_eft");
         policy_ = policy;
         tokens_of_ = std::move(tokens_of);
@@ -1098,6 +1099,14 @@ class EventCore {
                 llm_decision(t_, c, v, k.prompt, k.out_est, prefill, transfer, o, true);
                 at = soft_choice(o.finish, c.mask);
                 exec = o.exec[at];
+            } else if (policy_ == POLICY_SOFT_TAIL) {  // tail's scores, inf where masked
+                double* score = transfer + 7 * n;
+                std::fill(score, score + n, INF);
+                estimates(k.choice_tokens, 0, n, [score](std::int64_t i, const Estimate& e) {
+                    score[i] = e.finish + e.imposed;
+                });
+                at = soft_choice(score, c.mask);
+                exec = exec_on(at);
             } else if (policy_ == POLICY_KV_AWARE) {
                 llm_decision(t_, c, v, k.prompt, k.out_est, prefill, transfer, o, true);
                 double* score = transfer + 7 * n;
@@ -1137,7 +1146,8 @@ class EventCore {
                 at = p2c_choice(finish_on);
                 exec = 0.0;
                 estimates(at, at + 1, [&exec](std::int64_t, const Estimate& e) { exec = e.exec; });
-            } else if (policy_ == POLICY_SOFT_EFT) {  // every server is feasible for a tool
+            } else if (policy_ == POLICY_SOFT_EFT || policy_ == POLICY_SOFT_TAIL) {
+                // every server is feasible for a tool; tail's score adds no imposed delay
                 double* finish = transfer + 7 * n;
                 double* execs = transfer + 8 * n;
                 estimates(0, n, [&](std::int64_t i, const Estimate& e) {
@@ -1242,7 +1252,8 @@ class EventCore {
     }
 
     bool ranks_at_tail() const {
-        return policy_ == POLICY_TAIL || policy_ == POLICY_FCFS_WORKFLOW || policy_ == POLICY_PLAS;
+        return policy_ == POLICY_TAIL || policy_ == POLICY_FCFS_WORKFLOW || policy_ == POLICY_PLAS ||
+               policy_ == POLICY_SOFT_TAIL;
     }
 
     // ClusterTables.prefill_by_class(m, prompt): per class, 0 where it does not serve m.
