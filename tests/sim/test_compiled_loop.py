@@ -291,15 +291,8 @@ def test_tao_defers_in_the_loop_as_on_the_python_engine(
     """An overloaded KV run, where tao finds no engine with room and defers calls."""
     scenario = Scenario(workflows=60, load=1.5, seed=3, residency="dynamic")
     setup = prepare("hetero-4", scenario, stream=False)
-    looped.clear()
-    results = {}
-    for name in ("python", "compiled"):
-        monkeypatch.setenv(core.CORE_ENV, name)
-        results[name] = run(setup, "tao", record_trace=True, kv_policy="lru")
-    assert looped == [False, True]
-    assert results["python"].metrics["deferrals"] > 100
-    assert trace_rows(results["python"]) == trace_rows(results["compiled"])
-    same_metrics(results["python"].metrics, results["compiled"].metrics)
+    metrics = _same_on_both(monkeypatch, looped, setup, "tao", kv_policy="lru")
+    assert metrics["deferrals"] > 100
 
 
 class _LoadsReplicas(PowerOfTwoScheduler):
@@ -364,15 +357,24 @@ def test_tail_scaleout_runs_in_the_loop_as_on_the_python_engine(
 ) -> None:
     scenario = Scenario(workflows=120, load=0.9, seed=6, residency="dynamic")
     setup = prepare("hetero-8", scenario, stream=False)
+    metrics = _same_on_both(monkeypatch, looped, setup, "tail_scaleout")
+    assert metrics["replica_loads"] > 0
+
+
+def _same_on_both(
+    monkeypatch: pytest.MonkeyPatch, looped: list[bool], setup: Any, policy: str, **options: Any
+) -> dict[str, Any]:
+    """``policy`` on the Python engine and in the compiled loop: the same trace and
+    metrics; the compiled run's metrics."""
     looped.clear()
     results = {}
     for name in ("python", "compiled"):
         monkeypatch.setenv(core.CORE_ENV, name)
-        results[name] = run(setup, "tail_scaleout", record_trace=True)
+        results[name] = run(setup, policy, record_trace=True, **options)
     assert looped == [False, True]
     assert trace_rows(results["python"]) == trace_rows(results["compiled"])
     same_metrics(results["python"].metrics, results["compiled"].metrics)
-    assert results["compiled"].metrics["replica_loads"] > 0
+    return results["compiled"].metrics
 
 
 class _Defers(PowerOfTwoScheduler):
