@@ -1927,15 +1927,18 @@ class EventCore {
         ++workflows_completed_;
         if (streamed_) retire(ji);
         in_system_ -= 1;
-        if (workflows_completed_ == n_jobs_ && replicas_.loads) drop_replica_events();
+        if (done() && replicas_.loads) drop_replica_events();
         if (!on_done_.is_none()) on_done_(workflows_completed_);
     }
+
+    // Simulation.done: every workflow has finished.
+    bool done() const { return workflows_completed_ == n_jobs_; }
 
     // -- scale-out: timers and books (sim.replicas) ----------------------------------------
     // Replicas.arm_release: a replica fell idle; unload it at ``idle_s`` from now unless it
     // is used again (a later timer's mark supersedes this one).
     void arm_release(Engine* eng) {
-        if (std::isinf(eng->idle_s) || workflows_completed_ == n_jobs_) return;
+        if (std::isinf(eng->idle_s) || done()) return;
         eng->idle_mark = replicas_.marks++;
         push(now_ + eng->idle_s, EV_RELEASE, static_cast<std::int64_t>(sm(eng->server, eng->model)),
              eng->idle_mark);

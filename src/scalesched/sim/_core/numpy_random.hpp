@@ -42,6 +42,12 @@ class Pcg64 {
         return (x >> rot) | (x << ((64u - rot) & 63u));
     }
 
+    // next_double: a uniform double in [0, 1) from the top 53 bits of one 64-bit draw
+    // (Generator.random()).
+    double next_double() {
+        return static_cast<double>(next64() >> 11) * (1.0 / 9007199254740992.0);
+    }
+
     std::uint32_t next32() {
         if (has_uint32_) {
             has_uint32_ = false;

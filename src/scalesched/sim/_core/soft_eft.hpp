@@ -77,7 +77,7 @@ public:
 
     // The draw: the index into the feasible servers of one next_double.
     std::size_t draw(std::size_t f, Pcg64& rng) const {
-        const double u = static_cast<double>(rng.next64() >> 11) * (1.0 / 9007199254740992.0);
+        const double u = rng.next_double();
         const std::size_t at = static_cast<std::size_t>(std::upper_bound(w_, w_ + f, u) - w_);
         if (at >= f) throw std::runtime_error("soft_eft: probabilities that are not finite");
         return at;
