@@ -11,12 +11,15 @@ from scalesched.cli import app
 from scalesched.eval.windows import BOUNDS, SERIES, paired_ratio_rows, share_windows
 
 
-def _row(policy: str, seed: int, series: np.ndarray, cut: int) -> dict[str, object]:
+def _row(
+    policy: str, seed: int, series: np.ndarray, cut: int, steady: bool = True
+) -> dict[str, object]:
     return {
         "policy": policy,
         "n_servers": 16,
         "seed": seed,
         "status": "ok",
+        "steady_state": steady,
         "warmup_workflows": cut,
         SERIES: series,
         BOUNDS: np.full(series.size, 10.0),
@@ -39,6 +42,27 @@ def test_policies_of_a_seed_share_the_largest_cut_and_are_paired_over_it() -> No
     ci = paired_ratio_rows(rows, "a", "b", 16)
     assert ci is not None and abs(ci.ratio - 1.1) < 1e-9  # exact: b's cold start is cut
     assert ci.runs == 2 and ci.half_width < 1e-6
+
+
+def test_a_run_that_never_settled_does_not_set_the_window() -> None:
+    """A queue that keeps growing gets a late MSER cut: the steady runs keep their window
+    (and the unsettled one is measured over it, its verdict kept); where no run is steady,
+    the largest cut is taken as before."""
+    flat = 20.0 + np.random.default_rng(1).exponential(5.0, 3000)
+    growing = np.linspace(20.0, 400.0, 3000)
+    rows = [
+        _row("a", 0, flat, 100),
+        _row("b", 0, 1.2 * flat, 300),
+        _row("c", 0, growing, 2700, False),
+    ]
+    share_windows(rows)
+    assert {r["shared_warmup_workflows"] for r in rows} == {300}
+    assert rows[2]["measured_workflows"] == 2700 and rows[2]["steady_state"] is False
+    ci = paired_ratio_rows(rows, "b", "a", 16)
+    assert ci is not None and abs(ci.ratio - 1.2) < 1e-9 and ci.runs == 1
+    unsettled = [_row("a", 0, flat, 100, False), _row("c", 0, growing, 2700, False)]
+    share_windows(unsettled)
+    assert {r["shared_warmup_workflows"] for r in unsettled} == {2700}
 
 
 def test_paired_ratio_needs_series_else_the_caller_falls_back() -> None:

@@ -2,9 +2,16 @@
 
 Each run finds its own warm-up (MSER, ``scalesched.kernel.metrics``), but policies that
 ran the same seed's workflows (common random numbers) are compared over the same ones: the
-largest cut among them, so that no policy's cold start is measured and every pair of runs
-covers the same workflows. The response figures of each run are recomputed over the shared
-window; each run keeps its own steady-state verdict (a verdict is about the run).
+largest cut among the runs that reached steady state, so that no settled policy's cold start
+is measured and every pair of runs covers the same workflows. A run that did not settle has
+no end of warm-up to honour: MSER's cut on a queue still growing (or one that settles only
+in the second half) falls late and arbitrary, and taking it would shrink every policy's
+window to the last few hundred workflows (pcie-lab at load 0.8, 16000 workflows: 936 and
+165 of 14,400, set by a candidate whose queue kept growing). Such a run is measured over the
+same window and keeps its "not steady" verdict, so nothing compared with it counts as
+steady. Only where no run of the seed is steady is the largest cut among all taken. The
+response figures of each run are recomputed over the shared window; each run keeps its own
+steady-state verdict (a verdict is about the run).
 
 Paired comparisons then pair the two runs' responses workflow by workflow
 (``scalesched.stats.paired_batch_ratio``): paired batch means within a run, pooled over
@@ -32,14 +39,16 @@ SHARED_CUT = "shared_warmup_workflows"
 
 
 def share_windows(rows: Sequence[dict[str, Any]]) -> None:
-    """Give the runs of each (size, seed) the largest warm-up cut among them and recompute
-    their response figures over it, in place. Rows without a series are left alone."""
+    """Give the runs of each (size, seed) the largest warm-up cut among its steady runs (among
+    all, where none is steady) and recompute their response figures over it, in place. Rows
+    without a series are left alone."""
     groups: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
         if SERIES in r and "warmup_workflows" in r:
             groups[(int(r["n_servers"]), int(r["seed"]))].append(r)
     for group in groups.values():
-        cut = max(int(r["warmup_workflows"]) for r in group)
+        settled = [r for r in group if r.get("steady_state")] or group
+        cut = max(int(r["warmup_workflows"]) for r in settled)
         for r in group:
             _measure_from(r, cut)
 
