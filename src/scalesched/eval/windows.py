@@ -2,16 +2,10 @@
 
 Each run finds its own warm-up (MSER, ``scalesched.kernel.metrics``), but policies that
 ran the same seed's workflows (common random numbers) are compared over the same ones: the
-largest cut among the runs that reached steady state, so that no settled policy's cold start
-is measured and every pair of runs covers the same workflows. A run that did not settle has
-no end of warm-up to honour: MSER's cut on a queue still growing (or one that settles only
-in the second half) falls late and arbitrary, and taking it would shrink every policy's
-window to the last few hundred workflows (pcie-lab at load 0.8, 16000 workflows: 936 and
-165 of 14,400, set by a candidate whose queue kept growing). Such a run is measured over the
-same window and keeps its "not steady" verdict, so nothing compared with it counts as
-steady. Only where no run of the seed is steady is the largest cut among all taken. The
-response figures of each run are recomputed over the shared window; each run keeps its own
-steady-state verdict (a verdict is about the run).
+largest cut among the runs that reached steady state (``runs.windows.shared_warmup_cut``),
+so that no settled policy's cold start is measured and every pair of runs covers the same
+workflows. The response figures of each run are recomputed over the shared window; each run
+keeps its own steady-state verdict (a verdict is about the run).
 
 Paired comparisons then pair the two runs' responses workflow by workflow
 (``scalesched.stats.paired_batch_ratio``): paired batch means within a run, pooled over
@@ -28,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from scalesched.kernel.metrics import any_deployment_figures, response_figures
+from scalesched.runs.windows import shared_warmup_cut
 from scalesched.stats import RatioCI, batch_means, paired_batch_ratio
 
 SERIES = "_series"
@@ -47,8 +42,9 @@ def share_windows(rows: Sequence[dict[str, Any]]) -> None:
         if SERIES in r and "warmup_workflows" in r:
             groups[(int(r["n_servers"]), int(r["seed"]))].append(r)
     for group in groups.values():
-        settled = [r for r in group if r.get("steady_state")] or group
-        cut = max(int(r["warmup_workflows"]) for r in settled)
+        cut = shared_warmup_cut(
+            (int(r["warmup_workflows"]), bool(r.get("steady_state"))) for r in group
+        )
         for r in group:
             _measure_from(r, cut)
 

@@ -32,7 +32,7 @@ from scalesched.policies import best_heuristic, get_policy
 from scalesched.policies.ordering import PLACEMENTS
 from scalesched.policies.rollout import BASES, RolloutScheduler
 from scalesched.runs.setup import RunSetup, run, scenario_capacity
-from scalesched.runs.windows import default_cooldown
+from scalesched.runs.windows import default_cooldown, shared_warmup_cut
 from scalesched.runs.world import RunWorld
 from scalesched.stats import batch_means
 from scalesched.workload.instance import Job
@@ -301,7 +301,7 @@ def measure_headroom(
 ) -> Headroom:
     """Run ``policies`` then ``oracles`` (registered names) on ``setup`` (jobs realised up
     front: the decomposition reads every task's record) with ``caches``, measure every row
-    over one window (the largest warm-up MSER found among the runs, then the run-out),
+    over one window (the largest warm-up MSER found among the steady runs, then the run-out),
     and compute the bounds over the measured workflows (counting
     what those caches could skip; the capacity-aware bound within ``bound_time_limit_s``
     wall seconds, else none). ``progress(label)`` gives the per-run callback of completed
@@ -335,8 +335,11 @@ def measure_headroom(
         plain = _dynamic_setup(setup)
         names = list(dynamic_policies or dict.fromkeys([best or "tail", "tail"]))
         dynamic = [_run_one(plain, name, tick(f"{name} (dynamic)"), caches) for name in names]
-    # Every row over the same workflows: the largest warm-up any run needed (MSER-5).
-    cut = max((int(r.result.metrics["warmup_workflows"]) for r in runs), default=0)
+    # Every row over the same workflows: the largest warm-up a steady run needed.
+    cut = shared_warmup_cut(
+        (int(r.result.metrics["warmup_workflows"]), bool(r.result.metrics["steady_state"]))
+        for r in runs
+    )
     first, last = window_bounds(n, cut, default_cooldown(n))
     window = jobs[first : last + 1]
     reuse = caches.reuse
