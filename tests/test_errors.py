@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -155,3 +156,28 @@ def test_output_paths_are_checked_before_any_work(
     assert result.exit_code == 2, result.output
     line = result.stderr.strip()
     assert "\n" not in line and words.replace("{tmp}", str(tmp_path)) in line, line
+
+
+def _refuse(spec: int) -> dict[str, Any]:
+    raise InputError("f.yaml", "load", f"bad value {spec}")
+
+
+def test_an_input_error_raised_in_a_worker_process_reaches_the_caller_whole() -> None:
+    """``eval --jobs 2`` runs in worker processes: their one-line error must come back as
+    itself (it once broke the process pool and printed a traceback)."""
+    from scalesched.eval.study import run_parallel
+
+    with pytest.raises(InputError) as err:
+        run_parallel(_refuse, [1, 2], 2)
+    assert err.value.field == "load" and str(err.value).startswith("f.yaml: load: bad value")
+
+
+def _die(spec: int) -> dict[str, Any]:
+    os._exit(9)  # as a worker killed for memory
+
+
+def test_a_worker_process_that_dies_stops_the_study_with_one_line() -> None:
+    from scalesched.eval.study import run_parallel
+
+    with pytest.raises(InputError, match="worker process of 2 died"):
+        run_parallel(_die, [1, 2], 2)

@@ -32,6 +32,11 @@ class InputError(ValueError):
         where = source if source.lstrip("-") == field else f"{source}: {field}"
         super().__init__(one_line(f"{where}: {message}"))
 
+    def __reduce__(self) -> tuple[type[InputError], tuple[str, str, str]]:
+        """Rebuilt from its three parts: an error raised in a worker process (``eval
+        --jobs``) reaches the parent as itself, not as a broken process pool."""
+        return type(self), (self.source, self.field, self.message)
+
 
 def one_line(text: str) -> str:
     """``text`` with every line break and control character escaped (``\\n``, ``\\x1e``):

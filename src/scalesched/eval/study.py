@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -251,7 +252,8 @@ def run_parallel(
     on_done: Callable[[int, int], None] | None = None,
 ) -> list[dict[str, Any]]:
     """``fn`` over ``specs`` in a process pool of ``workers`` (in this process for 1), in
-    completion order; ``on_done(done, total)`` after each."""
+    completion order; ``on_done(done, total)`` after each. A worker that dies (killed for
+    memory, say) stops the study with one line naming ``--jobs``, not a traceback."""
     rows: list[dict[str, Any]] = []
     if workers == 1:
         for i, spec in enumerate(specs):
@@ -259,12 +261,20 @@ def run_parallel(
             if on_done:
                 on_done(i + 1, len(specs))
         return rows
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(fn, spec) for spec in specs]
-        for i, fut in enumerate(as_completed(futures)):
-            rows.append(fut.result())
-            if on_done:
-                on_done(i + 1, len(specs))
+    try:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            futures = [pool.submit(fn, spec) for spec in specs]
+            for i, fut in enumerate(as_completed(futures)):
+                rows.append(fut.result())
+                if on_done:
+                    on_done(i + 1, len(specs))
+    except BrokenProcessPool:
+        raise InputError(
+            "--jobs",
+            "jobs",
+            f"a worker process of {workers} died before its run ended (killed, perhaps for "
+            "memory): run fewer at a time (--jobs 1) or shorter runs",
+        ) from None
     return rows
 
 
