@@ -650,6 +650,7 @@ ClustersOpt = Annotated[
 @app.command("eval")
 @clean_errors
 def evaluate(
+    ctx: typer.Context,
     policies: EvalPoliciesOpt = None,
     nodes: NodesOpt = "16,32,48,64,96,128",
     clusters: ClustersOpt = None,
@@ -700,7 +701,7 @@ def evaluate(
     from scalesched.workload.repeats import check_repeat_probability
 
     if suite is not None:
-        _suite_refuses(clusters=clusters, deployment=deployment)
+        _suite_refuses(ctx)
         _suite(suite, settings, policies, seeds, out, jobs, as_json, force, precision,
                max_workflows, selection)  # fmt: skip
         return
@@ -737,12 +738,35 @@ def _suite_only(**given: object) -> None:
             raise InputError("--" + key, key, "names settings of a suite: give --suite")
 
 
-def _suite_refuses(**given: object) -> None:
-    """The options a suite's settings replace, refused when given (by their flags)."""
-    for key, value in given.items():
-        if value is not None:
-            flag = "--" + key.replace("_", "-")
-            raise InputError(flag, key, "not with --suite: its settings name their clusters")
+SUITE_FIXES = {
+    "nodes": "its settings name their clusters",
+    "clusters": "its settings name their clusters",
+    "deployment": "its settings name their worlds",
+    "residency": "its settings name their worlds",
+    "workload": "its settings name their workloads",
+    "load": "its settings name their loads",
+    "arrivals": "its settings name their arrivals",
+    "workflows": "its runs grow to --precision, at most --max-workflows",
+    "slo": "a suite compares mean and p99 ratios, not loads at an SLO",
+    "ray_address": "a suite runs on this machine (--jobs)",
+    "ray_local": "a suite runs on this machine (--jobs)",
+    "kv_policy": "its settings run without caches",
+    "tool_repeat": "its settings run without caches",
+    "tool_cache": "its settings run without caches",
+    "logits_cache": "its settings run without caches",
+}
+"""The ``eval`` options a suite's settings fix, each with why: given with ``--suite`` they
+are refused, not silently ignored."""
+
+
+def _suite_refuses(ctx: typer.Context) -> None:
+    """Refuse, by its flag, the first option given (on the command line or from the
+    environment) that the suite's settings fix."""
+    for key, why in SUITE_FIXES.items():
+        source = ctx.get_parameter_source(key)
+        if source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT"):
+            flag = key.replace("_", "-")
+            raise InputError("--" + flag, flag, f"not with --suite: {why}")
 
 
 def _suite(

@@ -146,6 +146,13 @@ def test_selection_settings_are_picked_apart_from_the_evaluation_ones() -> None:
             "of the suite's selection seeds 1000, 1001, 1002",
         ),
         (["--suite", "robustness", "--clusters", "hetero-16"], "--clusters: not with --suite"),
+        (
+            ["--suite", "robustness", "--workflows", "8000"],
+            "--workflows: not with --suite: its runs grow to --precision",
+        ),
+        (["--suite", "robustness", "--load", "0.9"], "--load: not with --suite"),
+        (["--suite", "robustness", "--nodes", "16"], "--nodes: not with --suite"),
+        (["--suite", "robustness", "--kv-policy", "lru"], "--kv-policy: not with --suite"),
         (["--suite", "nosuch"], "--suite: 'nosuch': no such suite"),
     ],
 )
