@@ -271,7 +271,8 @@ def summary_markdown(summary: dict[str, Any], header: str = "") -> str:
     lines.append(
         "\nMean and p95: ± half-width of the 95% confidence interval over seeds (Student t). "
         f"RT / best heuristic: 95% CI by {_ratio_methods(summary)}; every policy of a seed is "
-        "measured over the same workflows (the largest warm-up cut MSER found among them)."
+        "measured over the same workflows (from the largest warm-up cut MSER found among its "
+        "steady runs)."
     )
     if withheld:
         lines.append(UNSTEADY_NOTE)
