@@ -5,11 +5,12 @@ mix whose few H100s cannot take all the large-model work."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
 from scalesched.eval.headroom import COMPONENTS, NO_CACHES, Caches, Headroom, measure_headroom
-from scalesched.eval.headroom.bound import batch_levels
+from scalesched.eval.headroom.bound import batch_levels, capacity_bound
 from scalesched.eval.headroom.decompose import Decomposition, Reuse, contention_free_bound
 from scalesched.eval.headroom.study import PolicyRow, worse_than_base_notes
 from scalesched.kernel.records import lower_bound
@@ -77,8 +78,22 @@ def test_skewed_mix_charges_slow_placement(studies: dict[str, Headroom]) -> None
     study = studies["skewed rate 0.8"]
     assert study.capacity.slow_share["llama-2-70b"] > 0.05
     assert study.bound_s > study.lower_bound_s * 1.02
-    lighter = studies["skewed rate 0.5"]
-    assert lighter.capacity.slow_share["llama-2-70b"] < study.capacity.slow_share["llama-2-70b"]
+
+
+def test_the_slow_share_grows_with_the_rate_on_the_same_workflows(tmp_path: Path) -> None:
+    """The same measured workflows offered at a lower rate need less of the 70b work on the
+    slower A100s. (Two studies at two rates measure different windows, each from its own
+    runs' warm-up, so the same workflows are given to the bound directly.)"""
+    skewed = tmp_path / "skewed.yaml"
+    skewed.write_text(SKEWED)
+    scenario = Scenario(workload="agentic-mix", workflows=150, rate=0.8, seed=3)
+    setup = prepare(str(skewed), scenario, stream=False)
+    jobs = sorted(setup.jobs, key=lambda j: (j.arrival, j.workflow_id))
+    window = jobs[30:135]
+    heavy = capacity_bound(setup.tables, window, 0.8, jobs)
+    light = capacity_bound(setup.tables, window, 0.4, jobs)
+    assert light.slow_share["llama-2-70b"] < heavy.slow_share["llama-2-70b"]
+    assert light.mean_s is not None and heavy.mean_s is not None and light.mean_s < heavy.mean_s
 
 
 def test_decomposition_sums_exactly(studies: dict[str, Headroom]) -> None:

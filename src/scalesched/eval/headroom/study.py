@@ -335,11 +335,7 @@ def measure_headroom(
         plain = _dynamic_setup(setup)
         names = list(dynamic_policies or dict.fromkeys([best or "tail", "tail"]))
         dynamic = [_run_one(plain, name, tick(f"{name} (dynamic)"), caches) for name in names]
-    # Every row over the same workflows: the largest warm-up a steady run needed.
-    cut = shared_warmup_cut(
-        (int(r.result.metrics["warmup_workflows"]), bool(r.result.metrics["steady_state"]))
-        for r in runs
-    )
+    cut = _window_cut(runs)
     first, last = window_bounds(n, cut, default_cooldown(n))
     window = jobs[first : last + 1]
     reuse = caches.reuse
@@ -376,6 +372,15 @@ def _unsolved_notes(cap: CapacityBound, alloc: CapacityBound | None) -> list[str
     if alloc is not None and alloc.mean_s is None:
         notes.append(f"no capacity bound over allocations: {alloc.status}")
     return notes
+
+
+def _window_cut(runs: Sequence[_Run]) -> int:
+    """Every row is measured over the same workflows: from the largest warm-up cut among the
+    steady runs (``runs.windows.shared_warmup_cut``)."""
+    return shared_warmup_cut(
+        (int(r.result.metrics["warmup_workflows"]), bool(r.result.metrics["steady_state"]))
+        for r in runs
+    )
 
 
 def _capacity(
