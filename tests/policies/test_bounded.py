@@ -1,5 +1,6 @@
 """The bounded candidate set: a learned policy with ``margin`` only ever places on a server
-``tail`` scores within that fraction of its best, checked on every decision of a run."""
+``tail`` (or, with ``bound=eft``, ``eft``) scores within that fraction of its best, checked
+on every decision of a run."""
 
 from __future__ import annotations
 
@@ -21,10 +22,11 @@ SCENARIO = Scenario(workload="agentic-mix", workflows=60, load=0.9, seed=3, resi
 
 class Recorder(BaseScheduler):
     """Passes every decision to ``inner`` and keeps, per decision, the server chosen and
-    the fraction by which its ``tail`` score exceeds the best (scored independently)."""
+    the fraction by which its ``tail`` score (``eft``'s with ``bound="eft"``) exceeds the
+    best (scored independently)."""
 
-    def __init__(self, inner: BaseScheduler) -> None:
-        self.inner, self.name = inner, inner.name
+    def __init__(self, inner: BaseScheduler, bound: str = "tail") -> None:
+        self.inner, self.name, self.bound = inner, inner.name, bound
         self.tail = TailScheduler()
         self.excess: list[float] = []
 
@@ -35,15 +37,18 @@ class Recorder(BaseScheduler):
     def select(self, decision: Decision) -> int:
         server = self.inner.select(decision)
         assert isinstance(server, int)
-        scores = self.tail.scores(decision)
+        if self.bound == "eft":
+            scores = np.where(decision.mask, decision.finish_s + decision.imposed_s, np.inf)
+        else:
+            scores = self.tail.scores(decision)
         best = float(np.min(scores))
         assert decision.mask[server]
         self.excess.append(float(scores[server] - best) / abs(best) if best else 0.0)
         return server
 
 
-def recorded(policy: str) -> list[float]:
-    recorder = Recorder(get_policy(policy))  # type: ignore[arg-type]
+def recorded(policy: str, bound: str = "tail") -> list[float]:
+    recorder = Recorder(get_policy(policy), bound)  # type: ignore[arg-type]
     run(prepare("hetero-16", SCENARIO), recorder)
     assert recorder.excess, "no decision was recorded"
     return recorder.excess
@@ -53,6 +58,13 @@ def recorded(policy: str) -> list[float]:
 def test_a_bounded_policy_picks_only_within_the_margin(margin: float) -> None:
     excess = recorded(f"scale-dagger:margin={margin}")
     assert max(excess) <= margin + 1e-9
+
+
+def test_a_policy_bounded_by_eft_picks_within_eft_s_margin_not_tail_s() -> None:
+    """``bound=eft`` measures the margin from eft's score: every choice is within 10% of
+    eft's best, and some are not within 10% of tail's (so the two bounds differ)."""
+    assert max(recorded("scale-dagger:margin=0.1,bound=eft", bound="eft")) <= 0.1 + 1e-9
+    assert max(recorded("scale-dagger:margin=0.1,bound=eft")) > 0.1
 
 
 def test_the_unbounded_policy_strays_so_the_check_can_fail() -> None:
@@ -68,3 +80,7 @@ def test_the_margin_is_checked_and_named() -> None:
         get_policy("scale-dagger:margin=20")
     assert get_policy("scale-dagger:margin=0.1").name == "scale-dagger:margin=0.1"
     assert TailMargin(0.25).margin == 0.25
+    with pytest.raises(InputError, match="bound"):
+        get_policy("scale-dagger:margin=0.1,bound=lifo")
+    with pytest.raises(InputError, match="needs a margin"):
+        get_policy("scale-dagger:bound=eft")

@@ -13,6 +13,11 @@ end-to-end regret (a run of choices each within the margin can still queue worse
 ``tail``'s). It is applied once, for every trained policy, where the policy is named:
 ``scale-dagger:margin=0.1`` (:class:`scalesched.policies.trained.ActingOptions`). This
 module imports no torch: the network side applies the set to its scores.
+
+A bound is only as safe as the heuristic it follows: on a cluster where ``tail`` itself
+falls into long congestion and ``eft`` does not (pcie-lab at load 0.8 with models loaded on
+demand, docs/robustness.md), ``bound=eft`` measures the margin from ``eft``'s score
+(estimated finish plus imposed delay) instead.
 """
 
 from __future__ import annotations
@@ -37,17 +42,36 @@ def check_margin(margin: float) -> float:
     return float(margin)
 
 
-class TailMargin:
-    """The candidate set of a decision: feasible servers within ``margin`` of ``tail``'s
-    best score (never empty while a server is feasible: ``tail``'s own pick is in it)."""
+BOUNDS = ("tail", "eft")
+"""The heuristics whose score a margin may be measured from."""
 
-    def __init__(self, margin: float) -> None:
+
+def check_bound(bound: str) -> str:
+    """``bound`` as given, or ``ValueError`` naming the choices."""
+    if bound not in BOUNDS:
+        raise ValueError(f"bound must be one of {', '.join(BOUNDS)}, got {bound!r}")
+    return bound
+
+
+class TailMargin:
+    """The candidate set of a decision: feasible servers within ``margin`` of the best score
+    of ``bound`` (``tail`` by default, or ``eft``); never empty while a server is feasible:
+    that heuristic's own pick is in it."""
+
+    def __init__(self, margin: float, bound: str = "tail") -> None:
         self.margin = check_margin(margin)
+        self.bound = check_bound(bound)
         self.tail = TailScheduler()
+
+    def scores(self, decision: Decision) -> np.ndarray:
+        """(N,) the bounding heuristic's score of each server (inf where infeasible)."""
+        if self.bound == "eft":
+            return np.where(decision.mask, decision.finish_s + decision.imposed_s, np.inf)
+        return self.tail.scores(decision)
 
     def allowed(self, decision: Decision) -> np.ndarray:
         """(N,) bool: the servers the policy may choose for ``decision``."""
-        scores = self.tail.scores(decision)
+        scores = self.scores(decision)
         best = float(np.min(scores)) if scores.size else math.inf
         if not math.isfinite(best):
             return np.asarray(decision.mask, dtype=bool).copy()

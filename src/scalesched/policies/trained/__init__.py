@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from scalesched.errors import InputError
 
@@ -145,12 +145,18 @@ class ActingOptions:
     """Choose only among the servers ``tail`` scores within this fraction of its best
     (``scale-dagger:margin=0.1``; :mod:`scalesched.policies.bounded`); None: every
     feasible server."""
+    bound: Literal["tail", "eft"] = "tail"
+    """The heuristic whose score the margin is measured from: ``tail`` or ``eft``
+    (``scale-safe:bound=eft``)."""
 
     def __post_init__(self) -> None:
-        if self.margin is not None:
-            from scalesched.policies.bounded import check_margin
+        from scalesched.policies.bounded import check_bound, check_margin
 
+        if self.margin is not None:
             check_margin(self.margin)
+        check_bound(self.bound)
+        if self.margin is None and self.bound != "tail":
+            raise ValueError(f"bound={self.bound} needs a margin (margin=0.1, say)")
 
 
 def load_trained(spec: str) -> Scheduler | None:
@@ -180,5 +186,5 @@ def load_trained(spec: str) -> Scheduler | None:
     if acting.margin is not None:
         from scalesched.policies.bounded import TailMargin
 
-        candidates = TailMargin(acting.margin)
+        candidates = TailMargin(acting.margin, acting.bound)
     return load_scheduler(path, greedy=acting.greedy, name=label, candidates=candidates)
