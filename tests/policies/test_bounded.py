@@ -11,7 +11,7 @@ from scalesched.decision.features import Decision
 from scalesched.decision.scheduler import BaseScheduler
 from scalesched.errors import InputError
 from scalesched.policies import get_policy
-from scalesched.policies.bounded import TailMargin, check_margin
+from scalesched.policies.bounded import ScoreMargin, check_margin
 from scalesched.policies.tail import TailScheduler
 from scalesched.runs.setup import Scenario, prepare, run
 
@@ -79,7 +79,7 @@ def test_the_margin_is_checked_and_named() -> None:
     with pytest.raises(InputError, match="scale-dagger"):
         get_policy("scale-dagger:margin=20")
     assert get_policy("scale-dagger:margin=0.1").name == "scale-dagger:margin=0.1"
-    assert TailMargin(0.25).margin == 0.25
+    assert ScoreMargin(0.25).margin == 0.25
     with pytest.raises(InputError, match="bound"):
         get_policy("scale-dagger:margin=0.1,bound=lifo")
     with pytest.raises(InputError, match="needs a margin"):

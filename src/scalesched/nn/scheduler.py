@@ -37,7 +37,7 @@ from scalesched.nn.srr import feature_stats
 
 class CandidateSet(Protocol):
     """Which servers a network may choose for a decision (e.g.
-    :class:`scalesched.policies.bounded.TailMargin`): applied to its scores, after the
+    :class:`scalesched.policies.bounded.ScoreMargin`): applied to its scores, after the
     network has read the decision as it was trained to."""
 
     def allowed(self, decision: Decision) -> np.ndarray:

@@ -23,10 +23,13 @@ demand, docs/robustness.md), ``bound=eft`` measures the margin from ``eft``'s sc
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Literal, get_args
 
 import numpy as np
 
 from scalesched.decision.features import Decision
+from scalesched.policies.eft import eft_scores
 from scalesched.policies.tail import TailScheduler
 
 MAX_MARGIN = 10.0
@@ -42,8 +45,9 @@ def check_margin(margin: float) -> float:
     return float(margin)
 
 
-BOUNDS = ("tail", "eft")
+Bound = Literal["tail", "eft"]
 """The heuristics whose score a margin may be measured from."""
+BOUNDS: tuple[str, ...] = get_args(Bound)
 
 
 def check_bound(bound: str) -> str:
@@ -53,7 +57,7 @@ def check_bound(bound: str) -> str:
     return bound
 
 
-class TailMargin:
+class ScoreMargin:
     """The candidate set of a decision: feasible servers within ``margin`` of the best score
     of ``bound`` (``tail`` by default, or ``eft``); never empty while a server is feasible:
     that heuristic's own pick is in it."""
@@ -61,13 +65,11 @@ class TailMargin:
     def __init__(self, margin: float, bound: str = "tail") -> None:
         self.margin = check_margin(margin)
         self.bound = check_bound(bound)
-        self.tail = TailScheduler()
-
-    def scores(self, decision: Decision) -> np.ndarray:
+        self.tail = TailScheduler() if bound == "tail" else None
+        self.scores: Callable[[Decision], np.ndarray] = (
+            self.tail.scores if self.tail is not None else eft_scores
+        )
         """(N,) the bounding heuristic's score of each server (inf where infeasible)."""
-        if self.bound == "eft":
-            return np.where(decision.mask, decision.finish_s + decision.imposed_s, np.inf)
-        return self.tail.scores(decision)
 
     def allowed(self, decision: Decision) -> np.ndarray:
         """(N,) bool: the servers the policy may choose for ``decision``."""
@@ -81,4 +83,5 @@ class TailMargin:
 
     def reset(self, seed: int) -> None:
         """A new run: ``tail``'s scores start from the cost model as is."""
-        self.tail.reset(seed)
+        if self.tail is not None:
+            self.tail.reset(seed)

@@ -15,6 +15,12 @@ from scalesched.decision.scheduler import BaseScheduler
 from scalesched.sim.core import CompiledDecision, eft_choice_compiled
 
 
+def eft_scores(decision: Decision) -> np.ndarray:
+    """(N,) eft's score of each server: estimated finish plus the delay imposed on its batch,
+    inf where infeasible."""
+    return np.where(decision.mask, decision.finish_s + decision.imposed_s, np.inf)
+
+
 def eft_choice(decision: Decision) -> int:
     """The feasible server with the earliest finish plus imposed delay (lowest index on
     ties): eft's answer, for policies that fall back on it. A decision built on the
@@ -23,8 +29,7 @@ def eft_choice(decision: Decision) -> int:
         at = eft_choice_compiled(decision)
         if at is not None:
             return at
-    score = decision.finish_s + decision.imposed_s
-    return int(np.argmin(np.where(decision.mask, score, np.inf)))
+    return int(np.argmin(eft_scores(decision)))
 
 
 class EftScheduler(BaseScheduler):

@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from scalesched.errors import InputError
+from scalesched.policies.bounded import Bound
 
 if TYPE_CHECKING:
     from scalesched.decision.scheduler import Scheduler
@@ -145,7 +146,7 @@ class ActingOptions:
     """Choose only among the servers ``tail`` scores within this fraction of its best
     (``scale-dagger:margin=0.1``; :mod:`scalesched.policies.bounded`); None: every
     feasible server."""
-    bound: Literal["tail", "eft"] = "tail"
+    bound: Bound = "tail"
     """The heuristic whose score the margin is measured from: ``tail`` or ``eft``
     (``scale-safe:bound=eft``)."""
 
@@ -184,7 +185,7 @@ def load_trained(spec: str) -> Scheduler | None:
         label += ":" + ",".join(f"{k}={v}" for k, v in given.items())
     candidates = None
     if acting.margin is not None:
-        from scalesched.policies.bounded import TailMargin
+        from scalesched.policies.bounded import ScoreMargin
 
-        candidates = TailMargin(acting.margin, acting.bound)
+        candidates = ScoreMargin(acting.margin, acting.bound)
     return load_scheduler(path, greedy=acting.greedy, name=label, candidates=candidates)
