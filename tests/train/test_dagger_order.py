@@ -4,6 +4,7 @@ the init's, weight for weight."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,14 @@ from scalesched.nn.scheduler import NetworkScheduler
 from scalesched.policies import get_policy
 from scalesched.policies.trained import checkpoint_path
 from scalesched.runs.setup import Scenario, prepare, run
-from scalesched.train.dagger import Dataset, Labeller, load_config, load_student, train
+from scalesched.train.dagger import (
+    Dataset,
+    Labeller,
+    fit,
+    load_config,
+    load_student,
+    train,
+)
 from tests.train.test_dagger import tiny
 
 torch.set_num_threads(1)
@@ -34,6 +42,28 @@ def _labels(expert: str) -> list[float]:
 def test_order_labels_are_workflow_order_for_fcfs_workflow_and_none_for_tail() -> None:
     assert set(_labels("fcfs_workflow")) == {1.0}
     assert set(_labels("tail")) == {0.0}
+
+
+def test_a_lookahead_expert_labels_only_calls_whose_order_matters() -> None:
+    labels = _labels("order_rollout:horizon_s=5")
+    nan = [x for x in labels if math.isnan(x)]
+    assert 0 < len(nan) < len(labels)  # calls that would not wait carry no label
+    assert {x for x in labels if not math.isnan(x)} <= {0.0, 1.0}
+
+
+def test_fitting_skips_unlabelled_orders(tmp_path: Path) -> None:
+    net, _ = load_student("scale", ordering_head=True)
+    data = Dataset()
+    labeller = Labeller(NetworkScheduler(net, name="s"), get_policy("fcfs_workflow"), 1.0, data, 0)
+    run(prepare("hetero-16", BUSY), labeller, warmup=0, cooldown=0)
+    data.order = [math.nan if i % 2 else 1.0 for i in range(len(data.order))]
+    cfg = tiny(tmp_path, expert="fcfs_workflow", learn_order=True, fit_placement=False, epochs=30)
+    head = net.order_head
+    assert isinstance(head, torch.nn.Module)
+    figures = fit(net, data, cfg, torch.optim.Adam(head.parameters(), lr=3e-3),
+                  torch.Generator().manual_seed(0))  # fmt: skip
+    assert math.isfinite(figures["order"]) and figures["order_labelled"] == pytest.approx(0.5, 0.01)
+    assert figures["order_accuracy"] == 1.0
 
 
 def test_an_expert_ordering_otherwise_is_refused_naming_the_field() -> None:

@@ -23,7 +23,9 @@ def _key(cluster: ClusterSpec, x: Setting | SuiteSetting) -> str:
     )
 
 
-@pytest.mark.parametrize("preset", ["dagger-robust-n16", "dagger-robust-order-n16"])
+@pytest.mark.parametrize(
+    "preset", ["dagger-robust-n16", "dagger-robust-order-n16", "dagger-robust-order-rollout-n16"]
+)
 def test_the_preset_holds_the_suites_training_and_selection_settings(preset: str) -> None:
     suite = load_suite("robustness")
     cfg = load_config(PRESETS / f"{preset}.yaml")
@@ -31,4 +33,4 @@ def test_the_preset_holds_the_suites_training_and_selection_settings(preset: str
         got = sorted(_key(get_cluster(x.cluster), x) for x in mine)
         want = sorted(_key(suite.clusters[x.cluster], x) for x in suite.settings(theirs))
         assert got == want, theirs
-    assert cfg.expert == "best" and cfg.selection_settings
+    assert cfg.expert in ("best", "order_rollout:forks=2") and cfg.selection_settings

@@ -14,6 +14,7 @@ from scalesched.policies.heft_online import HeftOnlineScheduler
 from scalesched.policies.kv_aware import KvAwareScheduler
 from scalesched.policies.least_loaded import LeastLoadedScheduler
 from scalesched.policies.options import build_with_options, split_spec
+from scalesched.policies.order_rollout import OrderRolloutScheduler
 from scalesched.policies.ordering import (
     FcfsWorkflowScheduler,
     PlasScheduler,
@@ -60,6 +61,12 @@ HEURISTICS: dict[str, tuple[Callable[[], Scheduler], str]] = {
         SampledRolloutScheduler,
         "tail's top 3 tried in forks of the simulation, 20 s of a sampled future, 1 fork "
         "each (slow; simulator only, else tail; options: SampledRolloutScheduler fields)",
+    ),
+    "order_rollout": (
+        OrderRolloutScheduler,
+        "fcfs_workflow's placement; where a call would wait, its workflow's order or its "
+        "own, tried in forks on a sampled future (slow; simulator only; the ordering "
+        "head's expert)",
     ),
 }
 
@@ -117,6 +124,8 @@ RESEARCH_ONLY: dict[str, str] = {
     "(docs/reproduction.md)",
     "rollout": "lookahead in forks of the simulation on sampled futures: runs in the simulator "
     "only, about 0.4 s per contested decision (docs/headroom.md)",
+    "order_rollout": "the ordering head's expert in training: a per-call admission order "
+    "chosen by lookahead in forks; simulator only (docs/robust-training.md)",
     "soft_tail": "control for scale-dagger: tail plus sampling near its best score, to tell "
     "whether the distilled network learned more than that (docs/training.md)",
     "mlp-16": "fixed-size baseline that runs at N = 16 only, kept to show why scale's "

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import copy
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Any
@@ -182,22 +182,28 @@ class RolloutScheduler(BaseScheduler):
     def lookahead(self, decision: Decision, choice: int, priority: float | None) -> int:
         """The server the forks prefer for the decision's task (with ``priority`` on
         whichever it is), ``choice`` (the base's) where nothing is rolled out."""
-        fork = getattr(decision.view, "fork", None)
+        fork = self.fork_of(decision)
         if fork is None:
-            if not self._said_no_fork:
-                self._said_no_fork = True
-                warnings.warn(
-                    "rollout: this executor cannot fork, so rollout answers as its base "
-                    f"({getattr(self.inner, 'name', self.base)}) does",
-                    stacklevel=2,
-                )
             return choice
         servers = self.contenders(decision, choice)
         if len(servers) < 2:
             return choice
-        best = self.best_of(decision, fork, servers, priority)
+        best = servers[self.best_of(decision, fork, [(s, priority) for s in servers])]
         self.stats["changed"] += int(best != choice)
         return best
+
+    def fork_of(self, decision: Decision) -> Callable[..., Any] | None:
+        """The view's ``fork``; None where the executor cannot fork (the base's answer
+        stands then, which is said once)."""
+        fork = getattr(decision.view, "fork", None)
+        if fork is None and not self._said_no_fork:
+            self._said_no_fork = True
+            warnings.warn(
+                f"{self.name}: this executor cannot fork, so it answers as its base "
+                f"({getattr(self.inner, 'name', self.base)}) does",
+                stacklevel=3,
+            )
+        return fork
 
     def futures(self, fork: Callable[..., Any]) -> list[Callable[..., Any]]:
         """The futures each candidate is tried in, one fork maker each: here the true one
@@ -208,28 +214,28 @@ class RolloutScheduler(BaseScheduler):
         self,
         decision: Decision,
         fork: Callable[..., Any],
-        servers: list[int],
-        priority: float | None = None,
+        options: Sequence[tuple[int, float | None]],
     ) -> int:
-        """The cheapest of ``servers`` in forks, averaged over ``futures`` (``servers[0]``,
-        the base's, on ties, when the gain is below ``min_gain_s``, and when the wall cap
-        cuts the trials short)."""
+        """The index of the cheapest of ``options`` (a server for the decision's task and
+        its admission priority) in forks, averaged over ``futures``: 0, the base's answer,
+        on ties, when the gain is below ``min_gain_s``, and when the wall cap cuts the
+        trials short."""
         t0 = perf_counter()
         end = decision.view.now + self.horizon_s
-        cost = np.zeros(len(servers))
+        cost = np.zeros(len(options))
         futures = self.futures(fork)
         try:
             for future in futures:
                 trial = self.trials(decision, future)
                 ends: list[tuple[float, float, int, float]] = []
-                for server in servers:
+                for server, priority in options:
                     if (
                         self.max_decision_s is not None
                         and perf_counter() - t0 > self.max_decision_s
                     ):
                         self.stats["capped"] += 1
                         self.stats["fork_s"] += perf_counter() - t0
-                        return servers[0]
+                        return 0
                     ends.append(trial(server, end, priority))
                 common = max(stop for _, stop, _, _ in ends)  # per future: one end for all
                 cost += [
@@ -239,14 +245,12 @@ class RolloutScheduler(BaseScheduler):
         except NoFutureYet:  # e.g. a decision at time 0: no arrival rate to sample from
             self.stats["no_future"] += 1
             self.stats["fork_s"] += perf_counter() - t0
-            return servers[0]
+            return 0
         self.stats["rolled"] += 1
         self.stats["fork_s"] += perf_counter() - t0
         cost /= len(futures)
-        best = int(np.argmin(cost))  # first minimum: the base's choice on ties
-        if cost[best] < cost[0] - self.min_gain_s:
-            return servers[best]
-        return servers[0]
+        best = int(np.argmin(cost))  # first minimum: the base's answer on ties
+        return best if cost[best] < cost[0] - self.min_gain_s else 0
 
     def trials(self, decision: Decision, future: Callable[..., Any]) -> Trial:
         """Each candidate's trial in ``future`` (a fork maker): in C++ where the compiled

@@ -364,7 +364,7 @@ class Labeller(BaseScheduler):
             self.data.add(
                 self.student.observation(decision),
                 expert_target(self.expert, decision, int(server)),
-                order_label(self.expert, decision, priority),
+                order_label(self.expert, decision, int(server), priority),
             )
             self.labelled += 1
         if expert_acts or server is None:
@@ -379,14 +379,23 @@ class Labeller(BaseScheduler):
         return Place(place.server, place.loads, priority)
 
 
-def order_label(expert: Scheduler, decision: Decision, priority: float | None) -> float:
+def order_label(
+    expert: Scheduler, decision: Decision, server: int, priority: float | None
+) -> float:
     """1.0 where the expert admits the call in workflow order (``fcfs_workflow``'s
-    priority), 0.0 where it gives no priority; an expert ordering by anything else cannot
-    teach the ordering head, and says so."""
+    priority), 0.0 where it gives no priority or the call's own (now: the ordering head's
+    other choice), NaN where the expert says the order changes nothing on ``server``
+    (its ``contested``, as ``order_rollout`` has: no label); an expert ordering by anything
+    else cannot teach the ordering head, and says so."""
+    contested = getattr(expert, "contested", None)
+    if contested is not None and not contested(decision, server):
+        return math.nan
     if priority is None:
         return 0.0
     if priority == workflow_order(decision):
         return 1.0
+    if priority == decision.now:
+        return 0.0
     raise InputError(
         "config",
         "learn_order",
@@ -432,6 +441,7 @@ def fit(
     decisions whose argmax is a label and, with ``learn_order``, whose order is."""
     inputs, targets = data.tensors()
     orders = data.order_targets()
+    labelled_orders = ~torch.isnan(orders)
     srr_cfg = SrrConfig(
         enabled=cfg.srr_decorrelation > 0 or cfg.srr_kl > 0,
         decorrelation_weight=cfg.srr_decorrelation,
@@ -451,9 +461,11 @@ def fit(
                 terms["srr"] = srr_losses(out.attn_feature, srr_cfg).total
             if cfg.learn_order:
                 assert out.order_logit is not None  # load_student added the head
-                terms["order"] = nn.functional.binary_cross_entropy_with_logits(
-                    out.order_logit, orders[mb]
-                )
+                labelled = labelled_orders[mb]  # NaN: the order changed nothing there
+                if bool(labelled.any()):
+                    terms["order"] = nn.functional.binary_cross_entropy_with_logits(
+                        out.order_logit[labelled], orders[mb][labelled]
+                    )
             optimizer.zero_grad()
             sum(terms.values(), out.logits.new_zeros(())).backward()
             nn.utils.clip_grad_norm_(net.parameters(), cfg.max_grad_norm)
@@ -468,7 +480,8 @@ def fit(
         figures = {"accuracy": float(hits.float().mean().item())}
         if cfg.learn_order and out.order_logit is not None:
             agree = (out.order_logit > 0).float() == orders
-            figures["order_accuracy"] = float(agree.float().mean().item())
+            figures["order_accuracy"] = float(agree[labelled_orders].float().mean().item())
+            figures["order_labelled"] = float(labelled_orders.float().mean().item())
     steps = max(1.0, sums.pop("steps"))
     if not cfg.learn_order:
         sums.pop("order")
