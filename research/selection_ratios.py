@@ -6,6 +6,9 @@ heuristic is compared with the iterations of a training run on the same footing.
 
     python research/selection_ratios.py --config configs/train/dagger-robust-n16.yaml \
         scale-dagger scale-dagger:margin=0.1 runs/robust/best.pt:margin=0.1 tail
+
+``--order-share`` also prints, per run, the share of placements admitted in workflow order
+(a priority earlier than the decision: ``fcfs_workflow``'s, or an ordering head's choice).
 """
 
 from __future__ import annotations
@@ -15,25 +18,57 @@ import argparse
 import numpy as np
 import torch
 
+from scalesched.decision.actions import Action, Place, as_action
+from scalesched.decision.features import Decision
+from scalesched.decision.scheduler import BaseScheduler, Scheduler
+from scalesched.policies import get_policy
 from scalesched.runs.setup import run
 from scalesched.train.dagger import Validation, load_config
+
+
+class OrderCount(BaseScheduler):
+    """Answers as ``inner`` does and counts its placements in workflow order."""
+
+    name = "order_count"
+
+    def __init__(self, inner: Scheduler) -> None:
+        self.inner, self.placed, self.in_workflow_order = inner, 0, 0
+        self.ready_order = inner.ready_order
+
+    def reset(self, seed: int) -> None:
+        self.inner.reset(seed)
+
+    def select(self, decision: Decision) -> int | Action:
+        answer = self.inner.select(decision)
+        place = as_action(answer)
+        if isinstance(place, Place):
+            self.placed += 1
+            self.in_workflow_order += place.priority is not None and place.priority < decision.now
+        return answer
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", required=True, help="a dagger config (its validation runs)")
     parser.add_argument("policies", nargs="+", help="policy names, options or checkpoint paths")
+    parser.add_argument(
+        "--order-share", action="store_true", help="print each run's share in workflow order"
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
     validation = Validation(load_config(args.config))
     runs = validation.runs()
     print("yardsticks:", ", ".join(validation.yardsticks), flush=True)
     for policy in args.policies:
-        ratios = [
-            float(run(setup, policy).metrics["avg_response_time_s"]) / base for setup, base in runs
-        ]
+        ratios, shares = [], []
+        for setup, base in runs:
+            counted = OrderCount(get_policy(policy))
+            ratios.append(float(run(setup, counted).metrics["avg_response_time_s"]) / base)
+            shares.append(counted.in_workflow_order / max(counted.placed, 1))
         each = " ".join(f"{r:.3f}" for r in ratios)
         print(f"{policy}: {float(np.mean(ratios)):.4f} ({each})", flush=True)
+        if args.order_share:
+            print("  in workflow order: " + " ".join(f"{s:.3f}" for s in shares), flush=True)
 
 
 if __name__ == "__main__":

@@ -1,13 +1,11 @@
-"""order_rollout: fcfs_workflow's server always; where the call would wait, the cheaper of
-its workflow's order and its own in forks on sampled futures; workflow order elsewhere."""
+"""order_rollout: the base's server always; where the call would wait, the cheaper of its
+workflow's order and its own in forks on sampled futures; the base's order elsewhere."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
-from scalesched.decision.actions import Place, workflow_order
+from scalesched.decision.actions import Place, as_action, workflow_order
 from scalesched.policies import get_policy
 from scalesched.policies.order_rollout import OrderRolloutScheduler
 from scalesched.runs.setup import Scenario, prepare, run
@@ -22,27 +20,28 @@ def _sim() -> Simulation:
     return Simulation(setup.cluster, setup.jobs, tables=setup.tables)
 
 
-def _answers(policy: OrderRolloutScheduler) -> list[tuple[Any, Place, bool]]:
+def _answers(policy: OrderRolloutScheduler) -> list[tuple[Place, Place, bool]]:
     """Per decision: the base's answer, the policy's and whether the call was contested,
     with the policy's answer applied (the run is the policy's own)."""
     sim = _sim()
     policy.reset(7)
-    base = get_policy("fcfs_workflow")
+    base = get_policy(policy.base)
     seen = []
     decision = sim.next_decision()
     while decision is not None:
-        theirs = base.select(decision)
+        theirs = as_action(base.select(decision))
         ours = policy.select(decision)
         assert isinstance(theirs, Place) and isinstance(ours, Place)
         seen.append((theirs, ours, policy.contested(decision, ours.server)))
-        assert ours.priority in (workflow_order(decision), decision.now)
+        assert ours.priority in (workflow_order(decision), decision.now, None)
         sim.apply(ours)
         decision = sim.next_decision()
     return seen
 
 
-def test_it_keeps_the_bases_server_and_changes_only_contested_orders() -> None:
-    policy = OrderRolloutScheduler(horizon_s=5.0, forks=1)
+@pytest.mark.parametrize("base", ["fcfs_workflow", "tail"])
+def test_it_keeps_the_bases_server_and_changes_only_contested_orders(base: str) -> None:
+    policy = OrderRolloutScheduler(base=base, horizon_s=5.0, forks=1)
     seen = _answers(policy)
     assert all(ours.server == theirs.server for theirs, ours, _ in seen)
     assert all(ours == theirs for theirs, ours, contested in seen if not contested)
@@ -59,6 +58,6 @@ def test_the_same_seed_gives_the_same_run() -> None:
     assert a == b
 
 
-def test_its_base_must_order_by_workflow() -> None:
-    with pytest.raises(ValueError, match="base must be fcfs_workflow"):
-        OrderRolloutScheduler(base="tail")
+def test_its_base_must_be_one_of_the_two_orders() -> None:
+    with pytest.raises(ValueError, match="base must be fcfs_workflow or tail"):
+        OrderRolloutScheduler(base="eft")
