@@ -66,6 +66,20 @@ def test_fitting_skips_unlabelled_orders(tmp_path: Path) -> None:
     assert figures["order_accuracy"] == 1.0
 
 
+def test_a_head_with_no_order_label_is_left_as_it_was(tmp_path: Path) -> None:
+    net, _ = load_student("scale", ordering_head=True)
+    data = Dataset()
+    labeller = Labeller(NetworkScheduler(net, name="s"), get_policy("tail"), 1.0, data, 0)
+    run(prepare("hetero-16", BUSY), labeller, warmup=0, cooldown=0)
+    data.order = [math.nan] * len(data.order)
+    cfg = tiny(tmp_path, expert="tail", learn_order=True, fit_placement=False)
+    before = {k: v.clone() for k, v in net.state_dict().items()}
+    head = net.order_head
+    assert isinstance(head, torch.nn.Module)
+    fit(net, data, cfg, torch.optim.Adam(head.parameters()), torch.Generator().manual_seed(0))
+    assert all(torch.equal(before[k], v) for k, v in net.state_dict().items())
+
+
 def test_an_expert_ordering_otherwise_is_refused_naming_the_field() -> None:
     with pytest.raises(InputError, match="learn_order: expert plas orders by another"):
         _labels("plas")

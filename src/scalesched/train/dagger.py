@@ -466,10 +466,12 @@ def fit(
                     terms["order"] = nn.functional.binary_cross_entropy_with_logits(
                         out.order_logit[labelled], orders[mb][labelled]
                     )
-            optimizer.zero_grad()
-            sum(terms.values(), out.logits.new_zeros(())).backward()
-            nn.utils.clip_grad_norm_(net.parameters(), cfg.max_grad_norm)
-            optimizer.step()
+            loss = sum(terms.values(), out.logits.new_zeros(()))
+            if loss.requires_grad:  # not where a head-only batch holds no order label
+                optimizer.zero_grad()
+                loss.backward()
+                nn.utils.clip_grad_norm_(net.parameters(), cfg.max_grad_norm)
+                optimizer.step()
             for name, term in terms.items():
                 sums[name] += float(term.item())
             sums["steps"] += 1
