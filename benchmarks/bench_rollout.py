@@ -1,13 +1,15 @@
-"""Headroom of a one-step rollout over its base: ``rollout_oracle`` (forks on the true future)
-and ``rollout`` (forks on sampled futures) against the base (``tail``) on the same seeds, mean
-and p99 response time as seed-paired ratios with 95% confidence intervals, and the decision
-latency.
+"""Headroom of a one-step rollout over its base: ``rollout_oracle`` (forks on the true future),
+``rollout`` (forks on sampled futures) and ``order_rollout`` (the admission order, on sampled
+futures; base ``fcfs_workflow`` or ``tail``) against the base (``tail``) on the same seeds,
+mean and p99 response time as seed-paired ratios with 95% confidence intervals, and the
+decision latency.
 
     python benchmarks/bench_rollout.py --seeds 0 1 2 --workflows 400 --horizons 20 \
         --policies rollout_oracle rollout --forks 1 --out results/rollout.jsonl
 
 Arms: the base, then per horizon ``oracle-h<H>`` (``--policies rollout_oracle``) and
-``rollout-h<H>-f<F>`` (``--policies rollout``, ``--forks`` sampled futures per candidate).
+``rollout-h<H>-f<F>`` (``--policies rollout``, ``--forks`` sampled futures per candidate),
+``order-h<H>-f<F>`` (``--policies order_rollout``).
 Each run appends one JSON line to ``--out`` as it finishes (a long sweep can be read while
 it runs: ``--summarise`` prints the table from the file alone). docs/headroom.md.
 """
@@ -22,6 +24,7 @@ from typing import Any
 
 from scalesched.decision.cycle import Watched
 from scalesched.policies import get_policy
+from scalesched.policies.order_rollout import OrderRolloutScheduler
 from scalesched.policies.rollout import RolloutScheduler, SampledRolloutScheduler
 from scalesched.runs.setup import Scenario, prepare, run
 from scalesched.stats import mean_ci_text, paired_ratios
@@ -30,9 +33,13 @@ STATS = ("avg_response_time_s", "p99_response_time_s")
 
 
 def make_arm(args: argparse.Namespace, policy: str | None, horizon: float) -> tuple[str, Any]:
-    """The arm's name and scheduler: the base (``policy`` None), the oracle or ``rollout``."""
+    """The arm's name and scheduler: the base (``policy`` None), the oracle, ``rollout`` or
+    ``order_rollout``."""
     if policy is None:
         return args.base, get_policy(args.base)
+    if policy == "order_rollout":
+        order = OrderRolloutScheduler(base=args.base, horizon_s=horizon, forks=args.forks)
+        return f"order-h{horizon:g}-f{args.forks}", order
     options = dict(
         base=args.base,
         candidates=args.candidates,
@@ -50,7 +57,13 @@ def one_run(
     args: argparse.Namespace, seed: int, policy_name: str | None, horizon: float
 ) -> dict[str, Any]:
     """Run the base (``policy_name`` None) or a rollout over it on ``seed``: one row."""
-    scenario = Scenario(workload=args.workload, workflows=args.workflows, load=args.load, seed=seed)
+    scenario = Scenario(
+        workload=args.workload,
+        workflows=args.workflows,
+        load=args.load,
+        seed=seed,
+        residency=args.residency,
+    )
     setup = prepare(args.cluster, scenario)
     arm, inner = make_arm(args, policy_name, horizon)
     policy = Watched(inner)
@@ -118,9 +131,16 @@ def main() -> None:
     ap.add_argument(
         "--policies",
         nargs="+",
-        choices=("rollout_oracle", "rollout"),
+        choices=("rollout_oracle", "rollout", "order_rollout"),
         default=["rollout_oracle"],
-        help="lookaheads run beside the base: on the true future, on sampled futures",
+        help="lookaheads run beside the base: on the true future, on sampled futures, the "
+        "admission order on sampled futures",
+    )
+    ap.add_argument(
+        "--residency",
+        choices=("dynamic", "planned"),
+        default="dynamic",
+        help="the world: models loaded on demand, or a deployment planned for the rate",
     )
     ap.add_argument("--forks", type=int, default=1, help="rollout: sampled futures per candidate")
     ap.add_argument("--out", type=Path, default=Path("results/rollout.jsonl"))
