@@ -61,3 +61,8 @@ def test_the_same_seed_gives_the_same_run() -> None:
 def test_its_base_must_be_one_of_the_two_orders() -> None:
     with pytest.raises(ValueError, match="base must be fcfs_workflow or tail"):
         OrderRolloutScheduler(base="eft")
+
+
+def test_placement_options_are_refused_as_not_applying() -> None:
+    with pytest.raises(ValueError, match="candidates do not apply"):
+        OrderRolloutScheduler(candidates=4)

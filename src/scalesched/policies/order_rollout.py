@@ -54,6 +54,12 @@ class OrderRolloutScheduler(SampledRolloutScheduler):
             raise ValueError(
                 f"order_rollout's base must be fcfs_workflow or tail, got {self.base!r}"
             )
+        placement = {"candidates": 3, "min_model_gb": 30.0, "loads": True}  # rollout's defaults
+        changed = [name for name, value in placement.items() if getattr(self, name) != value]
+        if changed:
+            raise ValueError(
+                f"order_rollout tries orders, not servers: {', '.join(changed)} do not apply"
+            )
 
     @staticmethod
     def contested(decision: Decision, server: int) -> bool:
