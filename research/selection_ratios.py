@@ -19,32 +19,29 @@ import numpy as np
 import torch
 
 from scalesched.decision.actions import Action, Place, as_action
+from scalesched.decision.cycle import Watched
 from scalesched.decision.features import Decision
-from scalesched.decision.scheduler import BaseScheduler, Scheduler
 from scalesched.policies import get_policy
 from scalesched.runs.setup import run
 from scalesched.train.dagger import Validation, load_config
 
 
-class OrderCount(BaseScheduler):
-    """Answers as ``inner`` does and counts its placements in workflow order."""
+class OrderShare:
+    """Counts a policy's placements and those admitted in workflow order (a priority
+    earlier than the decision), as ``Watched``'s watch."""
 
-    name = "order_count"
+    def __init__(self) -> None:
+        self.placed = self.in_workflow_order = 0
 
-    def __init__(self, inner: Scheduler) -> None:
-        self.inner, self.placed, self.in_workflow_order = inner, 0, 0
-        self.ready_order = inner.ready_order
-
-    def reset(self, seed: int) -> None:
-        self.inner.reset(seed)
-
-    def select(self, decision: Decision) -> int | Action:
-        answer = self.inner.select(decision)
+    def __call__(self, decision: Decision, answer: int | Action) -> None:
         place = as_action(answer)
         if isinstance(place, Place):
             self.placed += 1
             self.in_workflow_order += place.priority is not None and place.priority < decision.now
-        return answer
+
+    @property
+    def share(self) -> float:
+        return self.in_workflow_order / max(self.placed, 1)
 
 
 def main() -> None:
@@ -62,9 +59,10 @@ def main() -> None:
     for policy in args.policies:
         ratios, shares = [], []
         for setup, base in runs:
-            counted = OrderCount(get_policy(policy))
-            ratios.append(float(run(setup, counted).metrics["avg_response_time_s"]) / base)
-            shares.append(counted.in_workflow_order / max(counted.placed, 1))
+            count = OrderShare()  # watched only when asked: a wrapped policy runs in Python
+            acting = Watched(get_policy(policy), count) if args.order_share else policy
+            ratios.append(float(run(setup, acting).metrics["avg_response_time_s"]) / base)
+            shares.append(count.share)
         each = " ".join(f"{r:.3f}" for r in ratios)
         print(f"{policy}: {float(np.mean(ratios)):.4f} ({each})", flush=True)
         if args.order_share:

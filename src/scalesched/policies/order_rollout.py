@@ -24,7 +24,7 @@ run). Outside the simulator it answers as its base does, and says so once.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from scalesched.decision.actions import Action, Place, as_action, workflow_order
 from scalesched.decision.features import Decision
@@ -54,8 +54,12 @@ class OrderRolloutScheduler(SampledRolloutScheduler):
             raise ValueError(
                 f"order_rollout's base must be fcfs_workflow or tail, got {self.base!r}"
             )
-        placement = {"candidates": 3, "min_model_gb": 30.0, "loads": True}  # rollout's defaults
-        changed = [name for name, value in placement.items() if getattr(self, name) != value]
+        placement = ("candidates", "min_model_gb", "loads")  # rollout's options over servers
+        changed = [
+            f.name
+            for f in fields(self)
+            if f.name in placement and getattr(self, f.name) != f.default
+        ]
         if changed:
             raise ValueError(
                 f"order_rollout tries orders, not servers: {', '.join(changed)} do not apply"
