@@ -171,6 +171,14 @@ def test_json_shape(studies: dict[str, Headroom]) -> None:
         assert {"mean_s", "p99_s", "steady", "gap"} <= set(row)
         assert 0.0 <= row["gap"] < 1.0 and row["cpu_s"] > 0.0
     assert set(out["decomposition"]["policies"]["tail"]["components_s"]) == set(COMPONENTS)
+    assert (out["setting"]["load"], out["setting"]["rate"]) == (0.9, None)
+    assert studies["skewed rate 0.5"].as_json()["setting"]["load"] is None
+
+
+def test_a_planned_run_names_the_load_it_was_asked_for() -> None:
+    setting = _study("hetero-4", workflows=40, load=0.5, seed=2, residency="planned").setting
+    assert setting["world"] == "planned" and setting["load"] == 0.5
+    assert setting["rate"] > 0 and setting["offered_rate_wps"] > 0
 
 
 def test_batch_levels_are_a_lower_left_hull() -> None:

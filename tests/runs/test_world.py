@@ -42,10 +42,12 @@ def test_the_planned_world_runs_on_its_plan_with_no_model_loads() -> None:
     setup = prepare(SPEC, Scenario(workflows=120, load=0.3, seed=3, residency="planned"))
     assert setup.world.name == "planned" and setup.deployment is not None
     assert setup.scenario.rate == pytest.approx(0.3 * 10 * capacity_wps(SPEC, "agentic-mix"))
+    assert setup.load == 0.3  # the load asked survives its resolution to a rate
     m = run(setup, "tail").metrics
     assert m["model_loads"] == 0 and m["workflows_completed"] == 120
     dynamic = prepare(SPEC, Scenario(workflows=120, rate=setup.scenario.rate, seed=3))
     assert dynamic.world.name == "dynamic" and dynamic.deployment is None
+    assert dynamic.load is None  # a rate was given
     assert [j.arrival for j in dynamic.jobs] == [j.arrival for j in setup.jobs]  # same jobs
 
 

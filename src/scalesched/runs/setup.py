@@ -87,6 +87,9 @@ class RunSetup:
     deployment: Deployment | None = None
     world: RunWorld = RunWorld("dynamic")
     """The world the run is in, as every run's output names it."""
+    load: float | None = None
+    """The fraction of capacity asked for (``scenario.load``), also where the planned world
+    resolved it to ``scenario.rate``; None where the scenario gave a rate."""
 
 
 def prepare(
@@ -107,6 +110,7 @@ def prepare(
 
             cluster = get_cluster(cluster)
         tables = ClusterTables(cluster)
+    load = scenario.load if scenario.rate is None else None
     if deployment is not None:
         if not isinstance(deployment, Deployment):
             from scalesched.cluster.deployment import load_deployment_file
@@ -129,7 +133,7 @@ def prepare(
     jobs: Sequence[Job] = (stream_jobs if stream else build_jobs)(tables, scenario)
     if deployment is not None:
         tables = ClusterTables(tables.spec, deployment)
-    return RunSetup(tables.spec, tables, jobs, scenario, deployment, world)
+    return RunSetup(tables.spec, tables, jobs, scenario, deployment, world, load)
 
 
 def run(

@@ -52,7 +52,8 @@ def plot_headroom(study: Headroom, path: Path) -> None:
     ax.set_xticks(list(xs), names, rotation=30, ha="right")
     ax.set_ylabel("mean response time (s)")
     s = study.setting
-    ax.set_title(f"headroom: {s['cluster']}, {s['workload']}, load {s['load']}, seed {s['seed']}")
+    offered = f"load {s['load']}" if s["load"] is not None else f"{s['rate']:.4g} workflows/s"
+    ax.set_title(f"headroom: {s['cluster']}, {s['workload']}, {offered}, seed {s['seed']}")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     fig.savefig(path, dpi=120)

@@ -431,7 +431,7 @@ def _setting(
         "workload": scenario.workload,
         "world": setup.world.name,
         "deployment": setup.world.plan,
-        "load": None if scenario.rate is not None else scenario.load,
+        "load": setup.load,
         "rate": scenario.rate,
         "arrivals": scenario.arrivals,
         "tool_repeat": scenario.tool_repeat,
