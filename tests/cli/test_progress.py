@@ -23,7 +23,10 @@ def _lines(text: str, label: str) -> list[str]:
     return [line for line in text.splitlines() if line.startswith(f"{label}: ")]
 
 
-def test_off_a_terminal_progress_is_a_line_per_tenth(capsys: pytest.CaptureFixture[str]) -> None:
+def test_off_a_terminal_progress_is_a_line_per_tenth(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(common, "LINE_GAP_S", 0.0)  # a slow run: every tenth is seconds apart
     with progress_bar(True, 40, "job", unit="workflows") as tick:
         for done in range(1, 41):
             tick(done)
@@ -34,6 +37,17 @@ def test_off_a_terminal_progress_is_a_line_per_tenth(capsys: pytest.CaptureFixtu
     assert lines[-1].startswith("job: 40/40 workflows (100%)")
     assert len(lines) == 11  # the start, then each tenth: not one line per workflow
     assert all(re.search(r", \d+ s$", line) for line in lines)
+
+
+def test_a_quick_run_says_where_it_starts_and_ends(capsys: pytest.CaptureFixture[str]) -> None:
+    with progress_bar(True, 40, "job", unit="workflows") as tick:
+        for done in range(1, 41):
+            tick(done)
+    lines = _lines(capsys.readouterr().err, "job")
+    assert [line.split(" (")[0] for line in lines] == [
+        "job: 0/40 workflows",
+        "job: 40/40 workflows",
+    ]
 
 
 def test_a_long_silence_gets_a_line_and_detail_is_shown(

@@ -194,8 +194,10 @@ class _BarTick(Tick):
 
 
 class _LineTick(Tick):
-    """Plain lines on stderr: one when the series starts, one at each further tenth done,
-    one when a minute has passed without a line, and one at the end."""
+    """Plain lines on stderr: one when the series starts, one at each further tenth done
+    once ``LINE_GAP_S`` have passed since the last line (a run of a second says where it
+    starts and ends, not eleven times), one when a minute has passed without a line, and
+    one at the end."""
 
     def __init__(self, label: str, total: int, unit: str) -> None:
         self.label, self.total, self.unit = label, max(total, 1), unit
@@ -206,7 +208,12 @@ class _LineTick(Tick):
     def __call__(self, done: int, detail: str = "") -> None:
         tenth = 10 * done // self.total
         now = time.monotonic()
-        if done >= self.total or tenth > self.last_tenth or now - self.last_t >= LINE_EVERY_S:
+        quiet = now - self.last_t
+        if (
+            done >= self.total
+            or (tenth > self.last_tenth and quiet >= LINE_GAP_S)
+            or quiet >= LINE_EVERY_S
+        ):
             self.last_tenth, self.last_t = tenth, now
             self._line(done, detail)
 
@@ -224,6 +231,8 @@ class _LineTick(Tick):
 
 LINE_EVERY_S = 60.0
 """Longest silence between plain progress lines while work advances."""
+LINE_GAP_S = 2.0
+"""Shortest gap between two plain lines before the end: a tenth done sooner waits."""
 
 
 class progress_bar:
