@@ -8,7 +8,7 @@ from gymnasium.utils.env_checker import check_env
 import scalesched.env  # noqa: F401  (registers scalesched/Scheduling-v0)
 from scalesched.env import EnvConfig, SchedulingEnv
 
-SMALL = EnvConfig(cluster="hetero-4", workflows=3)
+SMALL = EnvConfig(residency="dynamic", cluster="hetero-4", workflows=3)
 
 
 def test_env_passes_gymnasium_checker() -> None:
@@ -48,7 +48,7 @@ def test_the_pending_decision_is_public_while_an_episode_runs() -> None:
 
 
 def test_episode_return_is_minus_mean_response_time() -> None:
-    env = SchedulingEnv(EnvConfig(cluster="hetero-8", workflows=12))
+    env = SchedulingEnv(EnvConfig(residency="dynamic", cluster="hetero-8", workflows=12))
     total, metrics = greedy_eft_episode(env, seed=3)
     assert total == pytest.approx(-metrics["avg_response_time_s"], rel=1e-9)
     assert metrics["workflows_completed"] == 12
@@ -61,7 +61,7 @@ def test_same_seed_same_episode() -> None:
 
 
 def test_masked_action_is_replaced_and_reported() -> None:
-    env = SchedulingEnv(EnvConfig(cluster="hetero-4", workflows=4))
+    env = SchedulingEnv(EnvConfig(residency="dynamic", cluster="hetero-4", workflows=4))
     obs, _ = env.reset(seed=0)
     for _ in range(200):
         mask = obs["mask"].astype(bool)
@@ -80,8 +80,12 @@ def test_lockstep_envs_with_different_cluster_sizes_pad_and_mask() -> None:
     envs = gym.vector.SyncVectorEnv(
         [
             # Presets with a shipped capacity, so no test run measures one.
-            lambda: SchedulingEnv(EnvConfig(cluster="hetero-4", workflows=3, max_servers=8)),
-            lambda: SchedulingEnv(EnvConfig(cluster="hetero-8", workflows=3, max_servers=8)),
+            lambda: SchedulingEnv(
+                EnvConfig(residency="dynamic", cluster="hetero-4", workflows=3, max_servers=8)
+            ),
+            lambda: SchedulingEnv(
+                EnvConfig(residency="dynamic", cluster="hetero-8", workflows=3, max_servers=8)
+            ),
         ],
         autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
     )

@@ -27,7 +27,9 @@ def test_kv_policy_and_width_are_checked() -> None:
 
 
 def test_observations_carry_the_cache_features_when_asked() -> None:
-    env = SchedulingEnv(EnvConfig(**SMALL, kv_policy="lru", server_dim=SERVER_FEATURES))  # type: ignore[arg-type]
+    env = SchedulingEnv(
+        EnvConfig(residency="dynamic", **SMALL, kv_policy="lru", server_dim=SERVER_FEATURES)  # type: ignore[arg-type]
+    )
     assert env.observation_space["servers"].shape == (16, SERVER_FEATURES)
     obs, _ = env.reset(seed=0)
     shares = []
@@ -42,5 +44,5 @@ def test_observations_carry_the_cache_features_when_asked() -> None:
             obs, _ = env.reset()
     assert max(shares) > 0.5  # sessions' contexts are expected cached somewhere
     assert env._sim is not None and env._sim._kv is not None  # the engines keep KV state
-    base = SchedulingEnv(EnvConfig(**SMALL))  # type: ignore[arg-type]
+    base = SchedulingEnv(EnvConfig(residency="dynamic", **SMALL))  # type: ignore[arg-type]
     assert base.reset(seed=0)[0]["servers"].shape == (16, BASE_SERVER_FEATURES)

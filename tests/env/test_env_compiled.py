@@ -55,8 +55,15 @@ def same(a: Any, b: Any) -> None:
 @pytest.mark.parametrize(
     "config",
     [
-        EnvConfig(cluster="hetero-4", workflows=6),
-        EnvConfig(cluster="hetero-8", workflows=5, warmup_min=3, warmup_max=6, truncate=True),
+        EnvConfig(residency="dynamic", cluster="hetero-4", workflows=6),
+        EnvConfig(
+            residency="dynamic",
+            cluster="hetero-8",
+            workflows=5,
+            warmup_min=3,
+            warmup_max=6,
+            truncate=True,
+        ),
         EnvConfig(
             cluster="hetero-8",
             workflows=8,
@@ -65,8 +72,16 @@ def same(a: Any, b: Any) -> None:
             warmup_max=4,
             warmup_policy="tail",
         ),
-        EnvConfig(cluster="hetero-8", workflows=4, warmup_min=2, warmup_max=3, warmup_policy="p2c"),
+        EnvConfig(
+            residency="dynamic",
+            cluster="hetero-8",
+            workflows=4,
+            warmup_min=2,
+            warmup_max=3,
+            warmup_policy="p2c",
+        ),
         EnvConfig(  # the cache features read the router's memory, warm-up's placements too
+            residency="dynamic",
             cluster="hetero-8",
             workload="agent-mix",
             workflows=6,
@@ -74,8 +89,9 @@ def same(a: Any, b: Any) -> None:
             warmup_max=6,
             server_dim=SERVER_FEATURES,
         ),
-        EnvConfig(cluster="hetero-8", workflows=8, max_decisions=20, load=0.9),
+        EnvConfig(residency="dynamic", cluster="hetero-8", workflows=8, max_decisions=20, load=0.9),
         EnvConfig(  # KV reuse across calls, the engines' caches in C++
+            residency="dynamic",
             cluster="hetero-8",
             workload="agent-mix",
             workflows=8,
@@ -83,6 +99,7 @@ def same(a: Any, b: Any) -> None:
             server_dim=SERVER_FEATURES,
         ),
         EnvConfig(
+            residency="dynamic",
             cluster="hetero-4",
             workload="coordinator",
             workflows=6,

@@ -4,9 +4,11 @@ arrivals at load x the planned world's capacity; the dynamic world is unchanged.
 
 from __future__ import annotations
 
+import gymnasium as gym
 import numpy as np
 import pytest
 
+from scalesched import ENV_ID
 from scalesched.cluster import get_cluster
 from scalesched.cluster.tables import MODEL_INDEX, ClusterTables
 from scalesched.env import EnvConfig, SchedulingEnv
@@ -27,8 +29,15 @@ def test_residency_is_checked() -> None:
         EnvConfig(residency="static").check()
 
 
+def test_the_environment_runs_on_a_deployment_by_default() -> None:
+    env = gym.make(ENV_ID, workflows=3)
+    _, info = env.reset(seed=1)
+    assert info["world"] == "planned" and info["deployment"].startswith("plan-hetero-16-")
+    assert EnvConfig().residency == "planned"
+
+
 def test_a_dynamic_episode_is_what_it_was() -> None:
-    env = SchedulingEnv(EnvConfig(cluster="hetero-8", workflows=6))
+    env = SchedulingEnv(EnvConfig(residency="dynamic", cluster="hetero-8", workflows=6))
     _, info = env.reset(seed=4)
     assert (info["world"], info["deployment"]) == ("dynamic", "")
     assert env._sim is not None and env._sim.tables is env.tables

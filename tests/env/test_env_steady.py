@@ -13,6 +13,7 @@ from scalesched.runs.setup import Scenario, build_jobs
 from scalesched.sim.engine import Simulation
 
 STEADY = EnvConfig(
+    residency="dynamic",
     cluster="hetero-4",
     workflows=4,
     warmup_min=3,
@@ -99,7 +100,11 @@ def test_window_is_truncated_at_its_last_arrival_and_returns_its_accrued_time() 
 
 
 def test_max_decisions_caps_the_window() -> None:
-    env = SchedulingEnv(EnvConfig(cluster="hetero-4", workflows=50, warmup_max=3, max_decisions=7))
+    env = SchedulingEnv(
+        EnvConfig(
+            residency="dynamic", cluster="hetero-4", workflows=50, warmup_max=3, max_decisions=7
+        )
+    )
     for seed in range(3):
         env.reset(seed=seed)
         for step in range(1, 8):
@@ -112,7 +117,9 @@ def test_max_decisions_caps_the_window() -> None:
 
 
 def test_warmup_without_truncation_drains_and_reports_the_window_mean() -> None:
-    cfg = EnvConfig(cluster="hetero-4", workflows=3, warmup_min=2, warmup_max=2)
+    cfg = EnvConfig(
+        residency="dynamic", cluster="hetero-4", workflows=3, warmup_min=2, warmup_max=2
+    )
     env = SchedulingEnv(cfg)
     env.reset(seed=0)
     sim = env._sim
@@ -140,4 +147,4 @@ def test_warmup_without_truncation_drains_and_reports_the_window_mean() -> None:
 )
 def test_inconsistent_config_names_the_field(overrides: dict[str, object], field: str) -> None:
     with pytest.raises(InputError, match=field):
-        SchedulingEnv(EnvConfig(cluster="hetero-4", **overrides))  # type: ignore[arg-type]
+        SchedulingEnv(EnvConfig(residency="dynamic", cluster="hetero-4", **overrides))  # type: ignore[arg-type]

@@ -20,7 +20,9 @@ SETTINGS = [EnvSetting("agentic-mix", load, "balanced", 20) for load in (0.5, 0.
 
 def test_each_episode_runs_the_setting_the_queue_hands_out() -> None:
     queue = SettingQueue(EnvSchedSampler(SETTINGS, seed=0), batch=2)
-    env = SchedulingEnv(EnvConfig(workflows=5, truncate=True), setting_source=queue)
+    env = SchedulingEnv(
+        EnvConfig(residency="dynamic", workflows=5, truncate=True), setting_source=queue
+    )
     seen = []
     for seed in range(4):
         _, info = env.reset(seed=seed)

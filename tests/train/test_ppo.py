@@ -77,7 +77,11 @@ def test_ppo_learns_to_pick_the_fast_server(tmp_path: Path) -> None:
     )
     trainer = Trainer(cfg, tmp_path / "run")
     trainer.train()
-    env = SchedulingEnv(EnvConfig(cluster=str(cluster), workload=str(wf), workflows=16, load=0.1))
+    env = SchedulingEnv(
+        EnvConfig(
+            residency="dynamic", cluster=str(cluster), workload=str(wf), workflows=16, load=0.1
+        )
+    )
     obs, _ = env.reset(seed=123)
     fast = []
     with torch.no_grad():
@@ -93,7 +97,9 @@ def test_ppo_learns_to_pick_the_fast_server(tmp_path: Path) -> None:
 
 def first_observation() -> tuple[torch.Tensor, ...]:
     """The first observation of a small hetero-4 episode, as a batch of one."""
-    obs, _ = SchedulingEnv(EnvConfig(cluster="hetero-4", workflows=2)).reset(seed=0)
+    obs, _ = SchedulingEnv(EnvConfig(residency="dynamic", cluster="hetero-4", workflows=2)).reset(
+        seed=0
+    )
     return obs_to_tensors({k: v[None] for k, v in obs.items()})
 
 

@@ -61,7 +61,7 @@ def test_gae_bootstraps_a_truncated_step_and_cuts_the_chain() -> None:
 
 def test_final_values_read_the_final_observation_not_the_reset_one() -> None:
     envs = gym.vector.SyncVectorEnv(
-        [lambda: SchedulingEnv(EnvConfig(**STEADY)) for _ in range(2)],  # type: ignore[arg-type]
+        [lambda: SchedulingEnv(EnvConfig(residency="dynamic", **STEADY)) for _ in range(2)],  # type: ignore[arg-type]
         autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
     )
     net = build_network("scale", TASK_FEATURES, BASE_SERVER_FEATURES)

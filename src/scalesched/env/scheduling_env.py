@@ -22,11 +22,11 @@ Two kinds of episode, chosen by :class:`EnvConfig`:
   return is minus its total accrued response time (times the constant) whatever the
   window's length. ``load_min``/``load_max`` draw each episode's load uniformly.
 
-The world (``residency``): ``dynamic`` (the default of a library ``EnvConfig``, as of a
-library ``Scenario``) loads models on demand; ``planned`` runs each episode on a deployment
-the planner makes for its offered rate (``scalesched.runs.world``): load x the planned
-world's capacity, the plan made for the load rounded to ``PLAN_LOAD_STEP`` so that a few
-cached plans serve every drawn load. Training configs default to ``planned``.
+The world (``residency``): ``planned`` (the default, as of the commands and training
+configs) runs each episode on a deployment the planner makes for its offered rate
+(``scalesched.runs.world``): load x the planned world's capacity, the plan made for the load
+rounded to ``PLAN_LOAD_STEP`` so that a few cached plans serve every drawn load;
+``dynamic`` loads models on demand (the world every shipped policy was trained in).
 """
 
 from __future__ import annotations
@@ -111,9 +111,9 @@ class EnvConfig:
     """Server features per server in the observation: the first ``BASE_SERVER_FEATURES``
     (what every network had before the cache features, and the default), or all
     ``SERVER_FEATURES`` (with the cache features: ``PPOConfig.cache_features``)."""
-    residency: str = "dynamic"
-    """The world episodes run in: ``dynamic`` (models loaded on demand) or ``planned`` (a
-    deployment planned for each episode's rate; module docstring)."""
+    residency: str = "planned"
+    """The world episodes run in: ``planned`` (a deployment planned for each episode's rate;
+    module docstring) or ``dynamic`` (models loaded on demand)."""
 
     def check(self, source: str = "EnvConfig") -> None:
         """Raise InputError naming the first inconsistent field."""
