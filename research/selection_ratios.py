@@ -9,6 +9,9 @@ heuristic is compared with the iterations of a training run on the same footing.
 
 ``--order-share`` also prints, per run, the share of placements admitted in workflow order
 (a priority earlier than the decision: ``fcfs_workflow``'s, or an ordering head's choice).
+``--workflows N`` runs the validation settings N workflows long instead of the config's
+``validation_workflows`` (600 in the robust presets: short enough to rank placements, too
+short to rank admission orders; docs/robust-training.md).
 """
 
 from __future__ import annotations
@@ -51,9 +54,12 @@ def main() -> None:
     parser.add_argument(
         "--order-share", action="store_true", help="print each run's share in workflow order"
     )
+    parser.add_argument(
+        "--workflows", type=int, help="validation run length (default: the config's)"
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
-    validation = Validation(load_config(args.config))
+    validation = Validation(load_config(args.config, validation_workflows=args.workflows))
     runs = validation.runs()
     print("yardsticks:", ", ".join(validation.yardsticks), flush=True)
     for policy in args.policies:

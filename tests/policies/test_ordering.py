@@ -113,3 +113,21 @@ def test_placement_option_takes_the_servers_from_another_policy() -> None:
 def test_placement_option_refuses_what_is_not_a_placement(spec: str, needle: str) -> None:
     with pytest.raises(InputError, match=needle):
         get_policy(spec)
+
+
+@pytest.mark.parametrize("cap", [0.0, 30.0])
+def test_a_capped_workflow_order_credits_at_most_the_cap(cap: float) -> None:
+    checked, _ = run_checked(f"fcfs_workflow:age_cap_s={cap}")
+    ages = [d.task.workflow_age for *_, d, _ in checked.seen]
+    assert any(age > cap for age in ages) and any(age < 30.0 for age in ages)
+    for answer, tail_server, decision, _ in checked.seen:
+        assert answer.server == tail_server
+        credit = min(decision.task.workflow_age, cap)
+        assert answer.priority == decision.now - credit
+
+
+def test_an_uncapped_order_is_workflow_order_and_runs_compiled() -> None:
+    assert get_policy("fcfs_workflow").compiled_policy == "fcfs_workflow"  # type: ignore[attr-defined]
+    assert get_policy("fcfs_workflow:age_cap_s=60").compiled_policy is None  # type: ignore[attr-defined]
+    with pytest.raises(InputError, match="age_cap_s"):
+        get_policy("fcfs_workflow:age_cap_s=-1")

@@ -9,7 +9,7 @@ each ``Place`` that orders the engine's queue (lower first).
   Hermes approximates with Gittins indices). The prediction is the task's HEFT upward
   rank (``TaskRequest.rank``), an estimate, never the truth.
 * ``fcfs_workflow``: program-level first come, first served: calls of older workflows go
-  first, whatever order their calls arrive in.
+  first, whatever order their calls arrive in (``age_cap_s``: at most that much ahead).
 
 They change the order only where requests queue (an engine's admission queue); placement is
 exactly ``tail``'s, so a difference from ``tail`` measures ordering alone. ``placement=``
@@ -20,6 +20,7 @@ separate choices and under bursty arrivals the order is worth more (docs/schedul
 
 from __future__ import annotations
 
+import math
 from abc import abstractmethod
 
 import numpy as np
@@ -151,8 +152,26 @@ class ShortestRemainingScheduler(OrderedTail):
 
 
 class FcfsWorkflowScheduler(OrderedTail):
+    """Workflow order; ``age_cap_s`` caps the credit of a workflow's age, so a call goes at
+    most that far ahead of its own arrival: among workflows older than the cap, calls go in
+    the order they arrive, and one old workflow's fan-out cannot hold an engine's queue
+    (0: the engine's own order; the default, no cap: pure workflow order)."""
+
     name = "fcfs_workflow"
     compiled_order = "fcfs_workflow"
 
+    def __init__(self, placement: str = "tail", age_cap_s: float = math.inf) -> None:
+        if not age_cap_s >= 0:
+            raise ValueError(f"age_cap_s must be at least 0, got {age_cap_s}")
+        super().__init__(placement)
+        self.age_cap_s = age_cap_s
+
     def priority(self, decision: Decision) -> float:
-        return workflow_order(decision)
+        if math.isinf(self.age_cap_s):
+            return workflow_order(decision)
+        return decision.now - min(decision.task.workflow_age, self.age_cap_s)
+
+    @property
+    def compiled_policy(self) -> str | None:
+        """Pure workflow order only: the compiled core has no capped order."""
+        return super().compiled_policy if math.isinf(self.age_cap_s) else None
