@@ -91,11 +91,9 @@ def _breakdown_table(study: Any, name: str) -> Table:
 
 def _main_table(study: Any) -> Table:
     s = study.setting
-    rate = f"{s['rate']:.4g} workflows/s" if s["rate"] is not None else None
-    if s["load"] is None:
-        offered = str(rate)
-    else:  # the rate a load came to, where the world resolved it (a plan is made for it)
-        offered = f"load {s['load']}" + (f" ({rate})" if rate else "")
+    from scalesched.eval.headroom.study import offered_label
+
+    offered = offered_label(s)
     if s["arrivals"] != "poisson":
         offered += f", {s['arrivals']} arrivals"
     if s["kv_policy"] is not None:

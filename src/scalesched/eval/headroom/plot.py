@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from scalesched.eval.headroom.decompose import COMPONENTS
-from scalesched.eval.headroom.study import Headroom
+from scalesched.eval.headroom.study import Headroom, offered_label
 
 _COLOURS = {
     "slower_server": "#d62728",
@@ -52,7 +52,7 @@ def plot_headroom(study: Headroom, path: Path) -> None:
     ax.set_xticks(list(xs), names, rotation=30, ha="right")
     ax.set_ylabel("mean response time (s)")
     s = study.setting
-    offered = f"load {s['load']}" if s["load"] is not None else f"{s['rate']:.4g} workflows/s"
+    offered = offered_label(s)
     ax.set_title(f"headroom: {s['cluster']}, {s['workload']}, {offered}, seed {s['seed']}")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()

@@ -421,6 +421,16 @@ def _capacity(
     )
 
 
+def offered_label(setting: dict[str, Any]) -> str:
+    """How a study's offered traffic reads in its title and chart: ``load 0.7 (12.65
+    workflows/s)`` where a load was resolved to a rate (a planned world), ``load 0.7``
+    where it was not, ``3 workflows/s`` where a rate was given."""
+    rate = f"{setting['rate']:.4g} workflows/s" if setting["rate"] is not None else None
+    if setting["load"] is None:
+        return str(rate)
+    return f"load {setting['load']}" + (f" ({rate})" if rate else "")
+
+
 def _setting(
     setup: RunSetup, caches: Caches, rate: float, n: int, measured: int, first: int
 ) -> dict[str, Any]:
