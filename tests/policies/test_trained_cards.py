@@ -91,3 +91,25 @@ def test_a_policy_shipped_bounded_acts_bounded_unless_told_otherwise() -> None:
     assert mean("scale-safe:margin=0.5") == mean(f"{path}:margin=0.5")
     assert get_policy("scale-safe").name == "scale-safe"
     assert get_policy("scale-safe:margin=0.5").name == "scale-safe:margin=0.5"
+
+
+def test_a_trained_policy_admits_in_workflow_order_when_told() -> None:
+    """``order=workflow`` (with ``age_cap_s``) is ``fcfs_workflow`` over the network's own
+    placement: the same run as naming it as ``fcfs_workflow``'s placement, under the
+    policy's own name; a cap without that order is refused."""
+    from scalesched.errors import InputError
+    from scalesched.policies import get_policy
+    from scalesched.runs.setup import Scenario, prepare, run
+
+    setup = prepare("hetero-8", Scenario(workload="agentic-mix", workflows=60, load=0.9, seed=4))
+
+    def metrics(policy: str) -> dict[str, float]:
+        measured = dict(run(setup, policy, warmup=0, cooldown=0).metrics)
+        return {k: v for k, v in measured.items() if k not in ("policy", "sim_wall_time_s")}
+
+    ordered = metrics("scale-dagger:order=workflow,age_cap_s=20")
+    assert ordered == metrics("fcfs_workflow:placement=scale-dagger,age_cap_s=20")
+    assert ordered != metrics("scale-dagger")
+    assert get_policy("scale-dagger:order=workflow").name == "scale-dagger:order=workflow"
+    with pytest.raises(InputError, match="age_cap_s needs order=workflow"):
+        get_policy("scale-dagger:age_cap_s=20")

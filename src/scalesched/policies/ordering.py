@@ -79,9 +79,12 @@ class OrderedTail(BaseScheduler):
 
     name = "ordered_tail"
 
-    def __init__(self, placement: str = "tail") -> None:
-        self._placer: Scheduler = placement_policy(placement)
-        self.placement = placement
+    def __init__(self, placement: str = "tail", placer: Scheduler | None = None) -> None:
+        """``placer``: a scheduler already built to place with, named by its own name,
+        instead of looking ``placement`` up (a trained policy shipped to admit in workflow
+        order, :func:`scalesched.policies.trained.load_trained`)."""
+        self._placer: Scheduler = placement_policy(placement) if placer is None else placer
+        self.placement = placement if placer is None else placer.name
 
     def reset(self, seed: int) -> None:
         self._placer.reset(seed)
@@ -160,10 +163,12 @@ class FcfsWorkflowScheduler(OrderedTail):
     name = "fcfs_workflow"
     compiled_order = "fcfs_workflow"
 
-    def __init__(self, placement: str = "tail", age_cap_s: float = math.inf) -> None:
+    def __init__(
+        self, placement: str = "tail", age_cap_s: float = math.inf, placer: Scheduler | None = None
+    ) -> None:
         if not age_cap_s >= 0:
             raise ValueError(f"age_cap_s must be at least 0, got {age_cap_s}")
-        super().__init__(placement)
+        super().__init__(placement, placer)
         self.age_cap_s = age_cap_s
 
     def priority(self, decision: Decision) -> float:

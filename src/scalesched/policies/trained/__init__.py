@@ -12,12 +12,13 @@ A trained policy takes the options of :class:`ActingOptions` where it is named
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from scalesched.errors import InputError
 from scalesched.policies.bounded import Bound
@@ -149,6 +150,13 @@ class ActingOptions:
     bound: Bound = "tail"
     """The heuristic whose score the margin is measured from: ``tail`` or ``eft``
     (``scale-safe:bound=eft``)."""
+    order: Literal["own", "workflow"] = "own"
+    """The admission order of its calls where they queue: ``own``, the order they reach the
+    engine; ``workflow``, older workflows' calls first, as ``fcfs_workflow`` admits
+    (:mod:`scalesched.policies.ordering`)."""
+    age_cap_s: float | None = None
+    """With ``order=workflow``: the most a workflow's age puts its calls ahead
+    (``fcfs_workflow``'s ``age_cap_s``); None: no cap."""
 
     def __post_init__(self) -> None:
         from scalesched.policies.bounded import check_bound, check_margin
@@ -158,6 +166,10 @@ class ActingOptions:
         check_bound(self.bound)
         if self.margin is None and self.bound != "tail":
             raise ValueError(f"bound={self.bound} needs a margin (margin=0.1, say)")
+        if self.age_cap_s is not None and self.order != "workflow":
+            raise ValueError("age_cap_s needs order=workflow")
+        if self.age_cap_s is not None and not self.age_cap_s >= 0:
+            raise ValueError(f"age_cap_s must be at least 0, got {self.age_cap_s}")
 
 
 def load_trained(spec: str) -> Scheduler | None:
@@ -170,8 +182,11 @@ def load_trained(spec: str) -> Scheduler | None:
     if name not in shipped and not (name.endswith(".pt") or Path(name).is_file()):
         return None
     given = parse_options(name, ActingOptions, options) if options else {}
+    shipped_as = shipped_acting(name)
+    if given.get("order") == "own":  # its own order drops the shipped cap on the other
+        shipped_as.pop("age_cap_s", None)
     try:
-        acting = ActingOptions(**{**shipped_acting(name), **given})
+        acting = ActingOptions(**{**shipped_as, **given})
     except ValueError as exc:
         raise InputError("--policy", name, str(exc)) from None
     from scalesched.nn.scheduler import load_scheduler
@@ -188,4 +203,12 @@ def load_trained(spec: str) -> Scheduler | None:
         from scalesched.policies.bounded import ScoreMargin
 
         candidates = ScoreMargin(acting.margin, acting.bound)
-    return load_scheduler(path, greedy=acting.greedy, name=label, candidates=candidates)
+    network = load_scheduler(path, greedy=acting.greedy, name=label, candidates=candidates)
+    if acting.order == "own":
+        return network
+    from scalesched.policies.ordering import FcfsWorkflowScheduler
+
+    cap = math.inf if acting.age_cap_s is None else acting.age_cap_s
+    ordered = FcfsWorkflowScheduler(age_cap_s=cap, placer=network)
+    ordered.name = label
+    return ordered
