@@ -110,6 +110,10 @@ def test_a_trained_policy_admits_in_workflow_order_when_told() -> None:
     ordered = metrics("scale-dagger:order=workflow,age_cap_s=20")
     assert ordered == metrics("fcfs_workflow:placement=scale-dagger,age_cap_s=20")
     assert ordered != metrics("scale-dagger")
-    assert get_policy("scale-dagger:order=workflow").name == "scale-dagger:order=workflow"
+    recording = get_policy("scale-dagger:order=workflow")
+    assert recording.name == "scale-dagger:order=workflow"
+    recording.record_features = True  # type: ignore[attr-defined]  # as the study does
+    run(setup, recording, warmup=0, cooldown=0)
+    assert 8 in recording.feature_stats()  # type: ignore[attr-defined]
     with pytest.raises(InputError, match="age_cap_s needs order=workflow"):
         get_policy("scale-dagger:age_cap_s=20")

@@ -125,6 +125,22 @@ class OrderedTail(BaseScheduler):
         """The placement's output-length head (``TailScheduler.token_head``)."""
         return self._placer.token_head()  # type: ignore[attr-defined,no-any-return]
 
+    @property
+    def record_features(self) -> bool | None:
+        """The placement's attention-feature recording (a trained network's, for the
+        study's feature statistics); None where it records none."""
+        return getattr(self._placer, "record_features", None)
+
+    @record_features.setter
+    def record_features(self, on: bool) -> None:
+        if hasattr(self._placer, "record_features"):
+            self._placer.record_features = on  # type: ignore[attr-defined]
+
+    def feature_stats(self) -> dict[int, dict[str, float]]:
+        """The placement's feature statistics per N (a trained network's); empty otherwise."""
+        stats = getattr(self._placer, "feature_stats", None)
+        return {} if stats is None else dict(stats())
+
     def scores(self, decision: Decision) -> np.ndarray:
         """The placement's estimate per server (a rollout over an ordering baseline ranks
         its candidates by it); a placement without one: the decision's finish estimate."""
