@@ -126,10 +126,10 @@ def test_random_scenarios_run_in_the_loop_and_identically(
     ("residency", "workload", "policy"),
     [
         ("dynamic", "agentic-mix", "scale-dagger"),
-        ("planned", "agentic-mix", "scale-safe"),
+        ("planned", "agentic-mix", "scale-safe:order=own"),
         ("dynamic", "tool-heavy", "shortest_queue"),
         ("dynamic", "agent-mix", "scale-dagger"),
-        ("planned", "test-time-scaling", "fcfs_workflow:placement=scale-safe"),
+        ("planned", "test-time-scaling", "scale-safe"),
     ],
 )
 def test_the_books_left_behind_are_the_python_engines(

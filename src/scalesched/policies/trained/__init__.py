@@ -127,7 +127,12 @@ def describe(name: str) -> str:
     where += f" ({world.get(t.get('residency', 'dynamic'), t.get('residency'))})"
     acting = card.get("acting") or {}
     if "margin" in acting:
-        where += f"; acts within margin {acting['margin']:g} of tail's best unless told otherwise"
+        where += f"; acts within margin {acting['margin']:g} of tail's best"
+    if acting.get("order") == "workflow":
+        cap = acting.get("age_cap_s")
+        where += ", oldest workflow first" + (f" (age counted up to {cap:g} s)" if cap else "")
+    if acting:
+        where += " unless told otherwise"
     return f"{how}, on {where}. Measured: {card['measured']}"
 
 
