@@ -72,3 +72,26 @@ def test_a_decision_at_another_output_length_is_the_one_built_for_it() -> None:
             compared_with_parents += bool(d.task.parent_servers)
         sim.apply(eft.select(d))
     assert compared_with_parents >= 10  # the shared transfer times were not all zeros
+
+
+def test_an_engine_past_its_ready_time_is_estimated_a_whole_load_again() -> None:
+    """A simulated load ends exactly at ``engine_ready_at``; an engine still LOADING past it
+    is queued for its server's GPUs, so its wait is the whole load plus the server's mean
+    remaining work per task (the guess made when it queued), never 0."""
+    from scalesched.decision.features import ENGINE_LOADING
+
+    spec = get_cluster("hetero-4")
+    tables = ClusterTables(spec)
+    jobs = build_jobs(tables, Scenario(workload="agentic-mix", workflows=20, rate=2.0, seed=2))
+    sim, eft = Simulation(spec, jobs, tables=tables, core="python"), get_policy("eft")
+    while (d := sim.next_decision()) is not None and not (d.task.kind == "llm" and sim.now > 10):
+        sim.apply(eft.select(d))
+    assert d is not None
+    m, (queued, loading) = d.task.model, np.flatnonzero(d.mask)[:2]
+    sim.engine_state[[queued, loading], m] = ENGINE_LOADING
+    sim.engine_ready_at[queued, m] = sim.now - 5.0
+    sim.engine_ready_at[loading, m] = sim.now + 7.0
+    sim.est_work[queued], sim.n_assigned[queued] = 30.0, 3
+    built = make_decision(tables, sim, d.task)
+    assert built.load_s[queued] == tables.load_s[queued, m] + 10.0
+    assert built.load_s[loading] == 7.0

@@ -12,6 +12,12 @@ rescheduling makes on purpose (docs/simulator.md, "Lazy decode events"): ``event
 counts superseded decode events (it must not grow, and it is pinned at its new value in
 ``events_now``), and the integral behind ``mean_in_system`` is summed over fewer instants (a
 superseded event no longer splits it), so it may differ by rounding only.
+
+Re-recorded on purpose since (``--write --case NAME``, the code of that change):
+
+* ``p2c-h48`` (2026-12-06): a loading engine past its ready time is still queued for GPUs,
+  and the decision estimates its whole load again instead of none (docs/simulator.md,
+  "Execution model"); p2c's random pairs meet such engines on hetero-48.
 """
 
 from __future__ import annotations
@@ -171,9 +177,12 @@ def main() -> None:
     parser.add_argument(
         "--events-now", action="store_true", help="record only events_now (the current code)"
     )
+    parser.add_argument("--case", action="append", help="only this case (repeatable)")
     args = parser.parse_args()
     out = _load() if DATA.exists() else {}
     for name, case in CASES.items():
+        if args.case and name not in args.case:
+            continue
         got = run_case(case)
         if args.write:
             got["events_now"] = got["metrics"]["events"]

@@ -346,7 +346,15 @@ def make_decision(
         load = np.where(absent, cols.load, 0.0)
         loading = state == ENGINE_LOADING
         if loading.any():
-            load[loading] = np.maximum(view.engine_ready_at[loading, m] - view.now, 0.0)
+            # A simulated load ends exactly at ready_at; an engine past it is still waiting
+            # (queued for its server's GPUs, ready_at the guess made then; live, a load
+            # running late): estimated as a whole load plus the server's mean remaining
+            # work per task, the guess made when it queued, refreshed.
+            left = view.engine_ready_at[loading, m] - view.now
+            queued = cols.load[loading] + view.est_work[loading] / np.maximum(
+                view.n_assigned[loading], 1
+            )
+            load[loading] = np.where(left < 0.0, queued, np.maximum(left, 0.0))
         wait += load
         no_gpus = absent & (view.free_gpus + view.idle_gpus < cols.tp)
         if no_gpus.any():
