@@ -63,9 +63,11 @@ def torch_logits(net: ScaleNet, task: np.ndarray, servers: np.ndarray, mask: np.
 
 def assert_same_logits(want: np.ndarray, got: np.ndarray, mask: np.ndarray) -> None:
     assert got.dtype == np.float32 and got.shape == want.shape
-    # float32 rounding of two summation orders: about 1e-6 of the logits' scale
+    # float32 rounding of two summation orders: about 1e-6 of the logits' scale, up to
+    # 1.4e-5 through server self-attention at N = 48 on an AMD EPYC (its BLAS kernels sum
+    # in another order); a wrong input or weight moves logits by whole units
     scale = float(np.abs(want[mask]).max())
-    atol = 1e-5 * max(scale, 1.0)
+    atol = 5e-5 * max(scale, 1.0)
     np.testing.assert_allclose(got[mask], want[mask], rtol=0, atol=atol)
     assert (got[~mask] == MASKED_LOGIT).all()
     # Greedy picks agree up to exact ties: identical servers have equal logits, and

@@ -19,6 +19,7 @@ from scalesched.policies.ordering import (
     FcfsWorkflowScheduler,
     PlasScheduler,
     ShortestRemainingScheduler,
+    in_admission_order,
 )
 from scalesched.policies.p2c import PowerOfTwoScheduler
 from scalesched.policies.random_policy import RandomScheduler
@@ -181,7 +182,7 @@ def get_policy(name: str) -> Scheduler:
     """A new scheduler: a heuristic or oracle by name, with options as
     ``NAME:KEY=VALUE,...`` (:mod:`scalesched.policies.options`), or a trained policy by
     name or checkpoint path."""
-    from scalesched.policies.trained import load_trained, shipped_policies
+    from scalesched.policies.trained import load_trained_acting, shipped_policies
 
     registered, options = split_spec(name)
     entry = HEURISTICS.get(registered) or ORACLES.get(registered)
@@ -190,9 +191,10 @@ def get_policy(name: str) -> Scheduler:
     entry = HEURISTICS.get(name) or ORACLES.get(name)
     if entry is not None:
         return entry[0]()
-    trained = load_trained(name)
+    trained = load_trained_acting(name)
     if trained is not None:
-        return trained
+        network, acting = trained
+        return in_admission_order(network, acting.order, acting.age_cap_s)
     known = ", ".join([*HEURISTICS, *ORACLES, *sorted(shipped_policies())])
     raise InputError(
         "--policy", "policy", f"unknown policy {name!r}; known: {known}, or a checkpoint path"

@@ -196,3 +196,15 @@ class FcfsWorkflowScheduler(OrderedTail):
     def compiled_policy(self) -> str | None:
         """Pure workflow order only: the compiled core has no capped order."""
         return super().compiled_policy if math.isinf(self.age_cap_s) else None
+
+
+def in_admission_order(network: Scheduler, order: str, age_cap_s: float | None) -> Scheduler:
+    """A trained policy acting with ``order`` (:class:`scalesched.policies.trained.
+    ActingOptions`): the network itself for ``own``; for ``workflow``, ``fcfs_workflow``'s
+    admission (capped at ``age_cap_s``) over its placement, under its own name."""
+    if order == "own":
+        return network
+    cap = math.inf if age_cap_s is None else age_cap_s
+    ordered = FcfsWorkflowScheduler(age_cap_s=cap, placer=network)
+    ordered.name = network.name
+    return ordered

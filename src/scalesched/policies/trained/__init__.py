@@ -12,7 +12,6 @@ A trained policy takes the options of :class:`ActingOptions` where it is named
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -178,8 +177,16 @@ class ActingOptions:
 
 
 def load_trained(spec: str) -> Scheduler | None:
-    """A trained policy by shipped name or checkpoint path, with :class:`ActingOptions` as
-    ``NAME:KEY=VALUE`` (torch is imported only here); None when the name is neither."""
+    """A trained policy's network by shipped name or checkpoint path, acting with
+    :class:`ActingOptions` given as ``NAME:KEY=VALUE``; None when the name is neither. Its
+    admission ``order`` is the caller's to apply (:func:`load_trained_acting`)."""
+    loaded = load_trained_acting(spec)
+    return None if loaded is None else loaded[0]
+
+
+def load_trained_acting(spec: str) -> tuple[Scheduler, ActingOptions] | None:
+    """:func:`load_trained`'s network (torch is imported only here) and the options it acts
+    with, so that ``policies.get_policy`` admits its calls in the order they name."""
     from scalesched.policies.options import parse_options, split_spec
 
     shipped = shipped_policies()
@@ -209,11 +216,4 @@ def load_trained(spec: str) -> Scheduler | None:
 
         candidates = ScoreMargin(acting.margin, acting.bound)
     network = load_scheduler(path, greedy=acting.greedy, name=label, candidates=candidates)
-    if acting.order == "own":
-        return network
-    from scalesched.policies.ordering import FcfsWorkflowScheduler
-
-    cap = math.inf if acting.age_cap_s is None else acting.age_cap_s
-    ordered = FcfsWorkflowScheduler(age_cap_s=cap, placer=network)
-    ordered.name = label
-    return ordered
+    return network, acting
