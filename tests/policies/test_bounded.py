@@ -84,3 +84,35 @@ def test_the_margin_is_checked_and_named() -> None:
         get_policy("scale-dagger:margin=0.1,bound=lifo")
     with pytest.raises(InputError, match="needs a margin"):
         get_policy("scale-dagger:bound=eft")
+
+
+class LoadCounter(BaseScheduler):
+    """Passes every decision to ``inner`` and counts the calls it sends to a server without
+    their model where ``tail``, asked the same decision, would send it to one with it."""
+
+    def __init__(self, inner: BaseScheduler) -> None:
+        self.inner, self.name, self.tail = inner, inner.name, TailScheduler()
+        self.extra_loads = 0
+
+    def reset(self, seed: int) -> None:
+        self.inner.reset(seed)
+        self.tail.reset(seed)
+
+    def select(self, decision: Decision) -> int:
+        server = self.inner.select(decision)
+        assert isinstance(server, int)
+        absent = decision.model_absent
+        self.extra_loads += bool(absent[server] and not absent[self.tail.select(decision)])
+        return server
+
+
+@pytest.mark.parametrize(
+    ("policy", "extra"),
+    [("scale-dagger:margin=0.5", True), ("scale-dagger:margin=0.5,loads=bound", False)],
+)
+def test_loads_bound_starts_no_model_load_tail_would_not(policy: str, extra: bool) -> None:
+    """With ``loads=bound`` the network starts only the loads ``tail``'s pick would start;
+    with a wide margin and no such rule it starts others (so the check can fail)."""
+    counter = LoadCounter(get_policy(policy))  # type: ignore[arg-type]
+    run(prepare("hetero-16", SCENARIO), counter)
+    assert (counter.extra_loads > 0) == extra

@@ -171,6 +171,14 @@ class Decision:
         return int(self.mask.shape[0])
 
     @property
+    def model_absent(self) -> np.ndarray:
+        """(N,) bool: servers with no engine of the task's model, where placing it starts a
+        model load (models loaded on demand); all False for a tool."""
+        if self.task.kind != "llm":
+            return np.zeros(self.n_servers, dtype=bool)
+        return np.asarray(self._view.engine_state[:, self.task.model] == ENGINE_ABSENT)
+
+    @property
     def tables(self) -> ClusterTables:
         """The cluster's static arrays (for policies that score engines themselves)."""
         return self._tables

@@ -57,14 +57,24 @@ def check_bound(bound: str) -> str:
     return bound
 
 
+Loads = Literal["any", "bound"]
+"""Which model loads a bounded policy may start: ``any`` within the margin, or only those
+its bounding heuristic's own pick would start (``bound``)."""
+
+
 class ScoreMargin:
     """The candidate set of a decision: feasible servers within ``margin`` of the best score
     of ``bound`` (``tail`` by default, or ``eft``); never empty while a server is feasible:
-    that heuristic's own pick is in it."""
+    that heuristic's own pick is in it. With ``loads="bound"`` a server without the call's
+    model is a candidate only where that pick lacks it too: a load looks cheap within the
+    margin, yet it evicts an idle engine that a later call needs."""
 
-    def __init__(self, margin: float, bound: str = "tail") -> None:
+    def __init__(self, margin: float, bound: str = "tail", loads: str = "any") -> None:
         self.margin = check_margin(margin)
         self.bound = check_bound(bound)
+        if loads not in get_args(Loads):
+            raise ValueError(f"loads must be one of {', '.join(get_args(Loads))}, got {loads!r}")
+        self.loads = loads
         self.tail = TailScheduler() if bound == "tail" else None
         self.scores: Callable[[Decision], np.ndarray] = (
             self.tail.scores if self.tail is not None else eft_scores
@@ -79,7 +89,12 @@ class ScoreMargin:
             return np.asarray(decision.mask, dtype=bool).copy()
         limit = best + self.margin * abs(best)
         # Relative tolerance for float rounding, so that exact ties of the best stay in.
-        return np.asarray(decision.mask, dtype=bool) & (scores <= limit * (1 + 1e-12) + 1e-12)
+        allowed = np.asarray(decision.mask, dtype=bool) & (scores <= limit * (1 + 1e-12) + 1e-12)
+        if self.loads == "bound":
+            absent = decision.model_absent
+            if not absent[int(np.argmin(scores))]:
+                allowed &= ~absent
+        return allowed
 
     def reset(self, seed: int) -> None:
         """A new run: ``tail``'s scores start from the cost model as is."""

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from scalesched.errors import InputError
-from scalesched.policies.bounded import Bound
+from scalesched.policies.bounded import Bound, Loads
 
 if TYPE_CHECKING:
     from scalesched.decision.scheduler import Scheduler
@@ -154,6 +154,9 @@ class ActingOptions:
     bound: Bound = "tail"
     """The heuristic whose score the margin is measured from: ``tail`` or ``eft``
     (``scale-safe:bound=eft``)."""
+    loads: Loads = "any"
+    """With a margin: ``bound`` lets the network start only the model loads the bounding
+    heuristic's own pick would start (:class:`scalesched.policies.bounded.ScoreMargin`)."""
     order: Literal["own", "workflow"] = "own"
     """The admission order of its calls where they queue: ``own``, the order they reach the
     engine; ``workflow``, older workflows' calls first, as ``fcfs_workflow`` admits
@@ -170,6 +173,8 @@ class ActingOptions:
         check_bound(self.bound)
         if self.margin is None and self.bound != "tail":
             raise ValueError(f"bound={self.bound} needs a margin (margin=0.1, say)")
+        if self.margin is None and self.loads != "any":
+            raise ValueError(f"loads={self.loads} needs a margin (margin=0.1, say)")
         if self.age_cap_s is not None and self.order != "workflow":
             raise ValueError("age_cap_s needs order=workflow")
         if self.age_cap_s is not None and not self.age_cap_s >= 0:
@@ -214,6 +219,6 @@ def load_trained_acting(spec: str) -> tuple[Scheduler, ActingOptions] | None:
     if acting.margin is not None:
         from scalesched.policies.bounded import ScoreMargin
 
-        candidates = ScoreMargin(acting.margin, acting.bound)
+        candidates = ScoreMargin(acting.margin, acting.bound, acting.loads)
     network = load_scheduler(path, greedy=acting.greedy, name=label, candidates=candidates)
     return network, acting
