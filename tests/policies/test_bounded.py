@@ -86,17 +86,13 @@ def test_the_margin_is_checked_and_named() -> None:
         get_policy("scale-dagger:bound=eft")
 
 
-class LoadCounter(BaseScheduler):
+class LoadCounter(Recorder):
     """Passes every decision to ``inner`` and counts the calls it sends to a server without
     their model where ``tail``, asked the same decision, would send it to one with it."""
 
     def __init__(self, inner: BaseScheduler) -> None:
-        self.inner, self.name, self.tail = inner, inner.name, TailScheduler()
+        super().__init__(inner)
         self.extra_loads = 0
-
-    def reset(self, seed: int) -> None:
-        self.inner.reset(seed)
-        self.tail.reset(seed)
 
     def select(self, decision: Decision) -> int:
         server = self.inner.select(decision)
