@@ -281,7 +281,7 @@ class Decision:
         if task.prefix_id is None or task.kind != "llm" or routes is None:
             return
         tokens, resident = routes.cached(task, self._tables.n)
-        live = self._view.engine_state[:, task.model] != ENGINE_ABSENT
+        live = ~self.model_absent
         f[:, CACHED_SHARE_FEATURE] = np.where(live, tokens, 0.0) / max(task.prompt_tokens, 1)
         f[:, SESSION_RESIDENT_FEATURE] = np.where(live, resident, 0.0)
 
@@ -309,19 +309,19 @@ def relative_excess(values: np.ndarray, mask: np.ndarray) -> np.ndarray:
 
 
 def _model_load_wait(
-    view: ClusterStateView, load_s: np.ndarray, state: np.ndarray, m: int
+    view: ClusterStateView, load_s: np.ndarray, absent: np.ndarray, state: np.ndarray, m: int
 ) -> np.ndarray:
     """(N,) seconds until model ``m`` is ready on each server: a whole load where it is
     absent, none where it is ready, what is left where it is loading. A simulated load ends
     exactly at ``engine_ready_at``; an engine past it is still waiting (queued for its
     server's GPUs, ready_at the guess made then; live, a load running late): estimated as
     a whole load plus the server's mean remaining work per task, that guess refreshed."""
-    load = np.where(state == ENGINE_ABSENT, load_s, 0.0)
+    load = np.where(absent, load_s, 0.0)
     loading = state == ENGINE_LOADING
     if loading.any():
         left = view.engine_ready_at[loading, m] - view.now
         queued = load_s[loading] + view.est_work[loading] / np.maximum(view.n_assigned[loading], 1)
-        load[loading] = np.where(left < 0.0, queued, np.maximum(left, 0.0))
+        load[loading] = np.where(left < 0.0, queued, left)
     return load
 
 
@@ -368,7 +368,7 @@ def make_decision(
         # Behind a full engine the request waits about one batch time per `slots` ahead.
         wait = np.maximum(batch1 - slots, 0) / slots * exec_s
         absent = state == ENGINE_ABSENT
-        load = _model_load_wait(view, cols.load, state, m)
+        load = _model_load_wait(view, cols.load, absent, state, m)
         wait += load
         no_gpus = absent & (view.free_gpus + view.idle_gpus < cols.tp)
         if no_gpus.any():

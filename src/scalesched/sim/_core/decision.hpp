@@ -231,8 +231,7 @@ inline void llm_estimates(const StaticTables& t, const ModelColumns& c, const Ll
         } else if (state == 1) {
             // Past its ready_at a loading engine is still queued for GPUs (features.py).
             const double left = v.ready_at[i] - v.now;
-            load = left < 0.0 ? c.load[i] + v.est_work[i] / np_max(v.n_assigned[i], 1.0)
-                              : np_max(left, 0.0);
+            load = left < 0.0 ? c.load[i] + v.est_work[i] / np_max(v.n_assigned[i], 1.0) : left;
         } else {
             load = 0.0;
         }
