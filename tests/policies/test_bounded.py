@@ -88,27 +88,52 @@ def test_the_margin_is_checked_and_named() -> None:
 
 class LoadCounter(Recorder):
     """Passes every decision to ``inner`` and counts the calls it sends to a server without
-    their model where ``tail``, asked the same decision, would send it to one with it."""
+    their model where ``tail``, asked the same decision, would send it to one with it
+    (``extra_loads``), and those of them whose server lacks the free GPUs for the model's
+    engine, so that the load evicts an engine or waits for one (``evicting_loads``)."""
 
     def __init__(self, inner: BaseScheduler) -> None:
         super().__init__(inner)
-        self.extra_loads = 0
+        self.extra_loads = self.evicting_loads = 0
 
     def select(self, decision: Decision) -> int:
         server = self.inner.select(decision)
         assert isinstance(server, int)
         absent = decision.model_absent
-        self.extra_loads += bool(absent[server] and not absent[self.tail.select(decision)])
+        extra = bool(absent[server] and not absent[self.tail.select(decision)])
+        tp = decision.tables.tp[server, decision.task.model] if extra else 0
+        self.extra_loads += extra
+        self.evicting_loads += extra and decision.view.free_gpus[server] < tp
         return server
 
 
 @pytest.mark.parametrize(
-    ("policy", "extra"),
-    [("scale-dagger:margin=0.5", True), ("scale-dagger:margin=0.5,loads=bound", False)],
+    ("policy", "extra", "evicting"),
+    [
+        ("scale-dagger:margin=0.5", True, True),
+        ("scale-dagger:margin=0.5,loads=bound", False, False),
+        ("scale-dagger:margin=0.5,loads=free", True, False),
+    ],
 )
-def test_loads_bound_starts_no_model_load_tail_would_not(policy: str, extra: bool) -> None:
+def test_loads_rules_start_only_the_model_loads_they_allow(
+    policy: str, extra: bool, evicting: bool
+) -> None:
     """With ``loads=bound`` the network starts only the loads ``tail``'s pick would start;
-    with a wide margin and no such rule it starts others (so the check can fail)."""
+    with ``loads=free`` others too, but none that needs an engine evicted; with a wide
+    margin and no rule it starts evicting ones (so both checks can fail)."""
     counter = LoadCounter(get_policy(policy))  # type: ignore[arg-type]
     run(prepare("hetero-16", SCENARIO), counter)
     assert (counter.extra_loads > 0) == extra
+    assert (counter.evicting_loads > 0) == evicting
+
+
+def test_the_load_rules_change_nothing_on_a_deployment() -> None:
+    """A planned deployment starts no model load (a call goes only to a server holding its
+    model), so every load rule acts the same there: the suite's planned rows and the demo
+    do not move with ``loads``."""
+    planned = prepare("hetero-8", Scenario(workflows=60, load=0.9, seed=3, residency="planned"))
+
+    def mean(policy: str) -> float:
+        return float(run(planned, policy).metrics["avg_response_time_s"])
+
+    assert mean("scale-safe:loads=free") == mean("scale-safe:loads=any")

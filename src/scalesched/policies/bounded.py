@@ -57,9 +57,10 @@ def check_bound(bound: str) -> str:
     return bound
 
 
-Loads = Literal["any", "bound"]
-"""Which model loads a bounded policy may start: ``any`` within the margin, or only those
-its bounding heuristic's own pick would start (``bound``)."""
+Loads = Literal["any", "bound", "free"]
+"""Which model loads a bounded policy may start: ``any`` within the margin; only those its
+bounding heuristic's own pick would start (``bound``); or those and the loads that evict no
+engine, on a server with enough free GPUs (``free``)."""
 
 
 class ScoreMargin:
@@ -67,7 +68,9 @@ class ScoreMargin:
     of ``bound`` (``tail`` by default, or ``eft``); never empty while a server is feasible:
     that heuristic's own pick is in it. With ``loads="bound"`` a server without the call's
     model is a candidate only where that pick lacks it too: a load looks cheap within the
-    margin, yet it evicts an idle engine that a later call needs."""
+    margin, yet it evicts an idle engine that a later call needs. With ``loads="free"`` such
+    a server is also a candidate where its free GPUs hold the model's engine, so the load
+    evicts nothing."""
 
     def __init__(self, margin: float, bound: str = "tail", loads: str = "any") -> None:
         self.margin = check_margin(margin)
@@ -94,6 +97,12 @@ class ScoreMargin:
             absent = decision.model_absent
             if not absent[int(np.argmin(scores))]:
                 allowed &= ~absent
+        elif self.loads == "free" and decision.task.kind == "llm":
+            absent = decision.model_absent
+            tp = decision.tables.tp[:, decision.task.model]
+            evicts = absent & (decision.view.free_gpus < tp)
+            evicts[int(np.argmin(scores))] = False
+            allowed &= ~evicts
         return allowed
 
     def reset(self, seed: int) -> None:
