@@ -131,7 +131,7 @@ def describe(name: str) -> str:
         cap = acting.get("age_cap_s")
         where += ", oldest workflow first" + (f" (age counted up to {cap:g} s)" if cap else "")
     if acting.get("loads") == "free":
-        where += ", starting a model load only where its bound would or where it evicts nothing"
+        where += ", starting a model load only where its bound would or where it evicts nothing,"
     if acting:
         where += " unless told otherwise"
     return f"{how}, on {where}. Measured: {card['measured']}"
