@@ -179,6 +179,15 @@ class Decision:
         return np.asarray(self._view.engine_state[:, self.task.model] == ENGINE_ABSENT)
 
     @property
+    def model_fits_free(self) -> np.ndarray:
+        """(N,) bool: servers without the task's model whose free GPUs hold its engine, where
+        a load evicts nothing; all False for a tool."""
+        if self.task.kind != "llm":
+            return np.zeros(self.n_servers, dtype=bool)
+        tp = self._tables.tp[:, self.task.model]
+        return self.model_absent & (self._view.free_gpus >= tp)
+
+    @property
     def tables(self) -> ClusterTables:
         """The cluster's static arrays (for policies that score engines themselves)."""
         return self._tables

@@ -87,7 +87,8 @@ class ScoreMargin:
     def allowed(self, decision: Decision) -> np.ndarray:
         """(N,) bool: the servers the policy may choose for ``decision``."""
         scores = self.scores(decision)
-        best = float(np.min(scores)) if scores.size else math.inf
+        pick = int(np.argmin(scores)) if scores.size else -1
+        best = float(scores[pick]) if scores.size else math.inf
         if not math.isfinite(best):
             return np.asarray(decision.mask, dtype=bool).copy()
         limit = best + self.margin * abs(best)
@@ -95,13 +96,11 @@ class ScoreMargin:
         allowed = np.asarray(decision.mask, dtype=bool) & (scores <= limit * (1 + 1e-12) + 1e-12)
         if self.loads == "bound":
             absent = decision.model_absent
-            if not absent[int(np.argmin(scores))]:
+            if not absent[pick]:
                 allowed &= ~absent
-        elif self.loads == "free" and decision.task.kind == "llm":
-            absent = decision.model_absent
-            tp = decision.tables.tp[:, decision.task.model]
-            evicts = absent & (decision.view.free_gpus < tp)
-            evicts[int(np.argmin(scores))] = False
+        elif self.loads == "free":
+            evicts = decision.model_absent & ~decision.model_fits_free
+            evicts[pick] = False
             allowed &= ~evicts
         return allowed
 

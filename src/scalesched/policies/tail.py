@@ -35,7 +35,7 @@ import numpy as np
 
 from scalesched.cluster.tables import MODEL_NAMES
 from scalesched.decision.actions import REPLICA_IDLE_S, LoadReplica, Place
-from scalesched.decision.features import ENGINE_ABSENT, ENGINE_LOADING, Decision
+from scalesched.decision.features import ENGINE_LOADING, Decision
 from scalesched.decision.scheduler import BaseScheduler
 from scalesched.predict.features import duration_inputs, finish_baseline
 from scalesched.predict.lengths import OutputLengths, token_quantiles, workflow_tokens
@@ -168,11 +168,10 @@ class TailScheduler(BaseScheduler):
         """The scale-out signal for an LLM call placed on ``best``: a replica of its model
         on the best free GPUs when its predicted p99 finish there misses the SLO; None
         when it meets it, a load of the model is pending, or no free GPUs hold one."""
-        view, tables, m = decision.view, decision.tables, decision.task.model
-        state = view.engine_state[:, m]
-        if (state == ENGINE_LOADING).any():
+        m = decision.task.model
+        if (decision.view.engine_state[:, m] == ENGINE_LOADING).any():
             return None  # one pending load per model (ours or a placement's)
-        free = decision.mask & (state == ENGINE_ABSENT) & (view.free_gpus >= tables.tp[:, m])
+        free = decision.mask & decision.model_fits_free
         free[best] = False
         if not free.any():
             return None  # checked first: it is the common case and costs nothing
