@@ -531,17 +531,24 @@ def train(
     out = ppo_out
     if out.exists() and (out / "last.pt").exists() and not resume:
         raise InputError(str(out), "--out", "holds a run already; pass --resume or a new folder")
-    err_console.print(f"world: {world_line(cfg.residency)}", markup=False, highlight=False)
+    worlds = sorted({x.residency or cfg.residency for x in cfg.settings} or {cfg.residency})
+    where = world_line(worlds[0]) if len(worlds) == 1 else "by setting: " + ", ".join(worlds)
+    err_console.print(f"world: {where}", markup=False, highlight=False)
     with progress_bar(progress, cfg.num_updates, f"training {cfg.name}", unit="updates") as tick:
 
         def on_update(update: int, total: int, row: dict[str, float]) -> None:
             tick(update, f"episode RT {row.get('mean_response_time_s', float('nan')):.1f} s")
 
         state = Trainer(cfg, out, resume=resume, progress=on_update if progress else None).train()
+    validated = (
+        f"best validation ratio to the best baseline {state.best_score:.3f}"
+        if math.isfinite(state.best_score)
+        else "no validation (validation_sizes is empty)"
+    )
+    kept = f", update-N.pt every {cfg.keep_every} updates" if cfg.keep_every else ""
     console.print(
-        f"done: {state.global_step} steps, {state.episodes} episodes; best validation ratio "
-        f"to the best baseline {state.best_score:.3f}; checkpoints in {out}/best.pt and "
-        f"{out}/last.pt"
+        f"done: {state.global_step} steps, {state.episodes} episodes; {validated}; "
+        f"checkpoints in {out}/best.pt and {out}/last.pt{kept}"
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -113,13 +114,15 @@ def test_fine_tuning_refuses_a_network_that_is_not_the_saved_one(tmp_path: Path)
         load_config(None, **WINDOWS, init=str(tmp_path / "none.pt"))
 
 
-def test_fine_tuning_refuses_a_network_that_reads_predicted_lengths(tmp_path: Path) -> None:
-    """PPO's environment observes decisions at the estimate; a p90 network would read
-    other inputs than it was trained on."""
+def test_fine_tuning_refuses_a_network_that_reads_other_lengths(tmp_path: Path) -> None:
+    """A network costed at p90 lengths must be trained on p90 observations, and back."""
     from scalesched.nn.checkpoint import save_checkpoint
 
     data = load_checkpoint(shipped_policies()["scale-dagger"])
     save_checkpoint(tmp_path / "p90.pt", {**data, "observed_tokens": "p90"})
     cfg = load_config(None, **WINDOWS, init=str(tmp_path / "p90.pt"), heuristic_prior=5.0)
-    with pytest.raises(InputError, match=r"p90\.pt: observed_tokens: is 'p90'"):
+    with pytest.raises(InputError, match=r"p90\.pt: observed_tokens: is 'p90'.*set observed"):
         Trainer(cfg, tmp_path / "run")
+    Trainer(replace(cfg, observed_tokens="p90"), tmp_path / "ok")
+    with pytest.raises(InputError, match="observed_tokens"):
+        Trainer(replace(cfg, init="scale-safe", observed_tokens="estimate"), tmp_path / "no")

@@ -32,7 +32,7 @@ rounded to ``PLAN_LOAD_STEP`` so that a few cached plans serve every drawn load;
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -44,12 +44,16 @@ from scalesched.cache.kv import KV_MODES
 from scalesched.cluster import get_cluster
 from scalesched.cluster.model import ClusterSpec
 from scalesched.cluster.tables import ClusterTables
+from scalesched.decision.actions import Place
 from scalesched.decision.cycle import drive
 from scalesched.decision.features import BASE_SERVER_FEATURES, SERVER_DIMS, TASK_FEATURES, Decision
 from scalesched.decision.scheduler import Scheduler
-from scalesched.env.settings import EnvSetting
+from scalesched.env.settings import EnvSetting, Setting
 from scalesched.errors import InputError
-from scalesched.nn.observation import observation
+from scalesched.nn.observation import OBSERVED_TOKENS, observation, observed, observed_lengths
+from scalesched.policies.bounded import ScoreMargin
+from scalesched.policies.ordering import capped_workflow_order
+from scalesched.policies.trained import ActingOptions
 from scalesched.runs.setup import Scenario, build_jobs
 from scalesched.runs.world import RunWorld, check_residency, resolve_world
 from scalesched.sim.compiled_loop import CompiledLoop, loop_unsupported
@@ -114,6 +118,16 @@ class EnvConfig:
     residency: str = "planned"
     """The world episodes run in: ``planned`` (a deployment planned for each episode's rate;
     module docstring) or ``dynamic`` (models loaded on demand)."""
+    observed_tokens: str = "estimate"
+    """The output length an LLM call is costed at in the observation
+    (:data:`~scalesched.nn.observation.OBSERVED_TOKENS`): ``estimate`` or ``p90``, what the
+    trained network reads when it acts."""
+    acting: ActingOptions = ActingOptions()
+    """How the policy's answers act, as a trained policy named with these options acts: a
+    ``margin`` narrows the observation's mask (and the valid actions) to the bounded
+    candidate set (:class:`~scalesched.policies.bounded.ScoreMargin`); ``order=workflow``
+    admits each placed call in workflow order (``age_cap_s`` as ``fcfs_workflow``'s).
+    ``greedy`` has no meaning here: the learner samples."""
 
     def check(self, source: str = "EnvConfig") -> None:
         """Raise InputError naming the first inconsistent field."""
@@ -137,6 +151,11 @@ class EnvConfig:
             raise InputError(
                 source, "server_dim", f"must be one of {', '.join(map(str, SERVER_DIMS))}"
             )
+        if self.observed_tokens not in OBSERVED_TOKENS:
+            known = ", ".join(OBSERVED_TOKENS)
+            raise InputError(source, "observed_tokens", f"must be one of {known}")
+        if self.acting.greedy:
+            raise InputError(source, "acting.greedy", "a learner samples its actions")
 
 
 def observation_space(max_servers: int, server_dim: int = BASE_SERVER_FEATURES) -> spaces.Dict:
@@ -167,16 +186,22 @@ class SchedulingEnv(gym.Env[Observation, int]):
         self,
         config: EnvConfig | None = None,
         setting_source: Callable[[], tuple[int, EnvSetting]] | None = None,
+        settings: Sequence[Setting] = (),
         **overrides: Any,
     ) -> None:
         cfg = config or EnvConfig()
         if overrides:
             cfg = EnvConfig(**{**cfg.__dict__, **overrides})
         cfg.check()
+        if settings and setting_source is not None:
+            raise ValueError("give settings or a setting source, not both")
         self.config = cfg
-        self.spec_cluster = get_cluster(cfg.cluster)
-        self.tables = ClusterTables(self.spec_cluster)
-        self.max_servers = cfg.max_servers or self.tables.n
+        self._mix_tables: dict[str, tuple[ClusterSpec, ClusterTables]] = {}
+        self.settings = tuple(settings)
+        """Settings each episode draws one of (seeded, uniformly; empty: the config's)."""
+        self.spec_cluster, self.tables = self._cluster_tables(cfg.cluster)
+        sizes = [self._cluster_tables(x.cluster)[1].n for x in self.settings] or [self.tables.n]
+        self.max_servers = cfg.max_servers or max(sizes)
         self.observation_space = observation_space(  # type: ignore[assignment]
             self.max_servers, cfg.server_dim
         )
@@ -196,8 +221,16 @@ class SchedulingEnv(gym.Env[Observation, int]):
         self.setting_source = setting_source
         """EnvSched: where each episode's setting comes from (None: the config's)."""
         self.setting = -1
-        """Index of the current episode's setting (-1 without a source)."""
-        self._mix_tables: dict[str, tuple[ClusterSpec, ClusterTables]] = {}
+        """Index of the current episode's setting (-1 without a source or settings)."""
+        self._lengths = observed_lengths(cfg.observed_tokens)
+        acting = cfg.acting
+        self._candidates = (
+            None
+            if acting.margin is None
+            else ScoreMargin(acting.margin, acting.bound, acting.loads)
+        )
+        self._allowed: np.ndarray | None = None
+        """The servers the pending decision may go to (the observation's mask)."""
         self._planned_tables: dict[tuple[str, str], ClusterTables] = {}
         self.world = RunWorld(cfg.residency)
         """The world of the current episode (its plan named in a planned one)."""
@@ -214,17 +247,40 @@ class SchedulingEnv(gym.Env[Observation, int]):
         """The simulation's clock (s; 0 before ``reset``)."""
         return self._sim.now if self._sim is not None else 0.0
 
-    def _apply_setting(self) -> EnvConfig:
-        """With a setting source: take the next setting (cluster mix, workload, load,
-        warm-up) and make it this episode's; else the config as it is."""
+    def _cluster_tables(self, cluster: str) -> tuple[ClusterSpec, ClusterTables]:
+        """A cluster's spec and plain tables, built once per environment."""
+        if cluster not in self._mix_tables:
+            spec = get_cluster(cluster)
+            self._mix_tables[cluster] = (spec, ClusterTables(spec))
+        return self._mix_tables[cluster]
+
+    def _apply_setting(self, rng: np.random.Generator) -> EnvConfig:
+        """With settings: draw one and make it this episode's (cluster, workload, load,
+        arrivals, world); with a setting source: take its next setting (cluster mix,
+        workload, load, warm-up); else the config as it is."""
         cfg = self.config
+        if self.settings:
+            self.setting = int(rng.integers(len(self.settings)))
+            drawn = self.settings[self.setting]
+            self.spec_cluster, self.tables = self._cluster_tables(drawn.cluster)
+            return replace(
+                cfg,
+                cluster=drawn.cluster,
+                workload=drawn.workload,
+                load=drawn.load,
+                load_min=None,
+                load_max=None,
+                arrivals=drawn.arrivals,
+                residency=drawn.residency or cfg.residency,
+            )
         if self.setting_source is None:
             return cfg
         self.setting, setting = self.setting_source()
-        if setting.mix not in self._mix_tables:
+        key = f"envsched:{setting.mix}"
+        if key not in self._mix_tables:
             spec = setting.cluster()
-            self._mix_tables[setting.mix] = (spec, ClusterTables(spec))
-        self.spec_cluster, self.tables = self._mix_tables[setting.mix]
+            self._mix_tables[key] = (spec, ClusterTables(spec))
+        self.spec_cluster, self.tables = self._mix_tables[key]
         if self.tables.n > self.max_servers:
             raise InputError("EnvSched", "mix", f"{setting.mix} exceeds {self.max_servers} servers")
         w = setting.warmup_workflows
@@ -242,9 +298,10 @@ class SchedulingEnv(gym.Env[Observation, int]):
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Observation, dict[str, Any]]:
         super().reset(seed=seed)
-        cfg, rng = self._apply_setting(), self.np_random
+        rng = self.np_random
         # Draw order: the episode seed first, so cold-start episodes are what they always were.
         episode_seed = int(rng.integers(2**31 - 1))
+        cfg = self._apply_setting(rng)
         load = cfg.load
         if cfg.load_min is not None and cfg.load_max is not None:
             load = float(rng.uniform(cfg.load_min, cfg.load_max))
@@ -268,6 +325,8 @@ class SchedulingEnv(gym.Env[Observation, int]):
         )
         self._sim = sim
         heuristic = self._warmup_heuristic(episode_seed) if warmup else None
+        if self._candidates is not None:
+            self._candidates.reset(episode_seed)
         if loop_unsupported(sim, heuristic) is None:
             self._exec = CompiledLoop(sim)
         else:
@@ -295,7 +354,7 @@ class SchedulingEnv(gym.Env[Observation, int]):
             "setting": self.setting,
             **self.world.metrics(),
         }
-        return encode(decision, self.max_servers, self.config.server_dim), info
+        return self._observe(decision), info
 
     def _episode_world(self, cfg: EnvConfig, load: float) -> tuple[float | None, ClusterTables]:
         """The episode's offered rate (None: ``load`` of the dynamic world's capacity, as
@@ -331,13 +390,14 @@ class SchedulingEnv(gym.Env[Observation, int]):
         if sim is None or decision is None or executor is None:
             raise RuntimeError("step() before reset() or after the episode ended")
         info: dict[str, Any] = {}
-        server = int(action)
-        if not (0 <= server < decision.n_servers and decision.mask[server]):
-            # A masked action is replaced by a random feasible server, and reported.
-            feasible = np.flatnonzero(decision.mask)
+        server, allowed = int(action), self._allowed
+        assert allowed is not None
+        if not (0 <= server < decision.n_servers and allowed[server]):
+            # A masked action is replaced by a random allowed server, and reported.
+            feasible = np.flatnonzero(allowed)
             server = int(feasible[self.np_random.integers(feasible.size)])
             info["invalid_action"] = True
-        executor.apply(server)
+        executor.apply(self._answer(decision, server))
         self._steps += 1
         nxt = executor.next_decision()
         reward = -(sim.in_system_area - self._area) * self._scale
@@ -345,17 +405,35 @@ class SchedulingEnv(gym.Env[Observation, int]):
         if nxt is None:
             self._decision = None
             info["episode_metrics"] = self._drained_metrics(sim)
-            obs = encode(
-                decision, self.max_servers, self.config.server_dim
-            )  # terminal: the last observation again
+            obs = self._observe(decision)  # terminal: the last observation again
             return obs, float(reward), True, False, info
         self._decision = nxt
-        obs = encode(nxt, self.max_servers, self.config.server_dim)
+        obs = self._observe(nxt)
         if sim.now >= self._cutoff_s or self._steps == self.config.max_decisions:
             self._decision = None
             info["episode_metrics"] = self._window_metrics(sim)
             return obs, float(reward), False, True, info
         return obs, float(reward), False, False, info
+
+    def _observe(self, decision: Decision) -> Observation:
+        """The observation of ``decision`` as the trained network will read it: re-costed
+        at ``observed_tokens``, its mask the candidate set where ``acting`` has a margin
+        (computed on the decision itself, as a bounded network's scheduler does)."""
+        obs = encode(observed(decision, self._lengths), self.max_servers, self.config.server_dim)
+        if self._candidates is None:
+            self._allowed = np.asarray(decision.mask, dtype=bool)
+        else:
+            self._allowed = self._candidates.allowed(decision)
+            obs["mask"][: decision.n_servers] = self._allowed
+        return obs
+
+    def _answer(self, decision: Decision, server: int) -> int | Place:
+        """The placement, admitted in workflow order where ``acting`` says so."""
+        acting = self.config.acting
+        if acting.order != "workflow":
+            return server
+        cap = math.inf if acting.age_cap_s is None else acting.age_cap_s
+        return Place(server, priority=capped_workflow_order(decision, cap))
 
     def _drained_metrics(self, sim: Simulation) -> dict[str, Any]:
         metrics: dict[str, Any] = dict(summarise(sim, policy="env", wall_s=0.0).metrics)

@@ -1,8 +1,12 @@
-"""Training environment settings: (workload pattern, load, mix of 16 servers, warm-up).
+"""Training environment settings.
 
-EnvSched (``scalesched.train.envsched``) samples among them; the environment runs one per
-episode (``SchedulingEnv(setting_source=...)``). Every mix has 16 servers, so a policy
-trained over them keeps the zero-shot claim (train and select at N = 16 only).
+:class:`Setting`: one (cluster, workload, load, arrivals, world) that an episode or a
+validation run is in, as training configs list them (``more_settings``, ``settings``).
+
+:class:`EnvSetting`: (workload pattern, load, mix of 16 servers, warm-up). EnvSched
+(``scalesched.train.envsched``) samples among them; the environment runs one per episode
+(``SchedulingEnv(setting_source=...)``). Every mix has 16 servers, so a policy trained over
+them keeps the zero-shot claim (train and select at N = 16 only).
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from pydantic import ConfigDict
 
 from scalesched.cluster.model import ClusterSpec
 
@@ -33,6 +38,20 @@ MIXES: dict[str, tuple[tuple[str, int], ...]] = {
 }
 """Mixes of 16 servers; "balanced" is hetero-16's composition."""
 SERVER_TYPES: tuple[str, ...] = ("h100-80g-x4", "a100-80g-x4", "l4-24g-x4", "cpu-64c")
+
+
+@dataclass
+class Setting:
+    """One (cluster, workload, load, arrival process) that episodes and validation run on."""
+
+    __pydantic_config__ = ConfigDict(extra="forbid")
+
+    cluster: str
+    workload: str
+    load: float
+    arrivals: str = "poisson"
+    residency: str | None = None
+    """``planned`` or ``dynamic``; None: the config's ``residency``."""
 
 
 @dataclass(frozen=True)

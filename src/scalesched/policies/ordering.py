@@ -188,14 +188,21 @@ class FcfsWorkflowScheduler(OrderedTail):
         self.age_cap_s = age_cap_s
 
     def priority(self, decision: Decision) -> float:
-        if math.isinf(self.age_cap_s):
-            return workflow_order(decision)
-        return decision.now - min(decision.task.workflow_age, self.age_cap_s)
+        return capped_workflow_order(decision, self.age_cap_s)
 
     @property
     def compiled_policy(self) -> str | None:
         """Pure workflow order only: the compiled core has no capped order."""
         return super().compiled_policy if math.isinf(self.age_cap_s) else None
+
+
+def capped_workflow_order(decision: Decision, age_cap_s: float = math.inf) -> float:
+    """``fcfs_workflow``'s priority of ``decision``'s call (lower first): its workflow's
+    arrival time, or at most ``age_cap_s`` before the decision (the training environment
+    admits a learner's calls by it too)."""
+    if math.isinf(age_cap_s):
+        return workflow_order(decision)
+    return decision.now - min(decision.task.workflow_age, age_cap_s)
 
 
 def in_admission_order(network: Scheduler, order: str, age_cap_s: float | None) -> Scheduler:

@@ -44,6 +44,22 @@ def read_mapping(path: str | Path) -> dict[str, Any]:
     return loaded
 
 
+SETTING_LISTS = ("settings", "more_settings", "selection_settings")
+"""The config fields that list settings, each naming its own cluster."""
+
+
+def clusters_beside(folder: Path, data: dict[str, Any]) -> None:
+    """Cluster files a config names by a relative path that exists beside it are taken
+    from there (a preset ships its cluster files in its folder, so it runs from any working
+    directory); any other name is left as written (a preset, or a path from the CWD)."""
+    listed = [x for key in SETTING_LISTS for x in data.get(key) or []]
+    entries = [data, *(x for x in listed if isinstance(x, dict))]
+    for entry in entries:
+        name = entry.get("cluster")
+        if isinstance(name, str) and not Path(name).is_absolute() and (folder / name).is_file():
+            entry["cluster"] = str(folder / name)
+
+
 def algorithm_of(path: str | Path | None) -> str:
     """The algorithm a config file names (``ppo`` when it names none, or with no file)."""
     if path is None:

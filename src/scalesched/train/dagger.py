@@ -54,6 +54,7 @@ from torch import nn
 from scalesched.decision.actions import Action, Place, as_action, workflow_order
 from scalesched.decision.features import Decision
 from scalesched.decision.scheduler import BaseScheduler, Scheduler, places_only
+from scalesched.env.settings import Setting
 from scalesched.errors import InputError
 from scalesched.nn import PolicyNetwork, SrrConfig, build_network, srr_losses
 from scalesched.nn.checkpoint import load_checkpoint, save_checkpoint
@@ -64,7 +65,7 @@ from scalesched.policies import BEST_HEURISTIC_CANDIDATES, best_heuristic, get_p
 from scalesched.policies.trained import checkpoint_path
 from scalesched.runs.setup import RunSetup, Scenario, prepare, run
 from scalesched.sim.scenario import check_arrivals
-from scalesched.train.config_file import read_mapping, validated
+from scalesched.train.config_file import clusters_beside, read_mapping, validated
 
 TRAIN_SEED_BASE = 100_000
 """Workload seeds of training episodes start here: disjoint from evaluation (0-99) and
@@ -76,20 +77,6 @@ validation's yardstick is each validation setting's best heuristic on the same r
 SEEDS_PER_RUN = 1000
 """Training seeds of one config seed: episodes count up from ``TRAIN_SEED_BASE + 1000 x
 seed``; the runs that pick each setting's best heuristic count down from the top."""
-
-
-@dataclass
-class Setting:
-    """One (cluster, workload, load, arrival process) that episodes and validation run on."""
-
-    __pydantic_config__ = ConfigDict(extra="forbid")
-
-    cluster: str
-    workload: str
-    load: float
-    arrivals: str = "poisson"
-    residency: str | None = None
-    """``planned`` or ``dynamic``; None: the config's ``residency``."""
 
 
 @dataclass
@@ -249,7 +236,7 @@ def load_config(
     data = read_mapping(path) if path is not None else {}
     data.pop("algorithm", None)
     if path is not None:
-        _clusters_beside(Path(path).parent, data)
+        clusters_beside(Path(path).parent, data)
     data.update(set_fields or {})
     data.update({k: v for k, v in overrides.items() if v is not None})
     return validated(DaggerConfig, data, source)
@@ -488,18 +475,6 @@ def fit(
     if not cfg.learn_order:
         sums.pop("order")
     return {**{name: total / steps for name, total in sums.items()}, **figures}
-
-
-def _clusters_beside(folder: Path, data: dict[str, Any]) -> None:
-    """Cluster files a config names by a relative path that exists beside it are taken
-    from there (a preset ships its cluster files in its folder, so it runs from any working
-    directory); any other name is left as written (a preset, or a path from the CWD)."""
-    listed = [*(data.get("more_settings") or []), *(data.get("selection_settings") or [])]
-    entries = [data, *(x for x in listed if isinstance(x, dict))]
-    for entry in entries:
-        name = entry.get("cluster")
-        if isinstance(name, str) and not Path(name).is_absolute() and (folder / name).is_file():
-            entry["cluster"] = str(folder / name)
 
 
 def settings_of(cfg: DaggerConfig) -> list[Setting]:

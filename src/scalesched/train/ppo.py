@@ -31,12 +31,14 @@ from torch import nn
 
 from scalesched.decision.features import BASE_SERVER_FEATURES, SERVER_FEATURES, TASK_FEATURES
 from scalesched.env.scheduling_env import EnvConfig, SchedulingEnv
+from scalesched.env.settings import Setting
 from scalesched.errors import InputError
 from scalesched.nn import PolicyNetwork, build_network
 from scalesched.nn.checkpoint import load_checkpoint, save_checkpoint
 from scalesched.nn.common import obs_to_tensors
 from scalesched.nn.scale_net import CRITIC_ENCODERS
 from scalesched.nn.srr import SrrConfig, feature_stats, srr_losses
+from scalesched.policies.trained import ActingOptions
 from scalesched.train import config_file
 from scalesched.train.config_file import read_mapping, validated
 from scalesched.train.envsched import (
@@ -94,6 +96,19 @@ class PPOConfig:
     for each episode's offered rate, load x the planned world's capacity; the default of a
     config without the field) or ``dynamic`` (models loaded on demand: what every shipped
     config and policy was trained in, so those configs say so). docs/worlds.md."""
+    settings: list[Setting] = field(default_factory=list)
+    """Settings each episode draws one of, uniformly from its seed (cluster, workload, load,
+    arrivals, world; ``residency`` unset: the config's), so one run trains across them; the
+    groups of ``input_baseline`` share each draw. Empty: the config's cluster, workload and
+    loads. Every cluster at the training size."""
+    observed_tokens: str = "estimate"
+    """The output length LLM calls are costed at in the observation: ``estimate`` or ``p90``
+    (what a network distilled from ``tail`` by expert iteration reads; ``init`` must match)."""
+    acting: dict[str, Any] = field(default_factory=dict)
+    """How the policy's answers act in training and validation, as a trained policy's
+    options (``ActingOptions``: ``margin``, ``bound``, ``loads``, ``order``, ``age_cap_s``):
+    with a margin the network learns to choose among the bounded candidates it will act
+    among. Empty: every feasible server, calls admitted as they arrive."""
     cache_features: bool = False
     """Give the network the two cache server features (expected cached share of the prompt,
     session residency: ``server_dim`` 20 instead of 18); off keeps every older config's
@@ -183,6 +198,9 @@ class PPOConfig:
     best of them at each size."""
     checkpoint_every: int = 5
     """Write last.pt every this many updates."""
+    keep_every: int = 0
+    """Also keep ``update-<n>.pt`` every this many updates (0: none), for a choice of
+    checkpoint made outside training (on selection settings it never validates on)."""
     # fine-tuning and variance reduction
     init: str | None = None
     """Start from these weights: a shipped policy's name (``scalesched policies``) or a
@@ -220,7 +238,13 @@ class PPOConfig:
             kv_policy=self.kv_policy,
             server_dim=self.server_dim,
             residency=self.residency,
+            observed_tokens=self.observed_tokens,
+            acting=self.acting_options(),
         )
+
+    def acting_options(self) -> ActingOptions:
+        """``acting`` as the options it names (a ValueError names a bad one)."""
+        return ActingOptions(**self.acting)
 
     @property
     def server_dim(self) -> int:
@@ -254,6 +278,8 @@ def load_config(
     data = read_mapping(path) if path is not None else {}
     if data.pop("algorithm", "ppo") != "ppo":
         raise InputError(source, "algorithm", "this loader reads PPO configs only")
+    if path is not None:
+        config_file.clusters_beside(Path(path).parent, data)
     data.update(set_fields or {})
     data.update({k: v for k, v in overrides.items() if v is not None})
     cfg = validated(PPOConfig, data, source)
@@ -284,6 +310,7 @@ def load_config(
     if cfg.validation_sizes and not cfg.validation_baselines:
         raise InputError(source, "validation_baselines", "name at least one heuristic")
     _check_input_baseline(cfg, source)
+    _check_acting(cfg, source)
     if cfg.init is not None:
         from scalesched.policies.trained import checkpoint_path
 
@@ -291,6 +318,24 @@ def load_config(
             raise InputError(source, "init", f"no shipped policy or checkpoint file {cfg.init!r}")
     cfg.env_config().check(source)
     return cfg
+
+
+def _check_acting(cfg: PPOConfig, source: str) -> None:
+    """``acting`` names known options with valid values; ``settings`` exclude EnvSched's."""
+    from dataclasses import fields as dataclass_fields
+
+    known = {f.name for f in dataclass_fields(ActingOptions)}
+    for key in cfg.acting:
+        if key not in known:
+            raise InputError(source, f"acting.{key}", f"unknown option; known: {sorted(known)}")
+    try:
+        cfg.acting_options()
+    except (TypeError, ValueError) as exc:
+        raise InputError(source, "acting", str(exc)) from None
+    if cfg.settings and cfg.env_sampler != "none":
+        raise InputError(source, "settings", "give settings or an env_sampler, not both")
+    if cfg.settings and cfg.network == "mlp16":
+        raise InputError(source, "settings", "drawn clusters need a size-agnostic network")
 
 
 def _check_input_baseline(cfg: PPOConfig, source: str) -> None:
@@ -419,7 +464,7 @@ def make_envs(cfg: PPOConfig, queue: SettingQueue | None = None) -> gym.vector.S
         env_cfg = replace(env_cfg, max_decisions=cap)
 
     def factory() -> gym.Env[Any, Any]:
-        return SchedulingEnv(env_cfg, setting_source=queue)
+        return SchedulingEnv(env_cfg, setting_source=queue, settings=cfg.settings)
 
     return gym.vector.SyncVectorEnv(
         [factory for _ in range(cfg.num_envs)],
@@ -587,6 +632,7 @@ class Trainer:
         return {
             "network": self.cfg.network,
             "network_config": self.cfg.network_config(),
+            "observed_tokens": self.cfg.observed_tokens,
             "state_dict": self.net.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "config": asdict(self.cfg),
@@ -607,12 +653,13 @@ class Trainer:
 
         path = checkpoint_path(init)
         data = load_checkpoint(path)
-        if checkpoint_observed_tokens(data, str(path)) != "estimate":
+        saved_tokens = checkpoint_observed_tokens(data, str(path))
+        if saved_tokens != self.cfg.observed_tokens:
             raise InputError(
                 str(path),
                 "observed_tokens",
-                f"is {data['observed_tokens']!r}, but PPO's environment observes the "
-                "estimate; continue this network with algorithm: dagger",
+                f"is {saved_tokens!r}, the config observes {self.cfg.observed_tokens!r}: "
+                f"set observed_tokens: {saved_tokens}",
             )
         saved = {"network": data["network"], **data["network_config"]}
         built = {"network": self.cfg.network, **self.cfg.network_config()}
@@ -1033,6 +1080,8 @@ class Trainer:
         self._log(row)
         if update % cfg.checkpoint_every == 0 or last_update:
             save_checkpoint(self.out / "last.pt", self.checkpoint_payload())
+        if cfg.keep_every and update % cfg.keep_every == 0:
+            save_checkpoint(self.out / f"update-{update}.pt", self.checkpoint_payload())
         if self.progress is not None:
             self.progress(update, cfg.num_updates, row)
 
@@ -1051,13 +1100,25 @@ class Trainer:
         heuristic's; keeps best.pt by the mean ratio to the best baseline over the sizes the
         network can run (``val_ratio``; ``val_ratio_to_eft`` as well when eft is a baseline)."""
         from scalesched.nn.scheduler import NetworkScheduler
+        from scalesched.policies.bounded import ScoreMargin
+        from scalesched.policies.ordering import in_admission_order
 
-        scheduler = NetworkScheduler(self.net, name=self.cfg.name, record_features=True)
+        acting = self.cfg.acting_options()
+        scheduler = NetworkScheduler(
+            self.net,
+            name=self.cfg.name,
+            record_features=True,
+            observed_tokens=self.cfg.observed_tokens,
+            candidates=None
+            if acting.margin is None
+            else ScoreMargin(acting.margin, acting.bound, acting.loads),
+        )
+        acts = in_admission_order(scheduler, acting.order, acting.age_cap_s)
         row: dict[str, float] = {}
         ratios, eft_ratios = [], []
         for n in self.cfg.validation_sizes:
             try:
-                ours, baselines = validation_response_times(self.cfg, scheduler, n)
+                ours, baselines = validation_response_times(self.cfg, acts, n)
             except ValueError:  # a fixed-size network cannot run at this N
                 continue
             row[f"val_rt_n{n}"] = ours
