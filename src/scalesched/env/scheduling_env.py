@@ -27,6 +27,12 @@ configs) runs each episode on a deployment the planner makes for its offered rat
 (``scalesched.runs.world``): load x the planned world's capacity, the plan made for the load
 rounded to ``PLAN_LOAD_STEP`` so that a few cached plans serve every drawn load;
 ``dynamic`` loads models on demand (the world every shipped policy was trained in).
+
+A policy is trained as it will act (``EnvConfig.acting``, a trained policy's options): with
+a ``margin`` the observation's mask is the bounded candidate set, so the network learns to
+choose among the servers it will choose among, and with ``order=workflow`` its calls are
+admitted as ``fcfs_workflow`` admits them. ``settings`` (one drawn per episode from its seed)
+trains one run across clusters, workloads, arrivals and worlds.
 """
 
 from __future__ import annotations
