@@ -57,7 +57,6 @@ from scalesched.decision.scheduler import Scheduler
 from scalesched.env.settings import EnvSetting, Setting
 from scalesched.errors import InputError
 from scalesched.nn.observation import OBSERVED_TOKENS, observation, observed, observed_lengths
-from scalesched.policies.bounded import ScoreMargin
 from scalesched.policies.ordering import capped_workflow_order
 from scalesched.policies.trained import ActingOptions
 from scalesched.runs.setup import Scenario, build_jobs
@@ -229,12 +228,7 @@ class SchedulingEnv(gym.Env[Observation, int]):
         self.setting = -1
         """Index of the current episode's setting (-1 without a source or settings)."""
         self._lengths = observed_lengths(cfg.observed_tokens)
-        acting = cfg.acting
-        self._candidates = (
-            None
-            if acting.margin is None
-            else ScoreMargin(acting.margin, acting.bound, acting.loads)
-        )
+        self._candidates = cfg.acting.candidate_set()
         self._allowed: np.ndarray | None = None
         """The servers the pending decision may go to (the observation's mask)."""
         self._planned_tables: dict[tuple[str, str], ClusterTables] = {}

@@ -1100,7 +1100,6 @@ class Trainer:
         heuristic's; keeps best.pt by the mean ratio to the best baseline over the sizes the
         network can run (``val_ratio``; ``val_ratio_to_eft`` as well when eft is a baseline)."""
         from scalesched.nn.scheduler import NetworkScheduler
-        from scalesched.policies.bounded import ScoreMargin
         from scalesched.policies.ordering import in_admission_order
 
         acting = self.cfg.acting_options()
@@ -1109,9 +1108,7 @@ class Trainer:
             name=self.cfg.name,
             record_features=True,
             observed_tokens=self.cfg.observed_tokens,
-            candidates=None
-            if acting.margin is None
-            else ScoreMargin(acting.margin, acting.bound, acting.loads),
+            candidates=acting.candidate_set(),
         )
         acts = in_admission_order(scheduler, acting.order, acting.age_cap_s)
         row: dict[str, float] = {}

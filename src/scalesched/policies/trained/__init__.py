@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from scalesched.errors import InputError
-from scalesched.policies.bounded import Bound, Loads
+from scalesched.policies.bounded import Bound, Loads, ScoreMargin
 
 if TYPE_CHECKING:
     from scalesched.decision.scheduler import Scheduler
@@ -183,6 +183,13 @@ class ActingOptions:
         if self.age_cap_s is not None and not self.age_cap_s >= 0:
             raise ValueError(f"age_cap_s must be at least 0, got {self.age_cap_s}")
 
+    def candidate_set(self) -> ScoreMargin | None:
+        """The servers a network acting with these options may choose among: the bounded set
+        of its ``margin`` (None without one: every feasible server)."""
+        if self.margin is None:
+            return None
+        return ScoreMargin(self.margin, self.bound, self.loads)
+
 
 def load_trained(spec: str) -> Scheduler | None:
     """A trained policy's network by shipped name or checkpoint path, acting with
@@ -218,10 +225,7 @@ def load_trained_acting(spec: str) -> tuple[Scheduler, ActingOptions] | None:
         path, label = Path(name), own[0] if own else name
     if given:  # named by the options given, as a heuristic with options is
         label += ":" + ",".join(f"{k}={v}" for k, v in given.items())
-    candidates = None
-    if acting.margin is not None:
-        from scalesched.policies.bounded import ScoreMargin
-
-        candidates = ScoreMargin(acting.margin, acting.bound, acting.loads)
-    network = load_scheduler(path, greedy=acting.greedy, name=label, candidates=candidates)
+    network = load_scheduler(
+        path, greedy=acting.greedy, name=label, candidates=acting.candidate_set()
+    )
     return network, acting
