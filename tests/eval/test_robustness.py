@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 import yaml
 
+from scalesched.cluster import get_cluster
 from scalesched.eval.robustness import p99_ratio, run_suite, suite_policies, suite_summary
-from scalesched.eval.suite import load_suite
+from scalesched.eval.suite import load_suite, mix_of
 from scalesched.policies import BEST_HEURISTIC_CANDIDATES
 
 TINY: dict[str, Any] = {
@@ -130,3 +131,27 @@ def test_a_setting_with_shaped_arrivals_is_never_counted_steady(
     assert setting["best_heuristic_steady"] is False
     assert setting["policies"]["tail"]["steady"] is False
     assert summary["summary"]["tail"]["left_out"] == ["tiny-mix"]
+
+
+SCALED_DIR = Path(__file__).resolve().parents[2] / "configs/clusters/scaled"
+SCALED = sorted(SCALED_DIR.glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", SCALED, ids=lambda p: p.stem)
+def test_scaled_cluster_is_a_suite_mix_at_4x_or_16x(path: Path) -> None:
+    """The zero-shot cluster files keep their suite mix exactly, at 4x or 16x its 16 servers
+    (docs/robustness.md's zero-shot figures run them)."""
+    suite = load_suite()
+    spec = get_cluster(str(path))
+    family, size = path.stem.rsplit("-", 1)
+    base = suite.clusters[f"{family}-16"]
+    assert len(spec.servers) == int(size) in (4 * len(base.servers), 16 * len(base.servers))
+    assert mix_of(spec) == mix_of(base)
+
+
+def test_every_scaled_mix_is_an_evaluation_mix() -> None:
+    """Eight files, none of them a training or selection mix."""
+    suite = load_suite()
+    evaluation = {mix_of(suite.clusters[s.cluster]) for s in suite.settings("evaluation")}
+    assert len(SCALED) == 8
+    assert all(mix_of(get_cluster(str(p))) in evaluation for p in SCALED)
