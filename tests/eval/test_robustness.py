@@ -140,7 +140,7 @@ SCALED = sorted(SCALED_DIR.glob("*.yaml"))
 @pytest.mark.parametrize("path", SCALED, ids=lambda p: p.stem)
 def test_scaled_cluster_is_a_suite_mix_at_4x_or_16x(path: Path) -> None:
     """The zero-shot cluster files keep their suite mix exactly, at 4x or 16x its 16 servers
-    (docs/robustness.md's zero-shot figures run them)."""
+    (docs/zero-shot.md's figures run them)."""
     suite = load_suite()
     spec = get_cluster(str(path))
     family, size = path.stem.rsplit("-", 1)
