@@ -375,6 +375,50 @@ def test_a_valid_entry_survives_a_damaged_neighbour(
     assert list(json.loads((tmp_path / "capacity.json").read_text())) == [key]
 
 
+@pytest.mark.parametrize("stamp", [{"simulator": "0123456789ab"}, {"simulator": None}])
+def test_a_figure_another_simulator_measured_is_measured_again(
+    stamp: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A cached capacity defines --load only for the simulator that measured it: one of
+    another revision (or of none: cached before figures were stamped) is measured again,
+    with one note, and replaced in the file."""
+    monkeypatch.setenv("SCALESCHED_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(cap, "_memory", {})
+    monkeypatch.setattr(cap, "_warned", set())
+    key = cap.cache_key(SPEC, WORKLOAD, method=cap.FAST_METHOD)
+    old = {**_good_entry(), "capacity_wps": 9.0, **stamp}
+    (tmp_path / "capacity.json").write_text(json.dumps({key: old}))
+    monkeypatch.setattr(cap, "measure_capacity", _canned_measure)
+    found = cap.capacity_found(SPEC, WORKLOAD)
+    assert found.source == "measured now" and found.entry["capacity_wps"] == 1.25
+    notes = capsys.readouterr().err.splitlines()
+    assert len([n for n in notes if "another simulator revision" in n]) == 1, notes
+    table = json.loads((tmp_path / "capacity.json").read_text())
+    assert table[key]["simulator"] == cap.SIMULATOR_REVISION
+    assert table[key]["capacity_wps"] == 1.25
+
+
+def test_the_shipped_table_answers_where_the_user_figure_is_of_another_simulator(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A stale user figure no longer shadows the shipped one (the yardstick of the docs)."""
+    monkeypatch.setenv("SCALESCHED_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(cap, "_memory", {})
+    monkeypatch.setattr(cap, "_warned", set())
+    spec = get_cluster("hetero-16")
+    key = cap.cache_key(spec, "agentic-mix")
+    shipped = cap.shipped_entry(key)
+    assert shipped is not None
+    stale = {**shipped, "capacity_wps": 9.0, "simulator": "0123456789ab"}
+    (tmp_path / "capacity.json").write_text(json.dumps({key: stale}))
+    found = cap.capacity_found(spec, "agentic-mix")
+    assert found.source == "shipped table"
+    assert found.entry["capacity_wps"] == shipped["capacity_wps"]
+
+
 def test_an_unwritable_cache_is_a_warning_not_an_error(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -13,6 +13,9 @@ counts superseded decode events (it must not grow, and it is pinned at its new v
 ``events_now``), and the integral behind ``mean_in_system`` is summed over fewer instants (a
 superseded event no longer splits it), so it may differ by rounding only.
 
+Re-recording a golden changes ``scalesched.sim.revision.SIMULATOR_REVISION`` (a test below
+holds it to this file's digest), which retires the capacities users have cached.
+
 Re-recorded on purpose since (``--write --case NAME``, the code of that change):
 
 * ``p2c-h48`` (2026-12-06): a loading engine past its ready time is still queued for GPUs,
@@ -168,6 +171,19 @@ def test_engine_matches_golden(name: str, core: str, monkeypatch: pytest.MonkeyP
             assert math.isclose(new, value, rel_tol=ROUNDING_FIELDS[key], abs_tol=0.0), key
         else:
             assert _same(new, value), f"{key}: {new!r} != golden {value!r}"
+
+
+def test_simulator_revision_is_the_goldens_digest() -> None:
+    """Re-recording a golden (a change that moves a run's figures) must update the
+    simulator's revision, which retires the capacities cached before it
+    (``scalesched.sim.revision``)."""
+    from scalesched.sim.revision import SIMULATOR_REVISION
+
+    digest = hashlib.sha256(DATA.read_bytes()).hexdigest()[:12]
+    assert digest == SIMULATOR_REVISION, (
+        f"the goldens changed: set SIMULATOR_REVISION in src/scalesched/sim/revision.py "
+        f"to {digest!r}"
+    )
 
 
 def main() -> None:

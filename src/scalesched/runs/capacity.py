@@ -55,7 +55,11 @@ preset's name, a file's content) and of the method: first in memory, then in the
 cache file (``$SCALESCHED_CACHE_DIR`` or ``~/.cache/scalesched``), then in the table shipped
 with the package for the presets the docs and tests use (``scripts/derive/measure_capacity.py``
 writes it). A full-method entry is preferred to a fast one in each. The user cache is
-validated entry by entry: a damaged entry is ignored with one warning and rewritten.
+validated entry by entry: a damaged entry is ignored with one warning and rewritten. Each
+user-cache figure records the simulator that measured it (``scalesched.sim.revision``); one
+of another revision defines nothing (a change that moves runs moves capacity too: a
+lab's figure cached before one such change was 16% under what the simulator then measured).
+The shipped table is the docs' yardstick and is read whatever revision measured it.
 """
 
 from __future__ import annotations
@@ -82,6 +86,7 @@ from scalesched.cluster.model import ClusterSpec, ServerSpec
 from scalesched.errors import InputError
 from scalesched.plan import PLANNER_VERSION
 from scalesched.runs.windows import default_cooldown, default_warmup
+from scalesched.sim.revision import SIMULATOR_REVISION
 
 if TYPE_CHECKING:  # the tables load lazily: ``--help`` and cache look-ups need none
     from scalesched.cluster.tables import ClusterTables
@@ -183,6 +188,9 @@ class CapacityResult:
     """The smaller cluster of the same mix whose capacity was scaled (None: measured)."""
     scale_factor: float = 1.0
     """This cluster's size over ``scaled_from``'s."""
+    simulator: str = SIMULATOR_REVISION
+    """The simulator that measured it (``scalesched.sim.revision``): a user-cache figure of
+    another is measured again."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -233,6 +241,9 @@ class CacheEntry(BaseModel):
     measured_s: Annotated[StrictFloat | StrictInt, Field(ge=0, le=1e9, allow_inf_nan=False)]
     scaled_from: _Text | None = None
     scale_factor: Annotated[StrictFloat | StrictInt, Field(gt=0, le=1e7, allow_inf_nan=False)] = 1.0
+    simulator: _Text | None = None
+    """None: measured before figures were stamped (shipped figures may be: they are the
+    yardstick the docs were measured against, whatever simulator measured them)."""
 
 
 def _warn(message: str) -> None:
@@ -357,19 +368,31 @@ def _write_user_table(entries: dict[str, dict[str, Any]]) -> bool:
 _warned: set[tuple[str, str]] = set()
 
 
-def _user_table() -> dict[str, dict[str, Any]]:
-    """The user cache's valid entries. Damage is reported once per entry (or file) and
-    repaired at once: the file is rewritten with only the valid entries."""
+def _user_table(asked: tuple[str, ...] = ()) -> dict[str, dict[str, Any]]:
+    """The user cache's valid entries of this simulator. Damage is reported once per entry
+    (or file) and repaired at once: the file is rewritten with only the valid entries. An
+    entry another simulator measured (``simulator``, ``scalesched.sim.revision``) is left
+    out, with one note where it is ``asked`` for, and dropped at the next write."""
     table = _read_user_table()
+    path = str(_user_cache_path())
     if table.damaged:
-        path = str(_user_cache_path())
         for key, reason in table.damaged.items():
             if (path, key) not in _warned:
                 _warned.add((path, key))
                 what = f"entry {key!r}" if key else "file"
                 _warn(f"ignoring a damaged capacity cache {what} in {path} ({reason})")
         _write_user_table(table.entries)
-    return table.entries
+    current = {k: e for k, e in table.entries.items() if e["simulator"] == SIMULATOR_REVISION}
+    for key in asked:
+        if key in table.entries and key not in current and (path, key) not in _warned:
+            _warned.add((path, key))
+            entry = table.entries[key]
+            print(
+                f"note: {path} holds a capacity of {entry['cluster']} for {entry['workload']} "
+                "measured by another simulator revision; it is not used",
+                file=sys.stderr,
+            )
+    return current
 
 
 def store_result(key: str, result: CapacityResult) -> None:
@@ -383,7 +406,7 @@ def store_result(key: str, result: CapacityResult) -> None:
 
 def cached_entry(key: str) -> dict[str, Any] | None:
     """The cached measurement under ``key`` (user cache first, then the shipped table)."""
-    for table in (_user_table(), _shipped_table()):
+    for table in (_user_table((key,)), _shipped_table()):
         if key in table:
             return table[key]
     return None
@@ -407,7 +430,8 @@ def lookup(spec: ClusterSpec, workload: str) -> Found | None:
     """The cached figure of (spec, workload): user cache then shipped table, a full-method
     entry before a fast one in each; None when neither holds one."""
     keys = [cache_key(spec, workload, method=m) for m in (CAPACITY_METHOD, FAST_METHOD)]
-    for source, table in (("user cache", _user_table()), ("shipped table", _shipped_table())):
+    tables = (("user cache", _user_table(tuple(keys))), ("shipped table", _shipped_table()))
+    for source, table in tables:
         for key in keys:
             if key in table:
                 return Found(table[key], source, key)
