@@ -12,6 +12,7 @@ from scalesched.decision.scheduler import BaseScheduler
 from scalesched.errors import InputError
 from scalesched.policies import get_policy
 from scalesched.policies.bounded import ScoreMargin, check_margin
+from scalesched.policies.eft import eft_choice
 from scalesched.policies.tail import TailScheduler
 from scalesched.runs.setup import Scenario, prepare, run
 
@@ -127,6 +128,51 @@ def test_loads_rules_start_only_the_model_loads_they_allow(
     assert (counter.evicting_loads > 0) == evicting
 
 
+class EftLoadCounter(Recorder):
+    """Counts the calls ``inner`` sends to a server without their model where ``eft``,
+    asked the same decision, would send them to one with it."""
+
+    def __init__(self, inner: BaseScheduler) -> None:
+        super().__init__(inner)
+        self.loads_eft_would_not = 0
+
+    def select(self, decision: Decision) -> int:
+        server = self.inner.select(decision)
+        assert isinstance(server, int)
+        absent = decision.model_absent
+        self.loads_eft_would_not += bool(absent[server] and not absent[eft_choice(decision)])
+        return server
+
+
+@pytest.mark.parametrize(
+    ("policy", "loads_eft_would_not"),
+    [("scale-dagger:margin=0.5", True), ("scale-dagger:margin=0.5,loads=eft", False)],
+)
+def test_loads_eft_starts_a_load_only_where_eft_would(
+    policy: str, loads_eft_would_not: bool
+) -> None:
+    """With ``loads=eft`` no call goes to a server without its model while ``eft``'s pick
+    has it; without a rule some do (so the check can fail)."""
+    counter = EftLoadCounter(get_policy(policy))  # type: ignore[arg-type]
+    run(prepare("hetero-16", SCENARIO), counter)
+    assert (counter.loads_eft_would_not > 0) == loads_eft_would_not
+
+
+def test_loads_eft_falls_back_on_eft_s_pick_when_nothing_is_left() -> None:
+    """Where every server within the margin lacks the model and ``eft``'s pick has it, the
+    set is ``eft``'s pick alone: never empty while a server is feasible."""
+    allowed = np.array([True, True, False, False])
+
+    class Stub:
+        mask = np.array([True, True, True, True])
+        finish_s = np.array([5.0, 6.0, 1.0, 9.0])
+        imposed_s = np.zeros(4)
+        model_absent = np.array([True, True, False, False])
+
+    kept = ScoreMargin._loads_as_eft(Stub(), None, allowed)  # type: ignore[arg-type]
+    assert kept.tolist() == [False, False, True, False]
+
+
 def test_the_load_rules_change_nothing_on_a_deployment() -> None:
     """A planned deployment starts no model load (a call goes only to a server holding its
     model), so every load rule acts the same there: the suite's planned rows and the demo
@@ -137,3 +183,4 @@ def test_the_load_rules_change_nothing_on_a_deployment() -> None:
         return float(run(planned, policy).metrics["avg_response_time_s"])
 
     assert mean("scale-safe:loads=free") == mean("scale-safe:loads=any")
+    assert mean("scale-safe:loads=eft") == mean("scale-safe:loads=any")

@@ -57,10 +57,11 @@ def check_bound(bound: str) -> str:
     return bound
 
 
-Loads = Literal["any", "bound", "free"]
+Loads = Literal["any", "bound", "free", "eft"]
 """Which model loads a bounded policy may start: ``any`` within the margin; only those its
 bounding heuristic's own pick would start (``bound``); or those and the loads that evict no
-engine, on a server with enough free GPUs (``free``)."""
+engine, on a server with enough free GPUs (``free``); or only where ``eft``'s own pick
+would start one (``eft``: no load while ``eft`` would join a running engine)."""
 
 
 class ScoreMargin:
@@ -70,7 +71,10 @@ class ScoreMargin:
     model is a candidate only where that pick lacks it too: a load looks cheap within the
     margin, yet it evicts an idle engine that a later call needs. With ``loads="free"`` such
     a server is also a candidate where its free GPUs hold the model's engine, so the load
-    evicts nothing."""
+    evicts nothing. With ``loads="eft"`` it is a candidate only where ``eft``'s pick lacks
+    the model too (``tail``, at its p90 output length, starts three to five times the loads
+    ``eft`` does on clusters short of GPUs); if that leaves no candidate, ``eft``'s pick is
+    the one."""
 
     def __init__(self, margin: float, bound: str = "tail", loads: str = "any") -> None:
         self.margin = check_margin(margin)
@@ -102,7 +106,25 @@ class ScoreMargin:
             evicts = decision.model_absent & ~decision.model_fits_free
             evicts[pick] = False
             allowed &= ~evicts
+        elif self.loads == "eft":
+            allowed = self._loads_as_eft(decision, scores if self.bound == "eft" else None, allowed)
         return allowed
+
+    @staticmethod
+    def _loads_as_eft(
+        decision: Decision, eft: np.ndarray | None, allowed: np.ndarray
+    ) -> np.ndarray:
+        """``allowed`` less the servers without the call's model where ``eft``'s pick has it;
+        ``eft``'s pick alone if none is left."""
+        eft = eft_scores(decision) if eft is None else eft
+        first = int(np.argmin(eft))
+        absent = decision.model_absent
+        if absent[first]:
+            return allowed
+        kept = allowed & ~absent
+        if not kept.any():
+            kept[first] = True
+        return kept
 
     def reset(self, seed: int) -> None:
         """A new run: ``tail``'s scores start from the cost model as is."""

@@ -132,6 +132,8 @@ def describe(name: str) -> str:
         where += ", oldest workflow first" + (f" (age counted up to {cap:g} s)" if cap else "")
     if acting.get("loads") == "free":
         where += ", starting a model load only where its bound would or where it evicts nothing,"
+    if acting.get("loads") == "eft":
+        where += ", starting a model load only where eft would,"
     if acting:
         where += " unless told otherwise"
     return f"{how}, on {where}. Measured: {card['measured']}"
@@ -158,7 +160,8 @@ class ActingOptions:
     (``scale-safe:bound=eft``)."""
     loads: Loads = "any"
     """With a margin: ``bound`` lets the network start only the model loads the bounding
-    heuristic's own pick would start; ``free``, those and the loads that evict no engine
+    heuristic's own pick would start; ``free``, those and the loads that evict no engine;
+    ``eft``, only where ``eft``'s pick would start one
     (:class:`scalesched.policies.bounded.ScoreMargin`)."""
     order: Literal["own", "workflow"] = "own"
     """The admission order of its calls where they queue: ``own``, the order they reach the
