@@ -29,7 +29,7 @@ from typing import Literal, get_args
 import numpy as np
 
 from scalesched.decision.features import Decision
-from scalesched.policies.eft import eft_scores
+from scalesched.policies.eft import eft_choice, eft_scores
 from scalesched.policies.tail import TailScheduler
 
 MAX_MARGIN = 10.0
@@ -107,17 +107,14 @@ class ScoreMargin:
             evicts[pick] = False
             allowed &= ~evicts
         elif self.loads == "eft":
-            allowed = self._loads_as_eft(decision, scores if self.bound == "eft" else None, allowed)
+            allowed = self._loads_as_eft(decision, pick if self.bound == "eft" else None, allowed)
         return allowed
 
     @staticmethod
-    def _loads_as_eft(
-        decision: Decision, eft: np.ndarray | None, allowed: np.ndarray
-    ) -> np.ndarray:
-        """``allowed`` less the servers without the call's model where ``eft``'s pick has it;
-        ``eft``'s pick alone if none is left."""
-        eft = eft_scores(decision) if eft is None else eft
-        first = int(np.argmin(eft))
+    def _loads_as_eft(decision: Decision, eft_pick: int | None, allowed: np.ndarray) -> np.ndarray:
+        """``allowed`` less the servers without the call's model where ``eft``'s pick (None:
+        asked of :func:`eft_choice` now) has it; that pick alone if none is left."""
+        first = eft_choice(decision) if eft_pick is None else eft_pick
         absent = decision.model_absent
         if absent[first]:
             return allowed
