@@ -1,4 +1,4 @@
-"""Two variants of `tail` beside `tail` and `eft`, with models loaded on demand, where `tail`
+"""Three variants of `tail` beside `tail` and `eft`, with models loaded on demand, where `tail`
 starts many more model loads than `eft` on clusters short of GPUs (docs/schedulers.md, "How
 to pick").
 
@@ -11,9 +11,12 @@ p90. A server where the model is absent has no batch to delay, so a long p90 mak
 fresh engine look cheaper than joining a busy one. ``tail_imposed`` keeps the p90 finish and
 weighs the imposed delay at the role's typical length (the estimate `eft` uses);
 ``tail_eftloads`` places as `tail` but sends a call to a server without its model only where
-`eft`'s pick lacks it too (`loads=eft` of a bounded policy, as a heuristic). One line of
-JSON per run (mean and p99 response time, steady-state verdict, model loads), then each
-policy's ratio of means to `eft`'s per seed.
+`eft`'s pick lacks it too (`loads=eft` of a bounded policy, as a heuristic);
+``tail_spared`` leaves out a server where the call's model load would wait for busy engines
+to fall idle (absent, and its free and idle GPUs cannot hold the engine: a wait the cost
+model counts as the server's mean remaining work per task) while another server can take
+the call. One line of JSON per run (mean and p99 response time, steady-state verdict, model
+loads), then each policy's ratio of means to `eft`'s per seed.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from scalesched.decision.features import Decision
 from scalesched.policies.eft import eft_choice
 from scalesched.policies.tail import TailScheduler
 
-POLICIES = ("eft", "tail", "tail_imposed", "tail_eftloads")
+POLICIES = ("eft", "tail", "tail_imposed", "tail_eftloads", "tail_spared")
 
 
 class TailImposedTypical(TailScheduler):
@@ -63,7 +66,31 @@ class TailEftLoads(TailScheduler):
         return int(np.argmin(scores))
 
 
-VARIANTS = {"tail_imposed": TailImposedTypical, "tail_eftloads": TailEftLoads}
+class TailSpared(TailScheduler):
+    """``tail`` without the servers where the call's model load waits for busy engines,
+    unless no other server has a finite score."""
+
+    name = "tail_spared"
+
+    @property
+    def compiled_policy(self) -> str | None:
+        return None
+
+    def scores(self, decision: Decision) -> np.ndarray:
+        scores = super().scores(decision)
+        if decision.task.kind != "llm":
+            return scores
+        view, tp = decision.view, decision.tables.tp[:, decision.task.model]
+        waits = decision.model_absent & (view.free_gpus + view.idle_gpus < tp)
+        spared = np.where(waits, np.inf, scores)
+        return spared if np.isfinite(spared).any() else scores
+
+
+VARIANTS = {
+    "tail_imposed": TailImposedTypical,
+    "tail_eftloads": TailEftLoads,
+    "tail_spared": TailSpared,
+}
 
 
 def one_run(

@@ -48,6 +48,17 @@ def test_no_evaluation_mix_is_trained_or_selected_on() -> None:
     assert mix_of(suite.clusters["hetero-16"]) != mix_of(suite.clusters["h100-rich-16"])
 
 
+def test_the_gpu_short_suite_holds_out_its_mixes_from_the_robustness_suite() -> None:
+    """research/data/gpu-short-suite.yaml checks changes prompted by the robustness suite's
+    rows on clusters short of GPUs: none of its evaluation mixes may appear there."""
+    held = load_suite(str(ROOT / "research" / "data" / "gpu-short-suite.yaml"))
+    robust = load_suite("robustness")
+    every = (*robust.evaluation, *robust.training, *robust.selection)
+    seen = {mix_of(robust.clusters[s.cluster]) for s in every}
+    assert {s.world for s in held.evaluation} == {"dynamic"}
+    assert not {mix_of(held.clusters[s.cluster]) for s in held.evaluation} & seen
+
+
 def test_evaluation_seeds_are_never_training_or_selection_seeds() -> None:
     suite = load_suite("robustness")
     ev = set(suite.evaluation_seeds)
