@@ -223,3 +223,70 @@ def test_a_plan_below_the_ceiling_keeps_headroom_for_every_model(mix):
         need = rate * mix.calls[model].calls_per_workflow
         cap = sum(curves.get(model, c).capacity * n for c, n in counts.items())
         assert cap >= search.HEADROOM * need
+
+
+def _placed(cluster: ClusterSpec, wanted: list[tuple[str, ReplicaConfig]]):
+    packing = Packing(cluster)
+    alloc: dict[str, dict[ReplicaConfig, int]] = {}
+    for model, config in wanted:
+        assert packing.place(model, config)
+        alloc.setdefault(model, {})
+        alloc[model][config] = alloc[model].get(config, 0) + 1
+    return packing, alloc
+
+
+def test_a_swap_moves_the_largest_model_to_the_faster_gpus(mix):
+    """One H100 and one A100 server, the greedy order's mistake built by hand: the small
+    models on the H100s, llama-2-70b on the A100s. The swap phase exchanges the two servers'
+    replicas, which lowers the predicted mean, and leaves the packing consistent."""
+    h100 = get_cluster("homogeneous-1:h100-80g-x4")
+    a100 = get_cluster("homogeneous-1:a100-80g-x4")
+    cluster = ClusterSpec("h100-a100", h100.servers + a100.servers)
+    h, a = "H100-80G", "A100-80G"
+    packing, alloc = _placed(
+        cluster,
+        [
+            ("llama-2-7b", ReplicaConfig(h, 1, 1.0)),
+            ("phi-2", ReplicaConfig(h, 1, 1.0)),
+            ("codellama-34b", ReplicaConfig(h, 2, 1.0)),
+            ("llama-2-70b", ReplicaConfig(a, 4, 1.0)),
+        ],
+    )
+    curves = Curves(mix)
+    rate = 0.3
+    before = predict(curves, alloc, rate).mean_s
+    assert search._swap_servers(curves, packing, alloc, rate) == 1
+    after = predict(curves, alloc, rate).mean_s
+    assert after < before
+    on = {r.model: r.server for r in packing.replicas}
+    assert on["llama-2-70b"] == cluster.servers[0].name
+    assert {on[m] for m in ("llama-2-7b", "phi-2", "codellama-34b")} == {cluster.servers[1].name}
+    assert alloc["llama-2-70b"] == {ReplicaConfig(h, 4, 1.0): 1}
+    assert packing.config_on[1, "codellama-34b"] == ReplicaConfig(a, 2, 1.0)
+    assert packing.free == [[0, 0, 0, 0], [0, 0, 0, 0]]
+    # no further exchange lowers it: swapping back would raise the mean
+    assert search._swap_servers(curves, packing, alloc, rate) == 0
+    result = search.PlanResult(
+        "plan", rate, predict(curves, alloc, rate), packing.replicas, alloc, 8.0, 0.0, 0
+    )
+    _check_valid(cluster, result)
+
+
+def test_a_swap_needs_the_replicas_to_fit_their_new_gpus(mix):
+    """llama-2-70b at tp 4 fills four H100s; on four L4s it does not fit, so an L4 server is
+    never its swap partner, however idle."""
+    fast, both = _h100_and_l4()
+    packing, alloc = _placed(both, [("llama-2-70b", ReplicaConfig("H100-80G", 4, 1.0))])
+    l4 = next(i for i, s in enumerate(both.servers) if s.gpu_type == "L4-24G")
+    assert search._swapped(Curves(mix), packing, alloc, 0, l4) is None
+
+
+@pytest.mark.parametrize("cluster,rate", [("hetero-16", 12.65), ("hetero-32", 29.0)])
+def test_the_swap_phase_never_raises_the_predicted_mean(mix, monkeypatch, cluster, rate):
+    spec = get_cluster(cluster)
+    with_swaps = search_plan(spec, mix, rate)
+    _check_valid(spec, with_swaps)
+    monkeypatch.setattr(search, "_swap_servers", lambda *args: 0)
+    without = search_plan(spec, mix, rate)
+    assert with_swaps.prediction.mean_s <= without.prediction.mean_s
+    assert with_swaps.gpus_used == pytest.approx(without.gpus_used)
