@@ -447,8 +447,8 @@ def _headroom(
             configs[m].remove(c)
 
 
-MAX_SWAP_PASSES = 64
-"""Bound on the exchanges of the swap phase (each strictly lowers the predicted mean, so
+MAX_SWAPS = 64
+"""Most exchanges the swap phase makes (each strictly lowers the predicted mean, so
 it ends anyway; the bound keeps a pathological cluster's planning time in check)."""
 
 
@@ -463,7 +463,7 @@ def _swap_servers(
     ``min(before, HEADROOM * rate)``. Returns the exchanges made."""
     steps = 0
     now = predict(curves, alloc, rate)
-    while steps < MAX_SWAP_PASSES and math.isfinite(now.mean_s):
+    while steps < MAX_SWAPS and math.isfinite(now.mean_s):
         best: tuple[Prediction, int, int, dict[str, dict[ReplicaConfig, int]]] | None = None
         for a, b in _swap_pairs(packing):
             trial = _swapped(curves, packing, alloc, a, b)
