@@ -160,6 +160,18 @@ class Packing:
         self._full.clear()  # free space moved between GPU types
 
 
+def _fitting_configs(model: str, gpu_type: str, max_gpus: int) -> list[ReplicaConfig]:
+    """Configurations of ``model`` on ``gpu_type`` with at most ``max_gpus`` GPUs whose
+    weights and minimum KV cache fit their share."""
+    return [
+        ReplicaConfig(gpu_type, tp, share)
+        for tp in TP_DEGREES
+        if tp <= max_gpus
+        for share in GPU_SHARES
+        if replica_fits(model, gpu_type, tp, share)
+    ]
+
+
 def candidate_configs(
     model: str, packing: Packing, curves: Curves, starved: float = STARVED
 ) -> list[ReplicaConfig]:
@@ -168,13 +180,7 @@ def candidate_configs(
     out: list[ReplicaConfig] = []
     for gpu_type in packing.gpu_types():
         max_gpus = max(packing.cluster.servers[i].gpus for i in packing.by_type[gpu_type])
-        configs = [
-            ReplicaConfig(gpu_type, tp, share)
-            for tp in TP_DEGREES
-            if tp <= max_gpus
-            for share in GPU_SHARES
-            if replica_fits(model, gpu_type, tp, share)
-        ]
+        configs = _fitting_configs(model, gpu_type, max_gpus)
         stats = {c: curves.get(model, c) for c in configs}
         dense = max((stats[c].capacity / c.gpus for c in configs), default=0.0)
         for c in configs:
@@ -465,12 +471,12 @@ def _swap_servers(
     now = predict(curves, alloc, rate)
     while steps < MAX_SWAPS and math.isfinite(now.mean_s):
         best: tuple[Prediction, int, int, dict[str, dict[ReplicaConfig, int]]] | None = None
+        floor = min(now.throughput_wps, HEADROOM * rate)
         for a, b in _swap_pairs(packing):
             trial = _swapped(curves, packing, alloc, a, b)
             if trial is None:
                 continue
             pred = predict(curves, trial, rate)
-            floor = min(now.throughput_wps, HEADROOM * rate)
             if pred.throughput_wps < floor or not pred.mean_s < now.mean_s * (1 - MIN_GAIN):
                 continue
             if best is None or pred.mean_s < best[0].mean_s:
@@ -537,13 +543,7 @@ def _starved(curves: Curves, model: str, config: ReplicaConfig, max_gpus: int) -
     ``candidate_configs`` prunes)."""
     dense = max(
         curves.get(model, c).capacity / c.gpus
-        for c in (
-            ReplicaConfig(config.gpu_type, tp, share)
-            for tp in TP_DEGREES
-            if tp <= max_gpus
-            for share in GPU_SHARES
-        )
-        if replica_fits(model, c.gpu_type, c.tp, c.share)
+        for c in _fitting_configs(model, config.gpu_type, max_gpus)
     )
     return curves.get(model, config).capacity / config.gpus < STARVED * dense
 
