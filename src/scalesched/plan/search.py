@@ -25,6 +25,12 @@ kept where it lowers the predicted mean (``_swap_servers``): on hetero-16 at 12.
 workflows/s, llama-2-70b moved from an A100 to an H100 server and the simulated mean under
 ``tail`` fell from 29.8 s to 26.9 s.
 
+Restarts: the greedy order never places several replicas of one model ahead of the rest,
+so a plan where the largest model holds the fastest servers can be out of its reach (its
+first H100 replica gains less per GPU than a small model's). The search therefore runs
+again from presets, a model's fastest configuration placed k times first, and the plan
+with the lowest predicted mean is kept (``_plan_served``).
+
 Placement (hierarchical, as each replica is added): the tp GPUs of a replica lie in one
 server; among the servers of the GPU type that can take it, best fit (the fewest free GPU
 quarters left afterwards, so servers fill up and large slots stay whole), ties broken by
@@ -295,46 +301,89 @@ def _plan_served(
     rate: float,
     slo_mean_s: float | None = None,
 ) -> Planned:
-    """The plan; where it leaves a model without a replica (the only servers its pruned
-    configurations fit on went to other models: a 70B model at tp 4 beside one H100 server's
-    smaller models), the better by predicted mean of two retries: that model placed first,
-    and the search without starvation pruning (the 70B model at tp 2 beside the 34B one).
+    """The plan: the best of several runs of the search (``_plan``), first the plan that
+    serves every model, then the plan that holds ``HEADROOM`` times the rate in predicted
+    throughput, then the lowest predicted mean. With ``slo_mean_s``, the first run only.
 
-    A plan whose predicted throughput is below ``HEADROOM`` times the rate is made again
-    with every model brought to ``HEADROOM`` times its need before any GPU goes to latency,
-    and that plan is kept where it holds the headroom. Why: the latency search spends the
-    fast GPUs on the small models' latency, so the largest model has no room left to grow
-    in the throughput phase; on hetero-32 the plan for 29 workflows/s predicted 34.3 (1.18x)
-    with 36 GPUs idle, and `tail` on it did not settle at that rate (responses rising over
-    8000 workflows). Near the cluster's ceiling no plan holds the headroom and the first
-    plan stands."""
+    Runs: the plain search; the search with every model brought to ``HEADROOM`` times its
+    need before any GPU goes to latency (the latency search spends the fast GPUs on the
+    small models' latency, so the largest model has no room left to grow in the throughput
+    phase: on hetero-32 the plain plan for 29 workflows/s predicted 34.3 (1.18x) with 36
+    GPUs idle, and `tail` on it did not settle); and restarts from presets (``_presets``):
+    a model's fastest configuration placed k times before the search, which it would not
+    reach by itself because the greedy order takes one replica at a time by gain per GPU
+    (on hetero-16 at 14.13 workflows/s, three llama-2-70b replicas on H100 servers first:
+    predicted mean 25.4 s against 31.3 s, simulated under `tail` 27.6 s against 31.9 s).
 
-    def attempt(options: dict[str, list[ReplicaConfig]], first: list[str], floor: float) -> Planned:
+    Where a run leaves a model without a replica (the only servers its pruned
+    configurations fit on went to other models: a 70B model at tp 4 beside one H100
+    server's smaller models), the better by predicted mean of two retries stands for it:
+    that model placed first, and the search without starvation pruning (the 70B model at
+    tp 2 beside the 34B one)."""
+
+    def attempt(
+        options: dict[str, list[ReplicaConfig]],
+        first: list[str],
+        floor: float,
+        preset: Preset | None = None,
+    ) -> Planned:
         packing = Packing(cluster)
         alloc: dict[str, dict[ReplicaConfig, int]] = {m: {} for m in options}
         options = {m: list(c) for m, c in options.items()}
-        steps = _plan(curves, packing, options, alloc, rate, first, slo_mean_s, floor)
+        steps = _plan(curves, packing, options, alloc, rate, first, slo_mean_s, floor, preset)
         return packing, alloc, steps
 
     def unserved(plan: Planned) -> list[str]:
         return [m for m, counts in plan[1].items() if not counts]
 
-    def served(floor: float) -> Planned:
-        plan = attempt(configs, [], floor)
+    def served(floor: float, preset: Preset | None = None) -> Planned:
+        plan = attempt(configs, [], floor, preset)
         if not unserved(plan):
             return plan
         loose = {m: candidate_configs(m, plan[0], curves, starved=0.0) for m in configs}
-        tries = [attempt(configs, unserved(plan), floor), attempt(loose, [], floor)]
+        tries = [attempt(configs, unserved(plan), floor, preset), attempt(loose, [], floor, preset)]
         return min(tries, key=lambda p: (len(unserved(p)), predict(curves, p[1], rate).mean_s))
 
     def holds_headroom(plan: Planned) -> bool:
         return predict(curves, plan[1], rate).throughput_wps >= HEADROOM * rate
 
     plan = served(1.0)
-    if slo_mean_s is not None or holds_headroom(plan):
+    if slo_mean_s is not None:
         return plan
-    floored = served(HEADROOM)
-    return floored if holds_headroom(floored) and not unserved(floored) else plan
+    tries = [plan, served(HEADROOM)]
+    tries += [served(floor, preset) for floor, preset in _presets(curves, configs, rate)]
+
+    def rank(p: Planned) -> tuple[int, bool, float]:
+        return (len(unserved(p)), not holds_headroom(p), predict(curves, p[1], rate).mean_s)
+
+    return min(tries, key=rank)
+
+
+Preset = tuple[str, ReplicaConfig, int]
+"""(model, configuration, count): replicas placed before the greedy search starts."""
+PRESET_FRACTIONS = (0.25, 0.5, 0.75, 1.0)
+"""Preset counts tried, as fractions of the replicas of a model's fastest configuration
+that would carry its need (at the floor) alone."""
+
+
+def _presets(
+    curves: Curves, configs: dict[str, list[ReplicaConfig]], rate: float
+) -> list[tuple[float, Preset]]:
+    """(floor, preset) of every restart: per model, its fastest configuration (lowest
+    batch-1 latency, then most capacity) placed k times first, for k a fraction
+    (``PRESET_FRACTIONS``) of the count that alone would carry its need at the floor, and
+    both floors (1 and ``HEADROOM``)."""
+    out: list[tuple[float, Preset]] = []
+    for m, options in configs.items():
+        need = rate * curves.profile.calls[m].calls_per_workflow
+        if not options or need <= 0:
+            continue
+        fast = min(options, key=lambda c: (curves.get(m, c).latency[0], -curves.get(m, c).capacity))
+        for floor in (1.0, HEADROOM):
+            alone = math.ceil(floor * need / curves.get(m, fast).capacity)
+            for k in sorted({max(1, round(f * alone)) for f in PRESET_FRACTIONS}):
+                out.append((floor, (m, fast, k)))
+    return out
 
 
 def _plan(
@@ -346,14 +395,21 @@ def _plan(
     first: list[str],
     slo_mean_s: float | None = None,
     floor: float = 1.0,
+    preset: Preset | None = None,
 ) -> int:
-    """The latency search, then the throughput phase; the models of ``first`` get their
+    """The latency search, then the throughput phase; ``preset``'s replicas are placed
+    first (as many of its count as fit), then the models of ``first`` get their
     densest placeable configuration before either (without pruned configurations, a 70B
     model may fit only whole servers that smaller models would otherwise take first). With
     a mean target (``slo_mean_s``) the plan holds the fewest GPUs that reach it: no
     throughput phase. ``floor``: the capacity, in multiples of each model's need, the
     search brings every model to before it spends GPUs on latency."""
     steps = 0
+    if preset is not None:
+        model, config, count = preset
+        while steps < count and packing.place(model, config):
+            alloc[model][config] = alloc[model].get(config, 0) + 1
+            steps += 1
     for m in first:
         for c in sorted(configs[m], key=lambda c: -curves.get(m, c).capacity / c.gpus):
             if packing.place(m, c):
