@@ -344,9 +344,6 @@ def _plan_served(
         tries = [attempt(configs, unserved(plan), floor, preset), attempt(loose, [], floor, preset)]
         return min(tries, key=lambda p: (len(unserved(p)), predict(curves, p[1], rate).mean_s))
 
-    def holds_headroom(plan: Planned) -> bool:
-        return predict(curves, plan[1], rate).throughput_wps >= HEADROOM * rate
-
     plan = served(1.0)
     if slo_mean_s is not None:
         return plan
@@ -354,7 +351,9 @@ def _plan_served(
     tries += [served(floor, preset) for floor, preset in _presets(curves, configs, rate)]
 
     def rank(p: Planned) -> tuple[int, bool, float]:
-        return (len(unserved(p)), not holds_headroom(p), predict(curves, p[1], rate).mean_s)
+        """Serves every model, then holds the headroom, then the lowest predicted mean."""
+        pred = predict(curves, p[1], rate)
+        return (len(unserved(p)), pred.throughput_wps < HEADROOM * rate, pred.mean_s)
 
     return min(tries, key=rank)
 
