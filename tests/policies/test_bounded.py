@@ -175,8 +175,8 @@ def test_loads_eft_falls_back_on_eft_s_pick_when_nothing_is_left() -> None:
 
 def test_the_load_rules_change_nothing_on_a_deployment() -> None:
     """A planned deployment starts no model load (a call goes only to a server holding its
-    model), so every load rule acts the same there: the suite's planned rows and the demo
-    do not move with ``loads``."""
+    model), so every load rule acts the same there, and ``bound=auto`` is ``tail``'s bound:
+    the suite's planned rows and the demo do not move with ``loads`` or ``bound``."""
     planned = prepare("hetero-8", Scenario(workflows=60, load=0.9, seed=3, residency="planned"))
 
     def mean(policy: str) -> float:
@@ -184,3 +184,38 @@ def test_the_load_rules_change_nothing_on_a_deployment() -> None:
 
     assert mean("scale-safe:loads=free") == mean("scale-safe:loads=any")
     assert mean("scale-safe:loads=eft") == mean("scale-safe:loads=any")
+    assert mean("scale-safe:bound=auto") == mean("scale-safe:bound=tail")
+
+
+class AutoRecorder(Recorder):
+    """Keeps, per decision, whether ``tail``'s pick had to wait for GPUs to load the call's
+    model, and the chosen server's excess over the best of the score ``bound=auto`` is
+    meant to follow there: ``eft``'s where it waits, ``tail``'s elsewhere."""
+
+    def __init__(self, inner: BaseScheduler) -> None:
+        super().__init__(inner)
+        self.followed: list[tuple[bool, float]] = []
+
+    def select(self, decision: Decision) -> int:
+        tail_scores = self.tail.scores(decision)
+        waits = bool(decision.load_waits[int(np.argmin(tail_scores))])
+        eft = np.where(decision.mask, decision.finish_s + decision.imposed_s, np.inf)
+        scores = eft if waits else tail_scores
+        server = self.inner.select(decision)
+        assert isinstance(server, int)
+        best = float(np.min(scores))
+        self.followed.append((waits, float(scores[server] - best) / abs(best) if best else 0.0))
+        return server
+
+
+def test_bound_auto_follows_eft_where_tail_s_load_would_wait_for_gpus() -> None:
+    """``bound=auto`` measures the margin from ``tail``'s score, but from ``eft``'s where
+    ``tail``'s pick lacks the call's model and its free and idle GPUs cannot hold the
+    engine. The run has decisions of both kinds (so either check can fail)."""
+    recorder = AutoRecorder(get_policy("scale-dagger:margin=0.1,bound=auto"))  # type: ignore[arg-type]
+    run(prepare("configs/clusters/l4-lab.yaml", SCENARIO), recorder)
+    waits = [excess for waited, excess in recorder.followed if waited]
+    free = [excess for waited, excess in recorder.followed if not waited]
+    assert waits and free
+    assert max(waits) <= 0.1 + 1e-9
+    assert max(free) <= 0.1 + 1e-9

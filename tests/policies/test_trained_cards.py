@@ -74,13 +74,14 @@ def test_a_checkpoint_from_before_the_field_was_trained_with_dynamic_residency()
 
 def test_a_policy_shipped_bounded_acts_bounded_unless_told_otherwise() -> None:
     """``scale-safe``'s card ships it with margin 0.05 in workflow order, starting only the
-    model loads ``loads=free`` allows: the plain name acts exactly as its checkpoint with
-    those options, and an option given overrides the card's."""
+    model loads ``loads=free`` allows, bounded by ``tail`` or by ``eft`` where ``tail``'s
+    load would wait for GPUs (``bound=auto``): the plain name acts exactly as its checkpoint
+    with those options, and an option given overrides the card's."""
     from scalesched.policies import get_policy
     from scalesched.policies.trained import shipped_acting, shipped_policies
     from scalesched.runs.setup import Scenario, prepare, run
 
-    shipped = {"margin": 0.05, "order": "workflow", "loads": "free"}
+    shipped = {"margin": 0.05, "order": "workflow", "loads": "free", "bound": "auto"}
     assert shipped_acting("scale-safe") == shipped
     assert shipped_acting("scale-dagger") == {} and shipped_acting("no-such") == {}
     path = shipped_policies()["scale-safe"]
@@ -89,11 +90,13 @@ def test_a_policy_shipped_bounded_acts_bounded_unless_told_otherwise() -> None:
     def mean(policy: str) -> float:
         return float(run(setup, policy, warmup=0, cooldown=0).metrics["avg_response_time_s"])
 
-    card = "order=workflow,loads=free"
+    card = "order=workflow,loads=free,bound=auto"
     assert mean("scale-safe") == mean(f"{path}:margin=0.05,{card}")
     assert mean("scale-safe:margin=0.5") == mean(f"{path}:margin=0.5,{card}")
-    assert mean("scale-safe:order=own") == mean(f"{path}:margin=0.05,loads=free")
-    assert mean("scale-safe:loads=any") == mean(f"{path}:margin=0.05,order=workflow")
+    assert mean("scale-safe:order=own") == mean(f"{path}:margin=0.05,loads=free,bound=auto")
+    assert mean("scale-safe:loads=any") == mean(f"{path}:margin=0.05,order=workflow,bound=auto")
+    plain = "order=workflow,loads=free"
+    assert mean("scale-safe:bound=tail") == mean(f"{path}:margin=0.05,{plain}")
     capped = mean("scale-safe:age_cap_s=20")
     assert capped == mean(f"{path}:margin=0.05,{card},age_cap_s=20")
     assert get_policy("scale-safe").name == "scale-safe"

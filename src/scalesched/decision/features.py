@@ -188,6 +188,16 @@ class Decision:
         return self.model_absent & (self._view.free_gpus >= tp)
 
     @property
+    def load_waits(self) -> np.ndarray:
+        """(N,) bool: servers without the task's model whose free and idle GPUs together
+        cannot hold its engine, where a load waits for engines with requests to drain; all
+        False for a tool."""
+        if self.task.kind != "llm":
+            return np.zeros(self.n_servers, dtype=bool)
+        tp = self._tables.tp[:, self.task.model]
+        return self.model_absent & (self._view.free_gpus + self._view.idle_gpus < tp)
+
+    @property
     def tables(self) -> ClusterTables:
         """The cluster's static arrays (for policies that score engines themselves)."""
         return self._tables

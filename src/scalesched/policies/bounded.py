@@ -17,13 +17,18 @@ module imports no torch: the network side applies the set to its scores.
 A bound is only as safe as the heuristic it follows: on a cluster where ``tail`` itself
 falls into long congestion and ``eft`` does not (pcie-lab at load 0.8 with models loaded on
 demand, docs/robustness.md), ``bound=eft`` measures the margin from ``eft``'s score
-(estimated finish plus imposed delay) instead.
+(estimated finish plus imposed delay) instead. ``bound=auto`` chooses per decision: ``tail``'s
+score, unless ``tail``'s own pick lacks the call's model and the free and idle GPUs there
+cannot hold its engine. That load waits for engines with requests to drain, a wait
+``tail``'s cost model prices as the server's mean remaining work per task and that runs far
+longer on clusters short of GPUs; there the decision is bounded by ``eft``, which starts a
+third to a fifth of ``tail``'s loads. On a deployment no call starts a load, so ``auto`` is
+``tail``'s bound.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Literal, get_args
 
 import numpy as np
@@ -45,8 +50,9 @@ def check_margin(margin: float) -> float:
     return float(margin)
 
 
-Bound = Literal["tail", "eft"]
-"""The heuristics whose score a margin may be measured from."""
+Bound = Literal["tail", "eft", "auto"]
+"""The heuristics whose score a margin may be measured from (``auto``: ``tail``'s, or
+``eft``'s where ``tail``'s pick would wait for GPUs to load the call's model)."""
 BOUNDS: tuple[str, ...] = get_args(Bound)
 
 
@@ -66,7 +72,8 @@ would start one (``eft``: no load while ``eft`` would join a running engine)."""
 
 class ScoreMargin:
     """The candidate set of a decision: feasible servers within ``margin`` of the best score
-    of ``bound`` (``tail`` by default, or ``eft``); never empty while a server is feasible:
+    of ``bound`` (``tail`` by default, ``eft``, or ``auto``, which follows ``eft`` where
+    ``tail``'s pick would wait for GPUs); never empty while a server is feasible:
     that heuristic's own pick is in it. With ``loads="bound"`` a server without the call's
     model is a candidate only where that pick lacks it too: a load looks cheap within the
     margin, yet it evicts an idle engine that a later call needs. With ``loads="free"`` such
@@ -82,11 +89,19 @@ class ScoreMargin:
         if loads not in get_args(Loads):
             raise ValueError(f"loads must be one of {', '.join(get_args(Loads))}, got {loads!r}")
         self.loads = loads
-        self.tail = TailScheduler() if bound == "tail" else None
-        self.scores: Callable[[Decision], np.ndarray] = (
-            self.tail.scores if self.tail is not None else eft_scores
-        )
+        self.tail = TailScheduler() if bound in ("tail", "auto") else None
+        self._follows_eft = bound == "eft"
+
+    def scores(self, decision: Decision) -> np.ndarray:
         """(N,) the bounding heuristic's score of each server (inf where infeasible)."""
+        if self.tail is None:
+            return eft_scores(decision)
+        tail = self.tail.scores(decision)
+        if self.bound == "auto" and tail.size and decision.task.kind == "llm":
+            pick = int(np.argmin(tail))
+            if decision.load_waits[pick]:
+                return eft_scores(decision)
+        return tail
 
     def allowed(self, decision: Decision) -> np.ndarray:
         """(N,) bool: the servers the policy may choose for ``decision``."""
@@ -107,7 +122,7 @@ class ScoreMargin:
             evicts[pick] = False
             allowed &= ~evicts
         elif self.loads == "eft":
-            allowed = self._loads_as_eft(decision, pick if self.bound == "eft" else None, allowed)
+            allowed = self._loads_as_eft(decision, pick if self._follows_eft else None, allowed)
         return allowed
 
     @staticmethod

@@ -126,7 +126,12 @@ def describe(name: str) -> str:
     where += f" ({world.get(t.get('residency', 'dynamic'), t.get('residency'))})"
     acting = card.get("acting") or {}
     if "margin" in acting:
-        where += f"; acts within margin {acting['margin']:g} of tail's best"
+        best = {
+            "tail": "tail's best",
+            "eft": "eft's best",
+            "auto": "tail's best (eft's where tail's model load would wait for GPUs)",
+        }[acting.get("bound", "tail")]
+        where += f"; acts within margin {acting['margin']:g} of {best}"
     if acting.get("order") == "workflow":
         cap = acting.get("age_cap_s")
         where += ", oldest workflow first" + (f" (age counted up to {cap:g} s)" if cap else "")
@@ -156,8 +161,9 @@ class ActingOptions:
     (``scale-dagger:margin=0.1``; :mod:`scalesched.policies.bounded`); None: every
     feasible server."""
     bound: Bound = "tail"
-    """The heuristic whose score the margin is measured from: ``tail`` or ``eft``
-    (``scale-safe:bound=eft``)."""
+    """The heuristic whose score the margin is measured from: ``tail``, ``eft``
+    (``scale-safe:bound=eft``) or ``auto``, ``tail`` but where its pick would wait for GPUs
+    to load the call's model, ``eft``."""
     loads: Loads = "any"
     """With a margin: ``bound`` lets the network start only the model loads the bounding
     heuristic's own pick would start; ``free``, those and the loads that evict no engine;
