@@ -1,7 +1,7 @@
 """The room left in each setting of a robustness suite, and a learned policy's ratio where
 there is room (docs/robustness.md, "Where room is left").
 
-    python research/suite_room.py --out results/suite-room.jsonl [--seed 90] [--jobs 2]
+    python research/suite_room.py --out results/suite-room.jsonl [--seed 90] [--jobs 2] [--oracle]
     python research/suite_room.py --out results/suite-room.jsonl --summarise \
         results/robust/robustness.json [more robustness.json ...] [--policy scale-safe]
 
@@ -15,7 +15,9 @@ replaces an earlier one's: a longer run of a few settings over the whole suite's
 prints, per setting, the room beside the policy's mean ratio to the best heuristic, then
 the suite's summary (``scalesched.eval.robustness.suite_summary``: the rows that count,
 every run behind them steady) over all rows and over the rows with at least ``--room``
-of room, the target's two averages.
+of room, the target's two averages. With ``--oracle`` the sweep runs the clairvoyant
+rollout oracle too, and the summary gives its mean over the best heuristic of its run: how
+much of the room clairvoyance takes.
 """
 
 from __future__ import annotations
@@ -35,14 +37,18 @@ ROOM = 0.10
 """The issue's threshold: settings where at least this share of the mean is left."""
 
 
-def headroom(suite: Suite, setting: SuiteSetting, folder: Path, seed: int, workflows: int) -> dict:
-    """One setting's ``headroom`` run, as a result line (``error`` where it failed)."""
+def headroom(
+    suite: Suite, setting: SuiteSetting, folder: Path, seed: int, workflows: int, oracle: bool
+) -> dict:
+    """One setting's ``headroom`` run, as a result line (``error`` where it failed); with
+    ``oracle``, the clairvoyant rollout oracle's row too (slow)."""
     cmd = [sys.executable, "-m", "scalesched", "headroom"]
     cmd += ["--cluster", cluster_reference(suite, setting, folder)]
     cmd += ["--workload", setting.workload, "--load", str(setting.load)]
     cmd += ["--arrivals", setting.arrivals, "--residency", setting.world]
     cmd += ["--workflows", str(setting.workflows or workflows), "--seed", str(seed)]
-    cmd += ["--no-oracle", "--no-split", "--no-progress", "--json"]
+    cmd += [] if oracle else ["--no-oracle"]
+    cmd += ["--no-split", "--no-progress", "--json"]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     row = {"setting": setting.name, "seed": seed}
     if done.returncode != 0:
@@ -68,6 +74,13 @@ def read_rooms(path: Path) -> dict[str, dict]:
     return rooms
 
 
+def oracle_ratio(result: dict) -> str:
+    """The oracle's mean over the best heuristic of the same headroom run ('-': not run)."""
+    oracles = result.get("oracle") or {}
+    gains = [o["gain_over_best"] for o in oracles.values() if o.get("gain_over_best") is not None]
+    return "-" if not gains else " ".join(f"{1 - g:.3f}" for g in gains)
+
+
 def sweep(args: argparse.Namespace) -> None:
     suite = load_suite(args.suite)
     done = set(read_rooms(args.out)) if args.out.exists() else set()
@@ -75,7 +88,8 @@ def sweep(args: argparse.Namespace) -> None:
     print(f"{len(todo)} settings to run", flush=True)
     with tempfile.TemporaryDirectory() as folder, ThreadPoolExecutor(args.jobs) as pool:
         lines = pool.map(
-            lambda s: headroom(suite, s, Path(folder), args.seed, args.workflows), todo
+            lambda s: headroom(suite, s, Path(folder), args.seed, args.workflows, args.oracle),
+            todo,
         )
         for line in lines:
             with args.out.open("a") as f:
@@ -90,8 +104,8 @@ def summarise(args: argparse.Namespace) -> None:
         for r in json.loads(Path(path).read_text())["settings"]:
             results[r["name"]] = r
     p = args.policy
-    print(f"| setting | best heuristic | room | {p} mean / best | counted |")
-    print("|---|---|---|---|---|")
+    print(f"| setting | best heuristic | room | {p} mean / best | counted | oracle / best |")
+    print("|---|---|---|---|---|---|")
     roomy = []
     for name, r in results.items():
         if name not in rooms or p not in r["policies"]:
@@ -102,7 +116,7 @@ def summarise(args: argparse.Namespace) -> None:
         ratio = f"{e['mean_ratio']:.3f} ± {e['mean_ratio_ci']:.3f}"
         print(
             f"| `{name}` | {r['best_heuristic']} | {gap:.1%}{mark} | {ratio} | "
-            f"{'yes' if counted(r, p, False) else 'no'} |"
+            f"{'yes' if counted(r, p, False) else 'no'} | {oracle_ratio(rooms[name])} |"
         )
         if gap >= args.room:
             roomy.append(r)
@@ -122,6 +136,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=90, help="an evaluation seed of the suite")
     ap.add_argument("--workflows", type=int, default=2000, help="workflows per run")
     ap.add_argument("--jobs", type=int, default=1, help="settings run at once")
+    ap.add_argument("--oracle", action="store_true", help="run the rollout oracle too (slow)")
     ap.add_argument("--summarise", nargs="+", metavar="RESULT", help="robustness.json files")
     ap.add_argument("--policy", default="scale-safe", help="the learned policy summarised")
     ap.add_argument("--room", type=float, default=ROOM, help="the room threshold (a share)")
