@@ -12,7 +12,7 @@ from scalesched.decision.scheduler import BaseScheduler
 from scalesched.errors import InputError
 from scalesched.policies import get_policy
 from scalesched.policies.bounded import ScoreMargin, check_margin
-from scalesched.policies.eft import eft_choice
+from scalesched.policies.eft import eft_choice, eft_scores
 from scalesched.policies.tail import TailScheduler
 from scalesched.runs.setup import Scenario, prepare, run
 
@@ -199,8 +199,7 @@ class AutoRecorder(Recorder):
     def select(self, decision: Decision) -> int:
         tail_scores = self.tail.scores(decision)
         waits = bool(decision.load_waits[int(np.argmin(tail_scores))])
-        eft = np.where(decision.mask, decision.finish_s + decision.imposed_s, np.inf)
-        scores = eft if waits else tail_scores
+        scores = eft_scores(decision) if waits else tail_scores
         server = self.inner.select(decision)
         assert isinstance(server, int)
         best = float(np.min(scores))

@@ -90,17 +90,14 @@ class ScoreMargin:
             raise ValueError(f"loads must be one of {', '.join(get_args(Loads))}, got {loads!r}")
         self.loads = loads
         self.tail = TailScheduler() if bound in ("tail", "auto") else None
-        self._follows_eft = bound == "eft"
 
     def scores(self, decision: Decision) -> np.ndarray:
         """(N,) the bounding heuristic's score of each server (inf where infeasible)."""
         if self.tail is None:
             return eft_scores(decision)
         tail = self.tail.scores(decision)
-        if self.bound == "auto" and tail.size and decision.task.kind == "llm":
-            pick = int(np.argmin(tail))
-            if decision.load_waits[pick]:
-                return eft_scores(decision)
+        if self.bound == "auto" and tail.size and decision.load_waits[int(np.argmin(tail))]:
+            return eft_scores(decision)
         return tail
 
     def allowed(self, decision: Decision) -> np.ndarray:
@@ -122,7 +119,7 @@ class ScoreMargin:
             evicts[pick] = False
             allowed &= ~evicts
         elif self.loads == "eft":
-            allowed = self._loads_as_eft(decision, pick if self._follows_eft else None, allowed)
+            allowed = self._loads_as_eft(decision, pick if self.bound == "eft" else None, allowed)
         return allowed
 
     @staticmethod
